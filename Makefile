@@ -1,0 +1,38 @@
+# The two commands a newcomer needs: `make serve` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: serve test install venv bench lint clean
+
+$(BIN)/python:
+	@scripts/ensure-system-deps.sh venv
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Reinstall only when the package metadata changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[server,test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+serve: install
+	$(BIN)/berth migrate
+	$(BIN)/berth admin bootstrap
+	$(BIN)/berth serve
+
+test: install
+	@scripts/ensure-system-deps.sh test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python benchmarks/projects_list.py
+
+lint: install
+	$(BIN)/pip install --quiet ruff
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,118 @@
+"""`X-Idempotency-Key` on the supported POSTs (spec rules 1-6).
+
+The key is claimed in its own committed transaction (so a concurrent
+duplicate sees it in flight: 409), then the view runs and its response is
+stored in one transaction with the view's changes: either both happen or
+neither. A claim carries a lease, so a request that died mid-way does not
+block its key forever. Records are per API key and live 24 hours."""
+
+import datetime as dt
+import functools
+
+import peewee
+from flask import Response, g, request
+
+from control_plane import clock
+from control_plane.db import database, for_update
+from control_plane.errors import BadRequest, Conflict
+from control_plane.models import IdempotencyRecord
+
+TTL = dt.timedelta(hours=24)
+REPLAYED_HEADERS = ("Content-Type", "Location")
+
+
+def _lease():
+    from flask import current_app
+    return dt.timedelta(seconds=current_app.config["IDEMPOTENCY_LEASE_SECONDS"])
+
+
+def _claim(api_key, idem_key):
+    """Returns (record, replay): a record we now own, or a finished one to replay."""
+    now = clock.now()
+    try:
+        with database.atomic():
+            rec = for_update(IdempotencyRecord.select().where(
+                IdempotencyRecord.api_key == api_key.id, IdempotencyRecord.key == idem_key)).first()
+            if rec is not None and rec.expires_at <= now:  # rule 4: after 24 h, a new key
+                rec.delete_instance()
+                rec = None
+            if rec is None:
+                rec = IdempotencyRecord.create(
+                    api_key=api_key.id, key=idem_key, method=request.method, path=request.path,
+                    locked_until=now + _lease(), expires_at=now + TTL)
+                return rec, False
+            if rec.state == "done":
+                return rec, True
+            if rec.locked_until > now:
+                raise Conflict("A request with this idempotency key is still being processed.",
+                               code="idempotency_key_in_use")
+            # The first request died without finishing: take its key over.
+            rec.locked_until = now + _lease()
+            rec.save(only=[IdempotencyRecord.locked_until])
+            return rec, False
+    except peewee.IntegrityError:  # a concurrent first request inserted it
+        raise Conflict("A request with this idempotency key is still being processed.",
+                       code="idempotency_key_in_use") from None
+
+
+def _finish(rec, response):
+    """Store the response, only if the claim is still ours (no takeover happened)."""
+    headers = {h: response.headers[h] for h in REPLAYED_HEADERS if h in response.headers}
+    won = (IdempotencyRecord.update(
+        state="done", response_status=response.status_code,
+        response_body=response.get_data(as_text=True), response_headers=headers)
+        .where(IdempotencyRecord.id == rec.id, IdempotencyRecord.state == "in_flight",
+               IdempotencyRecord.locked_until == rec.locked_until)
+        .execute())
+    if not won:
+        raise Conflict("A request with this idempotency key is still being processed.",
+                       code="idempotency_key_in_use")
+
+
+def _release(rec):
+    (IdempotencyRecord.delete()
+     .where(IdempotencyRecord.id == rec.id, IdempotencyRecord.state == "in_flight",
+            IdempotencyRecord.locked_until == rec.locked_until)
+     .execute())
+
+
+def _replay(rec):
+    response = Response(rec.response_body, status=rec.response_status,
+                        headers=rec.response_headers or {})
+    response.headers["X-Idempotency-Replayed"] = "true"
+    return response
+
+
+def idempotent(view):
+    """Decorate a POST view, right under `@blp.route`: a replay needs no valid body."""
+
+    @functools.wraps(view)
+    def wrapper(*args, **kwargs):
+        idem_key = request.headers.get("X-Idempotency-Key")
+        if idem_key is None or request.method != "POST":
+            return view(*args, **kwargs)  # rule 6: ignored elsewhere
+        idem_key = idem_key.strip()
+        if not 1 <= len(idem_key) <= 255:
+            raise BadRequest("X-Idempotency-Key must be 1 to 255 characters.",
+                             code="invalid_idempotency_key")
+        rec, replay = _claim(g.api_key, idem_key)
+        if replay:
+            return _replay(rec)
+        try:
+            with database.atomic():
+                response = view(*args, **kwargs)
+                if 200 <= response.status_code < 300:
+                    _finish(rec, response)
+        except BaseException:
+            _release(rec)  # nothing was done: the same key may be retried
+            raise
+        if not 200 <= response.status_code < 300:
+            _release(rec)
+        return response
+
+    return wrapper
+
+
+def prune_expired():
+    """Delete records past their 24 hours (called by the scheduler)."""
+    return IdempotencyRecord.delete().where(IdempotencyRecord.expires_at <= clock.now()).execute()

@@ -1,0 +1,43 @@
+"""The public API at /api/public/v1 (API keys)."""
+
+from control_plane.api.smorest import BerthApi, StandardResponses
+
+PREFIX = "/api/public/v1"
+
+DESCRIPTION = """\
+Authenticate with an API key: `Authorization: Bearer <key>` (recommended) or
+`X-API-Key: <key>`; when both are sent, `Authorization` wins. Read-only keys
+(`svc_live_ro_…`) may only GET and allow 120 requests per 60 s; full-access keys
+(`svc_live_rw_…`) allow 20. Every authenticated response carries `X-API-Key-Id`,
+`X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Window`.
+Errors are `{"error": code, "message": text}`.
+"""
+
+
+def register(app):
+    app.config.update({
+        "PUBLIC_API_TITLE": "Berth public API",
+        "PUBLIC_API_VERSION": "v1",
+        "PUBLIC_OPENAPI_VERSION": "3.0.3",
+        "PUBLIC_OPENAPI_URL_PREFIX": PREFIX,
+        "PUBLIC_OPENAPI_JSON_PATH": "openapi.json",
+        "PUBLIC_OPENAPI_SWAGGER_UI_PATH": "/docs",
+        "PUBLIC_OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        "PUBLIC_OPENAPI_REDOC_PATH": "/redoc",
+        "PUBLIC_OPENAPI_REDOC_URL": "https://cdn.jsdelivr.net/npm/redoc/bundles/redoc.standalone.js",
+    })
+    api = BerthApi(app, config_prefix="PUBLIC", spec_kwargs={
+        "extra_plugins": [StandardResponses()],
+        "info": {"description": DESCRIPTION},
+        "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/") + PREFIX}],
+        "security": [{"bearerAuth": []}, {"apiKeyHeader": []}],
+    })
+    api.spec.components.security_scheme("bearerAuth", {"type": "http", "scheme": "bearer"})
+    api.spec.components.security_scheme(
+        "apiKeyHeader", {"type": "apiKey", "in": "header", "name": "X-API-Key"})
+
+    from control_plane.api.public import changelog, projects, servers, tickets
+
+    for module in (projects, servers, tickets, changelog):
+        api.register_blueprint(module.blp, url_prefix=PREFIX)
+    return api

@@ -1,0 +1,90 @@
+"""Projects: /projects and /projects/{project_id}."""
+
+import marshmallow as ma
+from flask import request
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.fields import Branch, HttpsUrl, Name, UTCDateTime
+from control_plane.api.idempotency import idempotent
+from control_plane.api.pagination import CursorArgs, cursor_page, cursor_page_schema
+from control_plane.services import projects as svc
+from control_plane.services.scope import projects_for
+
+blp = init_blueprint(Blueprint("projects", __name__, description="Projects"))
+
+
+class ProjectSchema(ma.Schema):
+    id = ma.fields.UUID(required=True)
+    name = ma.fields.String(required=True)
+    erp_version = ma.fields.String(allow_none=True)
+    git_repo_url = ma.fields.String(allow_none=True)
+    default_branch = ma.fields.String(allow_none=True)
+    environment_count = ma.fields.Integer(required=True)
+    server_id = ma.fields.UUID(allow_none=True)
+    created_at = UTCDateTime(required=True)
+
+
+ErpVersion = ma.fields.String(validate=ma.validate.Regexp(
+    r"^\d{1,4}\.\d{1,4}$", error="Must be <major>.<minor>, e.g. 17.0."), allow_none=True)
+
+
+class ProjectCreateSchema(ma.Schema):
+    name = Name(required=True)
+    server_id = ma.fields.UUID(required=True)
+    git_repo_url = HttpsUrl(allow_none=True)
+    default_branch = Branch(load_default="main")
+    erp_version = ErpVersion
+
+
+class ProjectUpdateSchema(ma.Schema):
+    name = Name()
+    default_branch = Branch()
+    git_repo_url = HttpsUrl(allow_none=True)
+
+
+ProjectPage = cursor_page_schema(ProjectSchema, "ProjectPage")
+
+
+class ConfirmHeader(ma.Schema):
+    # Checked by the service (400 confirm_required), declared here for the docs.
+    x_confirm_delete = ma.fields.String(data_key="X-Confirm-Delete", metadata={
+        "description": "Must be exactly `true`."})
+
+
+@blp.route("/projects")
+class Projects(MethodView):
+    @blp.arguments(CursorArgs, location="query")
+    @blp.response(200, ProjectPage)
+    def get(self, args):
+        """List the active projects the key can see (oldest first)."""
+        rows, meta = cursor_page(projects_for(current_key()), list_name="projects",
+                                 limit=args["limit"], cursor=args["cursor"], newest_first=False)
+        return {"data": svc.with_counts(rows), "pagination": meta}
+
+    @idempotent
+    @blp.arguments(ProjectCreateSchema)
+    @blp.response(201, ProjectSchema)
+    def post(self, body):
+        """Create a project (full-access, organization-scoped key). Accepts `X-Idempotency-Key`."""
+        return svc.create_project(current_key(), **body)
+
+
+@blp.route("/projects/<uuid:project_id>")
+class ProjectById(MethodView):
+    @blp.response(200, ProjectSchema)
+    def get(self, project_id):
+        return svc.get_project(current_key(), project_id)
+
+    @blp.arguments(ProjectUpdateSchema)
+    @blp.response(200, ProjectSchema)
+    def patch(self, body, project_id):
+        """Change name, default branch or repository; omitted fields stay."""
+        return svc.update_project(current_key(), project_id, body)
+
+    @blp.arguments(ConfirmHeader, location="headers", unknown=ma.EXCLUDE)
+    @blp.response(204)
+    def delete(self, _headers, project_id):
+        """Soft-delete a project (full-access, organization-scoped key; `X-Confirm-Delete: true`)."""
+        svc.delete_project(current_key(), project_id, request.headers.get("X-Confirm-Delete"))

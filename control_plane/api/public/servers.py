@@ -1,0 +1,37 @@
+"""Servers: /servers."""
+
+import marshmallow as ma
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.pagination import CursorArgs, cursor_page, cursor_page_schema
+from control_plane.services import servers as svc
+
+blp = init_blueprint(Blueprint("servers", __name__, description="Servers"))
+
+
+class ServerSchema(ma.Schema):
+    id = ma.fields.UUID(required=True)
+    name = ma.fields.String(required=True)
+    provider = ma.fields.String(required=True)
+    region = ma.fields.String(allow_none=True)
+    cpu_cores = ma.fields.Integer(required=True)
+    ram_mb = ma.fields.Integer(required=True)
+    disk_gb = ma.fields.Integer(required=True)
+    environment_count = ma.fields.Integer(required=True)
+
+
+ServerPage = cursor_page_schema(ServerSchema, "ServerPage")
+
+
+@blp.route("/servers")
+class Servers(MethodView):
+    @blp.arguments(CursorArgs, location="query")
+    @blp.response(200, ServerPage)
+    def get(self, args):
+        """Servers available to the organization: its own and shared ones (oldest first)."""
+        key = current_key()
+        rows, meta = cursor_page(svc.visible_servers(key), list_name="servers",
+                                 limit=args["limit"], cursor=args["cursor"], newest_first=False)
+        return {"data": svc.with_counts(key, rows), "pagination": meta}

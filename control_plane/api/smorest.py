@@ -1,0 +1,106 @@
+"""flask-smorest, bent to the spec: one error body shape, and every operation
+documents the auth, rate-limit and error responses that the hooks add."""
+
+import marshmallow as ma
+from apispec import BasePlugin
+from flask_smorest import Api
+
+from control_plane.errors import HTTP_CODES
+
+
+class ErrorSchema(ma.Schema):
+    error = ma.fields.String(required=True, metadata={"description": "Machine-readable code"})
+    message = ma.fields.String(required=True)
+    details = ma.fields.Dict(metadata={"description": "Field errors (422 only)"})
+    retry_after = ma.fields.Integer(metadata={"description": "Seconds (429 only)"})
+
+
+def _flatten(messages, prefix=""):
+    """{'json': {'name': ['Too long.']}} -> ['name: Too long.']"""
+    out = []
+    if isinstance(messages, dict):
+        for key, value in messages.items():
+            name = "" if key in ("json", "query", "headers", "path", "form") and not prefix else key
+            out += _flatten(value, f"{prefix}.{name}".strip(".") if name else prefix)
+    elif isinstance(messages, list):
+        for m in messages:
+            out += _flatten(m, prefix) if isinstance(m, dict | list) else [f"{prefix}: {m}" if prefix else str(m)]
+    else:
+        out.append(f"{prefix}: {messages}" if prefix else str(messages))
+    return out
+
+
+def http_error_body(error):
+    """Body, status and headers for a werkzeug HTTPException (routing, parsing, webargs)."""
+    status = error.code or 500
+    data = getattr(error, "data", None) or {}
+    body = {"error": HTTP_CODES.get(status, "error"), "message": error.description or error.name}
+    details = data.get("errors") or data.get("messages")
+    if status == 422 and details:
+        body["message"] = "Invalid request: " + "; ".join(_flatten(details))
+        body["details"] = details
+    elif status == 400 and details:  # e.g. a body that is not valid JSON
+        body["message"] = "; ".join(_flatten(details))
+    elif status == 404:
+        body["message"] = "Not found."
+    elif status >= 500:
+        body["message"] = "Internal error."
+    headers = dict(data.get("headers") or {})
+    if status == 405 and getattr(error, "valid_methods", None):
+        headers["Allow"] = ", ".join(error.valid_methods)
+    return body, status, headers
+
+
+class BerthApi(Api):
+    ERROR_SCHEMA = ErrorSchema
+
+    def handle_http_exception(self, error):
+        return http_error_body(error)
+
+
+RATE_LIMIT_HEADERS = {
+    "X-RateLimit-Limit": {"description": "Requests allowed in the window", "schema": {"type": "integer"}},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window", "schema": {"type": "integer"}},
+    "X-RateLimit-Window": {"description": "Window length in seconds (always 60)", "schema": {"type": "integer"}},
+    "X-API-Key-Id": {"description": "Short id of the key used (`key_<id>`)", "schema": {"type": "string"}},
+}
+
+ERROR_RESPONSES = {
+    "400": "Bad request",
+    "401": "Missing, invalid, revoked (`invalid_api_key`, `missing_api_key`, `key_revoked`) or expired (`key_expired`) key",
+    "403": "The key may not do this (`write_access_required`, `org_scope_required`, `project_scoped_key`, capability codes)",
+    "404": "Not found, or outside the key's organization or project (`not_found`)",
+    "409": "Conflict (`key_has_no_owner`, `idempotency_key_in_use`, resource-specific codes)",
+    "422": "Invalid fields (`validation_error`, with `details`)",
+    "429": "Rate limit exceeded (`rate_limit_exceeded`); `Retry-After` header and `retry_after` field",
+}
+
+
+class StandardResponses(BasePlugin):
+    """Adds the responses every authenticated operation can give, and the
+    rate-limit headers every such response carries, to the OpenAPI document."""
+
+    def __init__(self, authenticated=True):
+        self.authenticated = authenticated
+
+    def init_spec(self, spec):
+        self.spec = spec
+        spec.components.schema("BerthError", schema=ErrorSchema)
+        for status, description in ERROR_RESPONSES.items():
+            spec.components.response(f"Error{status}", {
+                "description": description,
+                "content": {"application/json": {"schema": "BerthError"}},
+                "headers": RATE_LIMIT_HEADERS if status != "401" else {},
+            })
+
+    def operation_helper(self, path=None, operations=None, **kwargs):
+        if not self.authenticated:
+            return
+        for operation in (operations or {}).values():
+            responses = operation.setdefault("responses", {})
+            for status, response in responses.items():
+                if isinstance(response, dict) and str(status).startswith("2"):
+                    response.setdefault("headers", {}).update(RATE_LIMIT_HEADERS)
+            for status in ERROR_RESPONSES:
+                responses.setdefault(status, f"Error{status}")
+            responses.pop("default", None)

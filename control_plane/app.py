@@ -1,0 +1,69 @@
+"""The Flask application factory."""
+
+import logging
+from dataclasses import dataclass
+
+from flask import Flask, jsonify
+from werkzeug.exceptions import HTTPException
+
+from control_plane import config as config_mod
+from control_plane import db as db_mod
+from control_plane import security
+from control_plane.api.smorest import http_error_body
+from control_plane.errors import ApiError
+from control_plane.ratelimit import RateLimiter
+
+log = logging.getLogger("berth")
+
+
+@dataclass
+class Berth:
+    """What the app holds besides Flask's config: the database and shared counters."""
+
+    settings: dict
+    db: object
+    limiter: RateLimiter
+
+
+def create_app(config=None):
+    settings = config_mod.load(config)
+    app = Flask("control_plane")
+    app.config.update(settings)
+    app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
+    app.json.sort_keys = False
+
+    security.configure(settings["SECRET_KEY"])
+    database = db_mod.init(settings)
+    app.extensions["berth"] = Berth(settings, database, RateLimiter(settings["REDIS_URL"]))
+
+    _register_error_handlers(app)
+
+    @app.get("/healthz")
+    def healthz():
+        return {"status": "ok"}
+
+    from control_plane.api.public import register as register_public
+
+    register_public(app)
+    return app
+
+
+def _register_error_handlers(app):
+    @app.errorhandler(ApiError)
+    def domain_error(err):
+        response = jsonify(err.body())
+        response.status_code = err.status
+        response.headers.update(err.headers)
+        if err.status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="berth"'
+        return response
+
+    @app.errorhandler(HTTPException)
+    def http_error(err):
+        body, status, headers = http_error_body(err)
+        return jsonify(body), status, headers
+
+    @app.errorhandler(Exception)
+    def unexpected(err):
+        log.exception("unhandled error")
+        return jsonify({"error": "internal_error", "message": "Internal error."}), 500

@@ -1,0 +1,81 @@
+"""`berth`: the control plane's command line."""
+
+import sys
+
+import click
+
+from control_plane import __version__
+
+
+@click.group()
+@click.version_option(__version__, prog_name="berth")
+def cli():
+    """Berth control plane."""
+
+
+def make_app():
+    from control_plane.app import create_app
+
+    return create_app()
+
+
+def parse_hostport(value, default_port):
+    """'127.0.0.1:8000', '[::1]:8000', ':8000' -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = value, str(default_port)
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not HOST:PORT") from None
+    return host, port
+
+
+@cli.command()
+def migrate():
+    """Bring the database schema up to date (safe to run twice)."""
+    from control_plane import migrate as migrations
+
+    app = make_app()
+    applied = migrations.upgrade(app.extensions["berth"].db)
+    click.echo(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
+
+
+@cli.command()
+@click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True,
+              help="HOST:PORT for both REST surfaces and the installer (port 0: any free port)")
+def serve(http_addr):
+    """Embedded mode: migrate, then serve HTTP in one process."""
+    from control_plane import migrate as migrations
+    from control_plane.server import run_http
+
+    app = make_app()
+    migrations.upgrade(app.extensions["berth"].db)
+    run_http(app, *parse_hostport(http_addr, 8000))
+
+
+@cli.command()
+@click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
+def web(http_addr):
+    """Scale-out: one HTTP process (run `berth migrate` first)."""
+    from control_plane.server import run_http
+
+    run_http(make_app(), *parse_hostport(http_addr, 8000))
+
+
+def main():
+    from control_plane.cli import admin  # noqa: F401 - registers `berth admin`
+
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(1)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -1,0 +1,279 @@
+"""`berth admin …`: operator commands. Each prints exactly one JSON object on
+stdout and exits 0; on error, a message on stderr and exit code 1."""
+
+import datetime as dt
+import functools
+import json
+import sys
+import uuid
+
+import click
+
+from control_plane.cli import cli, make_app
+from control_plane.errors import ApiError
+from control_plane.models.org import PERMISSIONS
+
+
+@cli.group()
+def admin():
+    """Operator commands (JSON output)."""
+
+
+def command(group, name=None):
+    """A JSON-printing admin command: the database is migrated first; domain
+    errors become a message on stderr and exit code 1."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def run(**kwargs):
+            from control_plane import migrate
+
+            app = make_app()
+            migrate.upgrade(app.extensions["berth"].db)
+            try:
+                with app.app_context():
+                    result = fn(**kwargs)
+            except ApiError as exc:
+                click.echo(f"error: {exc.message}", err=True)
+                sys.exit(1)
+            click.echo(json.dumps(result, default=str))
+
+        return group.command(name)(run)
+
+    return decorate
+
+
+class UUIDParam(click.ParamType):
+    name = "UUID"
+
+    def convert(self, value, param, ctx):
+        try:
+            return uuid.UUID(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a UUID", param, ctx)
+
+
+UUID_T = UUIDParam()
+
+
+def _iso(value):
+    return None if value is None else value.isoformat() + "Z"
+
+
+# --- organizations, users ----------------------------------------------------
+
+@admin.group()
+def org():
+    """Organizations."""
+
+
+@command(org, "create")
+@click.option("--name", required=True)
+@click.option("--server-quota", type=click.IntRange(min=0), default=10, show_default=True)
+def org_create(name, server_quota):
+    from control_plane.services import orgs
+
+    o = orgs.create_org(name, server_quota)
+    return {"id": str(o.id), "name": o.name, "server_quota": o.server_quota}
+
+
+@admin.group()
+def user():
+    """Users of the deployment-operations surface."""
+
+
+@command(user, "create")
+@click.option("--org", "org_id", type=UUID_T, required=True)
+@click.option("--name", required=True)
+@click.option("--email", required=True)
+@click.option("--permission", "permissions", multiple=True, type=click.Choice(PERMISSIONS))
+def user_create(org_id, name, email, permissions):
+    from control_plane.services import orgs
+
+    u = orgs.create_user(org_id, name, email, permissions)
+    return {"id": str(u.id), "name": u.name, "email": u.email, "permissions": u.permissions}
+
+
+@command(user, "token")
+@click.argument("user_id", type=UUID_T)
+def user_token(user_id):
+    from control_plane.services import orgs
+
+    return {"token": orgs.issue_user_token(user_id)}
+
+
+@command(user, "delete")
+@click.argument("user_id", type=UUID_T)
+def user_delete(user_id):
+    from control_plane.services import orgs
+
+    orgs.delete_user(user_id)
+    return {"deleted": True}
+
+
+@command(admin, "bootstrap")
+def bootstrap():
+    """First organization and a full-access key, if there is no organization yet."""
+    from control_plane.services import orgs
+
+    made = orgs.bootstrap()
+    if made is None:
+        return {"created": False}
+    o, key, raw = made
+    click.echo(f"Created organization {o.id}; its full-access API key is in the JSON below "
+               "and is shown only this once.", err=True)
+    return {"created": True, "organization_id": str(o.id), "key_id": key.public_id, "key": raw}
+
+
+# --- API keys ----------------------------------------------------------------
+
+@admin.group()
+def key():
+    """API keys of the public API."""
+
+
+def _parse_expiry(value):
+    if value is None:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ApiError(f"--expires-at {value!r} is not ISO 8601") from None
+    if when.tzinfo is not None:
+        when = when.astimezone(dt.UTC).replace(tzinfo=None)
+    return when
+
+
+@command(key, "create")
+@click.option("--org", "org_id", type=UUID_T, required=True)
+@click.option("--name", required=True)
+@click.option("--type", "key_type", type=click.Choice(["read_only", "full_access"]), required=True)
+@click.option("--scope", type=click.Choice(["organization", "project"]), required=True)
+@click.option("--project", "project_id", type=UUID_T)
+@click.option("--expires-at")
+@click.option("--server-registration", is_flag=True)
+@click.option("--support-tickets", is_flag=True)
+@click.option("--owner", "owner_id", type=UUID_T)
+def key_create(org_id, name, key_type, scope, project_id, expires_at, server_registration,
+               support_tickets, owner_id):
+    from control_plane.services import keys
+
+    k, raw = keys.create_key(org_id, name, key_type, scope, project_id, _parse_expiry(expires_at),
+                             server_registration, support_tickets, owner_id)
+    return {"id": k.public_id, "key": raw, "type": k.key_type, "scope": k.scope}
+
+
+@command(key, "list")
+@click.option("--org", "org_id", type=UUID_T, required=True)
+def key_list(org_id):
+    from control_plane.services import keys
+
+    return {"keys": [{"id": k.public_id, "name": k.name, "prefix": k.prefix, "type": k.key_type,
+                      "scope": k.scope, "status": keys.status_of(k),
+                      "expires_at": _iso(k.expires_at)} for k in keys.list_keys(org_id)]}
+
+
+@command(key, "revoke")
+@click.argument("key_id")
+def key_revoke(key_id):
+    from control_plane.services import keys
+
+    keys.revoke_key(key_id)
+    return {"revoked": True}
+
+
+@command(key, "delete")
+@click.argument("key_id")
+def key_delete(key_id):
+    """Remove a revoked or expired key from the list."""
+    from control_plane.services import keys
+
+    keys.delete_key(key_id)
+    return {"deleted": True}
+
+
+# --- servers, tickets, releases ----------------------------------------------
+
+@admin.group()
+def server():
+    """Servers (customer-owned or shared)."""
+
+
+@command(server, "create")
+@click.option("--name", required=True)
+@click.option("--provider", required=True)
+@click.option("--region")
+@click.option("--cpu-cores", type=int, required=True)
+@click.option("--ram-mb", type=int, required=True)
+@click.option("--disk-gb", type=int, required=True)
+@click.option("--org", "org_id", type=UUID_T)
+@click.option("--shared", is_flag=True)
+def server_create(name, provider, region, cpu_cores, ram_mb, disk_gb, org_id, shared):
+    from control_plane.services import servers
+
+    if (org_id is None) == (not shared):
+        raise ApiError("give exactly one of --org ORG_ID and --shared")
+    s = servers.create_server(name=name, provider=provider, region=region, cpu_cores=cpu_cores,
+                              ram_mb=ram_mb, disk_gb=disk_gb, org_id=org_id)
+    return {"id": str(s.id), "name": s.name, "provider": s.provider, "region": s.region,
+            "cpu_cores": s.cpu_cores, "ram_mb": s.ram_mb, "disk_gb": s.disk_gb,
+            "organization_id": str(org_id) if org_id else None, "shared": shared}
+
+
+@admin.group()
+def ticket():
+    """Support tickets (staff side)."""
+
+
+@command(ticket, "create")
+@click.option("--org", "org_id", type=UUID_T, required=True)
+@click.option("--subject", required=True)
+@click.option("--description", required=True)
+@click.option("--status", default="open", show_default=True)
+@click.option("--priority", default="normal", show_default=True)
+@click.option("--category", default="general", show_default=True)
+@click.option("--project", "project_id", type=UUID_T)
+@click.option("--environment", "environment_id", type=UUID_T)
+@click.option("--server", "server_id", type=UUID_T)
+def ticket_create(**kwargs):
+    from control_plane.services import tickets
+
+    t = tickets.create_ticket(**kwargs)
+    return {"id": str(t.id), "ticket_number": t.ticket_number}
+
+
+@command(ticket, "comment")
+@click.argument("ticket_id", type=UUID_T)
+@click.option("--author", required=True)
+@click.option("--content", required=True)
+@click.option("--from-support", is_flag=True)
+@click.option("--internal", is_flag=True, help="An internal note: never shown to the customer")
+def ticket_comment(ticket_id, author, content, from_support, internal):
+    from control_plane.services import tickets
+
+    c = tickets.add_comment(ticket_id, author=author, content=content,
+                            from_support=from_support, internal=internal)
+    return {"id": str(c.id)}
+
+
+@admin.group()
+def release():
+    """Release notes."""
+
+
+@command(release, "add")
+@click.option("--version", required=True)
+@click.option("--date", required=True)
+@click.option("--title", required=True)
+@click.option("--highlight", "highlights", multiple=True)
+@click.option("--added", multiple=True)
+@click.option("--changed", multiple=True)
+@click.option("--improved", multiple=True)
+@click.option("--fixed", multiple=True)
+def release_add(version, date, title, highlights, added, changed, improved, fixed):
+    from control_plane.services import releases
+
+    r = releases.add_release(version=version, date=date, title=title, highlights=highlights,
+                             categories={"added": added, "changed": changed,
+                                         "improved": improved, "fixed": fixed})
+    return {"version": r.version}

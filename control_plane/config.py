@@ -1,0 +1,72 @@
+"""Settings: defaults in one class, overrides from CP_* environment variables,
+and a dict passed to the app factory (tests)."""
+
+import os
+import secrets
+from pathlib import Path
+
+
+class Config:
+    DATA_DIR = "./data"
+    DATABASE_URL = None  # None: SQLite file in DATA_DIR
+    REDIS_URL = None  # None: in-process counters
+    PUBLIC_URL = "http://127.0.0.1:8000"
+    GRPC_PUBLIC_ADDRESS = None
+    STORAGE_URL = None
+    SECRET_KEY = None  # None: generated into DATA_DIR on first start
+    APPS_DOMAIN = "apps.localhost"
+    WEBHOOK_ALLOW_PRIVATE = False
+    ERP_IMAGE = "odoo:{erp_version}"
+    POSTGRES_IMAGE = "postgres:16"
+    HTTP_THREADS = 16
+    DEFAULT_SERVER_QUOTA = 10
+    SUPPORT_TEAM_NAME = "Berth Support"
+    # Seconds an in-flight idempotent request keeps its key claimed before a
+    # retry may take it over (a crashed request must not block it forever).
+    IDEMPOTENCY_LEASE_SECONDS = 60
+    SQLITE_BUSY_TIMEOUT_MS = 15000
+
+
+_BOOL = {"1": True, "true": True, "yes": True, "on": True,
+         "0": False, "false": False, "no": False, "off": False, "": False}
+
+
+def _coerce(default, raw):
+    if isinstance(default, bool):
+        try:
+            return _BOOL[raw.strip().lower()]
+        except KeyError:
+            raise ValueError(f"expected a boolean, got {raw!r}") from None
+    if isinstance(default, int):
+        return int(raw)
+    return raw
+
+
+def load(overrides=None, environ=None):
+    """Return the settings as a dict: defaults < CP_* environment < overrides."""
+    environ = os.environ if environ is None else environ
+    settings = {k: v for k, v in vars(Config).items() if k.isupper()}
+    for name, default in list(settings.items()):
+        raw = environ.get(f"CP_{name}")
+        if raw is not None:
+            settings[name] = _coerce(default, raw)
+    settings.update(overrides or {})
+    settings["DATA_DIR"] = str(Path(settings["DATA_DIR"]).resolve())
+    if not settings["SECRET_KEY"]:
+        settings["SECRET_KEY"] = _stored_secret(Path(settings["DATA_DIR"]))
+    return settings
+
+
+def _stored_secret(data_dir):
+    """The generated secret lives in the data dir, readable by its owner only."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    value = secrets.token_urlsafe(48)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+    return value

@@ -1,0 +1,20 @@
+"""The whole domain, one module per resource group."""
+
+from control_plane.models.api_key import ApiKey
+from control_plane.models.backup import Backup
+from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
+from control_plane.models.idempotency import IdempotencyRecord
+from control_plane.models.org import Organization, User, UserToken
+from control_plane.models.project import Project
+from control_plane.models.release import Release
+from control_plane.models.server import RegistrationToken, Server
+from control_plane.models.ticket import Ticket, TicketComment
+from control_plane.models.webhook import Event, Webhook, WebhookDelivery
+
+ALL_MODELS = [
+    Organization, User, UserToken, Server, Project, ApiKey, RegistrationToken,
+    Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
+    Backup, Ticket, TicketComment, Release, IdempotencyRecord,
+]
+
+__all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

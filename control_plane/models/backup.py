@@ -1,0 +1,23 @@
+import peewee
+
+from control_plane.models.base import BaseModel
+from control_plane.models.environment import Environment
+
+
+class Backup(BaseModel):
+    environment = peewee.ForeignKeyField(Environment, backref="backups")
+    status = peewee.CharField(max_length=16, default="pending", index=True)
+    backup_type = peewee.CharField(max_length=16, default="manual")
+    database_size = peewee.BigIntegerField(default=0)
+    filestore_size = peewee.BigIntegerField(default=0)
+    total_size = peewee.BigIntegerField(default=0)
+    compressed_size = peewee.BigIntegerField(default=0)
+    started_at = peewee.DateTimeField(null=True)
+    completed_at = peewee.DateTimeField(null=True)
+    duration_seconds = peewee.IntegerField(null=True)
+    expires_at = peewee.DateTimeField(null=True)
+    is_verified = peewee.BooleanField(default=False)
+    verified_at = peewee.DateTimeField(null=True)
+    notes = peewee.TextField(null=True)
+    error_message = peewee.TextField(null=True)
+    storage_key = peewee.CharField(max_length=512, null=True)

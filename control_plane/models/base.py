@@ -1,0 +1,28 @@
+"""Base model: UUID primary keys, naive-UTC timestamps, a portable JSON field."""
+
+import json
+import uuid
+
+import peewee
+
+from control_plane import clock
+from control_plane.db import database
+
+
+class JSONField(peewee.TextField):
+    """JSON stored as text: the same on SQLite and PostgreSQL."""
+
+    def db_value(self, value):
+        return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+    def python_value(self, value):
+        return None if value is None else json.loads(value)
+
+
+class BaseModel(peewee.Model):
+    id = peewee.UUIDField(primary_key=True, default=uuid.uuid4)
+    created_at = peewee.DateTimeField(default=clock.now, index=True)
+
+    class Meta:
+        database = database
+        legacy_table_names = False

@@ -1,0 +1,85 @@
+import peewee
+
+from control_plane.models.base import BaseModel, JSONField
+from control_plane.models.org import User
+from control_plane.models.project import Project
+from control_plane.models.server import Server
+
+
+class Environment(BaseModel):
+    project = peewee.ForeignKeyField(Project, backref="environments")
+    server = peewee.ForeignKeyField(Server, null=True, backref="environments")
+    name = peewee.CharField(max_length=255)
+    environment_type = peewee.CharField(max_length=16, default="development")
+    status = peewee.CharField(max_length=16, default="pending", index=True)
+    branch = peewee.CharField(max_length=255, null=True)
+    auto_deploy = peewee.BooleanField(default=False)
+    cpu_cores = peewee.FloatField(null=True)
+    ram_mb = peewee.IntegerField(null=True)
+    disk_gb = peewee.IntegerField(null=True)
+    custom_domain = peewee.CharField(max_length=255, null=True)
+    custom_domain_verified = peewee.BooleanField(default=False)
+    # Container references, cleared by destroy.
+    erp_container = peewee.CharField(max_length=128, null=True)
+    db_container = peewee.CharField(max_length=128, null=True)
+    # Inactive environments are destroyed or deleted; they are never listed.
+    is_active = peewee.BooleanField(default=True, index=True)
+    # Last measured disk usage (not live).
+    disk_database_bytes = peewee.BigIntegerField(null=True)
+    disk_filestore_bytes = peewee.BigIntegerField(null=True)
+    disk_addons_bytes = peewee.BigIntegerField(null=True)
+    disk_measured_at = peewee.DateTimeField(null=True)
+    updated_at = peewee.DateTimeField(null=True)
+
+
+class Deployment(BaseModel):
+    """A deployment record; the public API shows it as a "task"."""
+
+    environment = peewee.ForeignKeyField(Environment, backref="deployments")
+    project = peewee.ForeignKeyField(Project, backref="deployments")
+    version = peewee.IntegerField()
+    # deploy | redeploy | restart | start | stop | delete | destroy
+    kind = peewee.CharField(max_length=16, default="deploy")
+    trigger = peewee.CharField(max_length=16)
+    status = peewee.CharField(max_length=16, default="pending", index=True)
+    git_branch = peewee.CharField(max_length=255, null=True)
+    git_commit = peewee.CharField(max_length=64, null=True)
+    image_tag = peewee.CharField(max_length=255, null=True)
+    config = JSONField(null=True)  # resources, variables, add-ons, db settings
+    rollback_from = peewee.ForeignKeyField("self", null=True, backref="rollbacks")
+    extra_data = JSONField(default=dict)
+    triggered_by = peewee.ForeignKeyField(User, null=True)
+    error_message = peewee.TextField(null=True)
+    can_rollback = peewee.BooleanField(default=True)
+    started_at = peewee.DateTimeField(null=True)
+    completed_at = peewee.DateTimeField(null=True)
+    updated_at = peewee.DateTimeField(null=True)
+
+    class Meta:
+        indexes = ((("environment", "version"), True),)
+
+
+class TaskLogLine(BaseModel):
+    deployment = peewee.ForeignKeyField(Deployment, backref="log_lines", on_delete="CASCADE")
+    seq = peewee.IntegerField()
+    level = peewee.CharField(max_length=8, default="info")
+    message = peewee.TextField()
+
+    class Meta:
+        indexes = ((("deployment", "seq"), True),)
+
+
+class AgentCommand(BaseModel):
+    """A command for a server's agent that must not be lost: stored, delivered
+    on (re)connect, acknowledged, executed at most once."""
+
+    server = peewee.ForeignKeyField(Server, backref="commands")
+    deployment = peewee.ForeignKeyField(Deployment, null=True, backref="commands")
+    kind = peewee.CharField(max_length=32)
+    payload = JSONField(default=dict)
+    status = peewee.CharField(max_length=16, default="queued", index=True)
+    attempts = peewee.IntegerField(default=0)
+    delivered_at = peewee.DateTimeField(null=True)
+    acked_at = peewee.DateTimeField(null=True)
+    completed_at = peewee.DateTimeField(null=True)
+    result = JSONField(null=True)

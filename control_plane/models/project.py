@@ -1,0 +1,16 @@
+import peewee
+
+from control_plane.models.base import BaseModel
+from control_plane.models.org import Organization
+from control_plane.models.server import Server
+
+
+class Project(BaseModel):
+    organization = peewee.ForeignKeyField(Organization, backref="projects")
+    name = peewee.CharField(max_length=255)
+    erp_version = peewee.CharField(max_length=32, null=True)
+    git_repo_url = peewee.CharField(max_length=2048, null=True)
+    default_branch = peewee.CharField(max_length=255, null=True)
+    server = peewee.ForeignKeyField(Server, null=True, backref="projects")
+    updated_at = peewee.DateTimeField(null=True)
+    deleted_at = peewee.DateTimeField(null=True, index=True)  # soft delete

@@ -1,0 +1,62 @@
+"""Rate limits, counted in shared storage: in-process memory by default,
+Redis when CP_REDIS_URL is set (every web process then sees one count).
+
+One mechanism serves the per-key limits and the per-target ones (metrics,
+runtime logs, webhook mutations): `hit(limit, namespace, *ids)`."""
+
+import math
+import time
+from dataclasses import dataclass
+
+from limits import RateLimitItemPerMinute, storage, strategies
+
+from control_plane.errors import RateLimited
+
+WINDOW_SECONDS = 60
+
+# Fixed per key type (spec: not configurable).
+PER_KEY = {
+    "read_only": RateLimitItemPerMinute(120),
+    "full_access": RateLimitItemPerMinute(20),
+}
+
+
+@dataclass(frozen=True)
+class WindowState:
+    limit: int
+    remaining: int
+    reset_in: int  # seconds until a slot frees
+
+
+class RateLimiter:
+    def __init__(self, redis_url=None):
+        uri = redis_url if redis_url else "memory://"
+        self.storage = storage.storage_from_string(uri)
+        # A moving window: no double bursts at window edges.
+        self.strategy = strategies.MovingWindowRateLimiter(self.storage)
+
+    def hit(self, limit, namespace, *ids, code="rate_limit_exceeded", message=None):
+        """Count one request; raise RateLimited (429) when the window is full."""
+        allowed = self.strategy.hit(limit, namespace, *ids)
+        stats = self.strategy.get_window_stats(limit, namespace, *ids)
+        reset_in = max(1, math.ceil(stats.reset_time - time.time()))
+        state = WindowState(limit.amount, max(0, stats.remaining), reset_in)
+        if not allowed:
+            raise RateLimited(reset_in, message, code=code, headers=headers_for(state))
+        return state
+
+    def hit_target(self, limit, namespace, *ids):
+        """Per-target limits (per environment, server, organization): 429 `target_rate_limit`."""
+        return self.hit(limit, namespace, *ids, code="target_rate_limit",
+                        message="Too many requests for this target.")
+
+    def reset(self):
+        self.storage.reset()
+
+
+def headers_for(state: WindowState):
+    return {
+        "X-RateLimit-Limit": str(state.limit),
+        "X-RateLimit-Remaining": str(state.remaining),
+        "X-RateLimit-Window": str(WINDOW_SECONDS),
+    }

@@ -1,0 +1,32 @@
+"""Secrets: generation, keyed hashing (pepper from CP_SECRET_KEY), comparison.
+
+Stored secrets (API keys, user tokens, registration tokens) are kept only as
+HMAC-SHA256 digests; a stolen database alone does not reveal usable keys."""
+
+import hashlib
+import hmac
+import secrets
+import string
+
+_ALPHABET = string.ascii_letters + string.digits
+_pepper = None
+
+
+def configure(secret_key: str):
+    global _pepper
+    _pepper = hmac.new(secret_key.encode(), b"berth secret pepper v1", hashlib.sha256).digest()
+
+
+def random_token(length=40):
+    """Alphanumeric (copy-paste friendly), ~238 bits at the default length."""
+    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def digest(secret: str) -> str:
+    if _pepper is None:
+        raise RuntimeError("security.configure() was not called")
+    return hmac.new(_pepper, secret.encode(), hashlib.sha256).hexdigest()
+
+
+def same(a: str, b: str) -> bool:
+    return hmac.compare_digest(a.encode(), b.encode())

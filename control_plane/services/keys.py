@@ -1,0 +1,125 @@
+"""API keys: created by operators, shown once, stored as a keyed digest."""
+
+import secrets
+
+from control_plane import clock, security
+from control_plane.db import database
+from control_plane.errors import ApiError, Conflict, Forbidden, NotFound, Unauthorized
+from control_plane.models import ApiKey, Organization, Project, User
+from control_plane.models.api_key import FULL_ACCESS, KEY_PREFIX, ORG_SCOPE, PROJECT_SCOPE
+
+
+def create_key(org_id, name, key_type, scope, project_id=None, expires_at=None,
+               server_registration=False, support_tickets=False, owner_id=None):
+    """Returns (ApiKey, full key). The full key exists only in this return value."""
+    if key_type not in KEY_PREFIX:
+        raise ApiError(f"type must be one of {', '.join(KEY_PREFIX)}")
+    if scope not in (ORG_SCOPE, PROJECT_SCOPE):
+        raise ApiError("scope must be organization or project")
+    if (scope == PROJECT_SCOPE) != (project_id is not None):
+        raise ApiError("a project-scoped key needs --project, and only it")
+    with database.atomic():
+        org = Organization.get_or_none(Organization.id == org_id)
+        if org is None:
+            raise NotFound("organization not found")
+        if project_id is not None and not Project.select().where(
+                Project.id == project_id, Project.organization == org,
+                Project.deleted_at.is_null()).exists():
+            raise NotFound("project not found in that organization")
+        if owner_id is not None and not User.select().where(
+                User.id == owner_id, User.organization == org, User.deleted_at.is_null()).exists():
+            raise NotFound("owner not found in that organization")
+        if scope == PROJECT_SCOPE and server_registration:
+            raise ApiError("server registration needs an organization-scoped key")
+        if scope == PROJECT_SCOPE and support_tickets:
+            raise ApiError("support tickets need an organization-scoped key")
+        raw = KEY_PREFIX[key_type] + security.random_token(40)
+        key = ApiKey.create(
+            public_id="key_" + secrets.token_hex(8),
+            organization=org, name=name, key_type=key_type, scope=scope,
+            project=project_id, prefix=raw[:16], key_hash=security.digest(raw),
+            server_registration=server_registration, support_tickets=support_tickets,
+            owner=owner_id, expires_at=expires_at,
+        )
+    return key, raw
+
+
+def presented_key(authorization, x_api_key):
+    """The key a request carries. `Authorization: Bearer` wins over `X-API-Key`."""
+    if authorization is not None:
+        scheme, _, value = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise Unauthorized("Authorization must be 'Bearer <API key>'.", code="invalid_api_key")
+        return value.strip()
+    if x_api_key is not None:
+        return x_api_key.strip()
+    raise Unauthorized("Pass an API key as 'Authorization: Bearer <key>' or 'X-API-Key'.",
+                       code="missing_api_key")
+
+
+def authenticate(raw):
+    """The active key for a presented secret, or a 401 saying why not.
+
+    The lookup is by digest: timing reveals nothing about stored keys."""
+    if not raw.startswith(tuple(KEY_PREFIX.values())) or len(raw) > 128:
+        raise Unauthorized("The API key is not valid.", code="invalid_api_key")
+    key = ApiKey.get_or_none(ApiKey.key_hash == security.digest(raw))
+    if key is None or key.deleted_at is not None or not raw.startswith(KEY_PREFIX[key.key_type]):
+        raise Unauthorized("The API key is not valid.", code="invalid_api_key")
+    if key.revoked_at is not None:
+        raise Unauthorized("The API key was revoked.", code="key_revoked")
+    if key.expires_at is not None and key.expires_at <= clock.now():
+        raise Unauthorized("The API key has expired.", code="key_expired")
+    return key
+
+
+def authorize_method(key, method):
+    """Read-only keys may only read; writes need a key whose creator still exists."""
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return
+    if key.key_type != FULL_ACCESS:
+        raise Forbidden("A full-access key is required for this request.",
+                        code="write_access_required")
+    if key.owner_id is not None:
+        owner = User.get_or_none(User.id == key.owner_id)
+        if owner is None or owner.deleted_at is not None:
+            raise Conflict("The user who created this key no longer exists. Rotate the key.",
+                           code="key_has_no_owner")
+
+
+def status_of(key):
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is not None and key.expires_at <= clock.now():
+        return "expired"
+    return "active"
+
+
+def list_keys(org_id):
+    return list(ApiKey.select().where(ApiKey.organization == org_id, ApiKey.deleted_at.is_null())
+                .order_by(ApiKey.created_at, ApiKey.id))
+
+
+def _get(public_id):
+    key = ApiKey.get_or_none(ApiKey.public_id == public_id, ApiKey.deleted_at.is_null())
+    if key is None:
+        raise NotFound("key not found")
+    return key
+
+
+def revoke_key(public_id):
+    with database.atomic():
+        key = _get(public_id)
+        if key.revoked_at is None:
+            key.revoked_at = clock.now()
+            key.save(only=[ApiKey.revoked_at])
+
+
+def delete_key(public_id):
+    """Only revoked or expired keys can be deleted: an active key is revoked first."""
+    with database.atomic():
+        key = _get(public_id)
+        if status_of(key) == "active":
+            raise Conflict("revoke the key before deleting it", code="key_active")
+        key.deleted_at = clock.now()
+        key.save(only=[ApiKey.deleted_at])

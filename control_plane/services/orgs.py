@@ -1,0 +1,71 @@
+"""Organizations and their users (operator commands)."""
+
+from control_plane import clock, security
+from control_plane.db import database
+from control_plane.errors import ApiError, NotFound
+from control_plane.models import Organization, User, UserToken
+from control_plane.models.org import PERMISSIONS
+from control_plane.services import keys
+
+
+def create_org(name, server_quota=10):
+    if not name.strip():
+        raise ApiError("--name must not be blank")
+    if server_quota < 0:
+        raise ApiError("--server-quota must be 0 or more")
+    with database.atomic():
+        return Organization.create(name=name.strip(), server_quota=server_quota)
+
+
+def create_user(org_id, name, email, permissions=()):
+    unknown = set(permissions) - set(PERMISSIONS)
+    if unknown:
+        raise ApiError(f"unknown permission(s): {', '.join(sorted(unknown))}; "
+                       f"known: {', '.join(PERMISSIONS)}")
+    with database.atomic():
+        if Organization.get_or_none(Organization.id == org_id) is None:
+            raise NotFound("organization not found")
+        return User.create(organization=org_id, name=name, email=email,
+                           permissions=sorted(set(permissions)))
+
+
+def _active_user(user_id):
+    user = User.get_or_none(User.id == user_id)
+    if user is None or user.deleted_at is not None:
+        raise NotFound("user not found")
+    return user
+
+
+def issue_user_token(user_id):
+    """A bearer token for the deployment-operations surface; shown once."""
+    with database.atomic():
+        user = _active_user(user_id)
+        raw = "usr_live_" + security.random_token(40)
+        UserToken.create(user=user, token_hash=security.digest(raw), prefix=raw[:16])
+    return raw
+
+
+def delete_user(user_id):
+    """Soft delete: the user's tokens stop working; keys they created answer
+    409 key_has_no_owner on writes until rotated."""
+    with database.atomic():
+        user = _active_user(user_id)
+        now = clock.now()
+        user.deleted_at = now
+        user.save(only=[User.deleted_at])
+        UserToken.update(revoked_at=now).where(UserToken.user == user,
+                                               UserToken.revoked_at.is_null()).execute()
+
+
+def bootstrap(name="Default organization"):
+    """First start: an organization with one full-access key, if none exists.
+    Returns (org, raw key) or None when there is already an organization."""
+    with database.atomic():
+        if Organization.select().exists():
+            return None
+        org = create_org(name)
+        key, raw = keys.create_key(org.id, "bootstrap", "full_access", "organization",
+                                   server_registration=True, support_tickets=True)
+    return org, key, raw
+
+

@@ -1,0 +1,69 @@
+"""Support tickets: read-only through the API, created by staff tooling."""
+
+from control_plane import clock
+from control_plane.db import database, for_update
+from control_plane.errors import ApiError, Forbidden, NotFound
+from control_plane.models import Organization, Ticket, TicketComment
+from control_plane.models.ticket import TICKET_STATUSES
+from control_plane.services.scope import require_org_scope
+
+PRIORITIES = ("low", "normal", "high", "urgent")
+
+
+def require_ticket_access(key):
+    require_org_scope(key, "Support tickets need an organization-scoped key.")
+    if not key.support_tickets:
+        raise Forbidden("Support tickets are not enabled for this key.",
+                        code="support_tickets_not_enabled")
+
+
+def tickets_for(key, status=None):
+    require_ticket_access(key)
+    query = Ticket.select().where(Ticket.organization == key.organization_id)
+    if status:
+        query = query.where(Ticket.status == status)
+    return query
+
+
+def get_ticket(key, ticket_id):
+    ticket = tickets_for(key).where(Ticket.id == ticket_id).first()
+    if ticket is None:
+        raise NotFound("Ticket not found.")
+    ticket.public_comments = list(
+        TicketComment.select().where(TicketComment.ticket == ticket, ~TicketComment.is_internal)
+        .order_by(TicketComment.created_at, TicketComment.id))
+    return ticket
+
+
+def create_ticket(*, org_id, subject, description, status="open", priority="normal",
+                  category="general", project_id=None, environment_id=None, server_id=None,
+                  requester_email=None):
+    if status not in TICKET_STATUSES:
+        raise ApiError(f"status must be one of {', '.join(TICKET_STATUSES)}")
+    if priority not in PRIORITIES:
+        raise ApiError(f"priority must be one of {', '.join(PRIORITIES)}")
+    with database.atomic():
+        org = for_update(Organization.select().where(Organization.id == org_id)).first()
+        if org is None:
+            raise NotFound("organization not found")
+        org.ticket_seq += 1
+        org.save(only=[Organization.ticket_seq])
+        now = clock.now()
+        return Ticket.create(
+            organization=org, ticket_number=f"TCK-{org.id.hex[:6].upper()}-{org.ticket_seq:05d}",
+            subject=subject, description=description, status=status, priority=priority,
+            category=category, source="staff", project=project_id, environment=environment_id,
+            server=server_id, requester_email=requester_email, updated_at=now,
+            resolved_at=now if status == "resolved" else None,
+            closed_at=now if status == "closed" else None)
+
+
+def add_comment(ticket_id, *, author, content, from_support=False, internal=False):
+    with database.atomic():
+        ticket = Ticket.get_or_none(Ticket.id == ticket_id)
+        if ticket is None:
+            raise NotFound("ticket not found")
+        comment = TicketComment.create(ticket=ticket, author_name=author, content=content,
+                                       from_support=from_support, is_internal=internal)
+        Ticket.update(updated_at=clock.now()).where(Ticket.id == ticket.id).execute()
+        return comment

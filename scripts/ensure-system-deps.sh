@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs the Debian packages a target needs, only when they are missing.
+#   venv: what `python3 -m venv` needs
+#   test: PostgreSQL and Redis servers (the tests start their own instances)
+set -eu
+
+apt_install() {
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+            echo "error: need root (or sudo) to install: $*" >&2; exit 1
+        fi
+    else
+        SUDO=
+    fi
+    if [ ! -f /tmp/.berth-apt-updated ]; then
+        $SUDO apt-get update -qq && touch /tmp/.berth-apt-updated
+    fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+case "${1:-}" in
+venv)
+    python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    ;;
+test)
+    missing=""
+    ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+    command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+    [ -z "$missing" ] || apt_install $missing
+    ;;
+*)
+    echo "usage: $0 venv|test" >&2; exit 2
+    ;;
+esac

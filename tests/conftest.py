@@ -1,0 +1,144 @@
+import datetime as dt
+import itertools
+import uuid
+
+import pytest
+
+from control_plane import clock, migrate
+from control_plane.app import create_app
+from control_plane.models import ALL_MODELS
+from tests.services import Postgres, Redis
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", action="append", choices=["sqlite", "postgres"],
+                     help="database backends to run on (default: both)")
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    pg = Postgres().start()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    r = Redis()
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(postgres):
+    """One migrated database for the session; each test truncates it."""
+    url = postgres.create_database("berth_test")
+    app = create_app({"DATABASE_URL": url, "DATA_DIR": postgres.dir + "/cp",
+                      "SECRET_KEY": "test"})
+    migrate.upgrade(app.extensions["berth"].db)
+    return url
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--backend") or ["sqlite", "postgres"]
+        metafunc.parametrize("backend", chosen, scope="function")
+
+
+class FakeClock:
+    """Controllable clock for expiry rules: starts at the real time, moves on request."""
+
+    def __init__(self):
+        self.now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, **kwargs):
+        self.now += dt.timedelta(**kwargs)
+
+
+@pytest.fixture
+def fake_clock():
+    c = FakeClock()
+    clock.set_source(c)
+    yield c
+    clock.set_source(None)
+
+
+@pytest.fixture
+def app(request, tmp_path, backend):
+    settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "test-secret"}
+    if backend == "postgres":
+        url = request.getfixturevalue("pg_url")
+        settings["DATABASE_URL"] = url
+    application = create_app(settings)
+    db = application.extensions["berth"].db
+    if backend == "postgres":
+        tables = ", ".join(f'"{m._meta.table_name}"' for m in ALL_MODELS)
+        db.execute_sql(f"TRUNCATE {tables} CASCADE")
+    else:
+        migrate.upgrade(db)
+    yield application
+    db.close_all() if hasattr(db, "close_all") else db.close()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+_seq = itertools.count()
+
+
+class World:
+    """Arranges data through the services an operator's commands use."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def org(self, name=None, quota=10):
+        from control_plane.services import orgs
+        return orgs.create_org(name or f"org-{next(_seq)}", quota)
+
+    def user(self, org, permissions=()):
+        from control_plane.services import orgs
+        n = next(_seq)
+        return orgs.create_user(org.id, f"user{n}", f"user{n}@example.com", permissions)
+
+    def key(self, org, key_type="full_access", scope="organization", project=None, **kw):
+        from control_plane.services import keys
+        key, raw = keys.create_key(org.id, f"key-{next(_seq)}", key_type, scope,
+                                   project.id if project else None, **kw)
+        return raw, key
+
+    def server(self, org=None, name=None):
+        from control_plane.services import servers
+        return servers.create_server(name=name or f"srv-{next(_seq)}", provider="hetzner",
+                                     cpu_cores=4, ram_mb=8192, disk_gb=100,
+                                     org_id=org.id if org else None)
+
+    def project(self, org, server=None, name=None):
+        from control_plane.models import Project
+        server = server or self.server(org)
+        return Project.create(organization=org, name=name or f"proj-{next(_seq)}", server=server,
+                              default_branch="main")
+
+    def environment(self, project, status="running", server=None, active=True):
+        from control_plane.models import Environment
+        return Environment.create(project=project, name=f"env-{next(_seq)}", status=status,
+                                  server=server or project.server, is_active=active)
+
+
+@pytest.fixture
+def world(app):
+    return World(app)
+
+
+def auth(raw, header="bearer"):
+    return {"Authorization": f"Bearer {raw}"} if header == "bearer" else {"X-API-Key": raw}
+
+
+def new_uuid():
+    return str(uuid.uuid4())
+

@@ -1,0 +1,154 @@
+"""Authentication section of the spec, through HTTP."""
+
+import pytest
+
+from tests.conftest import auth
+
+P = "/api/public/v1"
+
+
+def test_bearer_and_x_api_key_are_equivalent(client, world):
+    org = world.org()
+    raw, key = world.key(org, "read_only")
+    for header in ("bearer", "x-api-key"):
+        r = client.get(f"{P}/projects", headers=auth(raw, header))
+        assert r.status_code == 200
+        assert r.headers["X-API-Key-Id"] == key.public_id
+        assert key.public_id.startswith("key_")
+
+
+def test_authorization_wins_over_x_api_key(client, world):
+    org_a, org_b = world.org(), world.org()
+    raw_a, key_a = world.key(org_a, "read_only")
+    raw_b, _ = world.key(org_b, "read_only")
+    r = client.get(f"{P}/projects", headers={"Authorization": f"Bearer {raw_a}", "X-API-Key": raw_b})
+    assert r.headers["X-API-Key-Id"] == key_a.public_id
+    # A broken Authorization header is not rescued by a good X-API-Key.
+    r = client.get(f"{P}/projects", headers={"Authorization": "Bearer nope", "X-API-Key": raw_b})
+    assert r.status_code == 401 and r.json["error"] == "invalid_api_key"
+
+
+@pytest.mark.parametrize("headers, code", [
+    ({}, "missing_api_key"),
+    ({"Authorization": "Basic Zm9vOmJhcg=="}, "invalid_api_key"),
+    ({"Authorization": "Bearer"}, "invalid_api_key"),
+    ({"X-API-Key": "svc_live_rw_" + "A" * 40}, "invalid_api_key"),
+    ({"X-API-Key": "not-a-key"}, "invalid_api_key"),
+])
+def test_missing_or_invalid_key_is_401_with_code(client, world, headers, code):
+    r = client.get(f"{P}/projects", headers=headers)
+    assert r.status_code == 401
+    assert r.json == {"error": code, "message": r.json["message"]}
+    assert r.headers["WWW-Authenticate"].startswith("Bearer")
+    assert "X-API-Key-Id" not in r.headers
+
+
+def test_key_with_wrong_type_prefix_is_invalid(client, world):
+    org = world.org()
+    raw, _ = world.key(org, "read_only")
+    forged = "svc_live_rw_" + raw[len("svc_live_ro_"):]
+    assert client.get(f"{P}/projects", headers=auth(forged)).status_code == 401
+
+
+def test_expired_key_is_401_key_expired(client, world, fake_clock):
+    org = world.org()
+    raw, _ = world.key(org, "read_only", expires_at=fake_clock.now)
+    fake_clock.advance(seconds=-1)
+    assert client.get(f"{P}/projects", headers=auth(raw)).status_code == 200
+    fake_clock.advance(seconds=2)
+    r = client.get(f"{P}/projects", headers=auth(raw))
+    assert r.status_code == 401 and r.json["error"] == "key_expired"
+
+
+def test_revoked_key_is_rejected(client, world):
+    from control_plane.services import keys
+    org = world.org()
+    raw, key = world.key(org, "read_only")
+    keys.revoke_key(key.public_id)
+    r = client.get(f"{P}/projects", headers=auth(raw))
+    assert r.status_code == 401 and r.json["error"] == "key_revoked"
+
+
+@pytest.mark.parametrize("method", ["post", "patch", "delete", "put"])
+def test_read_only_key_cannot_write(client, world, method):
+    org = world.org()
+    project = world.project(org)
+    raw, _ = world.key(org, "read_only")
+    path = f"{P}/projects" if method == "post" else f"{P}/projects/{project.id}"
+    r = getattr(client, method)(path, headers={**auth(raw), "X-Confirm-Delete": "true"},
+                                json={"name": "x", "server_id": str(project.server_id)})
+    if method == "put":  # no PUT route: 405, still JSON
+        assert r.status_code == 405 and r.json["error"] == "method_not_allowed"
+        return
+    assert r.status_code == 403 and r.json["error"] == "write_access_required"
+    assert client.get(f"{P}/projects/{project.id}", headers=auth(raw)).json["name"] == project.name
+
+
+def test_key_whose_owner_was_deleted_cannot_write(client, world):
+    from control_plane.services import orgs
+    org = world.org()
+    owner = world.user(org)
+    server = world.server(org)
+    raw, _ = world.key(org, owner_id=owner.id)
+    body = {"name": "p", "server_id": str(server.id)}
+    assert client.post(f"{P}/projects", headers=auth(raw), json=body).status_code == 201
+    orgs.delete_user(owner.id)
+    r = client.post(f"{P}/projects", headers=auth(raw), json=body)
+    assert r.status_code == 409 and r.json["error"] == "key_has_no_owner"
+    assert client.get(f"{P}/projects", headers=auth(raw)).json["pagination"]["total"] == 1
+
+
+def test_other_organization_resources_are_404(client, world):
+    org_a, org_b = world.org(), world.org()
+    project_b = world.project(org_b)
+    raw_a, _ = world.key(org_a)
+    r = client.get(f"{P}/projects/{project_b.id}", headers=auth(raw_a))
+    assert r.status_code == 404 and r.json["error"] == "not_found"
+    r = client.patch(f"{P}/projects/{project_b.id}", headers=auth(raw_a), json={"name": "x"})
+    assert r.status_code == 404
+
+
+def test_project_scoped_key_sees_only_its_project(client, world):
+    org = world.org()
+    mine, other = world.project(org), world.project(org)
+    raw, _ = world.key(org, "read_only", scope="project", project=mine)
+    body = client.get(f"{P}/projects", headers=auth(raw)).json
+    assert [p["id"] for p in body["data"]] == [str(mine.id)]
+    assert client.get(f"{P}/projects/{other.id}", headers=auth(raw)).status_code == 404
+    assert client.get(f"{P}/projects/{mine.id}", headers=auth(raw)).status_code == 200
+
+
+def test_capability_codes_for_tickets(client, world):
+    org = world.org()
+    project = world.project(org)
+    cases = [
+        (world.key(org, "read_only")[0], 403, "support_tickets_not_enabled"),
+        (world.key(org, "full_access")[0], 403, "support_tickets_not_enabled"),
+        (world.key(org, "read_only", scope="project", project=project)[0], 403, "org_scope_required"),
+        (world.key(org, "read_only", support_tickets=True)[0], 200, None),
+        (world.key(org, "full_access", support_tickets=True)[0], 200, None),
+    ]
+    for raw, status, code in cases:
+        r = client.get(f"{P}/support/tickets", headers=auth(raw))
+        assert r.status_code == status
+        if code:
+            assert r.json["error"] == code
+
+
+def test_project_scoped_keys_cannot_get_capabilities(world):
+    from control_plane.errors import ApiError
+    org = world.org()
+    project = world.project(org)
+    with pytest.raises(ApiError):
+        world.key(org, scope="project", project=project, support_tickets=True)
+    with pytest.raises(ApiError):
+        world.key(org, scope="project", project=project, server_registration=True)
+
+
+def test_keys_are_stored_only_as_digests(app, world):
+    from control_plane.models import ApiKey
+    org = world.org()
+    raw, key = world.key(org)
+    stored = ApiKey.get_by_id(key.id)
+    assert raw not in repr(stored.__data__)
+    assert stored.prefix == raw[:16] and stored.key_hash != raw and len(stored.key_hash) == 64
