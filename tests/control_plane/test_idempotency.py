@@ -1,0 +1,121 @@
+"""Idempotency rules 1-6, through HTTP."""
+
+import datetime as dt
+
+from control_plane.models import IdempotencyRecord, Project
+from tests.conftest import auth
+
+P = "/api/public/v1"
+
+
+def _setup(world):
+    org = world.org()
+    raw, key = world.key(org)
+    server = world.server(org)
+    return raw, key, {"name": "idem", "server_id": str(server.id)}
+
+
+def test_replay_returns_original_status_body_and_header(client, world):
+    raw, _, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-1"}
+    first = client.post(f"{P}/projects", headers=h, json=body)
+    again = client.post(f"{P}/projects", headers=h, json=body)
+    assert first.status_code == again.status_code == 201
+    assert again.json == first.json
+    assert again.headers["X-Idempotency-Replayed"] == "true"
+    assert "X-Idempotency-Replayed" not in first.headers
+    assert again.headers["X-API-Key-Id"] and again.headers["X-RateLimit-Remaining"]
+    assert Project.select().count() == 1
+
+
+def test_key_reused_for_another_operation_returns_first_result(client, world):
+    raw, _, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-2"}
+    first = client.post(f"{P}/projects", headers=h, json=body)
+    other = client.post(f"{P}/projects", headers=h, json={"name": "different"})  # even invalid
+    assert other.status_code == 201 and other.json == first.json
+    assert Project.select().count() == 1
+
+
+def test_keys_are_per_api_key(client, world):
+    raw, key, body = _setup(world)
+    raw2, _ = world.key(key.organization)
+    h1 = {**auth(raw), "X-Idempotency-Key": "shared"}
+    h2 = {**auth(raw2), "X-Idempotency-Key": "shared"}
+    a = client.post(f"{P}/projects", headers=h1, json=body)
+    b = client.post(f"{P}/projects", headers=h2, json=body)
+    assert a.json["id"] != b.json["id"]
+    assert "X-Idempotency-Replayed" not in b.headers
+
+
+def test_after_24_hours_the_key_is_new(client, world, fake_clock):
+    raw, _, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-3"}
+    first = client.post(f"{P}/projects", headers=h, json=body)
+    fake_clock.advance(hours=23, minutes=59)
+    assert client.post(f"{P}/projects", headers=h, json=body).json["id"] == first.json["id"]
+    fake_clock.advance(minutes=2)
+    later = client.post(f"{P}/projects", headers=h, json=body)
+    assert later.status_code == 201 and later.json["id"] != first.json["id"]
+    assert "X-Idempotency-Replayed" not in later.headers
+    assert Project.select().count() == 2
+
+
+def test_errors_are_not_cached(client, world):
+    raw, _, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-4"}
+    assert client.post(f"{P}/projects", headers=h, json={"name": "x"}).status_code == 422
+    ok = client.post(f"{P}/projects", headers=h, json=body)
+    assert ok.status_code == 201 and "X-Idempotency-Replayed" not in ok.headers
+
+
+def test_in_flight_key_is_409_until_its_lease_ends(client, world, fake_clock):
+    """A first request still in flight (or one that died mid-way) holds the key."""
+    raw, key, body = _setup(world)
+    now = fake_clock.now
+    IdempotencyRecord.create(api_key=key.id, key="k-5", method="POST", path=f"{P}/projects",
+                             locked_until=now + dt.timedelta(seconds=60),
+                             expires_at=now + dt.timedelta(hours=24))
+    h = {**auth(raw), "X-Idempotency-Key": "k-5"}
+    r = client.post(f"{P}/projects", headers=h, json=body)
+    assert r.status_code == 409 and r.json["error"] == "idempotency_key_in_use"
+    assert Project.select().count() == 0
+    # The first request died: once its lease is over, a retry goes through, once.
+    fake_clock.advance(seconds=61)
+    r = client.post(f"{P}/projects", headers=h, json=body)
+    assert r.status_code == 201 and "X-Idempotency-Replayed" not in r.headers
+    again = client.post(f"{P}/projects", headers=h, json=body)
+    assert again.headers["X-Idempotency-Replayed"] == "true"
+    assert Project.select().count() == 1
+
+
+def test_header_ignored_on_patch_and_get(client, world):
+    raw, _, body = _setup(world)
+    created = client.post(f"{P}/projects", headers=auth(raw), json=body).json
+    h = {**auth(raw), "X-Idempotency-Key": "k-6"}
+    a = client.patch(f"{P}/projects/{created['id']}", headers=h, json={"name": "a"})
+    b = client.patch(f"{P}/projects/{created['id']}", headers=h, json={"name": "b"})
+    assert a.json["name"] == "a" and b.json["name"] == "b"
+    assert "X-Idempotency-Replayed" not in b.headers
+    assert client.get(f"{P}/projects", headers=h).status_code == 200
+    assert IdempotencyRecord.select().count() == 0
+
+
+def test_overlong_key_is_rejected(client, world):
+    raw, _, body = _setup(world)
+    r = client.post(f"{P}/projects", headers={**auth(raw), "X-Idempotency-Key": "x" * 256},
+                    json=body)
+    assert r.status_code == 400 and r.json["error"] == "invalid_idempotency_key"
+    assert Project.select().count() == 0
+
+
+def test_records_survive_a_restart(app, world, tmp_path, backend, request):
+    """Stored in the database: a new app instance on the same database replays."""
+    from control_plane.app import create_app
+    raw, _, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-7"}
+    first = app.test_client().post(f"{P}/projects", headers=h, json=body)
+    restarted = create_app({k: app.config[k] for k in ("DATA_DIR", "SECRET_KEY", "DATABASE_URL")})
+    again = restarted.test_client().post(f"{P}/projects", headers=h, json=body)
+    assert again.status_code == 201 and again.json == first.json
+    assert again.headers["X-Idempotency-Replayed"] == "true"

@@ -1,0 +1,62 @@
+"""Per-key rate limits (spec: Limits, rate-limit headers), memory and Redis storage."""
+
+import pytest
+
+from control_plane.app import create_app
+from control_plane import migrate
+from tests.conftest import auth
+
+P = "/api/public/v1"
+
+
+def _exhaust(client, raw, n):
+    statuses = [client.get(f"{P}/projects", headers=auth(raw)).status_code for _ in range(n)]
+    return statuses
+
+
+@pytest.mark.parametrize("key_type, limit", [("full_access", 20), ("read_only", 120)])
+def test_limit_per_key_type_then_429(client, world, key_type, limit):
+    org = world.org()
+    raw, key = world.key(org, key_type)
+    first = client.get(f"{P}/projects", headers=auth(raw))
+    assert first.headers["X-RateLimit-Limit"] == str(limit)
+    assert first.headers["X-RateLimit-Remaining"] == str(limit - 1)
+    assert first.headers["X-RateLimit-Window"] == "60"
+    assert _exhaust(client, raw, limit - 1) == [200] * (limit - 1)
+    r = client.get(f"{P}/projects", headers=auth(raw))
+    assert r.status_code == 429
+    assert r.json["error"] == "rate_limit_exceeded"
+    assert 1 <= r.json["retry_after"] <= 60
+    assert r.headers["Retry-After"] == str(r.json["retry_after"])
+    assert r.headers["X-RateLimit-Remaining"] == "0"
+    assert r.headers["X-RateLimit-Limit"] == str(limit)
+    assert r.headers["X-API-Key-Id"] == key.public_id
+    # Another key of the same organization has its own window.
+    other, _ = world.key(org, key_type)
+    assert client.get(f"{P}/projects", headers=auth(other)).status_code == 200
+
+
+def test_writes_and_errors_count_toward_the_limit(client, world):
+    org = world.org()
+    raw, _ = world.key(org, "full_access")
+    for i in range(10):
+        assert client.post(f"{P}/projects", headers=auth(raw), json={}).status_code == 422
+    r = client.get(f"{P}/projects/00000000-0000-0000-0000-000000000000", headers=auth(raw))
+    assert r.status_code == 404
+    assert r.headers["X-RateLimit-Remaining"] == "9"
+
+
+def test_redis_storage_is_shared_between_processes(tmp_path, redis_server):
+    """Two app instances (as two web processes would be) share one count."""
+    settings = {"DATA_DIR": str(tmp_path), "SECRET_KEY": "s", "REDIS_URL": redis_server.url}
+    a, b = create_app(settings), create_app(settings)
+    migrate.upgrade(a.extensions["berth"].db)
+    a.extensions["berth"].limiter.reset()
+    with a.app_context():
+        from control_plane.services import keys, orgs
+        org = orgs.create_org("o")
+        _, raw = keys.create_key(org.id, "k", "full_access", "organization")
+    ca, cb = a.test_client(), b.test_client()
+    codes = [(ca if i % 2 else cb).get(f"{P}/projects", headers=auth(raw)).status_code
+             for i in range(21)]
+    assert codes == [200] * 20 + [429]

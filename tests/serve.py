@@ -1,0 +1,50 @@
+"""Run the real `berth serve` in a subprocess on a free port."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+BERTH = str(Path(sys.executable).with_name("berth"))
+
+
+class Served:
+    def __init__(self, data_dir, extra_env=None):
+        self.env = {**os.environ, "CP_DATA_DIR": str(data_dir), **(extra_env or {})}
+        self.log_path = Path(data_dir) / "serve.log"
+        Path(data_dir).mkdir(parents=True, exist_ok=True)
+
+    def admin(self, *args):
+        out = subprocess.run([BERTH, "admin", *args], env=self.env, capture_output=True,
+                             text=True, check=True)
+        import json
+        return json.loads(out.stdout)
+
+    def start(self, timeout=30):
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([BERTH, "serve", "--http", "127.0.0.1:0"], env=self.env,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = re.search(r"listening on (http://\S+)", self.log_path.read_text())
+            if m:
+                self.url = m.group(1)
+                requests.get(self.url + "/healthz", timeout=5).raise_for_status()
+                return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("berth serve did not start:\n" + self.log_path.read_text())
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        return self.log_path.read_text()
