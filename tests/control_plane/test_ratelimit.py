@@ -2,16 +2,15 @@
 
 import pytest
 
-from control_plane.app import create_app
 from control_plane import migrate
+from control_plane.app import create_app
 from tests.conftest import auth
 
 P = "/api/public/v1"
 
 
 def _exhaust(client, raw, n):
-    statuses = [client.get(f"{P}/projects", headers=auth(raw)).status_code for _ in range(n)]
-    return statuses
+    return [client.get(f"{P}/projects", headers=auth(raw)).status_code for _ in range(n)]
 
 
 @pytest.mark.parametrize("key_type, limit", [("full_access", 20), ("read_only", 120)])
@@ -39,7 +38,7 @@ def test_limit_per_key_type_then_429(client, world, key_type, limit):
 def test_writes_and_errors_count_toward_the_limit(client, world):
     org = world.org()
     raw, _ = world.key(org, "full_access")
-    for i in range(10):
+    for _ in range(10):
         assert client.post(f"{P}/projects", headers=auth(raw), json={}).status_code == 422
     r = client.get(f"{P}/projects/00000000-0000-0000-0000-000000000000", headers=auth(raw))
     assert r.status_code == 404
@@ -60,3 +59,31 @@ def test_redis_storage_is_shared_between_processes(tmp_path, redis_server):
     codes = [(ca if i % 2 else cb).get(f"{P}/projects", headers=auth(raw)).status_code
              for i in range(21)]
     assert codes == [200] * 20 + [429]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def limiter(request):
+    from control_plane.ratelimit import RateLimiter
+    url = request.getfixturevalue("redis_server").url if request.param == "redis" else None
+    lim = RateLimiter(url)
+    lim.reset()
+    return lim
+
+
+def test_target_limits_contract(limiter):
+    """The hook later features use (metrics, runtime logs, webhook mutations)."""
+    from limits import RateLimitItemPerMinute
+
+    from control_plane.errors import RateLimited
+
+    six = RateLimitItemPerMinute(6)
+    states = [limiter.hit_target(six, "metrics:env", "env-1") for _ in range(6)]
+    assert [s.remaining for s in states] == [5, 4, 3, 2, 1, 0]
+    with pytest.raises(RateLimited) as exc:
+        limiter.hit_target(six, "metrics:env", "env-1")
+    body = exc.value.body()
+    assert exc.value.status == 429 and body["error"] == "target_rate_limit"
+    assert 1 <= body["retry_after"] <= 60 and exc.value.headers["Retry-After"]
+    # Other targets and namespaces count separately.
+    assert limiter.hit_target(six, "metrics:env", "env-2").remaining == 5
+    assert limiter.hit_target(six, "metrics:server", "env-1").remaining == 5

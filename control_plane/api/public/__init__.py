@@ -29,7 +29,7 @@ def register(app):
     api = BerthApi(app, config_prefix="PUBLIC", spec_kwargs={
         "extra_plugins": [StandardResponses()],
         "info": {"description": DESCRIPTION},
-        "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/") + PREFIX}],
+        "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/")}],  # paths carry the prefix
         "security": [{"bearerAuth": []}, {"apiKeyHeader": []}],
     })
     api.spec.components.security_scheme("bearerAuth", {"type": "http", "scheme": "bearer"})
