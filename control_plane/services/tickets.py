@@ -3,7 +3,7 @@
 from control_plane import clock
 from control_plane.db import database, for_update
 from control_plane.errors import ApiError, Forbidden, NotFound
-from control_plane.models import Organization, Ticket, TicketComment
+from control_plane.models import Environment, Organization, Project, Server, Ticket, TicketComment
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.services.scope import require_org_scope
 
@@ -46,6 +46,7 @@ def create_ticket(*, org_id, subject, description, status="open", priority="norm
         org = for_update(Organization.select().where(Organization.id == org_id)).first()
         if org is None:
             raise NotFound("organization not found")
+        _check_links(org, project_id, environment_id, server_id)
         org.ticket_seq += 1
         org.save(only=[Organization.ticket_seq])
         now = clock.now()
@@ -56,6 +57,20 @@ def create_ticket(*, org_id, subject, description, status="open", priority="norm
             server=server_id, requester_email=requester_email, updated_at=now,
             resolved_at=now if status == "resolved" else None,
             closed_at=now if status == "closed" else None)
+
+
+def _check_links(org, project_id, environment_id, server_id):
+    """A ticket may only point at the organization's own resources (or a shared server)."""
+    if project_id is not None and not Project.select().where(
+            Project.id == project_id, Project.organization == org).exists():
+        raise NotFound("project not found in that organization")
+    if environment_id is not None and not Environment.select().join(Project).where(
+            Environment.id == environment_id, Project.organization == org).exists():
+        raise NotFound("environment not found in that organization")
+    if server_id is not None and not Server.select().where(
+            Server.id == server_id,
+            (Server.organization == org) | Server.organization.is_null()).exists():
+        raise NotFound("server not found in that organization")
 
 
 def add_comment(ticket_id, *, author, content, from_support=False, internal=False):

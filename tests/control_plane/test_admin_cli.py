@@ -1,0 +1,283 @@
+"""`berth admin …` through the real console script: one JSON object on stdout
+with the documented keys and exit 0; errors on stderr with exit code 1."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import auth
+
+BERTH = str(Path(sys.executable).parent / "berth")
+P = "/api/public/v1"
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    # Only CP_DATA_DIR: the secret is generated into the data dir, the database
+    # is the SQLite file there. The in-process app below reads the same settings.
+    for name in list(os.environ):
+        if name.startswith("CP_"):
+            monkeypatch.delenv(name)
+    path = tmp_path / "data"
+    monkeypatch.setenv("CP_DATA_DIR", str(path))
+    return path
+
+
+def run(data_dir, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
+    env["CP_DATA_DIR"] = str(data_dir)
+    return subprocess.run([BERTH, "admin", *map(str, args)], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def ok(data_dir, *args, keys=None):
+    """Runs a command that must succeed; returns its one JSON object."""
+    return ok_with_stdout(data_dir, *args, keys=keys)[0]
+
+
+def ok_with_stdout(data_dir, *args, keys=None):
+    proc = run(data_dir, *args)
+    assert proc.returncode == 0, proc.stderr
+    decoder = json.JSONDecoder()
+    text = proc.stdout.strip()
+    obj, end = decoder.raw_decode(text)
+    assert text[end:].strip() == "", f"more than one JSON value on stdout: {proc.stdout!r}"
+    assert proc.stdout.count("\n") == 1
+    assert isinstance(obj, dict)
+    if keys is not None:
+        assert set(obj) == set(keys), obj
+    return obj, proc.stdout
+
+
+def fails(data_dir, *args):
+    """Runs a command that must fail: exit 1, a message on stderr, nothing on stdout."""
+    proc = run(data_dir, *args)
+    assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
+    assert proc.stdout == "", args
+    assert proc.stderr.strip(), args
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+class InProcess:
+    """The app the CLI would serve, on the same data dir, in this process."""
+
+    def __init__(self):
+        from control_plane.app import create_app
+        self.app = create_app({})  # settings from CP_DATA_DIR only, like the CLI
+        self.client = self.app.test_client()
+
+    def close(self):
+        self.app.extensions["berth"].db.close()
+
+
+@pytest.fixture
+def in_process(data_dir):
+    made = []
+
+    def make():
+        made.append(InProcess())
+        return made[-1]
+
+    yield make
+    for app in made:
+        app.close()
+
+
+def test_bootstrap_once_and_generated_secret(data_dir, in_process):
+    first = ok(data_dir, "bootstrap", keys={"created", "organization_id", "key_id", "key"})
+    assert first["created"] is True
+    assert first["key"].startswith("svc_live_rw_")
+    assert first["key_id"].startswith("key_")
+    uuid.UUID(first["organization_id"])
+    secret = data_dir / "secret_key"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert secret.read_text().strip()
+
+    assert ok(data_dir, "bootstrap") == {"created": False}
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+    # The bootstrap key works against the app that reads the same data dir.
+    app = in_process()
+    assert app.app.config["SECRET_KEY"] == secret.read_text().strip()
+    r = app.client.get(f"{P}/projects", headers=auth(first["key"]))
+    assert r.status_code == 200 and r.headers["X-API-Key-Id"] == first["key_id"]
+    # It is an organization-scoped full-access key with both capabilities.
+    assert app.client.get(f"{P}/support/tickets", headers=auth(first["key"])).status_code == 200
+
+
+def test_orgs_users_and_keys(data_dir, in_process):
+    org = ok(data_dir, "org", "create", "--name", "Acme", keys={"id", "name", "server_quota"})
+    assert org["name"] == "Acme" and org["server_quota"] == 10
+    uuid.UUID(org["id"])
+    small = ok(data_dir, "org", "create", "--name", "Small", "--server-quota", "3")
+    assert small["server_quota"] == 3 and small["id"] != org["id"]
+
+    user = ok(data_dir, "user", "create", "--org", org["id"], "--name", "Ann",
+              "--email", "ann@example.com", "--permission", "project.environments.deploy",
+              "--permission", "project.deployments.cancel",
+              keys={"id", "name", "email", "permissions"})
+    assert (user["name"], user["email"]) == ("Ann", "ann@example.com")
+    assert sorted(user["permissions"]) == ["project.deployments.cancel",
+                                           "project.environments.deploy"]
+    token = ok(data_dir, "user", "token", user["id"], keys={"token"})["token"]
+    assert isinstance(token, str) and len(token) >= 32
+
+    key_keys = {"id", "key", "type", "scope"}
+    ro = ok(data_dir, "key", "create", "--org", org["id"], "--name", "reader",
+            "--type", "read_only", "--scope", "organization", "--support-tickets", keys=key_keys)
+    assert ro["key"].startswith("svc_live_ro_") and ro["id"].startswith("key_")
+    assert (ro["type"], ro["scope"]) == ("read_only", "organization")
+    rw = ok(data_dir, "key", "create", "--org", org["id"], "--name", "writer",
+            "--type", "full_access", "--scope", "organization", "--server-registration",
+            "--owner", user["id"], "--expires-at", "2999-01-01T00:00:00Z", keys=key_keys)
+    assert rw["key"].startswith("svc_live_rw_")
+    assert (rw["type"], rw["scope"]) == ("full_access", "organization")
+    expired = ok(data_dir, "key", "create", "--org", org["id"], "--name", "old",
+                 "--type", "read_only", "--scope", "organization",
+                 "--expires-at", "2001-02-03T04:05:06Z", keys=key_keys)
+
+    # A project, made through the API with the CLI-made key, for a project-scoped key.
+    server = ok(data_dir, "server", "create", "--name", "box", "--provider", "hetzner",
+                "--cpu-cores", "4", "--ram-mb", "8192", "--disk-gb", "100", "--org", org["id"])
+    app = in_process()
+    r = app.client.post(f"{P}/projects", headers=auth(rw["key"]),
+                        json={"name": "shop", "server_id": server["id"]})
+    assert r.status_code == 201, r.json
+    project_id = r.json["id"]
+    scoped = ok(data_dir, "key", "create", "--org", org["id"], "--name", "scoped",
+                "--type", "read_only", "--scope", "project", "--project", project_id,
+                keys=key_keys)
+    assert (scoped["type"], scoped["scope"]) == ("read_only", "project")
+    assert ok(data_dir, "key", "revoke", scoped["id"]) == {"revoked": True}
+
+    body, listed = ok_with_stdout(data_dir, "key", "list", "--org", org["id"], keys={"keys"})
+    entries = {k["id"]: k for k in body["keys"]}
+    assert set(entries) == {ro["id"], rw["id"], expired["id"], scoped["id"]}
+    for entry in entries.values():
+        assert set(entry) == {"id", "name", "prefix", "type", "scope", "status", "expires_at"}
+    assert {k: v["status"] for k, v in entries.items()} == {
+        ro["id"]: "active", rw["id"]: "active", expired["id"]: "expired",
+        scoped["id"]: "revoked"}
+    assert entries[ro["id"]]["expires_at"] is None
+    assert entries[rw["id"]]["expires_at"].startswith("2999-01-01T00:00:00")
+    assert entries[expired["id"]]["expires_at"].startswith("2001-02-03T04:05:06")
+    assert entries[scoped["id"]]["scope"] == "project"
+    assert entries[rw["id"]]["name"] == "writer" and entries[rw["id"]]["type"] == "full_access"
+    for made in (ro, rw, expired, scoped):
+        prefix = entries[made["id"]]["prefix"]
+        assert made["key"].startswith(prefix) and len(prefix) < len(made["key"])
+        assert made["key"] not in listed
+    # The other organization's list is empty.
+    assert ok(data_dir, "key", "list", "--org", small["id"]) == {"keys": []}
+
+    # The keys behave as the list says.
+    assert app.client.get(f"{P}/projects", headers=auth(ro["key"])).status_code == 200
+    assert app.client.get(f"{P}/support/tickets", headers=auth(ro["key"])).status_code == 200
+    r = app.client.get(f"{P}/projects", headers=auth(expired["key"]))
+    assert r.status_code == 401 and r.json["error"] == "key_expired"
+    r = app.client.get(f"{P}/projects", headers=auth(scoped["key"]))
+    assert r.status_code == 401 and r.json["error"] == "key_revoked"
+
+    assert ok(data_dir, "user", "delete", user["id"]) == {"deleted": True}
+    fails(data_dir, "user", "delete", user["id"])
+    fails(data_dir, "user", "token", user["id"])
+    # Keys the deleted user created can no longer write.
+    r = app.client.post(f"{P}/projects", headers=auth(rw["key"]),
+                        json={"name": "again", "server_id": server["id"]})
+    assert r.status_code == 409 and r.json["error"] == "key_has_no_owner"
+
+
+def test_servers_tickets_releases_end_to_end(data_dir, in_process):
+    org = ok(data_dir, "org", "create", "--name", "Ops")["id"]
+    own = ok(data_dir, "server", "create", "--name", "own-1", "--provider", "hetzner",
+             "--region", "fsn1", "--cpu-cores", "8", "--ram-mb", "16384", "--disk-gb", "200",
+             "--org", org)
+    shared = ok(data_dir, "server", "create", "--name", "pool-1", "--provider", "aws",
+                "--cpu-cores", "2", "--ram-mb", "4096", "--disk-gb", "50", "--shared")
+    for made in (own, shared):
+        assert "id" in made
+        uuid.UUID(made["id"])
+    assert own["id"] != shared["id"]
+    common = ["--name", "x", "--provider", "p", "--cpu-cores", "1", "--ram-mb", "1",
+              "--disk-gb", "1"]
+    fails(data_dir, "server", "create", *common)
+    fails(data_dir, "server", "create", *common, "--org", org, "--shared")
+
+    t = ok(data_dir, "ticket", "create", "--org", org, "--subject", "Disk full",
+           "--description", "The disk is full.", "--priority", "high", "--server", own["id"],
+           keys={"id", "ticket_number"})
+    assert t["ticket_number"]
+    customer = ok(data_dir, "ticket", "comment", t["id"], "--author", "Dana",
+                  "--content", "Please help", keys={"id"})
+    staff = ok(data_dir, "ticket", "comment", t["id"], "--author", "Carol Staffer",
+               "--content", "Resized the disk.", "--from-support", keys={"id"})
+    ok(data_dir, "ticket", "comment", t["id"], "--author", "Carol Staffer",
+       "--content", "NOTE-internal-only", "--internal", keys={"id"})
+
+    assert ok(data_dir, "release", "add", "--version", "1.10.0", "--date", "2024-03-01",
+              "--title", "Ten", "--highlight", "Faster", "--highlight", "Smaller",
+              "--added", "Servers API", "--fixed", "Login bug", "--fixed", "Typo") == \
+        {"version": "1.10.0"}
+    assert ok(data_dir, "release", "add", "--version", "1.9.0", "--date", "2024-02-01",
+              "--title", "Nine") == {"version": "1.9.0"}
+    fails(data_dir, "release", "add", "--version", "1.10.0", "--date", "2024-04-01",
+          "--title", "dup")
+    for bad in ("1.2", "v1.2.3", "01.2.3"):
+        fails(data_dir, "release", "add", "--version", bad, "--date", "2024-04-01",
+              "--title", "bad")
+    fails(data_dir, "release", "add", "--version", "1.11.0", "--date", "2024-99-01",
+          "--title", "bad date")
+
+    raw = ok(data_dir, "key", "create", "--org", org, "--name", "support", "--type",
+             "read_only", "--scope", "organization", "--support-tickets")["key"]
+    app = in_process()
+    servers = app.client.get(f"{P}/servers", headers=auth(raw)).json["data"]
+    assert {s["id"] for s in servers} == {own["id"], shared["id"]}
+    own_entry = next(s for s in servers if s["id"] == own["id"])
+    assert (own_entry["name"], own_entry["region"], own_entry["cpu_cores"]) == ("own-1", "fsn1", 8)
+
+    detail = app.client.get(f"{P}/support/tickets/{t['id']}", headers=auth(raw))
+    assert detail.status_code == 200
+    assert (detail.json["ticket_number"], detail.json["priority"], detail.json["server_id"]) == \
+        (t["ticket_number"], "high", own["id"])
+    assert [(c["id"], c["author_name"], c["from_support"]) for c in detail.json["comments"]] == \
+        [(customer["id"], "Dana", False), (staff["id"], "Berth Support", True)]
+    assert "NOTE-internal-only" not in detail.get_data(as_text=True)
+
+    changelog = app.client.get(f"{P}/changelog", headers=auth(raw)).json
+    assert [e["version"] for e in changelog["entries"]] == ["1.10.0", "1.9.0"]
+    assert changelog["entries"][0] == {
+        "version": "1.10.0", "date": "2024-03-01", "title": "Ten",
+        "highlights": ["Faster", "Smaller"],
+        "categories": {"added": ["Servers API"], "fixed": ["Login bug", "Typo"]}}
+    assert changelog["entries"][1]["categories"] == {}
+
+
+def test_errors_exit_1_with_message_on_stderr(data_dir):
+    org = ok(data_dir, "org", "create", "--name", "E")["id"]
+    missing = str(uuid.uuid4())
+    fails(data_dir, "user", "create", "--org", missing, "--name", "n", "--email", "e@x.test")
+    fails(data_dir, "key", "create", "--org", missing, "--name", "k", "--type", "read_only",
+          "--scope", "organization")
+    fails(data_dir, "ticket", "create", "--org", missing, "--subject", "s", "--description", "d")
+    fails(data_dir, "user", "token", "not-a-uuid")
+    fails(data_dir, "user", "create", "--org", "not-a-uuid", "--name", "n", "--email", "e")
+    fails(data_dir, "key", "create", "--org", org, "--name", "k", "--type", "read_only",
+          "--scope", "project")  # no --project
+    fails(data_dir, "key", "create", "--org", org, "--name", "k", "--type", "read_only",
+          "--scope", "organization", "--expires-at", "tomorrow")
+    fails(data_dir, "key", "revoke", "key_0000000000000000")
+    fails(data_dir, "ticket", "create", "--org", org, "--subject", "s", "--description", "d",
+          "--project", missing)
+    fails(data_dir, "ticket", "create", "--org", org, "--subject", "s", "--description", "d",
+          "--status", "bogus")
+    fails(data_dir, "ticket", "comment", missing, "--author", "a", "--content", "c")
+    # Nothing half-made: the organization still has no keys.
+    assert ok(data_dir, "key", "list", "--org", org) == {"keys": []}
