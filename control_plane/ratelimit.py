@@ -5,10 +5,12 @@ One mechanism serves the per-key limits and the per-target ones (metrics,
 runtime logs, webhook mutations): `hit(limit, namespace, *ids)`."""
 
 import math
+import threading
 import time
 from dataclasses import dataclass
 
 from limits import RateLimitItemPerMinute, storage, strategies
+from limits.storage.memory import MemoryStorage
 
 from control_plane.errors import RateLimited
 
@@ -28,10 +30,21 @@ class WindowState:
     reset_in: int  # seconds until a slot frees
 
 
+class _MemoryStorage(MemoryStorage):
+    """limits' memory storage starts a new 10 ms expiry-sweep thread whenever the
+    previous one has finished: under load, a thread start per request. The sweep
+    only frees memory (counting reads timestamps), so once a second is plenty."""
+
+    def _MemoryStorage__schedule_expiry(self):
+        if not self.timer.is_alive():
+            self.timer = threading.Timer(1.0, self._MemoryStorage__expire_events)
+            self.timer.daemon = True
+            self.timer.start()
+
+
 class RateLimiter:
     def __init__(self, redis_url=None):
-        uri = redis_url if redis_url else "memory://"
-        self.storage = storage.storage_from_string(uri)
+        self.storage = storage.storage_from_string(redis_url) if redis_url else _MemoryStorage()
         # A moving window: no double bursts at window edges.
         self.strategy = strategies.MovingWindowRateLimiter(self.storage)
 

@@ -8,13 +8,23 @@ import hmac
 import secrets
 import string
 
+from itsdangerous import URLSafeSerializer
+
 _ALPHABET = string.ascii_letters + string.digits
 _pepper = None
+_secret = None
 
 
 def configure(secret_key: str):
-    global _pepper
+    global _pepper, _secret
+    _secret = secret_key
     _pepper = hmac.new(secret_key.encode(), b"berth secret pepper v1", hashlib.sha256).digest()
+
+
+def signer(purpose: str) -> URLSafeSerializer:
+    """Signs small payloads (cursors, URLs) for one purpose; another purpose's
+    signature does not verify."""
+    return URLSafeSerializer(_secret, salt=f"berth:{purpose}")
 
 
 def random_token(length=40):

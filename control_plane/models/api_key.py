@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel
+from control_plane.models.base import BaseModel, DateTimeField
 from control_plane.models.org import Organization, User
 from control_plane.models.project import Project
 
@@ -21,9 +21,9 @@ class ApiKey(BaseModel):
     server_registration = peewee.BooleanField(default=False)
     support_tickets = peewee.BooleanField(default=False)
     owner = peewee.ForeignKeyField(User, null=True, backref="api_keys")
-    expires_at = peewee.DateTimeField(null=True)
-    revoked_at = peewee.DateTimeField(null=True)
-    deleted_at = peewee.DateTimeField(null=True)
+    expires_at = DateTimeField(null=True)
+    revoked_at = DateTimeField(null=True)
+    deleted_at = DateTimeField(null=True)
 
     @property
     def read_only(self):

@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel
+from control_plane.models.base import BaseModel, DateTimeField
 from control_plane.models.environment import Environment
 
 
@@ -12,12 +12,12 @@ class Backup(BaseModel):
     filestore_size = peewee.BigIntegerField(default=0)
     total_size = peewee.BigIntegerField(default=0)
     compressed_size = peewee.BigIntegerField(default=0)
-    started_at = peewee.DateTimeField(null=True)
-    completed_at = peewee.DateTimeField(null=True)
+    started_at = DateTimeField(null=True)
+    completed_at = DateTimeField(null=True)
     duration_seconds = peewee.IntegerField(null=True)
-    expires_at = peewee.DateTimeField(null=True)
+    expires_at = DateTimeField(null=True)
     is_verified = peewee.BooleanField(default=False)
-    verified_at = peewee.DateTimeField(null=True)
+    verified_at = DateTimeField(null=True)
     notes = peewee.TextField(null=True)
     error_message = peewee.TextField(null=True)
     storage_key = peewee.CharField(max_length=512, null=True)

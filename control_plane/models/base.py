@@ -1,5 +1,6 @@
 """Base model: UUID primary keys, naive-UTC timestamps, a portable JSON field."""
 
+import datetime as dt
 import json
 import uuid
 
@@ -7,6 +8,16 @@ import peewee
 
 from control_plane import clock
 from control_plane.db import database
+
+
+class DateTimeField(peewee.DateTimeField):
+    """Naive UTC. Parses SQLite's text with `fromisoformat` (C) instead of
+    peewee's trial-and-error `strptime`, which dominated the cost of reading rows."""
+
+    def python_value(self, value):
+        if isinstance(value, str):
+            return dt.datetime.fromisoformat(value)
+        return value
 
 
 class JSONField(peewee.TextField):
@@ -21,7 +32,7 @@ class JSONField(peewee.TextField):
 
 class BaseModel(peewee.Model):
     id = peewee.UUIDField(primary_key=True, default=uuid.uuid4)
-    created_at = peewee.DateTimeField(default=clock.now, index=True)
+    created_at = DateTimeField(default=clock.now, index=True)
 
     class Meta:
         database = database

@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel, JSONField
+from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import User
 from control_plane.models.project import Project
 from control_plane.models.server import Server
@@ -28,8 +28,8 @@ class Environment(BaseModel):
     disk_database_bytes = peewee.BigIntegerField(null=True)
     disk_filestore_bytes = peewee.BigIntegerField(null=True)
     disk_addons_bytes = peewee.BigIntegerField(null=True)
-    disk_measured_at = peewee.DateTimeField(null=True)
-    updated_at = peewee.DateTimeField(null=True)
+    disk_measured_at = DateTimeField(null=True)
+    updated_at = DateTimeField(null=True)
 
 
 class Deployment(BaseModel):
@@ -51,9 +51,9 @@ class Deployment(BaseModel):
     triggered_by = peewee.ForeignKeyField(User, null=True)
     error_message = peewee.TextField(null=True)
     can_rollback = peewee.BooleanField(default=True)
-    started_at = peewee.DateTimeField(null=True)
-    completed_at = peewee.DateTimeField(null=True)
-    updated_at = peewee.DateTimeField(null=True)
+    started_at = DateTimeField(null=True)
+    completed_at = DateTimeField(null=True)
+    updated_at = DateTimeField(null=True)
 
     class Meta:
         indexes = ((("environment", "version"), True),)
@@ -79,7 +79,7 @@ class AgentCommand(BaseModel):
     payload = JSONField(default=dict)
     status = peewee.CharField(max_length=16, default="queued", index=True)
     attempts = peewee.IntegerField(default=0)
-    delivered_at = peewee.DateTimeField(null=True)
-    acked_at = peewee.DateTimeField(null=True)
-    completed_at = peewee.DateTimeField(null=True)
+    delivered_at = DateTimeField(null=True)
+    acked_at = DateTimeField(null=True)
+    completed_at = DateTimeField(null=True)
     result = JSONField(null=True)

@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel, JSONField
+from control_plane.models.base import BaseModel, DateTimeField, JSONField
 
 PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
 
@@ -19,7 +19,7 @@ class User(BaseModel):
     permissions = JSONField(default=list)
     # Users are soft-deleted: keys they created must be able to tell that
     # their owner is gone (409 key_has_no_owner).
-    deleted_at = peewee.DateTimeField(null=True)
+    deleted_at = DateTimeField(null=True)
 
 
 class UserToken(BaseModel):
@@ -28,5 +28,5 @@ class UserToken(BaseModel):
     user = peewee.ForeignKeyField(User, backref="tokens")
     token_hash = peewee.CharField(max_length=64, unique=True)
     prefix = peewee.CharField(max_length=24)
-    expires_at = peewee.DateTimeField(null=True)
-    revoked_at = peewee.DateTimeField(null=True)
+    expires_at = DateTimeField(null=True)
+    revoked_at = DateTimeField(null=True)

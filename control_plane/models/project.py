@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel
+from control_plane.models.base import BaseModel, DateTimeField
 from control_plane.models.org import Organization
 from control_plane.models.server import Server
 
@@ -12,5 +12,5 @@ class Project(BaseModel):
     git_repo_url = peewee.CharField(max_length=2048, null=True)
     default_branch = peewee.CharField(max_length=255, null=True)
     server = peewee.ForeignKeyField(Server, null=True, backref="projects")
-    updated_at = peewee.DateTimeField(null=True)
-    deleted_at = peewee.DateTimeField(null=True, index=True)  # soft delete
+    updated_at = DateTimeField(null=True)
+    deleted_at = DateTimeField(null=True, index=True)  # soft delete

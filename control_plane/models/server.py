@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel, JSONField
+from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization, User
 
 
@@ -16,9 +16,9 @@ class Server(BaseModel):
     hostname = peewee.CharField(max_length=255, null=True)
     agent_credential_hash = peewee.CharField(max_length=64, null=True, unique=True)
     agent_version = peewee.CharField(max_length=32, null=True)
-    connected_since = peewee.DateTimeField(null=True)
-    last_seen_at = peewee.DateTimeField(null=True)
-    deleted_at = peewee.DateTimeField(null=True)
+    connected_since = DateTimeField(null=True)
+    last_seen_at = DateTimeField(null=True)
+    deleted_at = DateTimeField(null=True)
 
     @property
     def shared(self):
@@ -34,9 +34,9 @@ class RegistrationToken(BaseModel):
     auto_deploy = JSONField(null=True)
     # pending | consumed | revoked; "expired" is derived from expires_at.
     status = peewee.CharField(max_length=16, default="pending")
-    expires_at = peewee.DateTimeField()
+    expires_at = DateTimeField()
     created_by = peewee.ForeignKeyField(User, null=True)
     created_by_name = peewee.CharField(max_length=255)
     server = peewee.ForeignKeyField(Server, null=True)
-    consumed_at = peewee.DateTimeField(null=True)
-    revoked_at = peewee.DateTimeField(null=True)
+    consumed_at = DateTimeField(null=True)
+    revoked_at = DateTimeField(null=True)

@@ -1,6 +1,6 @@
 import peewee
 
-from control_plane.models.base import BaseModel, JSONField
+from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.environment import Environment
 from control_plane.models.org import Organization
 from control_plane.models.project import Project
@@ -26,11 +26,11 @@ class Ticket(BaseModel):
     requester_email = peewee.CharField(max_length=320, null=True)
     assignee = peewee.CharField(max_length=255, null=True)
     internal_tags = JSONField(default=list)
-    sla_due_at = peewee.DateTimeField(null=True)
+    sla_due_at = DateTimeField(null=True)
     satisfaction_rating = peewee.IntegerField(null=True)
-    updated_at = peewee.DateTimeField(null=True)
-    resolved_at = peewee.DateTimeField(null=True)
-    closed_at = peewee.DateTimeField(null=True)
+    updated_at = DateTimeField(null=True)
+    resolved_at = DateTimeField(null=True)
+    closed_at = DateTimeField(null=True)
 
 
 class TicketComment(BaseModel):

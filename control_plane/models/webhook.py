@@ -2,7 +2,7 @@ import uuid
 
 import peewee
 
-from control_plane.models.base import BaseModel, JSONField
+from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization
 from control_plane.models.project import Project
 
@@ -16,9 +16,9 @@ class Webhook(BaseModel):
     format = peewee.CharField(max_length=8, default="raw")
     is_active = peewee.BooleanField(default=True)
     secret_encrypted = peewee.TextField()  # signing needs the secret itself
-    last_triggered_at = peewee.DateTimeField(null=True)
+    last_triggered_at = DateTimeField(null=True)
     failure_count = peewee.IntegerField(default=0)  # consecutive failed deliveries
-    updated_at = peewee.DateTimeField(null=True)
+    updated_at = DateTimeField(null=True)
 
 
 class Event(BaseModel):
@@ -37,10 +37,10 @@ class WebhookDelivery(BaseModel):
     event = peewee.ForeignKeyField(Event)
     status = peewee.CharField(max_length=16, default="retrying", index=True)
     attempt_count = peewee.IntegerField(default=0)
-    next_attempt_at = peewee.DateTimeField(null=True, index=True)
-    claimed_until = peewee.DateTimeField(null=True)
+    next_attempt_at = DateTimeField(null=True, index=True)
+    claimed_until = DateTimeField(null=True)
     response_status = peewee.IntegerField(null=True)
     response_body = peewee.TextField(null=True)
     error_reason = peewee.TextField(null=True)
     duration_ms = peewee.IntegerField(null=True)
-    delivered_at = peewee.DateTimeField(null=True)
+    delivered_at = DateTimeField(null=True)

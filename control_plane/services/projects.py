@@ -6,33 +6,41 @@ from control_plane import clock
 from control_plane.db import database
 from control_plane.errors import BadRequest, Conflict, Forbidden, NotFound
 from control_plane.models import Environment, Project, Server
-from control_plane.services.scope import projects_for, require_org_scope
+from control_plane.pagination import CursorList
+from control_plane.services.scope import require_org_scope
 
 BUSY_STATUSES = ("running", "deploying")
 
 
-def environment_counts(project_ids):
-    """Active environments per project, in one grouped query."""
-    if not project_ids:
-        return {}
-    rows = (Environment.select(Environment.project, fn.COUNT(Environment.id).alias("n"))
-            .where(Environment.project.in_(project_ids), Environment.is_active)
-            .group_by(Environment.project).tuples())
-    return dict(rows)
+def _listed(org, *project, shape):
+    """Active projects of an organization (or its one project, for a
+    project-scoped key), each with its count of active environments."""
+    active_envs = (Environment.select(fn.COUNT(Environment.id))
+                   .where(Environment.project == Project.id, Environment.is_active))
+    query = (Project.select(Project.id, Project.name, Project.erp_version, Project.git_repo_url,
+                            Project.default_branch, Project.server.alias("server_id"),
+                            Project.created_at, active_envs.alias("environment_count"))
+             .where(Project.organization == org, Project.deleted_at.is_null()))
+    return query.where(Project.id == project[0]) if shape == ("project",) else query
 
 
-def with_counts(projects):
-    counts = environment_counts([p.id for p in projects])
-    for p in projects:
-        p.environment_count = counts.get(p.id, 0)
-    return projects
+PROJECTS = CursorList("projects", Project, _listed, newest_first=False)
+
+
+def list_projects(key, *, limit, cursor):
+    if key.project_scoped:
+        return PROJECTS.page(key.organization_id.hex, key.project_id.hex, shape=("project",),
+                             limit=limit, cursor=cursor)
+    return PROJECTS.page(key.organization_id.hex, limit=limit, cursor=cursor)
 
 
 def get_project(key, project_id):
-    project = projects_for(key).where(Project.id == project_id).first()
+    scope = ("project",) if key.project_scoped else ()
+    project = _listed(key.organization_id, key.project_id, shape=scope).where(
+        Project.id == project_id).dicts().first()
     if project is None:
         raise NotFound("Project not found.")
-    return with_counts([project])[0]
+    return project
 
 
 def _usable_server(key, server_id):
@@ -52,21 +60,18 @@ def create_project(key, *, name, server_id, git_repo_url=None, default_branch="m
         project = Project.create(
             organization=key.organization_id, name=name.strip(), server=server,
             git_repo_url=git_repo_url, default_branch=default_branch, erp_version=erp_version)
-    project.environment_count = 0
-    return project
+        return get_project(key, project.id)
 
 
 def update_project(key, project_id, changes):
     """`changes` holds only the fields the client sent."""
     with database.atomic():
-        project = get_project(key, project_id)
-        for field in ("name", "default_branch", "git_repo_url"):
-            if field in changes:
-                value = changes[field]
-                setattr(project, field, value.strip() if field == "name" else value)
-        project.updated_at = clock.now()
-        project.save()
-    return project
+        get_project(key, project_id)  # in scope, or 404
+        fields = {f: changes[f] for f in ("name", "default_branch", "git_repo_url") if f in changes}
+        if "name" in fields:
+            fields["name"] = fields["name"].strip()
+        Project.update(updated_at=clock.now(), **fields).where(Project.id == project_id).execute()
+        return get_project(key, project_id)
 
 
 def delete_project(key, project_id, confirm):
@@ -78,13 +83,13 @@ def delete_project(key, project_id, confirm):
         if confirm != "true":
             raise BadRequest("Send the header 'X-Confirm-Delete: true' to delete a project.",
                              code="confirm_required")
-        busy = (Environment.select().where(Environment.project == project, Environment.is_active,
+        busy = (Environment.select().where(Environment.project == project["id"], Environment.is_active,
                                            Environment.status.in_(BUSY_STATUSES)).count())
         if busy:
             raise Conflict(f"{busy} environment(s) are running or deploying; stop them first.",
                            code="environments_running")
         now = clock.now()
-        Project.update(deleted_at=now, updated_at=now).where(Project.id == project.id).execute()
+        Project.update(deleted_at=now, updated_at=now).where(Project.id == project_id).execute()
         # Its remaining (stopped, failed...) environments go with it.
         Environment.update(is_active=False, updated_at=now).where(
-            Environment.project == project.id).execute()
+            Environment.project == project_id).execute()

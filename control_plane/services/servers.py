@@ -5,37 +5,37 @@ from peewee import fn
 from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Environment, Organization, Project, Server
+from control_plane.pagination import CursorList
 
 
-def visible_servers(key):
-    """Own and shared servers; a project-scoped key sees only those hosting its project."""
-    query = Server.select().where(
-        Server.deleted_at.is_null()
-        & ((Server.organization == key.organization_id) | Server.organization.is_null()))
-    if key.project_scoped:
+def _listed(org, *project, shape):
+    """Own and shared servers, each with the organization's active environments
+    on it (a shared server does not reveal other customers' usage). A
+    project-scoped key sees only the servers hosting its project."""
+    own_envs = (Environment.select(fn.COUNT(Environment.id)).join(Project)
+                .where(Environment.server == Server.id, Environment.is_active,
+                       Project.organization == org, Project.deleted_at.is_null()))
+    query = Server.select(Server.id, Server.name, Server.provider, Server.region, Server.cpu_cores,
+                          Server.ram_mb, Server.disk_gb, Server.created_at,
+                          own_envs.alias("environment_count")).where(
+        Server.deleted_at.is_null() & ((Server.organization == org) | Server.organization.is_null()))
+    if shape == ("project",):
         hosting = (Environment.select(Environment.server)
-                   .where(Environment.project == key.project_id, Environment.is_active,
+                   .where(Environment.project == project[0], Environment.is_active,
                           Environment.server.is_null(False)))
-        project_server = Project.select(Project.server).where(Project.id == key.project_id)
+        project_server = Project.select(Project.server).where(Project.id == project[0])
         query = query.where(Server.id.in_(hosting) | Server.id.in_(project_server))
     return query
 
 
-def with_counts(key, servers):
-    """Active environments per server, counting only the key's organization's
-    (a shared server does not reveal other customers' usage)."""
-    ids = [s.id for s in servers]
-    counts = {}
-    if ids:
-        counts = dict(
-            Environment.select(Environment.server, fn.COUNT(Environment.id))
-            .join(Project)
-            .where(Environment.server.in_(ids), Environment.is_active,
-                   Project.organization == key.organization_id, Project.deleted_at.is_null())
-            .group_by(Environment.server).tuples())
-    for s in servers:
-        s.environment_count = counts.get(s.id, 0)
-    return servers
+SERVERS = CursorList("servers", Server, _listed, newest_first=False)
+
+
+def list_servers(key, *, limit, cursor):
+    if key.project_scoped:
+        return SERVERS.page(key.organization_id.hex, key.project_id.hex, shape=("project",),
+                            limit=limit, cursor=cursor)
+    return SERVERS.page(key.organization_id.hex, limit=limit, cursor=cursor)
 
 
 def create_server(*, name, provider, cpu_cores, ram_mb, disk_gb, region=None, org_id=None):

@@ -5,6 +5,7 @@ from control_plane.db import database, for_update
 from control_plane.errors import ApiError, Forbidden, NotFound
 from control_plane.models import Environment, Organization, Project, Server, Ticket, TicketComment
 from control_plane.models.ticket import TICKET_STATUSES
+from control_plane.pagination import CursorList
 from control_plane.services.scope import require_org_scope
 
 PRIORITIES = ("low", "normal", "high", "urgent")
@@ -17,16 +18,34 @@ def require_ticket_access(key):
                         code="support_tickets_not_enabled")
 
 
-def tickets_for(key, status=None):
+LISTED_FIELDS = (Ticket.id, Ticket.ticket_number, Ticket.subject, Ticket.status, Ticket.priority,
+                 Ticket.category, Ticket.source, Ticket.project.alias("project_id"),
+                 Ticket.environment.alias("environment_id"), Ticket.server.alias("server_id"),
+                 Ticket.created_at, Ticket.updated_at, Ticket.resolved_at, Ticket.closed_at)
+
+
+def _listed(org, *status, shape):
+    # Only the fields a list entry shows: staff-only columns are never read.
+    query = Ticket.select(*LISTED_FIELDS).where(Ticket.organization == org)
+    return query.where(Ticket.status == status[0]) if shape == ("status",) else query
+
+
+TICKETS = CursorList("tickets", Ticket, _listed, newest_first=True)
+
+
+def list_tickets(key, *, status=None, limit, cursor):
+    """Newest first; a cursor is valid only with the status filter it was made with."""
     require_ticket_access(key)
-    query = Ticket.select().where(Ticket.organization == key.organization_id)
+    org = key.organization_id.hex
     if status:
-        query = query.where(Ticket.status == status)
-    return query
+        return TICKETS.page(org, status, shape=("status",), limit=limit, cursor=cursor,
+                            fingerprint=status)
+    return TICKETS.page(org, limit=limit, cursor=cursor)
 
 
 def get_ticket(key, ticket_id):
-    ticket = tickets_for(key).where(Ticket.id == ticket_id).first()
+    require_ticket_access(key)
+    ticket = Ticket.get_or_none(Ticket.id == ticket_id, Ticket.organization == key.organization_id)
     if ticket is None:
         raise NotFound("Ticket not found.")
     ticket.public_comments = list(

@@ -28,6 +28,7 @@ def test_create_get_update_delete(client, world, org_rw):
     assert p["name"] == "Shop" and p["default_branch"] == "main" and p["environment_count"] == 0
     assert p["server_id"] == str(server.id) and p["created_at"].endswith("Z")
     assert client.get(f"{P}/projects/{p['id']}", headers=auth(raw)).json == p
+    assert client.get(f"{P}/projects", headers=auth(raw)).json["data"] == [p]
 
     r = client.patch(f"{P}/projects/{p['id']}", headers=auth(raw), json={"default_branch": "prod"})
     assert r.status_code == 200

@@ -5,7 +5,8 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import init_blueprint
-from control_plane.api.pagination import offset_args, offset_page
+from control_plane.api.pagination import offset_args
+from control_plane.pagination import offset_page
 from control_plane.services import releases as svc
 
 blp = init_blueprint(Blueprint("changelog", __name__, description="Release notes"))

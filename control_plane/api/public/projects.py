@@ -8,9 +8,8 @@ from flask_smorest import Blueprint
 from control_plane.api.auth import current_key, init_blueprint
 from control_plane.api.fields import Branch, HttpsUrl, Name, UTCDateTime
 from control_plane.api.idempotency import idempotent
-from control_plane.api.pagination import CursorArgs, cursor_page, cursor_page_schema
+from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.services import projects as svc
-from control_plane.services.scope import projects_for
 
 blp = init_blueprint(Blueprint("projects", __name__, description="Projects"))
 
@@ -59,9 +58,8 @@ class Projects(MethodView):
     @blp.response(200, ProjectPage)
     def get(self, args):
         """List the active projects the key can see (oldest first)."""
-        rows, meta = cursor_page(projects_for(current_key()), list_name="projects",
-                                 limit=args["limit"], cursor=args["cursor"], newest_first=False)
-        return {"data": svc.with_counts(rows), "pagination": meta}
+        rows, meta = svc.list_projects(current_key(), **args)
+        return {"data": rows, "pagination": meta}
 
     @idempotent
     @blp.arguments(ProjectCreateSchema)

@@ -5,7 +5,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key, init_blueprint
-from control_plane.api.pagination import CursorArgs, cursor_page, cursor_page_schema
+from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.services import servers as svc
 
 blp = init_blueprint(Blueprint("servers", __name__, description="Servers"))
@@ -31,7 +31,5 @@ class Servers(MethodView):
     @blp.response(200, ServerPage)
     def get(self, args):
         """Servers available to the organization: its own and shared ones (oldest first)."""
-        key = current_key()
-        rows, meta = cursor_page(svc.visible_servers(key), list_name="servers",
-                                 limit=args["limit"], cursor=args["cursor"], newest_first=False)
-        return {"data": svc.with_counts(key, rows), "pagination": meta}
+        rows, meta = svc.list_servers(current_key(), **args)
+        return {"data": rows, "pagination": meta}

@@ -7,7 +7,7 @@ from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key, init_blueprint
 from control_plane.api.fields import UTCDateTime
-from control_plane.api.pagination import CursorArgs, cursor_page, cursor_page_schema
+from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.services import tickets as svc
 
@@ -66,9 +66,7 @@ class Tickets(MethodView):
     @blp.response(200, TicketPage)
     def get(self, args):
         """The organization's tickets, newest first (key needs the ticket capability)."""
-        rows, meta = cursor_page(svc.tickets_for(current_key(), args["status"]),
-                                 list_name="tickets", limit=args["limit"], cursor=args["cursor"],
-                                 newest_first=True, fingerprint=args["status"] or "")
+        rows, meta = svc.list_tickets(current_key(), **args)
         return {"data": rows, "pagination": meta}
 
 

@@ -1,0 +1,83 @@
+"""The spec's three pagination styles, bounded in SQL (keyset for cursors,
+LIMIT/OFFSET otherwise), never by slicing a loaded table."""
+
+import datetime
+import uuid
+
+from itsdangerous import BadSignature
+from peewee import fn
+
+from control_plane import security
+from control_plane.db import Compiled
+from control_plane.errors import BadRequest
+
+
+class CursorList:
+    """A cursor-paginated list ordered by (created_at, id).
+
+    `build(*params, shape=...)` returns the list's filtered query; `shape` names
+    its variant (e.g. project-scoped or not) and `params` are the filter values in
+    database form. The COUNT and page statements are compiled once per shape.
+    Cursors are signed for this list and its filters, so a cursor made by
+    another list, another filter or by hand is refused (400 invalid_cursor)."""
+
+    def __init__(self, name, model, build, *, newest_first):
+        self.name, self.model, self.build = name, model, build
+        self.newest_first = newest_first
+        self._count = Compiled(self._count_query)
+        self._page = Compiled(self._page_query)
+
+    def _count_query(self, *params, shape):
+        return self.build(*params, shape=shape).select(fn.COUNT(self.model.id)).order_by()
+
+    def _page_query(self, *params, shape):
+        base_shape, has_cursor = shape
+        n = len(params) - (3 if has_cursor else 1)
+        query, m = self.build(*params[:n], shape=base_shape), self.model
+        if has_cursor:
+            created, last = params[n], params[n + 1]
+            if self.newest_first:
+                query = query.where((m.created_at < created)
+                                    | ((m.created_at == created) & (m.id < last)))
+            else:
+                query = query.where((m.created_at > created)
+                                    | ((m.created_at == created) & (m.id > last)))
+        order = (m.created_at.desc(), m.id.desc()) if self.newest_first else (m.created_at, m.id)
+        return query.order_by(*order).limit(params[-1])
+
+    def page(self, *params, shape=(), limit, cursor, fingerprint=""):
+        """Returns (rows as dicts, {"has_more", "next_cursor", "total"})."""
+        total = self._count.scalar(*params, shape=shape)
+        after = self._decode(cursor, fingerprint) if cursor else ()
+        rows = self._page.dicts(self.model, *params, *after, limit + 1,
+                                shape=(shape, bool(after)))
+        has_more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = None
+        if has_more:
+            last = rows[-1]
+            next_cursor = security.signer(f"cursor:{self.name}").dumps(
+                [last["created_at"].isoformat(), last["id"].hex, fingerprint])
+        return rows, {"has_more": has_more, "next_cursor": next_cursor, "total": total}
+
+    def _decode(self, cursor, fingerprint):
+        try:
+            created_iso, last_id, fp = security.signer(f"cursor:{self.name}").loads(cursor)
+            if fp != fingerprint:
+                raise BadSignature("filters changed")
+            return datetime.datetime.fromisoformat(created_iso), uuid.UUID(last_id).hex
+        except (BadSignature, ValueError, TypeError):
+            raise BadRequest("The cursor was not produced by this list.",
+                             code="invalid_cursor") from None
+
+
+def page_page(query, *, page, page_size):
+    total = query.count()
+    items = list(query.paginate(page, page_size))
+    return {"items": items, "total": total, "page": page, "page_size": page_size,
+            "total_pages": -(-total // page_size)}
+
+
+def offset_page(query, *, limit, offset):
+    total = query.count()
+    return list(query.limit(limit).offset(offset)), total
