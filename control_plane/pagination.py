@@ -2,6 +2,7 @@
 LIMIT/OFFSET otherwise), never by slicing a loaded table."""
 
 import datetime
+import hashlib
 import uuid
 
 from itsdangerous import BadSignature
@@ -18,8 +19,9 @@ class CursorList:
     `build(*params, shape=...)` returns the list's filtered query; `shape` names
     its variant (e.g. project-scoped or not) and `params` are the filter values in
     database form. The COUNT and page statements are compiled once per shape.
-    Cursors are signed for this list and its filters, so a cursor made by
-    another list, another filter or by hand is refused (400 invalid_cursor)."""
+    Cursors are signed for this list and its filter values (organization,
+    project, status…), so a cursor made by another list, for other filters or
+    by hand is refused (400 invalid_cursor)."""
 
     def __init__(self, name, model, build, *, newest_first):
         self.name, self.model, self.build = name, model, build
@@ -45,8 +47,9 @@ class CursorList:
         order = (m.created_at.desc(), m.id.desc()) if self.newest_first else (m.created_at, m.id)
         return query.order_by(*order).limit(params[-1])
 
-    def page(self, *params, shape=(), limit, cursor, fingerprint=""):
+    def page(self, *params, shape=(), limit, cursor):
         """Returns (rows as dicts, {"has_more", "next_cursor", "total"})."""
+        fingerprint = hashlib.sha256(repr((shape, params)).encode()).hexdigest()[:16]
         total = self._count.scalar(*params, shape=shape)
         after = self._decode(cursor, fingerprint) if cursor else ()
         rows = self._page.dicts(self.model, *params, *after, limit + 1,

@@ -9,12 +9,14 @@ from control_plane.pagination import CursorList
 
 
 def _listed(org, *project, shape):
-    """Own and shared servers, each with the organization's active environments
-    on it (a shared server does not reveal other customers' usage). A
-    project-scoped key sees only the servers hosting its project."""
+    """Own and shared servers, each with the caller's active environments on it
+    (a shared server does not reveal other customers' usage). A project-scoped
+    key sees only the servers hosting its project, and only its environments."""
     own_envs = (Environment.select(fn.COUNT(Environment.id)).join(Project)
                 .where(Environment.server == Server.id, Environment.is_active,
                        Project.organization == org, Project.deleted_at.is_null()))
+    if shape == ("project",):
+        own_envs = own_envs.where(Environment.project == project[0])
     query = Server.select(Server.id, Server.name, Server.provider, Server.region, Server.cpu_cores,
                           Server.ram_mb, Server.disk_gb, Server.created_at,
                           own_envs.alias("environment_count")).where(

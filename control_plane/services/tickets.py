@@ -38,8 +38,7 @@ def list_tickets(key, *, status=None, limit, cursor):
     require_ticket_access(key)
     org = key.organization_id.hex
     if status:
-        return TICKETS.page(org, status, shape=("status",), limit=limit, cursor=cursor,
-                            fingerprint=status)
+        return TICKETS.page(org, status, shape=("status",), limit=limit, cursor=cursor)
     return TICKETS.page(org, limit=limit, cursor=cursor)
 
 

@@ -95,3 +95,17 @@ def test_page_style(app, world):
     assert (first["total"], first["total_pages"], len(first["items"])) == (45, 3, 20)
     assert len(last["items"]) == 5 and beyond["items"] == []
     assert {p.id for p in first["items"]}.isdisjoint({p.id for p in last["items"]})
+
+
+def test_cursor_of_another_organization_is_refused(client, world):
+    org_a, org_b = world.org(), world.org()
+    for org in (org_a, org_b):
+        server = world.server(org)
+        for _ in range(3):
+            world.project(org, server)
+    raw_a, _ = world.key(org_a, "read_only")
+    raw_b, _ = world.key(org_b, "read_only")
+    cursor_a = client.get(f"{P}/projects?limit=1", headers=auth(raw_a)).json["pagination"]["next_cursor"]
+    r = client.get(f"{P}/projects?cursor={cursor_a}", headers=auth(raw_b))
+    assert r.status_code == 400 and r.json["error"] == "invalid_cursor"
+    assert client.get(f"{P}/projects?cursor={cursor_a}", headers=auth(raw_a)).status_code == 200

@@ -203,3 +203,18 @@ def test_foreign_or_garbage_cursor_is_400(client, world):
     for cursor in (ticket_cursor, "garbage"):
         r = client.get(SERVERS, headers=auth(raw), query_string={"cursor": cursor})
         assert r.status_code == 400 and r.json["error"] == "invalid_cursor"
+
+
+def test_project_scoped_key_counts_only_its_project_environments(client, world):
+    org = world.org()
+    server = world.server(org)
+    mine, other = world.project(org, server), world.project(org, server)
+    world.environment(mine, "running")
+    world.environment(other, "running")
+    world.environment(other, "stopped")
+    raw_org, _ = world.key(org, "read_only")
+    raw_project, _ = world.key(org, "read_only", scope="project", project=mine)
+    by_org = client.get("/api/public/v1/servers", headers=auth(raw_org)).json["data"]
+    by_project = client.get("/api/public/v1/servers", headers=auth(raw_project)).json["data"]
+    assert [s["environment_count"] for s in by_org if s["id"] == str(server.id)] == [3]
+    assert [(s["id"], s["environment_count"]) for s in by_project] == [(str(server.id), 1)]
