@@ -37,6 +37,9 @@ def _claim(api_key, idem_key):
                 rec.delete_instance()
                 rec = None
             if rec is None:
+                # Keep the table bounded: this key's records past their 24 hours go.
+                IdempotencyRecord.delete().where(IdempotencyRecord.api_key == api_key.id,
+                                                 IdempotencyRecord.expires_at <= now).execute()
                 rec = IdempotencyRecord.create(
                     api_key=api_key.id, key=idem_key, method=request.method, path=request.path,
                     locked_until=now + _lease(), expires_at=now + TTL)
@@ -112,7 +115,3 @@ def idempotent(view):
 
     return wrapper
 
-
-def prune_expired():
-    """Delete records past their 24 hours (called by the scheduler)."""
-    return IdempotencyRecord.delete().where(IdempotencyRecord.expires_at <= clock.now()).execute()

@@ -119,3 +119,12 @@ def test_records_survive_a_restart(app, world, tmp_path, backend, request):
     again = restarted.test_client().post(f"{P}/projects", headers=h, json=body)
     assert again.status_code == 201 and again.json == first.json
     assert again.headers["X-Idempotency-Replayed"] == "true"
+
+
+def test_expired_records_are_pruned(client, world, fake_clock):
+    raw, key, body = _setup(world)
+    for n in range(3):
+        client.post(f"{P}/projects", headers={**auth(raw), "X-Idempotency-Key": f"old-{n}"}, json=body)
+    fake_clock.advance(hours=25)
+    client.post(f"{P}/projects", headers={**auth(raw), "X-Idempotency-Key": "new"}, json=body)
+    assert [r.key for r in IdempotencyRecord.select()] == ["new"]
