@@ -5,6 +5,16 @@ import datetime as dt
 import marshmallow as ma
 
 
+class Schema(ma.Schema):
+    """Output schemas read dict rows (list pages) and model objects alike; a
+    direct lookup spares marshmallow's generic accessor chain on every field."""
+
+    def get_attribute(self, obj, attr, default):
+        if type(obj) is dict:
+            return obj.get(attr, default)
+        return super().get_attribute(obj, attr, default)
+
+
 class UTCDateTime(ma.fields.DateTime):
     """Naive-UTC datetimes from the database, written as ISO 8601 with 'Z'."""
 

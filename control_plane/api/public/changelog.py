@@ -5,6 +5,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import init_blueprint
+from control_plane.api.fields import Schema
 from control_plane.api.pagination import offset_args
 from control_plane.pagination import offset_page
 from control_plane.services import releases as svc
@@ -27,7 +28,7 @@ class ChangelogArgs(offset_args(20)):
         "description": "Only releases on or after this `YYYY-MM-DD`"})
 
 
-class ReleaseSchema(ma.Schema):
+class ReleaseSchema(Schema):
     version = ma.fields.String(required=True)
     date = ma.fields.Date(required=True)
     title = ma.fields.String(required=True)

@@ -6,7 +6,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key, init_blueprint
-from control_plane.api.fields import Branch, HttpsUrl, Name, UTCDateTime
+from control_plane.api.fields import Branch, HttpsUrl, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.services import projects as svc
@@ -14,7 +14,7 @@ from control_plane.services import projects as svc
 blp = init_blueprint(Blueprint("projects", __name__, description="Projects"))
 
 
-class ProjectSchema(ma.Schema):
+class ProjectSchema(Schema):
     id = ma.fields.UUID(required=True)
     name = ma.fields.String(required=True)
     erp_version = ma.fields.String(allow_none=True)

@@ -5,13 +5,14 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.fields import Schema
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.services import servers as svc
 
 blp = init_blueprint(Blueprint("servers", __name__, description="Servers"))
 
 
-class ServerSchema(ma.Schema):
+class ServerSchema(Schema):
     id = ma.fields.UUID(required=True)
     name = ma.fields.String(required=True)
     provider = ma.fields.String(required=True)

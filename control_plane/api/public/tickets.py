@@ -6,7 +6,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key, init_blueprint
-from control_plane.api.fields import UTCDateTime
+from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.services import tickets as svc
@@ -18,7 +18,7 @@ class TicketListArgs(CursorArgs):
     status = ma.fields.String(validate=ma.validate.OneOf(TICKET_STATUSES), load_default=None)
 
 
-class TicketSchema(ma.Schema):
+class TicketSchema(Schema):
     # Only these fields: staff-only data (internal notes, assignee, tags,
     # response targets, ratings, e-mail addresses, attachments) never leaves.
     id = ma.fields.UUID(required=True)
@@ -37,7 +37,7 @@ class TicketSchema(ma.Schema):
     closed_at = UTCDateTime(allow_none=True)
 
 
-class CommentSchema(ma.Schema):
+class CommentSchema(Schema):
     id = ma.fields.UUID(required=True)
     author_name = ma.fields.Method("author", required=True)
     from_support = ma.fields.Boolean(required=True)
