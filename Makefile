@@ -28,7 +28,7 @@ test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install
-	$(BIN)/python benchmarks/projects_list.py
+	$(BIN)/python benchmarks/projects_list.py --rounds 5
 
 lint: install
 	$(BIN)/pip install --quiet ruff
