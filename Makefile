@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install venv bench lint clean
+.PHONY: serve test install venv bench lint clean proto
 
 $(BIN)/python:
 	@scripts/ensure-system-deps.sh venv
@@ -29,6 +29,11 @@ test: install
 
 bench: install
 	$(BIN)/python benchmarks/projects_list.py --rounds 5
+
+# Regenerate the agent protocol stubs (committed; a test checks they match).
+proto: install
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --grpc_python_out=. --pyi_out=. \
+		proto/agent/rpc/v1/agent.proto
 
 lint: install
 	$(BIN)/pip install --quiet ruff

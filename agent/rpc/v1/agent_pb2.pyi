@@ -1,0 +1,236 @@
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class HostFacts(_message.Message):
+    __slots__ = ("hostname", "cpu_cores", "ram_mb", "disk_gb", "os", "arch", "agent_version")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    CPU_CORES_FIELD_NUMBER: _ClassVar[int]
+    RAM_MB_FIELD_NUMBER: _ClassVar[int]
+    DISK_GB_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    ARCH_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    cpu_cores: int
+    ram_mb: int
+    disk_gb: int
+    os: str
+    arch: str
+    agent_version: str
+    def __init__(self, hostname: _Optional[str] = ..., cpu_cores: _Optional[int] = ..., ram_mb: _Optional[int] = ..., disk_gb: _Optional[int] = ..., os: _Optional[str] = ..., arch: _Optional[str] = ..., agent_version: _Optional[str] = ...) -> None: ...
+
+class RegisterRequest(_message.Message):
+    __slots__ = ("token", "facts")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    facts: HostFacts
+    def __init__(self, token: _Optional[str] = ..., facts: _Optional[_Union[HostFacts, _Mapping]] = ...) -> None: ...
+
+class RegisterResponse(_message.Message):
+    __slots__ = ("server_id", "credential")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    server_id: str
+    credential: str
+    def __init__(self, server_id: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
+
+class AgentMessage(_message.Message):
+    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    hello: Hello
+    heartbeat: Heartbeat
+    ack: CommandAck
+    log: TaskLog
+    result: CommandResult
+    reply: LiveReply
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ...) -> None: ...
+
+class Hello(_message.Message):
+    __slots__ = ("facts",)
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    facts: HostFacts
+    def __init__(self, facts: _Optional[_Union[HostFacts, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("sent_at_unix_ms", "metrics")
+    SENT_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    sent_at_unix_ms: int
+    metrics: HostMetrics
+    def __init__(self, sent_at_unix_ms: _Optional[int] = ..., metrics: _Optional[_Union[HostMetrics, _Mapping]] = ...) -> None: ...
+
+class CommandAck(_message.Message):
+    __slots__ = ("command_id", "duplicate")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    duplicate: bool
+    def __init__(self, command_id: _Optional[str] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class TaskLog(_message.Message):
+    __slots__ = ("command_id", "seq", "level", "message")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    seq: int
+    level: str
+    message: str
+    def __init__(self, command_id: _Optional[str] = ..., seq: _Optional[int] = ..., level: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandResult(_message.Message):
+    __slots__ = ("command_id", "ok", "error", "result_json")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    ok: bool
+    error: str
+    result_json: str
+    def __init__(self, command_id: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
+
+class LiveReply(_message.Message):
+    __slots__ = ("correlation_id", "error_code", "error_message", "host_metrics", "container_metrics", "runtime_logs")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    HOST_METRICS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_METRICS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_LOGS_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: str
+    error_code: str
+    error_message: str
+    host_metrics: HostMetrics
+    container_metrics: ContainerMetrics
+    runtime_logs: RuntimeLogs
+    def __init__(self, correlation_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetrics, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogs, _Mapping]] = ...) -> None: ...
+
+class ControlMessage(_message.Message):
+    __slots__ = ("welcome", "command", "request")
+    WELCOME_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    welcome: Welcome
+    command: Command
+    request: LiveRequest
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., request: _Optional[_Union[LiveRequest, _Mapping]] = ...) -> None: ...
+
+class Welcome(_message.Message):
+    __slots__ = ("server_id", "heartbeat_seconds")
+    SERVER_ID_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    server_id: str
+    heartbeat_seconds: int
+    def __init__(self, server_id: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ...) -> None: ...
+
+class Command(_message.Message):
+    __slots__ = ("id", "kind", "payload_json")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    kind: str
+    payload_json: str
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+
+class LiveRequest(_message.Message):
+    __slots__ = ("correlation_id", "host_metrics", "container_metrics", "runtime_logs")
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_METRICS_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_METRICS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_LOGS_FIELD_NUMBER: _ClassVar[int]
+    correlation_id: str
+    host_metrics: HostMetricsRequest
+    container_metrics: ContainerMetricsRequest
+    runtime_logs: RuntimeLogsRequest
+    def __init__(self, correlation_id: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetricsRequest, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetricsRequest, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogsRequest, _Mapping]] = ...) -> None: ...
+
+class HostMetricsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ContainerMetricsRequest(_message.Message):
+    __slots__ = ("environment_id",)
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    def __init__(self, environment_id: _Optional[str] = ...) -> None: ...
+
+class RuntimeLogsRequest(_message.Message):
+    __slots__ = ("environment_id", "source", "lines")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    source: str
+    lines: int
+    def __init__(self, environment_id: _Optional[str] = ..., source: _Optional[str] = ..., lines: _Optional[int] = ...) -> None: ...
+
+class HostMetrics(_message.Message):
+    __slots__ = ("cpu_percent", "memory_percent", "disk_percent", "memory_used_bytes", "memory_total_bytes", "disk_used_bytes", "disk_total_bytes", "network_rx_bytes_per_second", "network_tx_bytes_per_second", "container_count", "containers_running")
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    DISK_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_RX_BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_TX_BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CONTAINERS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    cpu_percent: float
+    memory_percent: float
+    disk_percent: float
+    memory_used_bytes: int
+    memory_total_bytes: int
+    disk_used_bytes: int
+    disk_total_bytes: int
+    network_rx_bytes_per_second: float
+    network_tx_bytes_per_second: float
+    container_count: int
+    containers_running: int
+    def __init__(self, cpu_percent: _Optional[float] = ..., memory_percent: _Optional[float] = ..., disk_percent: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ..., network_rx_bytes_per_second: _Optional[float] = ..., network_tx_bytes_per_second: _Optional[float] = ..., container_count: _Optional[int] = ..., containers_running: _Optional[int] = ...) -> None: ...
+
+class ContainerStats(_message.Message):
+    __slots__ = ("status", "cpu_percent", "memory_used_bytes", "memory_limit_bytes", "memory_percent")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    status: str
+    cpu_percent: float
+    memory_used_bytes: int
+    memory_limit_bytes: int
+    memory_percent: float
+    def __init__(self, status: _Optional[str] = ..., cpu_percent: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., memory_percent: _Optional[float] = ...) -> None: ...
+
+class ContainerMetrics(_message.Message):
+    __slots__ = ("erp", "postgres")
+    ERP_FIELD_NUMBER: _ClassVar[int]
+    POSTGRES_FIELD_NUMBER: _ClassVar[int]
+    erp: ContainerStats
+    postgres: ContainerStats
+    def __init__(self, erp: _Optional[_Union[ContainerStats, _Mapping]] = ..., postgres: _Optional[_Union[ContainerStats, _Mapping]] = ...) -> None: ...
+
+class RuntimeLogs(_message.Message):
+    __slots__ = ("log", "lines", "truncated")
+    LOG_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    log: str
+    lines: int
+    truncated: bool
+    def __init__(self, log: _Optional[str] = ..., lines: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
