@@ -23,6 +23,7 @@ class Berth:
     settings: dict
     db: object
     limiter: RateLimiter
+    gateway: object = None  # the agent gateway, when it runs in this process
 
 
 def create_app(config=None):
@@ -42,10 +43,24 @@ def create_app(config=None):
     def healthz():
         return {"status": "ok"}
 
+    @app.get("/agent/bootstrap.json")
+    def agent_bootstrap():
+        """Where agents dial the gateway (read by the installer and `register`)."""
+        return {"grpc_address": grpc_public_address(app),
+                "grpc_tls": bool(app.config["GRPC_TLS_CERT"])}
+
     from control_plane.api.public import register as register_public
 
     register_public(app)
     return app
+
+
+def grpc_public_address(app, port=50051):
+    if app.config["GRPC_PUBLIC_ADDRESS"]:
+        return app.config["GRPC_PUBLIC_ADDRESS"]
+    from urllib.parse import urlparse
+
+    return f"{urlparse(app.config['PUBLIC_URL']).hostname}:{port}"
 
 
 def _register_error_handlers(app):

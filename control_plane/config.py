@@ -11,7 +11,9 @@ class Config:
     DATABASE_URL = None  # None: SQLite file in DATA_DIR
     REDIS_URL = None  # None: in-process counters
     PUBLIC_URL = "http://127.0.0.1:8000"
-    GRPC_PUBLIC_ADDRESS = None
+    GRPC_PUBLIC_ADDRESS = None  # None: PUBLIC_URL's host and the gateway's port
+    GRPC_TLS_CERT = None  # PEM file paths; both set: the gateway speaks TLS
+    GRPC_TLS_KEY = None
     STORAGE_URL = None
     SECRET_KEY = None  # None: generated into DATA_DIR on first start
     APPS_DOMAIN = "apps.localhost"

@@ -47,14 +47,62 @@ def migrate():
 @cli.command()
 @click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True,
               help="HOST:PORT for both REST surfaces and the installer (port 0: any free port)")
-def serve(http_addr):
-    """Embedded mode: migrate, then serve HTTP in one process."""
+@click.option("--grpc", "grpc_addr", default="127.0.0.1:50051", show_default=True,
+              help="HOST:PORT of the agent gateway")
+def serve(http_addr, grpc_addr):
+    """Embedded mode: migrate, then HTTP and the agent gateway in one process."""
     from control_plane import migrate as migrations
     from control_plane.server import run_http
 
     app = make_app()
     migrations.upgrade(app.extensions["berth"].db)
+    start_gateway_thread(app, *parse_hostport(grpc_addr, 50051))
     run_http(app, *parse_hostport(http_addr, 8000))
+
+
+def _gateway(app):
+    from pathlib import Path
+
+    from control_plane.gateway.server import Gateway
+
+    cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
+    tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
+    return Gateway(tls=tls)
+
+
+def start_gateway_thread(app, host, port):
+    """The gateway on its own event loop inside this process; HTTP threads reach it."""
+    from control_plane.app import grpc_public_address
+
+    gateway = _gateway(app)
+    bound = gateway.start_in_thread(f"{_bracket(host)}:{port}")
+    app.extensions["berth"].gateway = gateway
+    if not app.config["GRPC_PUBLIC_ADDRESS"]:
+        app.config["GRPC_PUBLIC_ADDRESS"] = grpc_public_address(app, bound)
+    click.echo(f"berth: gateway listening on {_bracket(host)}:{bound}", err=True)
+    return gateway
+
+
+def _bracket(host):
+    return f"[{host}]" if ":" in host else host
+
+
+@cli.command()
+@click.option("--grpc", "grpc_addr", default="127.0.0.1:50051", show_default=True)
+def gateway(grpc_addr):
+    """Scale-out: one agent-gateway process (run `berth migrate` first)."""
+    import asyncio
+
+    app = make_app()
+    host, port = parse_hostport(grpc_addr, 50051)
+    gw = _gateway(app)
+
+    async def main():
+        bound = await gw.start(f"{_bracket(host)}:{port}")
+        click.echo(f"berth: gateway listening on {_bracket(host)}:{bound}", err=True)
+        await gw.server.wait_for_termination()
+
+    asyncio.run(main())
 
 
 @cli.command()

@@ -1,0 +1,228 @@
+"""`berth-agent run`: keep one gRPC stream to the gateway, execute its
+commands, answer its live requests, heartbeat with host metrics, and come
+back with exponential backoff and jitter after any drop."""
+
+import json
+import logging
+import queue
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from agent import __version__
+from agent.facts import host_facts
+from agent.journal import CommandJournal
+from agent.rpc.v1 import agent_pb2 as pb
+from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+from agent.status import StatusFile, now_iso
+
+log = logging.getLogger("berth.agent")
+
+BACKOFF_BASE, BACKOFF_CAP = 1.0, 30.0
+CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 60_000),  # pings keep NAT and proxies from dropping us
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+_END = object()
+
+
+def backoff(attempt):
+    """Full jitter: uniform in [0, min(cap, base * 2^attempt)]."""
+    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** attempt))
+
+
+class Agent:
+    def __init__(self, config, data_dir, docker_client=None):
+        self.config = config
+        self.docker_client = docker_client
+        self.journal = CommandJournal(data_dir / "commands.json")
+        self.status = StatusFile(data_dir / "status.json", control_plane=config.control_plane,
+                                 grpc_address=config.grpc_address, server_id=config.server_id,
+                                 version=__version__)
+        self.pool = ThreadPoolExecutor(4, thread_name_prefix="berth-agent")
+        self.stop = threading.Event()
+        self._host = None
+        self._containers = None
+
+    # --- connection loop -------------------------------------------------
+
+    def run_forever(self):
+        attempt = 0
+        while not self.stop.is_set():
+            established = self._session()
+            attempt = 0 if established else attempt + 1
+            self.status.update(connected=False, since=now_iso())
+            self.stop.wait(backoff(attempt))
+
+    def _session(self):
+        """One stream, until it drops. Returns whether the gateway welcomed us."""
+        outbox = queue.Queue()
+        welcomed = False
+        address = self.config.grpc_address
+        try:
+            with channel_with_options(address, self.config.grpc_tls) as ch:
+                stub = pb_grpc.AgentGatewayStub(ch)
+                outbox.put(pb.AgentMessage(hello=pb.Hello(facts=host_facts())))
+                stream = stub.Connect(_drain(outbox), metadata=[
+                    ("authorization", f"Bearer {self.config.credential}")])
+                self._stream = stream
+                for message in stream:
+                    kind = message.WhichOneof("body")
+                    if kind == "welcome":
+                        welcomed = True
+                        self.status.update(connected=True, since=now_iso(), last_error=None)
+                        self._start_heartbeats(outbox, message.welcome.heartbeat_seconds)
+                    elif kind == "command":
+                        self.pool.submit(self._execute, outbox, message.command)
+                    elif kind == "request":
+                        self.pool.submit(self._answer, outbox, message.request)
+                    if self.stop.is_set():
+                        stream.cancel()
+        except grpc.RpcError as exc:
+            if not self.stop.is_set():
+                self.status.error(f"{exc.code().name}: {exc.details()}")
+                log.warning("stream to %s ended: %s", address, exc.details())
+        finally:
+            outbox.put(_END)
+        return welcomed
+
+    def shutdown(self):
+        self.stop.set()
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.cancel()
+
+    def _start_heartbeats(self, outbox, every):
+        def beat():
+            while not self.stop.is_set():
+                try:
+                    metrics = pb.HostMetrics(**self.host_sampler().sample())
+                except Exception as exc:  # a failed sample must not stop heartbeats
+                    log.warning("host metrics failed: %s", exc)
+                    metrics = None
+                outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(
+                    sent_at_unix_ms=int(time.time() * 1000), metrics=metrics)))
+                self.status.update(last_heartbeat=now_iso())
+                if _closed(outbox) or self.stop.wait(every or 15):
+                    return
+        threading.Thread(target=beat, name="berth-heartbeat", daemon=True).start()
+
+    # --- durable commands --------------------------------------------------
+
+    def _execute(self, outbox, command):
+        done = self.journal.get(command.id)
+        if done is not None:  # redelivered: acknowledge, never run twice
+            outbox.put(_ack(command.id, duplicate=True))
+            if done["state"] == "done":
+                outbox.put(_result(command.id, done["ok"], done["result"], done["error"]))
+            return
+        self.journal.start(command.id)
+        outbox.put(_ack(command.id))
+        try:
+            payload = json.loads(command.payload_json or "{}")
+            result, ok, error = self.handle_command(command.kind, payload), True, None
+        except Exception as exc:
+            result, ok, error = None, False, str(exc)
+        self.journal.finish(command.id, ok, result, error)
+        outbox.put(_result(command.id, ok, result, error))
+
+    def handle_command(self, kind, payload):
+        if kind == "ping":
+            return {"pong": True, "agent_version": __version__}
+        raise ValueError(f"unknown command kind {kind!r}")
+
+    # --- live requests -------------------------------------------------------
+
+    def _answer(self, outbox, request):
+        from agent.errors import AgentError
+
+        reply = pb.LiveReply(correlation_id=request.correlation_id)
+        kind = request.WhichOneof("kind")
+        try:
+            if kind == "host_metrics":
+                reply.host_metrics.CopyFrom(pb.HostMetrics(**self.host_sampler().sample()))
+            elif kind == "container_metrics":
+                found = self.container_sampler().for_environment(
+                    request.container_metrics.environment_id)
+                body = pb.ContainerMetrics()
+                for role in ("erp", "postgres"):
+                    if found.get(role) is not None:
+                        getattr(body, role).CopyFrom(pb.ContainerStats(
+                            **{k: v for k, v in found[role].items() if v is not None}))
+                reply.container_metrics.CopyFrom(body)
+            elif kind == "runtime_logs":
+                from agent.runtime_logs import runtime_logs
+
+                r = request.runtime_logs
+                reply.runtime_logs.CopyFrom(pb.RuntimeLogs(**runtime_logs(
+                    self.docker(), r.environment_id, r.source, r.lines)))
+            else:
+                reply.error_code, reply.error_message = "unavailable", f"unknown request {kind}"
+        except AgentError as exc:
+            reply.error_code, reply.error_message = exc.code, str(exc)
+        except Exception as exc:
+            log.exception("live request failed")
+            reply.error_code, reply.error_message = "unavailable", str(exc)
+        outbox.put(pb.AgentMessage(reply=reply))
+
+    def docker(self):
+        if self.docker_client is None:
+            import docker
+
+            self.docker_client = docker.from_env(timeout=20)
+        return self.docker_client
+
+    def host_sampler(self):
+        if self._host is None:
+            from agent.host_metrics import HostSampler
+
+            try:
+                client = self.docker()
+            except Exception:
+                client = None
+            self._host = HostSampler(docker_client=client)
+        return self._host
+
+    def container_sampler(self):
+        if self._containers is None:
+            from agent.container_metrics import ContainerMetrics
+
+            self._containers = ContainerMetrics(self.docker())
+        return self._containers
+
+
+def channel_with_options(address, tls):
+    if tls:
+        return grpc.secure_channel(address, grpc.ssl_channel_credentials(),
+                                   options=CHANNEL_OPTIONS)
+    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def _drain(outbox):
+    """The request stream: whatever the agent queues, until the session ends."""
+    while True:
+        item = outbox.get()
+        if item is _END:
+            outbox.put(_END)  # others may look for it too
+            return
+        yield item
+
+
+def _closed(outbox):
+    with outbox.mutex:
+        return _END in outbox.queue
+
+
+def _ack(command_id, duplicate=False):
+    return pb.AgentMessage(ack=pb.CommandAck(command_id=command_id, duplicate=duplicate))
+
+
+def _result(command_id, ok, result, error):
+    return pb.AgentMessage(result=pb.CommandResult(
+        command_id=command_id, ok=ok, error=error or "",
+        result_json=json.dumps(result) if result is not None else ""))

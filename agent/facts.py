@@ -1,0 +1,21 @@
+"""What the agent tells the control plane about its host."""
+
+import platform
+import socket
+
+import psutil
+
+from agent import __version__
+from agent.rpc.v1 import agent_pb2 as pb
+
+
+def host_facts(data_path="/"):
+    return pb.HostFacts(
+        hostname=socket.gethostname(),
+        cpu_cores=psutil.cpu_count() or 1,
+        ram_mb=psutil.virtual_memory().total // (1024 * 1024),
+        disk_gb=psutil.disk_usage(data_path).total // (1024 ** 3),
+        os=f"{platform.system()} {platform.release()}",
+        arch=platform.machine(),
+        agent_version=__version__,
+    )

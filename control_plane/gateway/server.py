@@ -1,0 +1,257 @@
+"""The agent gateway: a grpc.aio server holding one bidirectional stream per
+connected server.
+
+Database work runs in worker threads (peewee is synchronous); the event loop
+only moves messages. HTTP threads reach a connected agent through
+`Gateway.call()` (live requests) and `Gateway.wake()` (new durable commands)."""
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+
+import grpc
+
+from agent.rpc.v1 import agent_pb2 as pb
+from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+from control_plane.errors import ApiError
+from control_plane.services import agents, commands
+
+log = logging.getLogger("berth.gateway")
+
+POLL_SECONDS = 5  # fallback delivery when a wake-up was missed (another process)
+
+# Keepalive that survives NAT and proxies: HTTP/2 pings every ~60 s, and the
+# application's own heartbeats on top.
+SERVER_OPTIONS = [
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+
+REGISTER_ERRORS = {  # domain code -> gRPC status
+    "token_invalid": grpc.StatusCode.UNAUTHENTICATED,
+    "token_expired": grpc.StatusCode.UNAUTHENTICATED,
+    "token_revoked": grpc.StatusCode.PERMISSION_DENIED,
+    "token_consumed": grpc.StatusCode.ALREADY_EXISTS,
+}
+
+
+class NotConnected(Exception):
+    """The server has no live stream to this gateway."""
+
+
+class Session:
+    def __init__(self, server_id, loop):
+        self.server_id = server_id
+        self.outbox = asyncio.Queue()
+        self.pending = {}  # correlation id -> Future of LiveReply
+        self.in_flight = set()  # command ids sent on this stream, not yet acked
+        self.wakeup = asyncio.Event()
+        self.hello = loop.create_future()
+        self.loop = loop
+
+
+class Gateway(pb_grpc.AgentGatewayServicer):
+    def __init__(self, tls=None):
+        self.tls = tls  # (cert_pem, key_pem) or None
+        self.sessions = {}
+        self.loop = None
+        self.server = None
+        self.port = None
+
+    # --- lifecycle -------------------------------------------------------
+
+    async def start(self, address):
+        self.loop = asyncio.get_running_loop()
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        pb_grpc.add_AgentGatewayServicer_to_server(self, self.server)
+        if self.tls:
+            creds = grpc.ssl_server_credentials([(self.tls[1], self.tls[0])])
+            self.port = self.server.add_secure_port(address, creds)
+        else:
+            self.port = self.server.add_insecure_port(address)
+        await self.server.start()
+        log.info("gateway listening on port %s", self.port)
+        return self.port
+
+    async def stop(self, grace=1.0):
+        if self.server is not None:
+            await self.server.stop(grace)
+
+    def start_in_thread(self, address):
+        """Run on a private event loop in a daemon thread (embedded mode)."""
+        started = threading.Event()
+        failed = []
+
+        async def main():
+            self._stopping = asyncio.Event()
+            try:
+                await self.start(address)
+            except Exception as exc:
+                failed.append(exc)
+                return
+            finally:
+                started.set()
+            # Not server.wait_for_termination(): it blocks the loop's thread in C.
+            await self._stopping.wait()
+            await self.stop(0)
+
+        self._thread = threading.Thread(target=asyncio.run, args=(main(),),
+                                        name="berth-gateway", daemon=True)
+        self._thread.start()
+        if not started.wait(15) or failed:
+            raise RuntimeError(f"the gateway did not start: {failed}")
+        return self.port
+
+    def stop_from_thread(self, timeout=15):
+        """Stop the embedded gateway and wait until its port is free."""
+        if self.loop is not None and self.loop.is_running():
+            self.loop.call_soon_threadsafe(self._stopping.set)
+            self._thread.join(timeout)
+
+    # --- called from HTTP threads ----------------------------------------
+
+    def wake(self, server_id):
+        """New durable commands for a server: deliver now if it is connected here."""
+        session = self.sessions.get(str(server_id))
+        if session is not None:
+            self.loop.call_soon_threadsafe(session.wakeup.set)
+
+    def call(self, server_id, request, timeout):
+        """Send a LiveRequest and wait for its LiveReply (blocking, thread-safe).
+        Raises NotConnected, or TimeoutError after `timeout` seconds."""
+        if self.loop is None or str(server_id) not in self.sessions:
+            raise NotConnected(str(server_id))
+        future = asyncio.run_coroutine_threadsafe(
+            self._call(str(server_id), request, timeout), self.loop)
+        return future.result(timeout + 5)
+
+    async def _call(self, server_id, request, timeout):
+        session = self.sessions.get(server_id)
+        if session is None:
+            raise NotConnected(server_id)
+        request.correlation_id = uuid.uuid4().hex
+        reply = self.loop.create_future()
+        session.pending[request.correlation_id] = reply
+        await session.outbox.put(pb.ControlMessage(request=request))
+        try:
+            return await asyncio.wait_for(reply, timeout)
+        finally:
+            session.pending.pop(request.correlation_id, None)
+
+    # --- RPCs ------------------------------------------------------------
+
+    async def Register(self, request, context):  # noqa: N802 - gRPC method name
+        from control_plane.services import registration
+
+        facts = request.facts
+        try:
+            server, credential = await asyncio.to_thread(
+                registration.consume_token, request.token, hostname=facts.hostname,
+                cpu_cores=facts.cpu_cores, ram_mb=facts.ram_mb, disk_gb=facts.disk_gb)
+        except ApiError as exc:
+            await context.abort(REGISTER_ERRORS.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT),
+                                f"{exc.code}: {exc.message}")
+        return pb.RegisterResponse(server_id=str(server.id), credential=credential)
+
+    async def Connect(self, request_iterator, context):  # noqa: N802
+        server = await asyncio.to_thread(agents.server_for_credential, _credential(context))
+        if server is None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown agent credential")
+        server_id = str(server.id)
+        session = Session(server_id, self.loop)
+        since = None
+        reader = asyncio.create_task(self._read(session, request_iterator))
+        try:
+            hello = await asyncio.wait_for(session.hello, 30)  # the agent speaks first
+            previous = self.sessions.get(server_id)
+            if previous is not None:  # a reconnect replaces an old stream
+                previous.outbox.put_nowait(None)
+            self.sessions[server_id] = session
+            since = await asyncio.to_thread(agents.mark_connected, server_id, hello.facts)
+            yield pb.ControlMessage(welcome=pb.Welcome(
+                server_id=server_id, heartbeat_seconds=agents.HEARTBEAT_SECONDS))
+            session.wakeup.set()
+            while True:
+                if session.wakeup.is_set():
+                    session.wakeup.clear()
+                    for message in await asyncio.to_thread(_due_commands, session):
+                        yield message
+                get = asyncio.ensure_future(session.outbox.get())
+                wake = asyncio.ensure_future(session.wakeup.wait())
+                done, _ = await asyncio.wait({get, wake}, timeout=POLL_SECONDS,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                wake.cancel()
+                if get not in done:
+                    get.cancel()
+                    if not done:
+                        session.wakeup.set()  # periodic poll for commands
+                    continue
+                message = get.result()
+                if message is None:
+                    return
+                yield message
+        except (TimeoutError, asyncio.CancelledError):
+            return
+        finally:
+            reader.cancel()
+            if self.sessions.get(server_id) is session:
+                del self.sessions[server_id]
+            for reply in session.pending.values():
+                if not reply.done():
+                    reply.set_exception(NotConnected(server_id))
+            if since is not None:
+                await asyncio.to_thread(agents.mark_disconnected, server_id, since)
+
+    async def _read(self, session, request_iterator):
+        """Everything the agent sends; the Hello is handed to Connect via the outbox."""
+        try:
+            async for message in request_iterator:
+                kind = message.WhichOneof("body")
+                if kind == "hello":
+                    if not session.hello.done():
+                        session.hello.set_result(message.hello)
+                elif kind == "heartbeat":
+                    await asyncio.to_thread(agents.mark_seen, session.server_id)
+                elif kind == "reply":
+                    reply = session.pending.get(message.reply.correlation_id)
+                    if reply is not None and not reply.done():
+                        reply.set_result(message.reply)
+                elif kind == "ack":
+                    session.in_flight.discard(message.ack.command_id)
+                    await asyncio.to_thread(commands.mark_acked, session.server_id,
+                                            message.ack.command_id)
+                elif kind == "result":
+                    r = message.result
+                    result = json.loads(r.result_json) if r.result_json else None
+                    await asyncio.to_thread(commands.record_result, session.server_id,
+                                            r.command_id, r.ok, result, r.error)
+        except (asyncio.CancelledError, grpc.aio.AioRpcError):
+            pass
+        finally:
+            if not session.hello.done():
+                session.hello.cancel()
+            session.outbox.put_nowait(None)
+
+
+def _credential(context):
+    for key, value in context.invocation_metadata() or ():
+        if key == "authorization" and value.startswith("Bearer "):
+            return value[len("Bearer "):]
+    return None
+
+
+def _due_commands(session):
+    """Undelivered commands as messages, marked delivered (redelivered after a reconnect)."""
+    out = []
+    for command in commands.undelivered(session.server_id, exclude=session.in_flight):
+        commands.mark_delivered(command.id)
+        session.in_flight.add(command.id.hex)
+        out.append(pb.ControlMessage(command=pb.Command(
+            id=command.id.hex, kind=command.kind, payload_json=json.dumps(command.payload))))
+    return out

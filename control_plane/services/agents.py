@@ -1,0 +1,46 @@
+"""Agents as the control plane sees them: who a credential belongs to, and
+whether the server is connected."""
+
+import datetime as dt
+
+from control_plane import clock, security
+from control_plane.models import Server
+
+# An agent heartbeats every HEARTBEAT_SECONDS; three missed beats and the
+# server counts as disconnected even if its gateway died without saying so.
+HEARTBEAT_SECONDS = 15
+STALE_AFTER = dt.timedelta(seconds=3 * HEARTBEAT_SECONDS)
+
+
+def server_for_credential(credential):
+    if not credential or not credential.startswith("agt_live_") or len(credential) > 128:
+        return None
+    return Server.get_or_none(Server.agent_credential_hash == security.digest(credential),
+                              Server.deleted_at.is_null())
+
+
+def mark_connected(server_id, facts):
+    """Returns the connection's start, which only this session may clear."""
+    now = clock.now()
+    fields = {"connected_since": now, "last_seen_at": now}
+    if facts.agent_version:
+        fields["agent_version"] = facts.agent_version[:32]
+    if facts.hostname:
+        fields["hostname"] = facts.hostname[:255]
+    Server.update(**fields).where(Server.id == server_id).execute()
+    return now
+
+
+def mark_seen(server_id):
+    Server.update(last_seen_at=clock.now()).where(Server.id == server_id).execute()
+
+
+def mark_disconnected(server_id, since):
+    # Only the session that connected at `since` may clear it (a newer one may exist).
+    Server.update(connected_since=None).where(Server.id == server_id,
+                                              Server.connected_since == since).execute()
+
+
+def is_connected(server):
+    return (server.connected_since is not None and server.last_seen_at is not None
+            and clock.now() - server.last_seen_at < STALE_AFTER)

@@ -1,0 +1,43 @@
+"""Durable agent commands: stored in the same transaction as the change that
+needs them, delivered when the agent (re)connects, acknowledged, and executed
+at most once (the agent remembers what it has run)."""
+
+from control_plane import clock
+from control_plane.models import AgentCommand
+
+# queued -> delivered -> acked -> succeeded | failed
+PENDING = ("queued", "delivered")
+
+
+def enqueue(server_id, kind, payload=None, deployment_id=None):
+    """Call inside the caller's transaction; the gateway picks it up on its next
+    wake-up (signalled after commit) or poll."""
+    return AgentCommand.create(server=server_id, kind=kind, payload=payload or {},
+                               deployment=deployment_id)
+
+
+def undelivered(server_id, exclude=()):
+    """Commands the agent has not acknowledged yet, oldest first."""
+    query = (AgentCommand.select()
+             .where(AgentCommand.server == server_id, AgentCommand.status.in_(PENDING))
+             .order_by(AgentCommand.created_at, AgentCommand.id))
+    return [c for c in query if c.id.hex not in exclude]
+
+
+def mark_delivered(command_id):
+    (AgentCommand.update(status="delivered", delivered_at=clock.now(),
+                         attempts=AgentCommand.attempts + 1)
+     .where(AgentCommand.id == command_id, AgentCommand.status.in_(PENDING)).execute())
+
+
+def mark_acked(server_id, command_id):
+    (AgentCommand.update(status="acked", acked_at=clock.now())
+     .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+            AgentCommand.status.in_(PENDING)).execute())
+
+
+def record_result(server_id, command_id, ok, result=None, error=None):
+    (AgentCommand.update(status="succeeded" if ok else "failed", completed_at=clock.now(),
+                         result={"result": result, "error": error or None})
+     .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+            AgentCommand.status.not_in(("succeeded", "failed"))).execute())

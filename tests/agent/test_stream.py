@@ -1,0 +1,109 @@
+"""The agent's stream to the gateway: authentication, durable commands
+delivered once and executed at most once, reconnects."""
+
+import grpc
+import pytest
+
+from agent.rpc.v1 import agent_pb2 as pb
+from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+from control_plane.gateway.server import Gateway
+from control_plane.models import AgentCommand, Server
+from control_plane.services import agents as agent_svc
+from control_plane.services import commands
+from tests.agent_support import registered_server, wait_for
+
+pytest_plugins = ["tests.agent_support"]
+
+
+def connected(server_id):
+    return agent_svc.is_connected(Server.get_by_id(server_id))
+
+
+def test_agent_connects_and_reports_status(world, agents, gateway):
+    server, credential = registered_server(world.org())
+    agent = agents(server, credential)
+    wait_for(lambda: connected(server.id), what="agent connected")
+    code, status = wait_for(lambda: (s := agent.status())[1].get("connected") and s,
+                            what="status connected")
+    assert code == 0
+    assert status["server_id"] == str(server.id)
+    assert status["grpc_address"] == f"127.0.0.1:{gateway.port}"
+    assert status["since"] and status["running"] is True
+    row = Server.get_by_id(server.id)
+    assert row.agent_version == "0.1.0" and row.hostname
+
+
+def test_unknown_credential_is_refused(world, gateway):
+    with grpc.insecure_channel(f"127.0.0.1:{gateway.port}") as ch:
+        stream = pb_grpc.AgentGatewayStub(ch).Connect(
+            iter([pb.AgentMessage(hello=pb.Hello())]),
+            metadata=[("authorization", "Bearer agt_live_" + "x" * 40)])
+        with pytest.raises(grpc.RpcError) as exc:
+            list(stream)
+    assert exc.value.code() == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_queued_command_is_delivered_on_connect_and_run_once(world, agents):
+    server, credential = registered_server(world.org())
+    command = commands.enqueue(server.id, "ping")  # queued while the agent is away
+    agent = agents(server, credential)
+    done = wait_for(lambda: (c := AgentCommand.get_by_id(command.id)).status == "succeeded" and c,
+                    what="command done")
+    assert done.result["result"]["pong"] is True and done.attempts == 1
+    first = done.result
+    # The ack was lost (say): the gateway delivers again after a reconnect.
+    AgentCommand.update(status="delivered").where(AgentCommand.id == command.id).execute()
+    agent.kill()
+    agents(server, credential)
+    again = wait_for(lambda: (c := AgentCommand.get_by_id(command.id)).status == "succeeded" and c,
+                     timeout=40, what="redelivered command acknowledged")
+    assert again.attempts == 2
+    assert again.result == first  # the stored result, not a second execution
+    assert list(agent.journal()) == [command.id.hex]
+
+
+def test_command_queued_while_connected_arrives_at_once(world, agents, gateway):
+    server, credential = registered_server(world.org())
+    agents(server, credential)
+    wait_for(lambda: connected(server.id), what="agent connected")
+    command = commands.enqueue(server.id, "ping")
+    gateway.wake(server.id)
+    wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=4,
+             what="command run without waiting for the poll")
+
+
+def test_unknown_command_fails_with_reason(world, agents):
+    server, credential = registered_server(world.org())
+    command = commands.enqueue(server.id, "no-such-thing")
+    agents(server, credential)
+    done = wait_for(lambda: (c := AgentCommand.get_by_id(command.id)).status == "failed" and c,
+                    what="command failed")
+    assert "unknown command kind" in done.result["error"]
+
+
+def test_agent_reconnects_after_gateway_restart(app, world, agents, gateway):
+    server, credential = registered_server(world.org())
+    agent = agents(server, credential)
+    wait_for(lambda: connected(server.id), what="first connection")
+    port = gateway.port
+    gateway.stop_from_thread()
+    wait_for(lambda: agent.status()[1]["connected"] is False, what="agent sees the drop")
+    second = Gateway()
+    second.start_in_thread(f"127.0.0.1:{port}")
+    app.extensions["berth"].gateway = second
+    try:
+        command = commands.enqueue(server.id, "ping")
+        wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=45,
+                 what="reconnected and command delivered")
+        assert agent.status()[0] == 0
+    finally:
+        second.stop_from_thread()
+
+
+def test_status_exit_code_when_not_running(tmp_path, world, gateway):
+    from tests.agent_support import AgentProcess
+
+    server, credential = registered_server(world.org())
+    agent = AgentProcess(tmp_path, f"127.0.0.1:{gateway.port}", server.id, credential)
+    code, status = agent.status()
+    assert code == 1 and status["connected"] is False and status["running"] is False

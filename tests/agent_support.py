@@ -1,0 +1,95 @@
+"""A real gateway on port 0 inside the test process, and real `berth-agent run`
+processes talking to it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from control_plane import security
+from control_plane.gateway.server import Gateway
+from control_plane.models import Server
+
+AGENT = str(Path(sys.executable).with_name("berth-agent"))
+
+
+def wait_for(predicate, timeout=20, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def gateway(app):
+    gw = Gateway()
+    port = gw.start_in_thread("127.0.0.1:0")
+    app.extensions["berth"].gateway = gw
+    app.config["GRPC_PUBLIC_ADDRESS"] = f"127.0.0.1:{port}"
+    yield gw
+    gw.stop_from_thread()
+
+
+class AgentProcess:
+    def __init__(self, tmp_path, address, server_id, credential):
+        self.dir = tmp_path / f"agent-{server_id}"
+        self.dir.mkdir(exist_ok=True)
+        self.config = self.dir / "agent.json"
+        self.config.write_text(json.dumps({
+            "control_plane": "http://127.0.0.1:1", "grpc_address": address,
+            "server_id": str(server_id), "credential": credential}))
+        self.env = {**os.environ, "BERTH_AGENT_CONFIG": str(self.config),
+                    "BERTH_AGENT_DATA_DIR": str(self.dir / "data")}
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.dir / "agent.log", "ab")
+        self.proc = subprocess.Popen([AGENT, "run"], env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        return self
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(15)
+        self.log.close()
+
+    def status(self):
+        out = subprocess.run([AGENT, "status", "--json"], env=self.env, capture_output=True,
+                             text=True, timeout=30)
+        return out.returncode, json.loads(out.stdout)
+
+    def journal(self):
+        path = self.dir / "data" / "commands.json"
+        return json.loads(path.read_text()) if path.exists() else {}
+
+
+def registered_server(org, name="srv"):
+    """A server with an agent credential, as registration would leave it."""
+    credential = "agt_live_" + security.random_token(40)
+    server = Server.create(organization=org, name=name, provider="byos", cpu_cores=2,
+                           ram_mb=2048, disk_gb=20,
+                           agent_credential_hash=security.digest(credential))
+    return server, credential
+
+
+@pytest.fixture
+def agents(tmp_path, gateway):
+    started = []
+
+    def start(server, credential, address=None):
+        a = AgentProcess(tmp_path, address or f"127.0.0.1:{gateway.port}", server.id, credential)
+        started.append(a.start())
+        return a
+
+    yield start
+    for a in started:
+        a.kill()
