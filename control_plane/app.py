@@ -50,8 +50,10 @@ def create_app(config=None):
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"])}
 
     from control_plane.api.public import register as register_public
+    from control_plane.installer import blp as installer
 
     register_public(app)
+    app.register_blueprint(installer)
     return app
 
 

@@ -114,6 +114,15 @@ def web(http_addr):
     run_http(make_app(), *parse_hostport(http_addr, 8000))
 
 
+@cli.command()
+def wheelhouse():
+    """Build the agent packages servers install from (into the data dir)."""
+    from control_plane.installer import build_wheelhouse
+
+    app = make_app()
+    click.echo(f"built {build_wheelhouse(app.config)}")
+
+
 def main():
     from control_plane.cli import admin  # noqa: F401 - registers `berth admin`
 

@@ -1,0 +1,170 @@
+#!/bin/sh
+# Berth agent installer.
+#
+#   curl -fsSL <control plane>/install.sh | sudo BERTH_TOKEN=srt_live_… sh
+#
+# Installs berth-agent into its own virtualenv (/opt/berth-agent) from the
+# packages the control plane serves, registers it with the single-use token
+# (passed on stdin, never on a command line), and runs it under systemd when
+# systemd is there. Safe to run again: it upgrades and keeps the credential.
+#   sh install.sh --uninstall    removes everything it added.
+#
+# The whole body is inside main(), called on the last line: a truncated
+# download defines functions at most and runs nothing.
+
+main() {
+    set -eu
+    CONTROL_PLANE="${BERTH_CONTROL_PLANE:-__BERTH_CONTROL_PLANE__}"
+    PREFIX="${BERTH_PREFIX:-/opt/berth-agent}"
+    BIN_LINK="${BERTH_BIN_LINK:-/usr/local/bin/berth-agent}"
+    CONFIG_DIR="${BERTH_CONFIG_DIR:-/etc/berth-agent}"
+    DATA_DIR="${BERTH_DATA_DIR:-/var/lib/berth-agent}"
+    UNIT=/etc/systemd/system/berth-agent.service
+
+    case "${1:-}" in
+        --uninstall) need_root; uninstall; exit 0 ;;
+        "") ;;
+        *) die "unknown option: $1 (use --uninstall, or no option to install)" ;;
+    esac
+
+    need_root
+    detect_system
+    need_python
+    install_agent
+    register_agent
+    start_agent
+}
+
+say() { printf 'berth: %s\n' "$*"; }
+die() { printf 'berth: error: %s\n' "$*" >&2; exit 1; }
+
+need_root() {
+    [ "$(id -u)" -eq 0 ] && return 0
+    die "this installer needs root: run it as root or through sudo"
+}
+
+detect_system() {
+    OS=unknown
+    if [ -r /etc/os-release ]; then
+        OS=$(. /etc/os-release && printf '%s %s' "${ID:-linux}" "${VERSION_ID:-}")
+    fi
+    ARCH=$(uname -m)
+    case "$ARCH" in
+        x86_64|amd64|aarch64|arm64) ;;
+        *) die "unsupported CPU architecture: $ARCH (x86_64 and aarch64 are supported)" ;;
+    esac
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        INIT=systemd
+    else
+        INIT=none
+    fi
+    say "system: $OS, $ARCH, init: $INIT"
+}
+
+need_python() {
+    if python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        return 0
+    fi
+    if command -v apt-get >/dev/null 2>&1; then
+        say "installing python3 and python3-venv"
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+    fi
+    python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+        || die "Python 3.11 or newer with the venv module is required"
+}
+
+fetch() {  # fetch URL FILE
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsSL "$1" -o "$2"
+    elif command -v wget >/dev/null 2>&1; then
+        wget -q "$1" -O "$2"
+    else
+        die "curl or wget is required"
+    fi
+}
+
+install_agent() {
+    case "$CONTROL_PLANE" in
+        http://*|https://*) ;;
+        *) die "no control plane address: set BERTH_CONTROL_PLANE" ;;
+    esac
+    WORK=$(mktemp -d)
+    trap 'rm -rf "$WORK"' EXIT
+    say "downloading the agent from $CONTROL_PLANE"
+    fetch "$CONTROL_PLANE/agent/wheelhouse.tar" "$WORK/wheelhouse.tar" \
+        || die "could not download the agent packages from $CONTROL_PLANE"
+    mkdir "$WORK/wheels"
+    tar -xf "$WORK/wheelhouse.tar" -C "$WORK/wheels"
+    [ -x "$PREFIX/venv/bin/python" ] || python3 -m venv "$PREFIX/venv"
+    "$PREFIX/venv/bin/python" -m pip install --quiet --no-index --find-links "$WORK/wheels" \
+        --upgrade berth || die "installing the agent packages failed"
+    mkdir -p "$(dirname "$BIN_LINK")"
+    ln -sf "$PREFIX/venv/bin/berth-agent" "$BIN_LINK"
+    say "installed $("$BIN_LINK" --version)"
+}
+
+register_agent() {
+    export BERTH_AGENT_CONFIG="$CONFIG_DIR/agent.json" BERTH_AGENT_DATA_DIR="$DATA_DIR"
+    mkdir -p "$CONFIG_DIR" "$DATA_DIR"
+    chmod 700 "$CONFIG_DIR" "$DATA_DIR"
+    if [ -s "$CONFIG_DIR/agent.json" ]; then
+        say "already registered; keeping the existing credential"
+        return 0
+    fi
+    [ -n "${BERTH_TOKEN:-}" ] || die "no registration token: set BERTH_TOKEN (srt_live_…)"
+    printf '%s' "$BERTH_TOKEN" | "$BIN_LINK" register --control-plane "$CONTROL_PLANE" \
+        --token-file - || die "registration failed (see the message above)"
+}
+
+start_agent() {
+    if [ "$INIT" != systemd ]; then
+        say "no systemd here: start the agent with"
+        say "  BERTH_AGENT_CONFIG=$CONFIG_DIR/agent.json BERTH_AGENT_DATA_DIR=$DATA_DIR $BIN_LINK run"
+        return 0
+    fi
+    cat > "$UNIT" <<UNIT
+[Unit]
+Description=Berth agent
+Wants=network-online.target docker.service
+After=network-online.target docker.service
+
+[Service]
+Environment=BERTH_AGENT_CONFIG=$CONFIG_DIR/agent.json
+Environment=BERTH_AGENT_DATA_DIR=$DATA_DIR
+ExecStart=$BIN_LINK run
+Restart=always
+RestartSec=5
+# Hardening: the agent needs the Docker socket and its own directories only.
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+ReadWritePaths=$DATA_DIR $CONFIG_DIR /var/run/docker.sock /srv/berth
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+    systemctl daemon-reload
+    systemctl enable berth-agent >/dev/null 2>&1
+    systemctl restart berth-agent
+    say "berth-agent is running under systemd (berth-agent status)"
+}
+
+uninstall() {
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl disable --now berth-agent >/dev/null 2>&1 || true
+        rm -f "$UNIT"
+        systemctl daemon-reload || true
+    fi
+    rm -rf "$PREFIX" "$CONFIG_DIR" "$DATA_DIR"
+    rm -f "$BIN_LINK"
+    say "berth-agent removed"
+}
+
+main "$@"
