@@ -21,6 +21,7 @@ from control_plane.services import agents, commands
 log = logging.getLogger("berth.gateway")
 
 POLL_SECONDS = 5  # fallback delivery when a wake-up was missed (another process)
+SEEN_FLUSH_SECONDS = 5  # heartbeats are recorded in batches
 
 # Keepalive that survives NAT and proxies: HTTP/2 pings every ~60 s, and the
 # application's own heartbeats on top.
@@ -60,6 +61,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
     def __init__(self, tls=None):
         self.tls = tls  # (cert_pem, key_pem) or None
         self.sessions = {}
+        self.seen = set()  # servers that beat since the last flush
         self.loop = None
         self.server = None
         self.port = None
@@ -76,11 +78,23 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         else:
             self.port = self.server.add_insecure_port(address)
         await self.server.start()
+        self._flusher = asyncio.create_task(self._flush_seen())
         log.info("gateway listening on port %s", self.port)
         return self.port
 
+    async def _flush_seen(self):
+        while True:
+            await asyncio.sleep(SEEN_FLUSH_SECONDS)
+            batch, self.seen = self.seen, set()
+            try:
+                await asyncio.to_thread(agents.mark_seen, batch)
+            except Exception:
+                log.exception("recording heartbeats failed")
+                self.seen |= batch
+
     async def stop(self, grace=1.0):
         if self.server is not None:
+            self._flusher.cancel()
             await self.server.stop(grace)
 
     def start_in_thread(self, address):
@@ -217,7 +231,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                     if not session.hello.done():
                         session.hello.set_result(message.hello)
                 elif kind == "heartbeat":
-                    await asyncio.to_thread(agents.mark_seen, session.server_id)
+                    self.seen.add(session.server_id)
                 elif kind == "reply":
                     reply = session.pending.get(message.reply.correlation_id)
                     if reply is not None and not reply.done():
