@@ -36,8 +36,15 @@ def register(app):
     api.spec.components.security_scheme(
         "apiKeyHeader", {"type": "apiKey", "in": "header", "name": "X-API-Key"})
 
-    from control_plane.api.public import changelog, monitoring, projects, servers, tickets
+    from control_plane.api.public import (
+        changelog,
+        monitoring,
+        projects,
+        registration_tokens,
+        servers,
+        tickets,
+    )
 
-    for module in (projects, servers, monitoring, tickets, changelog):
+    for module in (projects, servers, registration_tokens, monitoring, tickets, changelog):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

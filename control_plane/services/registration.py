@@ -1,0 +1,231 @@
+"""Registration tokens: how a customer adds a server.
+
+A token is created through the API (org-scoped, full-access key with the server
+registration capability), shown once, and reserves one slot of the
+organization's server quota while it is pending. The agent trades it, once, for
+a Server and its own credential (`consume_token`, called by the gateway).
+
+Stored status is pending | consumed | revoked; "expired" is derived from
+`expires_at`. Moves: pending -> consumed (agent registers, before expiry),
+pending -> revoked (DELETE, before expiry). Each move is one conditional UPDATE,
+so a token is consumed or revoked at most once even under races."""
+
+import datetime as dt
+
+from peewee import fn
+
+from control_plane import clock, security
+from control_plane.db import database, for_update
+from control_plane.errors import ApiError, Conflict, Forbidden, NotFound, Unauthorized
+from control_plane.models import ApiKey, Organization, Project, RegistrationToken, Server, User
+from control_plane.services.scope import require_org_scope
+
+TOKEN_PREFIX = "srt_live_"
+CREDENTIAL_PREFIX = "agt_live_"
+SHOWN_PREFIX_LENGTH = 17  # "srt_live_" and 8 random characters
+PROVIDER = "byos"  # bring your own server
+EXPIRY_CHOICES = {
+    "1h": dt.timedelta(hours=1),
+    "6h": dt.timedelta(hours=6),
+    "24h": dt.timedelta(hours=24),
+    "48h": dt.timedelta(hours=48),
+    "7d": dt.timedelta(days=7),
+}
+PENDING, CONSUMED, REVOKED, EXPIRED = "pending", "consumed", "revoked", "expired"
+MAX_FACT = 2**31 - 1  # the columns are 32-bit integers
+
+
+# --- access ----------------------------------------------------------------
+
+def require_registration_access(key, *, write=True):
+    """The spec's order: read-only, then project scope, then the capability."""
+    if write and key.read_only:
+        raise Forbidden("A full-access key is required for this request.",
+                        code="write_access_required")
+    require_org_scope(key, "Server registration needs an organization-scoped key.")
+    if not key.server_registration:
+        raise Forbidden("Server registration is not enabled for this key.",
+                        code="server_registration_not_enabled")
+
+
+# --- API operations ----------------------------------------------------------
+
+def status_of(token, now=None):
+    if token.status == PENDING and token.expires_at <= (now or clock.now()):
+        return EXPIRED
+    return token.status
+
+
+def _created_by(key):
+    """The key owner's name; a key without an owner (operator key) signs with its own name."""
+    if key.owner_id is not None:
+        owner = User.get_or_none(User.id == key.owner_id)
+        if owner is not None:
+            return key.owner_id, owner.name
+    return None, ApiKey.select(ApiKey.name).where(ApiKey.id == key.id).scalar()
+
+
+def _auto_deploy(key, auto_deploy):
+    """Stored as plain JSON; the project must be one of the organization's active projects."""
+    if auto_deploy is None:
+        return None
+    project_id = auto_deploy["project_id"]
+    if not Project.select().where(Project.id == project_id,
+                                  Project.organization == key.organization_id,
+                                  Project.deleted_at.is_null()).exists():
+        raise NotFound("Project not found.")
+    return {
+        "project_id": str(project_id),
+        "environment_name": auto_deploy.get("environment_name", "production"),
+        "environment_type": auto_deploy.get("environment_type", "production"),
+        "branch": auto_deploy.get("branch"),
+    }
+
+
+def _slots_used(org_id, now):
+    """Live servers plus pending, unexpired tokens, read in one statement (one
+    snapshot), so a token being consumed concurrently is counted exactly once."""
+    servers = Server.select(fn.COUNT(Server.id)).where(
+        Server.organization == org_id, Server.deleted_at.is_null())
+    tokens = RegistrationToken.select(fn.COUNT(RegistrationToken.id)).where(
+        RegistrationToken.organization == org_id, RegistrationToken.status == PENDING,
+        RegistrationToken.expires_at > now)
+    row = Organization.select(servers.alias("servers"), tokens.alias("tokens")).where(
+        Organization.id == org_id).tuples().get()
+    return row[0] + row[1]
+
+
+def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h",
+                 auto_deploy=None):
+    """Returns (RegistrationToken, raw token). The raw token exists only in this return value."""
+    require_registration_access(key)
+    if expires_in not in EXPIRY_CHOICES:
+        raise ApiError(f"expires_in must be one of {', '.join(EXPIRY_CHOICES)}.",
+                       status=422, code="validation_error")
+    with database.atomic():
+        # Token creations of one organization queue on its row: the count
+        # below cannot be raced past the quota.
+        org = for_update(Organization.select().where(
+            Organization.id == key.organization_id)).get()
+        auto_deploy = _auto_deploy(key, auto_deploy)
+        now = clock.now()
+        if _slots_used(org.id, now) >= org.server_quota:
+            raise Conflict(f"The server quota ({org.server_quota}) is used up, counting "
+                           "pending registration tokens. Revoke an unused token or remove "
+                           "a server.", code="server_quota_exceeded")
+        created_by, created_by_name = _created_by(key)
+        raw = TOKEN_PREFIX + security.random_token(40)
+        token = RegistrationToken.create(
+            organization=org, token_hash=security.digest(raw),
+            token_prefix=raw[:SHOWN_PREFIX_LENGTH],
+            server_name=server_name.strip() if server_name else None,
+            ssh_username=ssh_username, auto_deploy=auto_deploy, status=PENDING,
+            expires_at=now + EXPIRY_CHOICES[expires_in], created_by=created_by,
+            created_by_name=created_by_name, created_at=now)
+    return token, raw
+
+
+def list_tokens(key):
+    """All of the organization's tokens, newest first, each with its current status."""
+    require_registration_access(key, write=False)
+    now = clock.now()
+    tokens = list(RegistrationToken.select().where(
+        RegistrationToken.organization == key.organization_id)
+        .order_by(RegistrationToken.created_at.desc(), RegistrationToken.id.desc()))
+    for token in tokens:
+        token.status = status_of(token, now)
+    return tokens
+
+
+def revoke_token(key, token_id):
+    """pending -> revoked, which frees its quota slot. Revoking a token that is
+    already revoked or expired changes nothing and succeeds; a consumed,
+    missing or foreign token is 404."""
+    require_registration_access(key)
+    with database.atomic():
+        now = clock.now()
+        changed = RegistrationToken.update(status=REVOKED, revoked_at=now).where(
+            RegistrationToken.id == token_id,
+            RegistrationToken.organization == key.organization_id,
+            RegistrationToken.status == PENDING, RegistrationToken.expires_at > now).execute()
+        if changed:
+            return
+        token = RegistrationToken.get_or_none(
+            RegistrationToken.id == token_id,
+            RegistrationToken.organization == key.organization_id)
+        if token is None or token.status == CONSUMED:
+            raise NotFound("Registration token not found.")
+
+
+def _quote(value):
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def install_command(public_url, raw_token):
+    """The line a customer pastes on the new server: runs the installer as root,
+    or through sudo, with the token in its environment (never in argv of
+    `berth-agent`: the installer hands it over on stdin)."""
+    base = public_url.rstrip("/")
+    env = f"BERTH_TOKEN={_quote(raw_token)} BERTH_CONTROL_PLANE={_quote(base)}"
+    return (f"curl -fsSL {_quote(base + '/install.sh')} | "
+            f'(if [ "$(id -u)" -eq 0 ]; then {env} sh; else sudo {env} sh; fi)')
+
+
+# --- agent side -----------------------------------------------------------------
+
+def _facts(hostname, cpu_cores, ram_mb, disk_gb, server_name):
+    hostname = (hostname or "").strip()[:255]
+    if not hostname:
+        raise ApiError("The agent reported no hostname.", status=422, code="invalid_facts")
+    for label, value, low in (("cpu_cores", cpu_cores, 1), ("ram_mb", ram_mb, 0),
+                              ("disk_gb", disk_gb, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= MAX_FACT:
+            raise ApiError(f"The agent reported an invalid {label}: {value!r}.",
+                           status=422, code="invalid_facts")
+    server_name = (server_name or "").strip() or None
+    if server_name is not None and len(server_name) > 255:
+        raise ApiError("server_name is longer than 255 characters.", status=422,
+                       code="invalid_facts")
+    return hostname, server_name
+
+
+def _refusal(token, now):
+    if token.status == CONSUMED:
+        return Conflict("This registration token was already used.", code="token_consumed")
+    if token.status == REVOKED:
+        return Unauthorized("This registration token was revoked.", code="token_revoked")
+    if token.expires_at <= now:
+        return Unauthorized("This registration token has expired.", code="token_expired")
+    return Unauthorized("This registration token is not valid.", code="token_invalid")
+
+
+def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_name=None):
+    """Trade a token for a Server and its agent credential (returned once).
+
+    The claim is one conditional UPDATE (pending and unexpired -> consumed) in
+    the same transaction as the Server it creates: of two agents racing with
+    one token exactly one gets a server. The token's quota slot becomes the
+    server's (consumed tokens are not counted, servers are)."""
+    hostname, server_name = _facts(hostname, cpu_cores, ram_mb, disk_gb, server_name)
+    raw_token = (raw_token or "").strip()
+    if not raw_token.startswith(TOKEN_PREFIX) or len(raw_token) > 128:
+        raise Unauthorized("This registration token is not valid.", code="token_invalid")
+    digest = security.digest(raw_token)
+    with database.atomic():
+        token = RegistrationToken.get_or_none(RegistrationToken.token_hash == digest)
+        if token is None:
+            raise Unauthorized("This registration token is not valid.", code="token_invalid")
+        now = clock.now()
+        claimed = RegistrationToken.update(status=CONSUMED, consumed_at=now).where(
+            RegistrationToken.id == token.id, RegistrationToken.status == PENDING,
+            RegistrationToken.expires_at > now).execute()
+        if not claimed:  # lost a race, or was never usable: say which
+            raise _refusal(RegistrationToken.get_by_id(token.id), now)
+        credential = CREDENTIAL_PREFIX + security.random_token(40)
+        server = Server.create(
+            organization=token.organization_id,
+            name=token.server_name or server_name or hostname, provider=PROVIDER,
+            cpu_cores=cpu_cores, ram_mb=ram_mb, disk_gb=disk_gb, hostname=hostname,
+            agent_credential_hash=security.digest(credential), created_at=now)
+        RegistrationToken.update(server=server).where(RegistrationToken.id == token.id).execute()
+    return server, credential
