@@ -25,6 +25,8 @@ serve: install
 
 test: install
 	@scripts/ensure-system-deps.sh test
+	@scripts/start-dockerd.sh
+	@scripts/build-test-images.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install

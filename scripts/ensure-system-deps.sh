@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages a target needs, only when they are missing.
 #   venv: what `python3 -m venv` needs
-#   test: PostgreSQL and Redis servers (the tests start their own instances)
+#   test: PostgreSQL and Redis servers (the tests start their own instances), the
+#         Docker engine, and debootstrap (builds the local test images)
 set -eu
 
 apt_install() {
@@ -26,6 +27,10 @@ test)
     missing=""
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
     command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+    # Both live in /usr/sbin, which a non-root PATH may lack.
+    command -v dockerd >/dev/null 2>&1 || [ -x /usr/sbin/dockerd ] || missing="$missing docker.io"
+    command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] ||
+        missing="$missing debootstrap"
     [ -z "$missing" ] || apt_install $missing
     ;;
 *)

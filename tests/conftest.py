@@ -9,6 +9,8 @@ from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
 from tests.services import Postgres, Redis
 
+pytest_plugins = ["tests.docker_support"]
+
 
 def pytest_addoption(parser):
     parser.addoption("--backend", action="append", choices=["sqlite", "postgres"],
