@@ -1,0 +1,117 @@
+"""The agent's own exceptions, and the one place where the container engine's
+foreign errors (docker-py, requests, urllib3, sockets) become them.
+
+Each exception carries the `code` the agent puts in a live reply's
+`error_code`; the control plane maps those codes to the spec's errors."""
+
+import socket
+import threading
+from contextlib import contextmanager
+
+import docker.errors
+import requests.exceptions
+import urllib3.exceptions
+
+
+class AgentError(Exception):
+    code = "agent_error"
+
+    def __init__(self, message=None):
+        super().__init__(message or self.__doc__)
+
+
+class EngineUnreachable(AgentError):
+    """The container engine could not be reached."""
+
+    code = "engine_unreachable"
+
+
+class EngineTimeout(AgentError):
+    """The container engine did not answer in time."""
+
+    code = "engine_timeout"
+
+
+class ContainerNotFound(AgentError):
+    """The container does not exist on this server."""
+
+    code = "container_not_found"
+
+
+class EngineError(AgentError):
+    """The container engine answered with an error."""
+
+    code = "engine_error"
+
+
+# A connection that could not be made is "unreachable", even when urllib3 files it
+# under its timeouts (its NewConnectionError is a ConnectTimeoutError).
+_NOT_CONNECTED = (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)
+_TIMEOUTS = (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError,
+             socket.timeout)
+
+
+def _timed_out(exc):
+    """Whether `exc`, or anything it wraps, is a timeout (requests sometimes
+    reports a read timeout as a ConnectionError around a urllib3 error)."""
+    pending, seen = [exc], set()
+    while pending:
+        e = pending.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, _NOT_CONNECTED):
+            return False
+        if isinstance(e, _TIMEOUTS):
+            return True
+        pending += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
+        reason = getattr(e, "reason", None)  # urllib3's MaxRetryError
+        if isinstance(reason, BaseException):
+            pending.append(reason)
+        pending += [e.__cause__, e.__context__]
+    return False
+
+
+@contextmanager
+def engine_errors(timeout_s=None):
+    """Translate whatever the engine client raises inside the block.
+    `timeout_s` only words the message of an EngineTimeout."""
+    try:
+        yield
+    except AgentError:
+        raise
+    except docker.errors.NotFound as exc:
+        raise ContainerNotFound(f"container not found: {exc.explanation or exc}") from exc
+    except docker.errors.APIError as exc:
+        raise EngineError(f"container engine error: {exc.explanation or exc}") from exc
+    except (requests.exceptions.RequestException, docker.errors.DockerException,
+            urllib3.exceptions.HTTPError, OSError) as exc:
+        if _timed_out(exc):
+            within = f" within {timeout_s:g} s" if timeout_s else ""
+            raise EngineTimeout(f"the container engine did not answer{within}") from exc
+        raise EngineUnreachable(f"the container engine could not be reached: {exc}") from exc
+
+
+def call_with_deadline(fn, timeout_s, *args, **kwargs):
+    """Run `fn` with engine errors translated, giving up after `timeout_s`
+    seconds whatever the client's own timeout is. A call that overruns is left
+    to finish on a daemon thread (its client timeout ends it); the caller gets
+    EngineTimeout at once."""
+    outcome = {}
+    done = threading.Event()
+
+    def run():
+        try:
+            with engine_errors(timeout_s):
+                outcome["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the caller below
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="berth-engine-call", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise EngineTimeout(f"the container engine did not answer within {timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
