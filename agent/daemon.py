@@ -151,7 +151,8 @@ class Agent:
                     request.container_metrics.environment_id)
                 body = pb.ContainerMetrics()
                 for role in ("erp", "postgres"):
-                    if found.get(role) is not None:
+                    # A monitoring agent reports only running containers (spec).
+                    if found.get(role) is not None and found[role]["status"] == "running":
                         getattr(body, role).CopyFrom(pb.ContainerStats(
                             **{k: v for k, v in found[role].items() if v is not None}))
                 reply.container_metrics.CopyFrom(body)
@@ -174,7 +175,10 @@ class Agent:
         if self.docker_client is None:
             import docker
 
-            self.docker_client = docker.from_env(timeout=20)
+            from agent.errors import engine_errors
+
+            with engine_errors():  # an engine that is down answers engine_unreachable
+                self.docker_client = docker.from_env(timeout=20)
         return self.docker_client
 
     def host_sampler(self):

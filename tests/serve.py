@@ -9,6 +9,8 @@ from pathlib import Path
 
 import requests
 
+from tests.services import free_port
+
 BERTH = str(Path(sys.executable).with_name("berth"))
 
 
@@ -26,13 +28,19 @@ class Served:
 
     def start(self, timeout=30):
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([BERTH, "serve", "--http", "127.0.0.1:0"], env=self.env,
+        # The public URL must be the real one: install commands embed it.
+        port = free_port()
+        self.env["CP_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen([BERTH, "serve", "--http", f"127.0.0.1:{port}",
+                                      "--grpc", "127.0.0.1:0"], env=self.env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            m = re.search(r"listening on (http://\S+)", self.log_path.read_text())
+            text = self.log_path.read_text()
+            m = re.search(r"listening on (http://\S+)", text)
             if m:
                 self.url = m.group(1)
+                self.grpc = re.search(r"gateway listening on (\S+)", text).group(1)
                 requests.get(self.url + "/healthz", timeout=5).raise_for_status()
                 return self
             if self.proc.poll() is not None:

@@ -162,13 +162,15 @@ def _quote(value):
 
 
 def install_command(public_url, raw_token):
-    """The line a customer pastes on the new server: runs the installer as root,
-    or through sudo, with the token in its environment (never in argv of
-    `berth-agent`: the installer hands it over on stdin)."""
+    """The line a customer pastes on the new server: downloads the installer to a
+    temporary file (a failed or cut-off download stops here, with an error) and
+    runs it as root, or through sudo, with the token in its environment (never
+    in argv of `berth-agent`: the installer hands it over on stdin)."""
     base = public_url.rstrip("/")
     env = f"BERTH_TOKEN={_quote(raw_token)} BERTH_CONTROL_PLANE={_quote(base)}"
-    return (f"curl -fsSL {_quote(base + '/install.sh')} | "
-            f'(if [ "$(id -u)" -eq 0 ]; then {env} sh; else sudo {env} sh; fi)')
+    return (f"""(f=$(mktemp) && trap 'rm -f "$f"' EXIT && """
+            f"""curl -fsSL {_quote(base + '/install.sh')} -o "$f" && """
+            f"""if [ "$(id -u)" -eq 0 ]; then {env} sh "$f"; else sudo {env} sh "$f"; fi)""")
 
 
 # --- agent side -----------------------------------------------------------------

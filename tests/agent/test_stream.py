@@ -12,8 +12,6 @@ from control_plane.services import agents as agent_svc
 from control_plane.services import commands
 from tests.agent_support import registered_server, wait_for
 
-pytest_plugins = ["tests.agent_support"]
-
 
 def connected(server_id):
     return agent_svc.is_connected(Server.get_by_id(server_id))

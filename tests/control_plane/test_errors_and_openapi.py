@@ -73,6 +73,11 @@ def test_openapi_lists_every_public_operation(spec):
         "/api/public/v1/support/tickets": {"get"},
         "/api/public/v1/support/tickets/{ticket_id}": {"get"},
         "/api/public/v1/changelog": {"get"},
+        "/api/public/v1/servers/{server_id}/metrics": {"get"},
+        "/api/public/v1/servers/registration-tokens": {"get", "post"},
+        "/api/public/v1/servers/registration-tokens/{token_id}": {"delete"},
+        "/api/public/v1/environments/{env_id}/metrics": {"get"},
+        "/api/public/v1/environments/{env_id}/runtime-logs": {"get"},
     }.items():
         assert methods <= set(paths[path]), path
 

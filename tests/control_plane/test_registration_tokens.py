@@ -67,11 +67,11 @@ def test_create_shape_and_only_the_digest_is_stored(app, client, world, fake_clo
     assert body["status"] == "pending"
     assert body["expires_at"] == iso(fake_clock.now + dt.timedelta(hours=24))  # default 24h
     uuid.UUID(body["token_id"])
+    env = f"BERTH_TOKEN='{token}' BERTH_CONTROL_PLANE='https://berth.example.com'"
     assert body["install_command"] == (
-        "curl -fsSL 'https://berth.example.com/install.sh' | "
-        "(if [ \"$(id -u)\" -eq 0 ]; then "
-        f"BERTH_TOKEN='{token}' BERTH_CONTROL_PLANE='https://berth.example.com' sh; "
-        f"else sudo BERTH_TOKEN='{token}' BERTH_CONTROL_PLANE='https://berth.example.com' sh; fi)")
+        """(f=$(mktemp) && trap 'rm -f "$f"' EXIT && """
+        """curl -fsSL 'https://berth.example.com/install.sh' -o "$f" && """
+        f"""if [ "$(id -u)" -eq 0 ]; then {env} sh "$f"; else sudo {env} sh "$f"; fi)""")
 
     row = RegistrationToken.get_by_id(body["token_id"])
     assert row.token_hash == security.digest(token)
