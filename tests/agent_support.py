@@ -39,7 +39,7 @@ def gateway(app):
 
 
 class AgentProcess:
-    def __init__(self, tmp_path, address, server_id, credential):
+    def __init__(self, tmp_path, address, server_id, credential, env=None):
         self.dir = tmp_path / f"agent-{server_id}"
         self.dir.mkdir(exist_ok=True)
         self.config = self.dir / "agent.json"
@@ -47,7 +47,7 @@ class AgentProcess:
             "control_plane": "http://127.0.0.1:1", "grpc_address": address,
             "server_id": str(server_id), "credential": credential}))
         self.env = {**os.environ, "BERTH_AGENT_CONFIG": str(self.config),
-                    "BERTH_AGENT_DATA_DIR": str(self.dir / "data")}
+                    "BERTH_AGENT_DATA_DIR": str(self.dir / "data"), **(env or {})}
         self.proc = None
 
     def start(self):
@@ -85,8 +85,9 @@ def registered_server(org, name="srv"):
 def agents(tmp_path, gateway):
     started = []
 
-    def start(server, credential, address=None):
-        a = AgentProcess(tmp_path, address or f"127.0.0.1:{gateway.port}", server.id, credential)
+    def start(server, credential, address=None, env=None):
+        a = AgentProcess(tmp_path, address or f"127.0.0.1:{gateway.port}", server.id, credential,
+                         env)
         started.append(a.start())
         return a
 
