@@ -1,0 +1,97 @@
+"""End to end, as a customer does it: create a token through the API, paste
+its install_command on a fresh Debian system (a container from the local test
+image, with the host's Docker socket and network), and the server shows up
+connected, reports its metrics, and serves environment metrics and logs."""
+
+import subprocess
+import time
+import uuid
+
+import pytest
+import requests
+
+from tests.agent_support import wait_for
+from tests.serve import BERTH, Served
+
+P = "/api/public/v1"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    s = Served(tmp_path_factory.mktemp("cp-e2e"))
+    subprocess.run([BERTH, "wheelhouse"], env=s.env, check=True, capture_output=True)
+    boot = s.admin("bootstrap")
+    s.org = boot["organization_id"]
+    s.key = s.admin("key", "create", "--org", s.org, "--name", "e2e", "--type", "full_access",
+                    "--scope", "organization", "--server-registration")["key"]
+    s.read_key = s.admin("key", "create", "--org", s.org, "--name", "e2e-ro", "--type",
+                         "read_only", "--scope", "organization")["key"]
+    s.start()
+    yield s
+    s.stop()
+
+
+def api(served, method, path, key=None, **kwargs):
+    return requests.request(method, served.url + P + path, timeout=30,
+                            headers={"Authorization": f"Bearer {key or served.key}"}, **kwargs)
+
+
+def test_install_command_on_a_fresh_server(served, docker_client, test_image, labeled_container):
+    token = api(served, "POST", "/servers/registration-tokens",
+                json={"server_name": "fresh-debian"}).json()
+    agent_env = "BERTH_AGENT_CONFIG=/etc/berth-agent/agent.json BERTH_AGENT_DATA_DIR=/var/lib/berth-agent"
+    box = docker_client.containers.run(
+        test_image, ["sh", "-c", f"{token['install_command']} && {agent_env} exec berth-agent run"],
+        detach=True, network_mode="host", name=f"berth-e2e-{uuid.uuid4().hex[:8]}",
+        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}})
+    try:
+        def listed():
+            rows = api(served, "GET", "/servers").json()["data"]
+            return next((s for s in rows if s["name"] == "fresh-debian"), None)
+
+        server = wait_for(listed, timeout=240, interval=1, what="server registered")
+        tokens = api(served, "GET", "/servers/registration-tokens").json()
+        assert [t["status"] for t in tokens if t["token_id"] == token["token_id"]] == ["consumed"]
+
+        def status():
+            out = box.exec_run(["sh", "-c", f"{agent_env} berth-agent status"])
+            return out.exit_code == 0 and out.output.decode()
+
+        text = wait_for(status, timeout=60, interval=1, what="berth-agent status: connected")
+        assert "connected since" in text and server["id"] in text
+        assert token["token"] not in box.logs().decode()
+
+        metrics = api(served, "GET", f"/servers/{server['id']}/metrics", served.read_key)
+        assert metrics.status_code == 200, metrics.text
+        assert metrics.json()["memory_total_bytes"] > 0
+
+        # An environment on that server, with containers carrying the agent's labels.
+        project = api(served, "POST", "/projects",
+                      json={"name": "e2e", "server_id": server["id"]}).json()
+        env_id = _environment(served, project["id"], server["id"])
+        labeled_container(env_id, "erp", ["sh", "-c", "echo booted; sleep 600"])
+        labeled_container(env_id, "postgres", ["sleep", "600"])
+        time.sleep(1)
+        m = api(served, "GET", f"/environments/{env_id}/metrics", served.read_key)
+        assert m.status_code == 200, m.text
+        assert m.json()["erp"]["status"] == "running" and m.json()["postgres"] is not None
+        logs = api(served, "GET", f"/environments/{env_id}/runtime-logs", served.read_key)
+        assert logs.status_code == 200 and logs.json()["log"] == "booted"
+    finally:
+        box.remove(force=True)
+
+
+def _environment(served, project_id, server_id):
+    """Environments get their API with deployments; until then, a running one is
+    put in place the way the deployment work will leave it."""
+    import sqlite3
+
+    env_id = str(uuid.uuid4())
+    db = sqlite3.connect(served.env["CP_DATA_DIR"] + "/berth.sqlite3")
+    with db:
+        db.execute("INSERT INTO environment (id, created_at, project_id, server_id, name, "
+                   "environment_type, status, auto_deploy, custom_domain_verified, is_active) "
+                   "VALUES (?, datetime('now'), ?, ?, 'prod', 'production', 'running', 0, 0, 1)",
+                   (uuid.UUID(env_id).hex, uuid.UUID(project_id).hex, uuid.UUID(server_id).hex))
+    db.close()
+    return env_id
