@@ -46,6 +46,7 @@ def rss_mb(pid="self"):
 # --- simulated agents (worker processes) -----------------------------------
 
 def run_agents(address, creds, welcomed):
+    """`welcomed` counts the streams currently held (welcomed, not yet dropped)."""
     import grpc
 
     from agent.rpc.v1 import agent_pb2 as pb
@@ -55,6 +56,17 @@ def run_agents(address, creds, welcomed):
     reply_body = pb.HostMetrics(**CANNED)
 
     async def agent(server_id, credential):
+        """Like the real agent: reconnect after any drop, backoff with jitter."""
+        attempt = 0
+        while True:
+            try:
+                await session(server_id, credential)
+                attempt = 0
+            except Exception:
+                attempt += 1
+            await asyncio.sleep(random.uniform(0, min(30, 2 ** attempt)))
+
+    async def session(server_id, credential):
         async with grpc.aio.insecure_channel(address) as channel:
             outbox = asyncio.Queue()
             await outbox.put(pb.AgentMessage(hello=pb.Hello(facts=pb.HostFacts(
@@ -74,10 +86,12 @@ def run_agents(address, creds, welcomed):
             call = pb_grpc.AgentGatewayStub(channel).Connect(
                 outgoing(), metadata=(("authorization", f"Bearer {credential}"),))
             beats = asyncio.create_task(heartbeats())
+            held = False
             try:
                 async for message in call:
                     kind = message.WhichOneof("body")
                     if kind == "welcome":
+                        held = True
                         with welcomed.get_lock():
                             welcomed.value += 1
                     elif kind == "request":
@@ -86,10 +100,12 @@ def run_agents(address, creds, welcomed):
                             host_metrics=reply_body)))
             finally:
                 beats.cancel()
+                if held:
+                    with welcomed.get_lock():
+                        welcomed.value -= 1
 
     async def main():
-        await asyncio.gather(*(agent(sid, cred) for sid, cred in creds),
-                             return_exceptions=True)
+        await asyncio.gather(*(agent(sid, cred) for sid, cred in creds))
 
     asyncio.run(main())
 

@@ -105,3 +105,33 @@ def test_status_exit_code_when_not_running(tmp_path, world, gateway):
     agent = AgentProcess(tmp_path, f"127.0.0.1:{gateway.port}", server.id, credential)
     code, status = agent.status()
     assert code == 1 and status["connected"] is False and status["running"] is False
+
+
+def test_tls_gateway(tmp_path, world):
+    """With a certificate configured the gateway speaks TLS; the agent verifies it."""
+    import json
+
+    import trustme
+
+    from tests.agent_support import AgentProcess
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost")
+    gw = Gateway(tls=(cert.cert_chain_pems[0].bytes(), cert.private_key_pem.bytes()))
+    port = gw.start_in_thread("127.0.0.1:0")
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    server, credential = registered_server(world.org())
+    agent = AgentProcess(tmp_path, f"localhost:{port}", server.id, credential,
+                         env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(ca_file)})
+    agent.config.write_text(json.dumps({**json.loads(agent.config.read_text()), "grpc_tls": True}))
+    agent.start()
+    try:
+        wait_for(lambda: connected(server.id), what="agent connected over TLS")
+        # A plaintext client cannot talk to it.
+        with grpc.insecure_channel(f"localhost:{port}") as ch:
+            with pytest.raises(grpc.RpcError):
+                pb_grpc.AgentGatewayStub(ch).Register(pb.RegisterRequest(token="x"), timeout=5)
+    finally:
+        agent.kill()
+        gw.stop_from_thread()
