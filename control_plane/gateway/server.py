@@ -46,15 +46,25 @@ class NotConnected(Exception):
     """The server has no live stream to this gateway."""
 
 
+WAKE = object()  # in a session's outbox: look for due commands
+
+
 class Session:
+    """One connected agent. Everything it is to be sent goes through `outbox`
+    (None ends the stream), so its loop waits on one queue only."""
+
     def __init__(self, server_id, loop):
         self.server_id = server_id
         self.outbox = asyncio.Queue()
         self.pending = {}  # correlation id -> Future of LiveReply
         self.in_flight = set()  # command ids sent on this stream, not yet acked
-        self.wakeup = asyncio.Event()
+        self.woken = False
         self.hello = loop.create_future()
-        self.loop = loop
+
+    def wake(self):
+        if not self.woken:
+            self.woken = True
+            self.outbox.put_nowait(WAKE)
 
 
 class Gateway(pb_grpc.AgentGatewayServicer):
@@ -79,8 +89,24 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             self.port = self.server.add_insecure_port(address)
         await self.server.start()
         self._flusher = asyncio.create_task(self._flush_seen())
+        self._poller = asyncio.create_task(self._poll_commands())
         log.info("gateway listening on port %s", self.port)
         return self.port
+
+    async def _poll_commands(self):
+        """One query per interval for all sessions: catches commands queued by
+        another process (whose wake-up cannot reach us) or while a wake was lost."""
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            try:
+                due = await asyncio.to_thread(commands.servers_with_pending)
+            except Exception:
+                log.exception("polling for commands failed")
+                continue
+            for server_id in due:
+                session = self.sessions.get(server_id)
+                if session is not None:
+                    session.wake()
 
     async def _flush_seen(self):
         while True:
@@ -95,6 +121,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
     async def stop(self, grace=1.0):
         if self.server is not None:
             self._flusher.cancel()
+            self._poller.cancel()
             await self.server.stop(grace)
 
     def start_in_thread(self, address):
@@ -134,7 +161,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         """New durable commands for a server: deliver now if it is connected here."""
         session = self.sessions.get(str(server_id))
         if session is not None:
-            self.loop.call_soon_threadsafe(session.wakeup.set)
+            self.loop.call_soon_threadsafe(session.wake)
 
     def call(self, server_id, request, timeout):
         """Send a LiveRequest and wait for its LiveReply (blocking, thread-safe).
@@ -190,25 +217,16 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             since = await asyncio.to_thread(agents.mark_connected, server_id, hello.facts)
             yield pb.ControlMessage(welcome=pb.Welcome(
                 server_id=server_id, heartbeat_seconds=agents.HEARTBEAT_SECONDS))
-            session.wakeup.set()
+            session.wake()  # whatever was queued while the agent was away
             while True:
-                if session.wakeup.is_set():
-                    session.wakeup.clear()
-                    for message in await asyncio.to_thread(_due_commands, session):
-                        yield message
-                get = asyncio.ensure_future(session.outbox.get())
-                wake = asyncio.ensure_future(session.wakeup.wait())
-                done, _ = await asyncio.wait({get, wake}, timeout=POLL_SECONDS,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                wake.cancel()
-                if get not in done:
-                    get.cancel()
-                    if not done:
-                        session.wakeup.set()  # periodic poll for commands
-                    continue
-                message = get.result()
+                message = await session.outbox.get()
                 if message is None:
                     return
+                if message is WAKE:
+                    session.woken = False
+                    for command in await asyncio.to_thread(_due_commands, session):
+                        yield command
+                    continue
                 yield message
         except (TimeoutError, asyncio.CancelledError):
             return

@@ -24,6 +24,13 @@ def undelivered(server_id, exclude=()):
     return [c for c in query if c.id.hex not in exclude]
 
 
+def servers_with_pending():
+    """Ids (str) of the servers that have commands not yet acknowledged."""
+    rows = (AgentCommand.select(AgentCommand.server).distinct()
+            .where(AgentCommand.status.in_(PENDING)).tuples())
+    return {str(server_id) for (server_id,) in rows}
+
+
 def mark_delivered(command_id):
     (AgentCommand.update(status="delivered", delivered_at=clock.now(),
                          attempts=AgentCommand.attempts + 1)
