@@ -36,6 +36,11 @@ def create_app(config=None):
     security.configure(settings["SECRET_KEY"])
     database = db_mod.init(settings)
     app.extensions["berth"] = Berth(settings, database, RateLimiter(settings["REDIS_URL"]))
+    if settings["REDIS_URL"]:
+        # Until a gateway runs in this process, live requests go through Redis.
+        from control_plane.gateway.relay import RedisRelay
+
+        app.extensions["berth"].gateway = RedisRelay(settings["REDIS_URL"])
 
     _register_error_handlers(app)
 

@@ -67,7 +67,7 @@ def _gateway(app):
 
     cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
     tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
-    return Gateway(tls=tls)
+    return Gateway(tls=tls, redis_url=app.config["REDIS_URL"])
 
 
 def start_gateway_thread(app, host, port):

@@ -68,8 +68,15 @@ class Session:
 
 
 class Gateway(pb_grpc.AgentGatewayServicer):
-    def __init__(self, tls=None):
+    def __init__(self, tls=None, redis_url=None):
         self.tls = tls  # (cert_pem, key_pem) or None
+        self.redis_url = redis_url  # set: other processes reach our streams via Redis
+        self.relay = None  # answers relayed requests for our streams
+        self.remote = None  # reaches streams other gateway processes hold
+        if redis_url:
+            from control_plane.gateway.relay import RedisRelay
+
+            self.remote = RedisRelay(redis_url)
         self.sessions = {}
         self.seen = set()  # servers that beat since the last flush
         self.loop = None
@@ -90,6 +97,11 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         await self.server.start()
         self._flusher = asyncio.create_task(self._flush_seen())
         self._poller = asyncio.create_task(self._poll_commands())
+        if self.redis_url:
+            from control_plane.gateway.relay import GatewaySubscriber
+
+            self.relay = GatewaySubscriber(self.redis_url, self)
+            self._relaying = asyncio.create_task(self.relay.run())
         log.info("gateway listening on port %s", self.port)
         return self.port
 
@@ -122,6 +134,9 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         if self.server is not None:
             self._flusher.cancel()
             self._poller.cancel()
+            if self.relay is not None:
+                self._relaying.cancel()
+                await self.relay.close()
             await self.server.stop(grace)
 
     def start_in_thread(self, address):
@@ -157,16 +172,26 @@ class Gateway(pb_grpc.AgentGatewayServicer):
 
     # --- called from HTTP threads ----------------------------------------
 
+    def wake_local(self, server_id):
+        """On the loop: deliver due commands now if the server is connected here."""
+        session = self.sessions.get(str(server_id))
+        if session is not None:
+            session.wake()
+
     def wake(self, server_id):
         """New durable commands for a server: deliver now if it is connected here."""
         session = self.sessions.get(str(server_id))
         if session is not None:
             self.loop.call_soon_threadsafe(session.wake)
+        elif self.remote is not None:
+            self.remote.wake(server_id)
 
     def call(self, server_id, request, timeout):
         """Send a LiveRequest and wait for its LiveReply (blocking, thread-safe).
         Raises NotConnected, or TimeoutError after `timeout` seconds."""
         if self.loop is None or str(server_id) not in self.sessions:
+            if self.remote is not None:  # perhaps another gateway process holds it
+                return self.remote.call(server_id, request, timeout)
             raise NotConnected(str(server_id))
         future = asyncio.run_coroutine_threadsafe(
             self._call(str(server_id), request, timeout), self.loop)
@@ -214,6 +239,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             if previous is not None:  # a reconnect replaces an old stream
                 previous.outbox.put_nowait(None)
             self.sessions[server_id] = session
+            if self.relay is not None:
+                await self.relay.hold(server_id)
             since = await asyncio.to_thread(agents.mark_connected, server_id, hello.facts)
             yield pb.ControlMessage(welcome=pb.Welcome(
                 server_id=server_id, heartbeat_seconds=agents.HEARTBEAT_SECONDS))
@@ -232,8 +259,10 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             return
         finally:
             reader.cancel()
-            if self.sessions.get(server_id) is session:
+            if self.sessions.get(server_id) is session:  # not replaced by a newer stream
                 del self.sessions[server_id]
+                if self.relay is not None:
+                    await self.relay.release(server_id)
             for reply in session.pending.values():
                 if not reply.done():
                     reply.set_exception(NotConnected(server_id))

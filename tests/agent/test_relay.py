@@ -1,0 +1,70 @@
+"""Scale-out: web processes and gateway processes apart, live requests and
+wake-ups carried by a real Redis."""
+
+import pytest
+
+from control_plane.gateway.relay import RedisRelay
+from control_plane.gateway.server import Gateway
+from control_plane.models import AgentCommand, Server
+from control_plane.services import agents as agent_svc
+from control_plane.services import commands
+from tests.agent_support import registered_server, wait_for
+from tests.conftest import auth
+
+
+@pytest.fixture
+def remote_gateway(redis_server):
+    """A gateway 'process' of its own, sharing only the database and Redis."""
+    gw = Gateway(redis_url=redis_server.url)
+    gw.start_in_thread("127.0.0.1:0")
+    yield gw
+    gw.stop_from_thread()
+
+
+def test_live_request_reaches_an_agent_on_another_gateway(app, client, world, agents,
+                                                           remote_gateway, redis_server):
+    app.extensions["berth"].gateway = RedisRelay(redis_server.url)  # a web-only process
+    org = world.org()
+    server, credential = registered_server(org)
+    project = world.project(org, server)
+    world.environment(project, "running", server=server)
+    raw, _ = world.key(org, "read_only")
+    agents(server, credential, address=f"127.0.0.1:{remote_gateway.port}")
+    wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
+    wait_for(lambda: str(server.id) in remote_gateway.sessions, what="session held")
+    r = client.get(f"/api/public/v1/servers/{server.id}/metrics", headers=auth(raw))
+    assert r.status_code == 200, r.json
+    assert r.json["memory_total_bytes"] > 0
+
+    # A wake-up crosses too: the command arrives without waiting for the poll.
+    command = commands.enqueue(server.id, "ping")
+    app.extensions["berth"].gateway.wake(server.id)
+    wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=4,
+             what="woken over Redis")
+
+
+def test_nobody_holds_the_server(app, client, world, redis_server, remote_gateway):
+    app.extensions["berth"].gateway = RedisRelay(redis_server.url)
+    org = world.org()
+    server = world.server(org)
+    raw, _ = world.key(org, "read_only")
+    r = client.get(f"/api/public/v1/servers/{server.id}/metrics", headers=auth(raw))
+    assert r.status_code == 502 and r.json["error"] == "metrics_unavailable"
+
+
+def test_embedded_gateway_falls_back_to_redis(app, client, world, agents, redis_server,
+                                               remote_gateway):
+    local = Gateway(redis_url=redis_server.url)
+    local.start_in_thread("127.0.0.1:0")
+    app.extensions["berth"].gateway = local
+    try:
+        org = world.org()
+        server, credential = registered_server(org)
+        raw, _ = world.key(org, "read_only")
+        world.environment(world.project(org, server), "running", server=server)
+        agents(server, credential, address=f"127.0.0.1:{remote_gateway.port}")
+        wait_for(lambda: str(server.id) in remote_gateway.sessions, what="held remotely")
+        r = client.get(f"/api/public/v1/servers/{server.id}/metrics", headers=auth(raw))
+        assert r.status_code == 200, r.json
+    finally:
+        local.stop_from_thread()
