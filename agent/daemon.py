@@ -185,11 +185,7 @@ class Agent:
         if self._host is None:
             from agent.host_metrics import HostSampler
 
-            try:
-                client = self.docker()
-            except Exception:
-                client = None
-            self._host = HostSampler(docker_client=client)
+            self._host = HostSampler()  # counts containers without docker-py
         return self._host
 
     def container_sampler(self):

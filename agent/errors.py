@@ -8,9 +8,8 @@ import socket
 import threading
 from contextlib import contextmanager
 
-import docker.errors
-import requests.exceptions
-import urllib3.exceptions
+# docker-py (with requests and urllib3) is imported only where it is in use:
+# it is most of the agent's memory, and a heartbeat never needs it.
 
 
 class AgentError(Exception):
@@ -44,25 +43,31 @@ class EngineError(AgentError):
     code = "engine_error"
 
 
-# A connection that could not be made is "unreachable", even when urllib3 files it
-# under its timeouts (its NewConnectionError is a ConnectTimeoutError).
-_NOT_CONNECTED = (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)
-_TIMEOUTS = (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError,
-             socket.timeout)
+def _foreign_kinds():
+    """(not connected, timed out) exception classes of the engine client.
+    A connection that could not be made is "unreachable", even when urllib3
+    files it under its timeouts (its NewConnectionError is a ConnectTimeoutError)."""
+    import requests.exceptions
+    import urllib3.exceptions
+
+    return ((requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError),
+            (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError,
+             socket.timeout))
 
 
 def _timed_out(exc):
     """Whether `exc`, or anything it wraps, is a timeout (requests sometimes
     reports a read timeout as a ConnectionError around a urllib3 error)."""
+    not_connected, timeouts = _foreign_kinds()
     pending, seen = [exc], set()
     while pending:
         e = pending.pop()
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, _NOT_CONNECTED):
+        if isinstance(e, not_connected):
             return False
-        if isinstance(e, _TIMEOUTS):
+        if isinstance(e, timeouts):
             return True
         pending += [a for a in getattr(e, "args", ()) if isinstance(a, BaseException)]
         reason = getattr(e, "reason", None)  # urllib3's MaxRetryError
@@ -76,6 +81,10 @@ def _timed_out(exc):
 def engine_errors(timeout_s=None):
     """Translate whatever the engine client raises inside the block.
     `timeout_s` only words the message of an EngineTimeout."""
+    import docker.errors  # in use inside the block, so already loaded
+    import requests.exceptions
+    import urllib3.exceptions
+
     try:
         yield
     except AgentError:

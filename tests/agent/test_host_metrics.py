@@ -70,3 +70,20 @@ def test_no_engine_counts_zero():
     s = HostSampler(docker_client=dead).sample()
     assert (s["container_count"], s["containers_running"]) == (0, 0)
     assert HostSampler().sample()["container_count"] == 0
+
+
+def test_counts_without_docker_py(labeled_container, monkeypatch):
+    """A heartbeat counts containers over the engine socket, without docker-py."""
+    import subprocess
+    import sys
+    import uuid
+
+    labeled_container(str(uuid.uuid4()), "erp", ["sleep", "600"])
+    code = ("import sys, agent.host_metrics as h; m = h.HostSampler().sample(); "
+            "print(m['container_count'], m['containers_running'], 'docker' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    total, running, loaded = out.stdout.split()
+    assert int(running) >= 1 and int(total) >= int(running) and loaded == "False"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"DOCKER_HOST": "unix:///nonexistent/docker.sock", "PATH": "/usr/bin"})
+    assert out.stdout.split()[:2] == ["0", "0"]
