@@ -5,6 +5,9 @@ image from Debian packages (scripts/build-test-images.sh); no registry is
 used. Without an engine or the image these fixtures fail the test, loudly:
 a Docker test is never skipped."""
 
+import contextlib
+import socket
+import threading
 import uuid
 
 import docker
@@ -74,3 +77,28 @@ def module_labeled_container(docker_client, test_image):
     containers = LabeledContainers(docker_client, test_image)
     yield containers
     containers.remove_all()
+
+
+@contextlib.contextmanager
+def silent_engine(path):
+    """A fake engine: a unix socket that accepts connections and never answers
+    (a hung engine cannot be made to order from a real one). Yields its URL."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(16)
+    held = []
+
+    def hold():
+        try:
+            while True:
+                held.append(server.accept())
+        except OSError:
+            pass
+
+    threading.Thread(target=hold, daemon=True).start()
+    try:
+        yield f"unix://{path}"
+    finally:
+        server.close()
+        for conn, _ in held:
+            conn.close()

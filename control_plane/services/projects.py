@@ -7,7 +7,7 @@ from control_plane.db import database
 from control_plane.errors import BadRequest, Conflict, Forbidden, NotFound
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
-from control_plane.services.scope import require_org_scope
+from control_plane.services.scope import require_org_scope, scoped_page
 
 BUSY_STATUSES = ("running", "deploying")
 
@@ -28,10 +28,7 @@ PROJECTS = CursorList("projects", Project, _listed, newest_first=False)
 
 
 def list_projects(key, *, limit, cursor):
-    if key.project_scoped:
-        return PROJECTS.page(key.organization_id.hex, key.project_id.hex, shape=("project",),
-                             limit=limit, cursor=cursor)
-    return PROJECTS.page(key.organization_id.hex, limit=limit, cursor=cursor)
+    return scoped_page(PROJECTS, key, limit=limit, cursor=cursor)
 
 
 def get_project(key, project_id):

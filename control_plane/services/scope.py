@@ -16,3 +16,12 @@ def projects_for(key):
 def require_org_scope(key, message="This needs an organization-scoped key."):
     if key.project_scoped:
         raise Forbidden(message, code="org_scope_required")
+
+
+def scoped_page(listing, key, *, limit, cursor):
+    """A page of `listing` (a CursorList whose query takes the organization and,
+    in its "project" shape, the project) as the key may see it."""
+    if key.project_scoped:
+        return listing.page(key.organization_id.hex, key.project_id.hex, shape=("project",),
+                            limit=limit, cursor=cursor)
+    return listing.page(key.organization_id.hex, limit=limit, cursor=cursor)

@@ -6,6 +6,7 @@ from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Environment, Organization, Project, Server
 from control_plane.pagination import CursorList
+from control_plane.services.scope import scoped_page
 
 
 def _listed(org, *project, shape):
@@ -34,10 +35,7 @@ SERVERS = CursorList("servers", Server, _listed, newest_first=False)
 
 
 def list_servers(key, *, limit, cursor):
-    if key.project_scoped:
-        return SERVERS.page(key.organization_id.hex, key.project_id.hex, shape=("project",),
-                            limit=limit, cursor=cursor)
-    return SERVERS.page(key.organization_id.hex, limit=limit, cursor=cursor)
+    return scoped_page(SERVERS, key, limit=limit, cursor=cursor)
 
 
 def create_server(*, name, provider, cpu_cores, ram_mb, disk_gb, region=None, org_id=None):

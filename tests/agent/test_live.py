@@ -115,30 +115,17 @@ def test_engine_down_maps_to_502(client, live):
 
 
 def test_engine_that_never_answers_is_504_after_20_seconds(client, live, tmp_path, backend):
-    """A fake engine (a socket that accepts and stays silent): a hung engine
-    cannot be made to order from a real one."""
     if backend != "sqlite":
         pytest.skip("20 s of waiting; nothing here depends on the database")
-    import socket
-    import threading
     import time
 
-    path = str(tmp_path / "silent.sock")
-    silent = socket.socket(socket.AF_UNIX)
-    silent.bind(path)
-    silent.listen(16)
-    held = []
-    threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(16)],
-                     daemon=True).start()
+    from tests.docker_support import silent_engine
+
     server, _, env, raw, connect = live
-    try:
-        connect(DOCKER_HOST=f"unix://{path}")
+    with silent_engine(tmp_path / "silent.sock") as url:
+        connect(DOCKER_HOST=url)
         started = time.monotonic()
         r = client.get(f"{P}/environments/{env.id}/runtime-logs", headers=auth(raw))
         elapsed = time.monotonic() - started
-        assert r.status_code == 504 and r.json["error"] == "engine_timeout"
-        assert 15 < elapsed < 30  # the spec's 20 s, not a hung request
-    finally:
-        silent.close()
-        for conn, _ in held:
-            conn.close()
+    assert r.status_code == 504 and r.json["error"] == "engine_timeout"
+    assert 15 < elapsed < 30  # the spec's 20 s, not a hung request

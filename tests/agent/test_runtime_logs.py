@@ -1,7 +1,5 @@
 """runtime_logs against real containers on the local engine."""
 
-import socket
-import threading
 import time
 import uuid
 
@@ -10,6 +8,7 @@ import pytest
 
 from agent.errors import ContainerNotFound, EngineTimeout, EngineUnreachable
 from agent.runtime_logs import runtime_logs
+from tests.docker_support import silent_engine
 
 BIG_LINE = 1500  # bytes per line of the big log, newline excluded
 
@@ -108,23 +107,10 @@ def test_engine_unreachable_fails_fast():
 
 
 def test_engine_that_never_answers_times_out(tmp_path):
-    """A fake engine (a socket that accepts and stays silent): a hung engine
-    cannot be made to order from a real one."""
-    path = str(tmp_path / "silent.sock")
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(path)
-    server.listen(8)
-    held = []
-    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)],
-                     daemon=True).start()
-    silent = docker.DockerClient(base_url=f"unix://{path}", version="1.41", timeout=60)
-    started = time.monotonic()
-    try:
+    with silent_engine(tmp_path / "silent.sock") as url:
+        silent = docker.DockerClient(base_url=url, version="1.41", timeout=60)
+        started = time.monotonic()
         with pytest.raises(EngineTimeout) as caught:
             runtime_logs(silent, str(uuid.uuid4()), "erp", 200, timeout_s=1)
         assert caught.value.code == "engine_timeout"
         assert time.monotonic() - started < 3
-    finally:
-        server.close()
-        for conn, _ in held:
-            conn.close()
