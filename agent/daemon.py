@@ -123,16 +123,19 @@ class Agent:
             return
         self.journal.start(command.id)
         outbox.put(_ack(command.id))
+        log = _TaskLog(outbox, command.id)
         try:
             payload = json.loads(command.payload_json or "{}")
-            result, ok, error = self.handle_command(command.kind, payload), True, None
+            result, ok, error = self.handle_command(command.kind, payload, log), True, None
         except Exception as exc:
+            log("error", str(exc))
             result, ok, error = None, False, str(exc)
         self.journal.finish(command.id, ok, result, error)
         outbox.put(_result(command.id, ok, result, error))
 
-    def handle_command(self, kind, payload):
+    def handle_command(self, kind, payload, log):
         if kind == "ping":
+            log("info", f"pong from berth-agent {__version__}")
             return {"pong": True, "agent_version": __version__}
         raise ValueError(f"unknown command kind {kind!r}")
 
@@ -216,6 +219,18 @@ def _drain(outbox):
 def _closed(outbox):
     with outbox.mutex:
         return _END in outbox.queue
+
+
+class _TaskLog:
+    """`log(level, message)` for one command: numbered progress lines."""
+
+    def __init__(self, outbox, command_id):
+        self.outbox, self.command_id, self.seq = outbox, command_id, 0
+
+    def __call__(self, level, message):
+        self.seq += 1
+        self.outbox.put(pb.AgentMessage(log=pb.TaskLog(
+            command_id=self.command_id, seq=self.seq, level=level, message=message)))
 
 
 def _ack(command_id, duplicate=False):

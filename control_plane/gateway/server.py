@@ -287,6 +287,10 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                     session.in_flight.discard(message.ack.command_id)
                     await asyncio.to_thread(commands.mark_acked, session.server_id,
                                             message.ack.command_id)
+                elif kind == "log":
+                    line = message.log
+                    await asyncio.to_thread(commands.append_logs, session.server_id, [
+                        (line.command_id, line.seq, line.level, line.message)])
                 elif kind == "result":
                     r = message.result
                     result = json.loads(r.result_json) if r.result_json else None

@@ -3,7 +3,8 @@ needs them, delivered when the agent (re)connects, acknowledged, and executed
 at most once (the agent remembers what it has run)."""
 
 from control_plane import clock
-from control_plane.models import AgentCommand
+from control_plane.db import database
+from control_plane.models import AgentCommand, TaskLogLine
 
 # queued -> delivered -> acked -> succeeded | failed
 PENDING = ("queued", "delivered")
@@ -48,3 +49,26 @@ def record_result(server_id, command_id, ok, result=None, error=None):
                          result={"result": result, "error": error or None})
      .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
             AgentCommand.status.not_in(("succeeded", "failed"))).execute())
+
+
+LEVELS = ("info", "warning", "error")
+
+
+def append_logs(server_id, lines):
+    """Progress lines of a server's commands: [(command_id, seq, level, message)].
+    Stored on the command's deployment (its task log); a line sent again after a
+    reconnect (same seq) is kept once."""
+    by_command = {}
+    for command_id, seq, level, message in lines:
+        by_command.setdefault(command_id, []).append((seq, level, message))
+    with database.atomic():
+        for command_id, rows in by_command.items():
+            deployment = (AgentCommand.select(AgentCommand.deployment)
+                          .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                                 AgentCommand.deployment.is_null(False)).scalar())
+            if deployment is None:
+                continue  # commands without a deployment have no task log
+            (TaskLogLine.insert_many(
+                [{"deployment": deployment, "seq": seq, "message": message[:10_000],
+                  "level": level if level in LEVELS else "info"} for seq, level, message in rows])
+             .on_conflict_ignore().execute())

@@ -215,3 +215,23 @@ def test_agent_reconnects_after_the_network_drops(world, agents, gateway):
         assert agent.status()[0] == 0
     finally:
         link.close()
+
+
+def test_command_progress_lines_become_the_task_log(world, agents):
+    from control_plane.models import Deployment, TaskLogLine
+
+    org = world.org()
+    server, credential = registered_server(org)
+    env = world.environment(world.project(org, server), "deploying", server=server)
+    deployment = Deployment.create(environment=env, project=env.project_id, version=1,
+                                   trigger="manual", status="running")
+    command = commands.enqueue(server.id, "ping", deployment_id=deployment.id)
+    agents(server, credential)
+    wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", what="done")
+    lines = wait_for(lambda: list(TaskLogLine.select().where(
+        TaskLogLine.deployment == deployment.id).order_by(TaskLogLine.seq)), what="log line")
+    assert [(line.seq, line.level) for line in lines] == [(1, "info")]
+    assert lines[0].message.startswith("pong from berth-agent")
+    # The same line again (a redelivery after a reconnect) is kept once.
+    commands.append_logs(server.id, [(command.id.hex, 1, "info", "pong again")])
+    assert TaskLogLine.select().where(TaskLogLine.deployment == deployment.id).count() == 1
