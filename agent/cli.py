@@ -1,44 +1,37 @@
-"""`berth-agent`: register, run, status."""
+"""`berth-agent`: register, run, status. (argparse, not click: the agent runs
+for months on customer servers, and every megabyte of its memory counts.)"""
 
+import argparse
 import json
 import logging
 import signal
 import sys
-
-import click
 
 from agent import __version__
 from agent import config as cfg
 from agent import status as status_mod
 
 
-@click.group()
-@click.version_option(__version__, prog_name="berth-agent")
-def cli():
-    """Berth agent for a customer server."""
-
-
-@cli.command()
-@click.option("--control-plane", required=True, help="Base URL of the control plane")
-@click.option("--token-file", type=click.Path(dir_okay=False, allow_dash=True), default="-",
-              show_default=True, help="File holding the srt_live_ token ('-': standard input)")
-def register(control_plane, token_file):
+def register(args):
     """Trade a registration token for this agent's own credential."""
     from agent.register import RegistrationError
     from agent.register import register as do_register
 
-    with click.open_file(token_file) as fh:
-        token = fh.read()
+    if args.token_file == "-":
+        token = sys.stdin.read()
+    else:
+        with open(args.token_file) as fh:
+            token = fh.read()
     try:
-        conf = do_register(control_plane, token)
+        conf = do_register(args.control_plane, token)
     except RegistrationError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    click.echo(f"registered as server {conf.server_id}; configuration in {cfg.config_path()}")
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"registered as server {conf.server_id}; configuration in {cfg.config_path()}")
+    return 0
 
 
-@cli.command()
-def run():
+def run(args):
     """Connect to the control plane and serve it (reconnects by itself)."""
     from agent.daemon import Agent
 
@@ -46,18 +39,17 @@ def run():
     try:
         conf = cfg.AgentConfig.load()
     except FileNotFoundError:
-        click.echo(f"error: not registered ({cfg.config_path()} missing); run "
-                   "`berth-agent register` first", err=True)
-        sys.exit(1)
+        print(f"error: not registered ({cfg.config_path()} missing); run "
+              "`berth-agent register` first", file=sys.stderr)
+        return 1
     agent = Agent(conf, cfg.data_dir())
     signal.signal(signal.SIGTERM, lambda *_: agent.shutdown())
     signal.signal(signal.SIGINT, lambda *_: agent.shutdown())
     agent.run_forever()
+    return 0
 
 
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output")
-def status(as_json):
+def status(args):
     """What the agent is doing; exit code 1 when it is not connected."""
     state = status_mod.read(cfg.data_dir() / "status.json") or {
         "running": False, "connected": False}
@@ -66,11 +58,8 @@ def status(as_json):
     except (FileNotFoundError, ValueError, TypeError):
         pass
     state["environments"] = _environments()
-    if as_json:
-        click.echo(json.dumps(state, indent=2))
-    else:
-        click.echo(_render(state))
-    sys.exit(0 if state.get("connected") else 1)
+    print(json.dumps(state, indent=2) if args.json else _render(state))
+    return 0 if state.get("connected") else 1
 
 
 def _environments():
@@ -115,5 +104,19 @@ def _render(s):
     return "\n".join(lines)
 
 
-def main():
-    cli()
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="berth-agent",
+                                     description="Berth agent for a customer server.")
+    parser.add_argument("--version", action="version", version=f"berth-agent, version {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("register", help=register.__doc__)
+    p.add_argument("--control-plane", required=True, help="base URL of the control plane")
+    p.add_argument("--token-file", default="-",
+                   help="file holding the srt_live_ token ('-', the default: standard input)")
+    p.set_defaults(func=register)
+    commands.add_parser("run", help=run.__doc__).set_defaults(func=run)
+    p = commands.add_parser("status", help=status.__doc__)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=status)
+    args = parser.parse_args(argv)
+    sys.exit(args.func(args))

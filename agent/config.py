@@ -6,7 +6,7 @@ credential, so it is written with mode 0600."""
 
 import json
 import os
-import tempfile
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -44,9 +44,12 @@ def write_private(path, text):
     """Atomically replace `path` with `text`, readable by its owner only."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    # A private temporary name beside it (not the tempfile module: half a
+    # megabyte of the agent's memory for one call).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)  # left by a crashed write of a process with our pid
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_TRUNC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)

@@ -137,6 +137,16 @@ class Agent:
         if kind == "ping":
             log("info", f"pong from berth-agent {__version__}")
             return {"pong": True, "agent_version": __version__}
+        if kind in ("deploy", "start", "stop", "restart", "destroy"):
+            from agent.environments import Environments
+
+            envs = Environments(self.docker())
+            if kind == "deploy":
+                return envs.deploy(payload, log)
+            if kind == "destroy":
+                return envs.destroy(payload["environment_id"], payload.get("delete_data", False),
+                                    log)
+            return getattr(envs, kind)(payload["environment_id"], log)
         raise ValueError(f"unknown command kind {kind!r}")
 
     # --- live requests -------------------------------------------------------

@@ -1,6 +1,6 @@
 """What the agent tells the control plane about its host."""
 
-import platform
+import os
 import socket
 
 import psutil
@@ -15,7 +15,7 @@ def host_facts(data_path="/"):
         cpu_cores=psutil.cpu_count() or 1,
         ram_mb=psutil.virtual_memory().total // (1024 * 1024),
         disk_gb=psutil.disk_usage(data_path).total // (1024 ** 3),
-        os=f"{platform.system()} {platform.release()}",
-        arch=platform.machine(),
+        os=f"{os.uname().sysname} {os.uname().release}",
+        arch=os.uname().machine,
         agent_version=__version__,
     )

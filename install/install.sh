@@ -30,6 +30,7 @@ main() {
     need_root
     detect_system
     need_python
+    need_git
     install_agent
     register_agent
     start_agent
@@ -72,6 +73,17 @@ need_python() {
     fi
     python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
         || die "Python 3.11 or newer with the venv module is required"
+}
+
+need_git() {  # deployments check out the project's add-ons
+    command -v git >/dev/null 2>&1 && return 0
+    if command -v apt-get >/dev/null 2>&1; then
+        say "installing git"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq git >/dev/null \
+            || say "warning: could not install git; deployments with add-ons will fail"
+    else
+        say "warning: git is missing; deployments with add-ons need it"
+    fi
 }
 
 fetch() {  # fetch URL FILE

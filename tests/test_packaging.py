@@ -19,7 +19,7 @@ def _resolve(target, tmp_path):
 
 def test_agent_install_has_no_control_plane_dependencies(tmp_path):
     names = _resolve(".", tmp_path)
-    assert {"grpcio", "protobuf", "psutil", "docker", "click"} <= names
+    assert {"grpcio", "protobuf", "psutil", "docker"} <= names
     assert not names & {"flask", "peewee", "boto3", "flask-smorest", "marshmallow", "waitress"}
 
 

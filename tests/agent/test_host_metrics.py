@@ -69,7 +69,6 @@ def test_no_engine_counts_zero():
     dead = docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.41", timeout=2)
     s = HostSampler(docker_client=dead).sample()
     assert (s["container_count"], s["containers_running"]) == (0, 0)
-    assert HostSampler().sample()["container_count"] == 0
 
 
 def test_counts_without_docker_py(labeled_container, monkeypatch):

@@ -1,0 +1,249 @@
+"""Environments on this server: deploy, start, stop, restart, destroy.
+
+Everything an environment owns carries the label berth.environment_id (the
+agent never touches objects without it): a network `berth-<id>`, a PostgreSQL
+container with its data volume, and the ERP container, which mounts the
+environment directory (add-ons, filestore, configuration). The images follow
+the official odoo and postgres images' conventions."""
+
+import os
+import secrets
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from agent.errors import AgentError, engine_errors
+
+ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
+DEFAULT_ROOT = "/srv/berth"
+
+
+class DeployError(AgentError):
+    code = "deploy_failed"
+
+
+def env_root():
+    return Path(os.environ.get("BERTH_AGENT_ENV_ROOT", DEFAULT_ROOT))
+
+
+class Environments:
+    def __init__(self, docker_client, root=None, health_timeout=120):
+        self.docker = docker_client
+        self.root = Path(root) if root else env_root()
+        self.health_timeout = health_timeout
+
+    # --- names --------------------------------------------------------------
+
+    def _names(self, env_id):
+        short = env_id.replace("-", "")[:12]
+        return {"network": f"berth-{short}", "volume": f"berth-{short}-db",
+                "db": f"berth-{short}-db", "erp": f"berth-{short}-erp",
+                "dir": self.root / env_id}
+
+    def _labels(self, env_id, role=None):
+        labels = {ENV_LABEL: env_id}
+        if role:
+            labels[ROLE_LABEL] = role
+        return labels
+
+    def _container(self, name):
+        import docker.errors
+
+        try:
+            return self.docker.containers.get(name)
+        except docker.errors.NotFound:
+            return None
+
+    # --- deploy ---------------------------------------------------------------
+
+    def deploy(self, spec, log):
+        env_id = spec["environment_id"]
+        n = self._names(env_id)
+        with engine_errors():
+            for path in ("addons", "filestore", "logs"):
+                (n["dir"] / path).mkdir(parents=True, exist_ok=True)
+            password = self._db_password(n["dir"])
+            self._network(env_id, n, log)
+            db = self._postgres(env_id, n, spec, password, log)
+            self._wait_db(db, spec, log)
+            commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
+            self._config(n["dir"], spec, password, log)
+            erp, port = self._erp(env_id, n, spec, log)
+            self._wait_http(port, log)
+        log("info", f"environment is up on port {port}")
+        return {"erp_container": erp.id, "db_container": db.id, "http_port": port,
+                "git_commit": commit, "image_tag": spec["erp_image"]}
+
+    def _db_password(self, env_dir):
+        """Generated here on the first deploy, never sent anywhere (mode 0600)."""
+        path = env_dir / "db.secret"
+        if not path.exists():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(24))
+        return path.read_text().strip()
+
+    def _network(self, env_id, n, log):
+        if not self.docker.networks.list(names=[n["network"]]):
+            self.docker.networks.create(n["network"], labels=self._labels(env_id))
+            log("info", f"created network {n['network']}")
+
+    def _postgres(self, env_id, n, spec, password, log):
+        db = self._container(n["db"])
+        if db is not None and db.status != "running":
+            db.start()
+            log("info", "started the database container")
+        if db is None:
+            if not self.docker.volumes.list(filters={"name": n["volume"]}):
+                self.docker.volumes.create(n["volume"], labels=self._labels(env_id, "postgres"))
+            db = self.docker.containers.run(
+                spec["postgres_image"], name=n["db"], detach=True, network=n["network"],
+                labels=self._labels(env_id, "postgres"), restart_policy={"Name": "unless-stopped"},
+                environment={"POSTGRES_USER": "odoo", "POSTGRES_PASSWORD": password,
+                             "POSTGRES_DB": "postgres"},
+                volumes={n["volume"]: {"bind": "/var/lib/postgresql/data", "mode": "rw"}})
+            db.reload()
+            log("info", f"started PostgreSQL ({spec['postgres_image']})")
+        return db
+
+    def _wait_db(self, db, spec, log, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code, _ = db.exec_run(["pg_isready", "-h", "127.0.0.1", "-U", "odoo"])
+            if code == 0:
+                log("info", "the database accepts connections")
+                return
+            time.sleep(0.5)
+        raise DeployError(f"the database did not become ready within {timeout} s")
+
+    def _checkout(self, git, addons, log):
+        """The project's add-ons at the branch (or an exact commit, for rollbacks)."""
+        if not git or not git.get("url"):
+            log("info", "no Git repository: deploying without add-ons")
+            return None
+        work = addons.with_name("addons.new")
+        shutil.rmtree(work, ignore_errors=True)
+        branch, commit = git.get("branch") or "main", git.get("commit")
+        log("info", f"checking out {git['url']} at {commit or branch}")
+        clone = ["git", "clone", "--quiet", "--branch", branch, git["url"], str(work)]
+        _git(clone, "cloning the repository")
+        if commit:
+            _git(["git", "-C", str(work), "checkout", "--quiet", commit], f"checking out {commit}")
+        sha = _git(["git", "-C", str(work), "rev-parse", "HEAD"], "reading the commit").strip()
+        shutil.rmtree(addons, ignore_errors=True)
+        work.rename(addons)
+        log("info", f"add-ons at commit {sha}")
+        return sha
+
+    def _config(self, env_dir, spec, password, log):
+        lines = ["[options]", "db_host = db", "db_port = 5432", "db_user = odoo",
+                 f"db_password = {password}", "addons_path = /mnt/extra-addons",
+                 "data_dir = /var/lib/odoo", "proxy_mode = True"]
+        lines += [f"{k} = {v}" for k, v in sorted((spec.get("config") or {}).items())]
+        path = env_dir / "odoo.conf"
+        path.write_text("\n".join(lines) + "\n")
+        os.chmod(path, 0o644)  # the ERP runs as its own user inside the container
+        log("info", "wrote the ERP configuration")
+
+    def _erp(self, env_id, n, spec, log):
+        old = self._container(n["erp"])
+        if old is not None:
+            old.remove(force=True)
+            log("info", "removed the previous ERP container")
+        resources = {}
+        if spec.get("cpu_cores"):
+            resources["nano_cpus"] = int(float(spec["cpu_cores"]) * 1e9)
+        if spec.get("ram_mb"):
+            resources["mem_limit"] = f"{int(spec['ram_mb'])}m"
+        d = n["dir"]
+        erp = self.docker.containers.run(
+            spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
+            labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
+            ports={"8069/tcp": ("127.0.0.1", spec.get("http_port") or None)},
+            volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
+                     str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
+                     str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
+                     str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
+            **resources)
+        erp.reload()
+        port = int(erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"])
+        log("info", f"started the ERP ({spec['erp_image']}) on port {port}")
+        return erp, port
+
+    def _wait_http(self, port, log):
+        deadline = time.monotonic() + self.health_timeout
+        url = f"http://127.0.0.1:{port}/web/health"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    if r.status == 200:
+                        log("info", "the ERP answers its health check")
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise DeployError(f"the ERP did not answer {url} within {self.health_timeout} s")
+
+    # --- lifecycle --------------------------------------------------------------
+
+    def _all(self, env_id):
+        return self.docker.containers.list(all=True, filters={"label": f"{ENV_LABEL}={env_id}"})
+
+    def stop(self, env_id, log):
+        with engine_errors():
+            for c in self._all(env_id):
+                c.stop(timeout=20)
+                log("info", f"stopped {c.name}")
+        return {"stopped": True}
+
+    def start(self, env_id, log):
+        with engine_errors():
+            # The database first, then the ERP that needs it.
+            for c in sorted(self._all(env_id), key=lambda c: c.labels.get(ROLE_LABEL) != "postgres"):
+                c.start()
+                log("info", f"started {c.name}")
+        return {"started": True}
+
+    def restart(self, env_id, log):
+        self.stop(env_id, log)
+        return self.start(env_id, log)
+
+    def destroy(self, env_id, delete_data, log):
+        """Containers, database volume, network and configuration always; the
+        environment directory (add-ons, filestore, logs) with delete_data."""
+        n = self._names(env_id)
+        with engine_errors():
+            containers = self._all(env_id)
+            for c in containers:
+                c.remove(force=True, v=True)
+                log("info", f"removed {c.name}")
+            volumes = self.docker.volumes.list(filters={"label": f"{ENV_LABEL}={env_id}"})
+            for v in volumes:
+                v.remove(force=True)
+                log("info", f"removed volume {v.name}")
+            for net in self.docker.networks.list(filters={"label": f"{ENV_LABEL}={env_id}"}):
+                net.remove()
+                log("info", f"removed network {net.name}")
+        for name in ("odoo.conf", "db.secret"):
+            (n["dir"] / name).unlink(missing_ok=True)
+        if delete_data:
+            shutil.rmtree(n["dir"], ignore_errors=True)
+            log("info", "removed the environment directory")
+        return {"deleted_containers": len(containers), "deleted_database": bool(volumes),
+                "deleted_data": bool(delete_data)}
+
+
+def _git(cmd, what):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    except FileNotFoundError:
+        raise DeployError("git is not installed on this server") from None
+    except subprocess.TimeoutExpired:
+        raise DeployError(f"{what} took longer than 5 minutes") from None
+    if out.returncode != 0:
+        raise DeployError(f"{what} failed: {out.stderr.strip()[-500:] or out.returncode}")
+    return out.stdout
+
