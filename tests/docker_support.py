@@ -39,6 +39,35 @@ def test_image(docker_client):
     return TEST_IMAGE
 
 
+# Local stand-ins for CP_POSTGRES_IMAGE (`postgres:16`) and CP_ERP_IMAGE (`odoo:<version>`),
+# built by scripts/build-test-images.sh from images/postgres and images/erp: the same
+# environment variables, config file, volumes, ports, users and entry points.
+POSTGRES_IMAGE = "berth-test-postgres:latest"
+ERP_IMAGE = "berth-test-erp:latest"
+
+
+def _require_image(client, image):
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"the test image {image} is missing; {HOW_TO}", pytrace=False)
+    return image
+
+
+@pytest.fixture(scope="session")
+def postgres_image(docker_client):
+    """PostgreSQL (Debian's 15) honouring the official postgres image's POSTGRES_USER,
+    POSTGRES_PASSWORD, POSTGRES_DB, PGDATA and /docker-entrypoint-initdb.d."""
+    return _require_image(docker_client, POSTGRES_IMAGE)
+
+
+@pytest.fixture(scope="session")
+def erp_image(docker_client):
+    """The ERP stand-in: reads /etc/odoo/odoo.conf (and HOST/PORT/USER/PASSWORD) like
+    the official odoo image, serves 8069 (/web/health, /berth/addons, /berth/info)."""
+    return _require_image(docker_client, ERP_IMAGE)
+
+
 class LabeledContainers:
     """Starts containers carrying the agent's labels; removes them all at the end."""
 

@@ -1,0 +1,368 @@
+#!/usr/bin/python3
+"""A stand-in for the official `odoo` image's server, for tests: the same config file,
+environment, command line, volumes and port, a real PostgreSQL connection, and no ERP.
+
+Run as /entrypoint.sh (the image's entry point) it follows the official entrypoint.sh:
+HOST, PORT, USER, PASSWORD (or PASSWORD_FILE) give db_host, db_port, db_user and
+db_password unless the config file sets them; a command of `odoo`, `--` or options
+starts the server, any other command is run as is. Run as `odoo` it is the server:
+
+  odoo [-c FILE] [--db_host H] [--db_port P] [-r USER] [-w PASSWORD] [-d DB]
+       [--addons-path A,B] [-D DATA_DIR] [-p PORT] [--http-interface ADDR]
+       [--proxy-mode] [-i MODULES] [-u MODULES] [--stop-after-init]
+
+The config file (-c, else $ODOO_RC) must be readable and hold [options]; otherwise it
+exits 1 with the reason. It waits up to 30 s for PostgreSQL, creates the database
+(db_name, default "odoo") when missing with two of Odoo's tables (ir_config_parameter
+holding database.uuid, ir_module_module), creates the filestore under data_dir, then
+serves on 8069:
+  GET /web/health    200 {"status": "pass"} when the database answers, else 503
+  GET /              a small page
+  GET /berth/addons  the add-ons in addons_path: directories with a __manifest__.py
+  GET /berth/info    settings in effect, database uuid, installed modules
+"""
+
+import argparse
+import ast
+import configparser
+import html
+import http.server
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+
+import psycopg2
+from psycopg2 import sql
+
+VERSION = os.environ.get("ODOO_VERSION", "17.0")
+DB_WAIT_SECONDS = 30
+DEFAULTS = {"db_host": None, "db_port": "5432", "db_user": None, "db_password": None,
+            "db_name": "odoo", "addons_path": "", "data_dir": "/var/lib/odoo",
+            "http_port": "8069", "http_interface": "", "proxy_mode": "False"}
+log = logging.getLogger("odoo.service.server")
+
+
+class ConfigError(Exception):
+    pass
+
+
+def fail(message):
+    print(f"odoo: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def read_config(path):
+    parser = configparser.RawConfigParser()
+    try:
+        with open(path, encoding="utf-8") as f:
+            parser.read_file(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the configuration file {path}: {exc.strerror}") from exc
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot parse the configuration file {path}: {exc}") from exc
+    if not parser.has_section("options"):
+        raise ConfigError(f"the configuration file {path} has no [options] section")
+    return dict(parser.items("options"))
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="odoo", add_help=True)
+    p.add_argument("-c", "--config")
+    p.add_argument("--db_host")
+    p.add_argument("--db_port")
+    p.add_argument("-r", "--db_user")
+    p.add_argument("-w", "--db_password")
+    p.add_argument("-d", "--database", dest="db_name")
+    p.add_argument("--addons-path", dest="addons_path")
+    p.add_argument("-D", "--data-dir", dest="data_dir")
+    p.add_argument("-p", "--http-port", dest="http_port")
+    p.add_argument("--http-interface", dest="http_interface")
+    p.add_argument("--proxy-mode", dest="proxy_mode", action="store_const", const="True")
+    p.add_argument("-i", "--init", default="")
+    p.add_argument("-u", "--update", default="")
+    p.add_argument("--stop-after-init", action="store_true")
+    return p.parse_known_args(argv)
+
+
+def settings(args, env_defaults):
+    """Command line, then config file, then the entrypoint's environment, then defaults."""
+    path = args.config or os.environ.get("ODOO_RC")
+    config = read_config(path) if path else {}
+    for old, new in (("xmlrpc_port", "http_port"), ("xmlrpc_interface", "http_interface")):
+        if old in config:  # the names before Odoo 11
+            config.setdefault(new, config[old])
+    merged = {}
+    for key, default in DEFAULTS.items():
+        value = getattr(args, key, None)
+        if value is None:
+            value = config.get(key, env_defaults.get(key, default))
+        merged[key] = None if value is None or value.strip() in ("False", "None") else value.strip()
+    try:
+        merged["db_port"] = int(merged["db_port"] or 5432)
+        merged["http_port"] = int(merged["http_port"] or 8069)
+    except ValueError as exc:
+        raise ConfigError(f"{path or 'options'}: a port is not a number ({exc})") from exc
+    merged["db_name"] = (merged["db_name"] or "odoo").split(",")[0].strip()
+    merged["proxy_mode"] = (merged["proxy_mode"] or "").lower() in ("true", "1", "yes")
+    merged["addons_path"] = [p.strip() for p in (merged["addons_path"] or "").split(",") if p.strip()]
+    merged["data_dir"] = merged["data_dir"] or DEFAULTS["data_dir"]
+    merged["config_file"] = path
+    return merged
+
+
+def find_addons(addons_path):
+    """Add-ons as Odoo finds them: the first directory of a name in addons_path that
+    holds a __manifest__.py (read with ast.literal_eval, as Odoo does)."""
+    found = {}
+    for root in addons_path:
+        try:
+            names = sorted(os.listdir(root))
+        except OSError as exc:
+            log.warning("addons path %s: %s", root, exc.strerror)
+            continue
+        for name in names:
+            manifest = os.path.join(root, name, "__manifest__.py")
+            if name in found or not os.path.isfile(manifest):
+                continue
+            entry = {"name": name, "path": os.path.join(root, name)}
+            try:
+                with open(manifest, encoding="utf-8") as f:
+                    data = ast.literal_eval(f.read())
+                entry.update(title=data.get("name"), version=data.get("version"),
+                             installable=data.get("installable", True))
+            except (OSError, ValueError, SyntaxError, AttributeError) as exc:
+                entry["error"] = f"unreadable manifest: {exc}"
+            found[name] = entry
+    return list(found.values())
+
+
+class Database:
+    def __init__(self, s):
+        self.s = s
+
+    def connect(self, dbname=None, timeout=3):
+        return psycopg2.connect(host=self.s["db_host"], port=self.s["db_port"],
+                                user=self.s["db_user"], password=self.s["db_password"],
+                                dbname=dbname or self.s["db_name"], connect_timeout=timeout,
+                                application_name="odoo")
+
+    def wait(self):
+        deadline, error = time.monotonic() + DB_WAIT_SECONDS, None
+        while time.monotonic() < deadline:
+            try:
+                self.connect("postgres").close()
+                return
+            except psycopg2.OperationalError as exc:
+                error = exc
+                time.sleep(1)
+        fail(f"Database connection failure: {str(error).strip()}")
+
+    def ensure(self, init, update):
+        name = self.s["db_name"]
+        conn = self.connect("postgres")
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cr:
+                cr.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+                if not cr.fetchone():
+                    log.info("creating database %s", name)
+                    try:
+                        cr.execute(sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0")
+                                   .format(sql.Identifier(name)))
+                    except psycopg2.errors.DuplicateDatabase:
+                        pass
+        finally:
+            conn.close()
+        addons = {a["name"]: a for a in find_addons(self.s["addons_path"]) if "error" not in a}
+        unknown = sorted(set(init) - set(addons) - {"base"})
+        if unknown:
+            log.warning("invalid module names, ignored: %s", ", ".join(unknown))
+            init = [m for m in init if m not in unknown]
+        conn = self.connect()
+        with conn, conn.cursor() as cr:
+            cr.execute("SELECT pg_advisory_xact_lock(8069)")
+            cr.execute("CREATE TABLE IF NOT EXISTS ir_config_parameter"
+                       " (key varchar PRIMARY KEY, value text NOT NULL)")
+            cr.execute("INSERT INTO ir_config_parameter VALUES ('database.uuid', %s),"
+                       " ('database.create_date', now()::text) ON CONFLICT DO NOTHING",
+                       (str(uuid.uuid4()),))
+            cr.execute("CREATE TABLE IF NOT EXISTS ir_module_module (id serial PRIMARY KEY,"
+                       " name varchar UNIQUE NOT NULL, state varchar NOT NULL, latest_version varchar)")
+            cr.execute("INSERT INTO ir_module_module (name, state, latest_version)"
+                       " VALUES ('base', 'installed', %s) ON CONFLICT DO NOTHING", (VERSION,))
+            for a in addons.values():
+                state = "installed" if a["name"] in init else "uninstalled"
+                cr.execute("INSERT INTO ir_module_module (name, state, latest_version)"
+                           " VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE SET state ="
+                           " CASE WHEN EXCLUDED.state = 'installed' THEN 'installed'"
+                           " ELSE ir_module_module.state END",
+                           (a["name"], state, a.get("version")))
+                if a["name"] in init or "all" in update or a["name"] in update:
+                    cr.execute("UPDATE ir_module_module SET latest_version = %s"
+                               " WHERE name = %s AND state = 'installed'", (a.get("version"), a["name"]))
+        conn.close()
+        log.info("database %s ready (modules to install: %s, to update: %s)",
+                 name, ",".join(init) or "-", ",".join(update) or "-")
+
+    def info(self):
+        conn = self.connect(timeout=2)
+        try:
+            with conn.cursor() as cr:
+                cr.execute("SELECT value FROM ir_config_parameter WHERE key = 'database.uuid'")
+                db_uuid = cr.fetchone()[0]
+                cr.execute("SELECT name, latest_version FROM ir_module_module"
+                           " WHERE state = 'installed' ORDER BY name")
+                return db_uuid, [{"name": n, "version": v} for n, v in cr.fetchall()]
+        finally:
+            conn.close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server_version = f"odoo-stand-in/{VERSION}"
+    s = db = None  # set by serve()
+
+    def client(self):
+        forwarded = self.headers.get("X-Forwarded-For") if self.s["proxy_mode"] else None
+        return forwarded.split(",")[0].strip() if forwarded else self.client_address[0]
+
+    def send(self, status, body, content_type="application/json"):
+        data = (json.dumps(body) if content_type == "application/json" else body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/web/health":
+            try:
+                conn = self.db.connect(timeout=2)
+                try:
+                    with conn.cursor() as cr:
+                        cr.execute("SELECT 1")
+                finally:
+                    conn.close()
+                self.send(200, {"status": "pass"})
+            except psycopg2.Error as exc:
+                log.warning("health check: database %s unreachable: %s", self.s["db_name"],
+                            str(exc).strip())
+                self.send(503, {"status": "fail", "error": str(exc).strip()})
+        elif path == "/":
+            self.send(200, f"<!DOCTYPE html><html><head><title>Odoo</title></head><body>"
+                           f"<h1>Odoo {html.escape(VERSION)}</h1><p>Berth test stand-in, database "
+                           f"{html.escape(self.s['db_name'])}.</p></body></html>", "text/html")
+        elif path == "/berth/addons":
+            self.send(200, {"addons_path": self.s["addons_path"],
+                            "addons": find_addons(self.s["addons_path"])})
+        elif path == "/berth/info":
+            try:
+                db_uuid, modules = self.db.info()
+            except psycopg2.Error:
+                db_uuid = modules = None
+            scheme = "http"
+            host = self.headers.get("Host")
+            if self.s["proxy_mode"]:
+                scheme = self.headers.get("X-Forwarded-Proto", scheme)
+                host = self.headers.get("X-Forwarded-Host", host)
+            keys = ("db_host", "db_port", "db_user", "db_name", "addons_path", "data_dir",
+                    "proxy_mode", "config_file")
+            self.send(200, {"server_version": VERSION, **{k: self.s[k] for k in keys},
+                            "filestore": os.path.join(self.s["data_dir"], "filestore",
+                                                      self.s["db_name"]),
+                            "database_uuid": db_uuid, "installed_modules": modules,
+                            "request": {"remote_addr": self.client(), "scheme": scheme,
+                                        "host": host}})
+        else:
+            self.send(404, {"error": "not found", "path": path})
+
+    def log_message(self, fmt, *args):
+        logging.getLogger("werkzeug").info("%s - - [%s] %s", self.client(),
+                                           self.log_date_time_string(), fmt % args)
+
+
+def module_list(text):
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+def stop(signum, frame):
+    raise SystemExit(0)
+
+
+def serve(argv, env_defaults):
+    # PID 1 ignores signals it has no handler for: `docker stop` would wait for SIGKILL.
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO,
+                        format="%(asctime)s %(process)d %(levelname)s ? %(name)s: %(message)s")
+    args, unknown = parse_args(argv)
+    try:
+        s = settings(args, env_defaults)
+    except ConfigError as exc:
+        fail(str(exc))
+    log.info("Odoo version %s (berth test stand-in)", VERSION)
+    log.info("Using configuration file at %s", s["config_file"] or "(none)")
+    log.info("addons paths: %s", s["addons_path"])
+    log.info("database: %s@%s:%s/%s", s["db_user"] or "default", s["db_host"] or "default",
+             s["db_port"], s["db_name"])
+    if unknown:
+        log.warning("options without effect in the stand-in: %s", " ".join(unknown))
+    filestore = os.path.join(s["data_dir"], "filestore", s["db_name"])
+    try:
+        os.makedirs(filestore, exist_ok=True)
+        os.makedirs(os.path.join(s["data_dir"], "sessions"), exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot create the filestore under data_dir {s['data_dir']}: {exc.strerror}")
+    db = Database(s)
+    db.wait()
+    try:
+        db.ensure(module_list(args.init), module_list(args.update))
+    except psycopg2.Error as exc:
+        fail(f"cannot set up database {s['db_name']}: {str(exc).strip()}")
+    if args.stop_after_init:
+        log.info("stopping after init")
+        return 0
+    Handler.s, Handler.db = s, db
+    httpd = http.server.ThreadingHTTPServer((s["http_interface"] or "", s["http_port"]), Handler)
+    httpd.daemon_threads = True
+    log.info("HTTP service (werkzeug) running on %s:%s", s["http_interface"] or "0.0.0.0",
+             s["http_port"])
+    try:
+        httpd.serve_forever()
+    except SystemExit:
+        log.info("Initiating shutdown")
+    finally:
+        httpd.server_close()
+    return 0
+
+
+def entrypoint(argv):
+    """The official image's entrypoint.sh."""
+    if argv and argv[0] in ("odoo", "--"):
+        argv = argv[1:]
+    elif argv and not argv[0].startswith("-"):
+        os.execvp(argv[0], argv)
+    env = os.environ
+    password = env.get("PASSWORD")
+    if env.get("PASSWORD_FILE"):
+        with open(env["PASSWORD_FILE"], encoding="utf-8") as f:
+            password = f.read().strip()
+    defaults = {
+        "db_host": env.get("HOST") or env.get("DB_PORT_5432_TCP_ADDR") or "db",
+        "db_port": env.get("PORT") or env.get("DB_PORT_5432_TCP_PORT") or "5432",
+        "db_user": env.get("USER") or env.get("DB_ENV_POSTGRES_USER")
+        or env.get("POSTGRES_USER") or "odoo",
+        "db_password": password or env.get("DB_ENV_POSTGRES_PASSWORD")
+        or env.get("POSTGRES_PASSWORD") or "odoo",
+    }
+    return serve(argv, defaults)
+
+
+if __name__ == "__main__":
+    if os.path.basename(sys.argv[0]) == "entrypoint.sh":
+        sys.exit(entrypoint(sys.argv[1:]))
+    sys.exit(serve(sys.argv[1:], {}))
