@@ -18,6 +18,7 @@ from agent.errors import AgentError, engine_errors
 
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
 DEFAULT_ROOT = "/srv/berth"
+ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
 
 
 class DeployError(AgentError):
@@ -62,14 +63,17 @@ class Environments:
         env_id = spec["environment_id"]
         n = self._names(env_id)
         with engine_errors():
+            uid = int(spec.get("erp_uid", ERP_UID))
             for path in ("addons", "filestore", "logs"):
                 (n["dir"] / path).mkdir(parents=True, exist_ok=True)
+            for path in ("filestore", "logs"):  # the ERP writes there as its own user
+                os.chown(n["dir"] / path, uid, uid)
             password = self._db_password(n["dir"])
             self._network(env_id, n, log)
             db = self._postgres(env_id, n, spec, password, log)
             self._wait_db(db, spec, log)
             commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
-            self._config(n["dir"], spec, password, log)
+            self._config(n, spec, password, log)
             erp, port = self._erp(env_id, n, spec, log)
             self._wait_http(port, log)
         log("info", f"environment is up on port {port}")
@@ -102,7 +106,7 @@ class Environments:
                 spec["postgres_image"], name=n["db"], detach=True, network=n["network"],
                 labels=self._labels(env_id, "postgres"), restart_policy={"Name": "unless-stopped"},
                 environment={"POSTGRES_USER": "odoo", "POSTGRES_PASSWORD": password,
-                             "POSTGRES_DB": "postgres"},
+                             "POSTGRES_DB": "odoo"},
                 volumes={n["volume"]: {"bind": "/var/lib/postgresql/data", "mode": "rw"}})
             db.reload()
             log("info", f"started PostgreSQL ({spec['postgres_image']})")
@@ -137,12 +141,14 @@ class Environments:
         log("info", f"add-ons at commit {sha}")
         return sha
 
-    def _config(self, env_dir, spec, password, log):
-        lines = ["[options]", "db_host = db", "db_port = 5432", "db_user = odoo",
-                 f"db_password = {password}", "addons_path = /mnt/extra-addons",
-                 "data_dir = /var/lib/odoo", "proxy_mode = True"]
+    def _config(self, n, spec, password, log):
+        # The database container's name resolves on the environment's own network.
+        lines = ["[options]", f"db_host = {n['db']}", "db_port = 5432", "db_user = odoo",
+                 f"db_password = {password}", "db_name = odoo",
+                 "addons_path = /mnt/extra-addons", "data_dir = /var/lib/odoo",
+                 "proxy_mode = True"]
         lines += [f"{k} = {v}" for k, v in sorted((spec.get("config") or {}).items())]
-        path = env_dir / "odoo.conf"
+        path = n["dir"] / "odoo.conf"
         path.write_text("\n".join(lines) + "\n")
         os.chmod(path, 0o644)  # the ERP runs as its own user inside the container
         log("info", "wrote the ERP configuration")
