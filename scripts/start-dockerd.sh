@@ -32,6 +32,8 @@ if ! pgrep -x dockerd >/dev/null 2>&1; then
         SUDO=
     fi
     $SUDO mkdir -p "$(dirname "$LOG")"
+    # An engine killed without cleaning up leaves its pid file; its pid may be reused.
+    $SUDO rm -f /var/run/docker.pid
     echo "starting dockerd (log: $LOG)" >&2
     # setsid: the engine outlives this script and the make (or CI) process group.
     $SUDO sh -c "setsid '$DOCKERD' >>'$LOG' 2>&1 </dev/null &"
