@@ -38,17 +38,33 @@ def mark_delivered(command_id):
      .where(AgentCommand.id == command_id, AgentCommand.status.in_(PENDING)).execute())
 
 
+def _deployment_of(server_id, command_id):
+    return (AgentCommand.select(AgentCommand.deployment)
+            .where(AgentCommand.id == command_id, AgentCommand.server == server_id).scalar())
+
+
 def mark_acked(server_id, command_id):
-    (AgentCommand.update(status="acked", acked_at=clock.now())
-     .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-            AgentCommand.status.in_(PENDING)).execute())
+    acked = (AgentCommand.update(status="acked", acked_at=clock.now())
+             .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                    AgentCommand.status.in_(PENDING)).execute())
+    deployment = acked and _deployment_of(server_id, command_id)
+    if deployment:
+        from control_plane.services import deployments
+
+        deployments.on_ack(deployment)
 
 
 def record_result(server_id, command_id, ok, result=None, error=None):
-    (AgentCommand.update(status="succeeded" if ok else "failed", completed_at=clock.now(),
-                         result={"result": result, "error": error or None})
-     .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-            AgentCommand.status.not_in(("succeeded", "failed"))).execute())
+    recorded = (AgentCommand.update(status="succeeded" if ok else "failed",
+                                    completed_at=clock.now(),
+                                    result={"result": result, "error": error or None})
+                .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                       AgentCommand.status.not_in(("succeeded", "failed"))).execute())
+    deployment = recorded and _deployment_of(server_id, command_id)
+    if deployment:
+        from control_plane.services import deployments
+
+        deployments.on_result(deployment, ok, result, error)
 
 
 LEVELS = ("info", "warning", "error")

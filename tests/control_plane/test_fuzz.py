@@ -31,7 +31,7 @@ def fuzz_app(tmp_path_factory):
     # Enough keys that the fuzzer stays under the per-key limits.
     raw_keys = [keys.create_key(org.id, f"f{i}", "full_access", "organization",
                                 support_tickets=True, server_registration=True)[1]
-                for i in range(60)]
+                for i in range(200)]
     app.fuzz_keys = itertools.cycle(raw_keys)
     return app
 

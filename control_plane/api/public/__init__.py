@@ -38,6 +38,7 @@ def register(app):
 
     from control_plane.api.public import (
         changelog,
+        environments,
         monitoring,
         projects,
         registration_tokens,
@@ -45,6 +46,6 @@ def register(app):
         tickets,
     )
 
-    for module in (projects, servers, registration_tokens, monitoring, tickets, changelog):
+    for module in (projects, environments, servers, registration_tokens, monitoring, tickets, changelog):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -1,0 +1,145 @@
+"""Environments: /projects/{id}/environments, /environments/{id}[/status|/logs],
+and the task poll endpoint /deployments/{task_id}."""
+
+import marshmallow as ma
+from flask import current_app
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from control_plane import states
+from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
+from control_plane.api.idempotency import idempotent
+from control_plane.services import environments as svc
+
+blp = init_blueprint(Blueprint("environments", __name__, description="Environments"))
+
+
+def _domain():
+    return current_app.config["APPS_DOMAIN"]
+
+
+class EnvironmentSchema(Schema):
+    id = ma.fields.UUID(required=True)
+    name = ma.fields.String(required=True)
+    status = ma.fields.String(required=True)
+    url = ma.fields.Function(lambda env: svc.url_of(env, _domain()), allow_none=True)
+    erp_version = ma.fields.Function(lambda env: env.project.erp_version, allow_none=True)
+    branch = ma.fields.String(allow_none=True)
+    last_commit = ma.fields.Constant(None, allow_none=True,
+                                     metadata={"description": "Always null."})
+    cpu_cores = ma.fields.Float(allow_none=True)
+    ram_mb = ma.fields.Integer(allow_none=True)
+    disk_gb = ma.fields.Integer(allow_none=True)
+    project_id = ma.fields.UUID(required=True)
+    server_id = ma.fields.UUID(allow_none=True)
+    created_at = UTCDateTime(required=True)
+    updated_at = UTCDateTime(allow_none=True)
+
+
+class EnvironmentCreateSchema(ma.Schema):
+    name = Name(required=True)
+    branch = Branch()
+    environment_type = ma.fields.String(
+        load_default="development",
+        validate=ma.validate.OneOf(["development", "staging", "production"]))
+
+
+class ListArgs(ma.Schema):
+    status = ma.fields.String(load_default=None, validate=ma.validate.Length(max=32))
+
+
+class LastDeploySchema(Schema):
+    id = ma.fields.UUID(required=True)
+    status = ma.fields.String(required=True)
+    started_at = UTCDateTime(allow_none=True)
+    completed_at = UTCDateTime(allow_none=True)
+
+
+class StatusSchema(Schema):
+    environment_id = ma.fields.UUID(required=True)
+    status = ma.fields.String(required=True)
+    url = ma.fields.String(allow_none=True)
+    container_running = ma.fields.Boolean(required=True)
+    db_ready = ma.fields.Boolean(required=True)
+    http_ok = ma.fields.Boolean(required=True)
+    last_deploy = ma.fields.Nested(LastDeploySchema, allow_none=True, required=True)
+
+
+class LogArgs(ma.Schema):
+    task_id = ma.fields.UUID(load_default=None)
+    lines = ma.fields.Integer(load_default=200, validate=ma.validate.Range(1, 5000))
+
+
+class TaskLogSchema(Schema):
+    task_id = ma.fields.String(allow_none=True, required=True)
+    log = ma.fields.String(required=True)
+    lines = ma.fields.Integer(required=True)
+    truncated = ma.fields.Boolean(required=True)
+
+
+class TaskSchema(Schema):
+    task_id = ma.fields.UUID(attribute="id", required=True)
+    status = ma.fields.Function(lambda d: states.TASK_STATUS.get(d.status, d.status))
+    kind = ma.fields.String(required=True)
+    trigger = ma.fields.String(required=True)
+    version = ma.fields.Integer(required=True)
+    environment_id = ma.fields.UUID(required=True)
+    project_id = ma.fields.UUID(required=True)
+    git_branch = ma.fields.String(allow_none=True)
+    git_commit = ma.fields.String(allow_none=True)
+    error_message = ma.fields.String(allow_none=True)
+    created_at = UTCDateTime(required=True)
+    started_at = UTCDateTime(allow_none=True)
+    completed_at = UTCDateTime(allow_none=True)
+
+
+@blp.route("/projects/<uuid:project_id>/environments")
+class Environments(MethodView):
+    @blp.arguments(ListArgs, location="query")
+    @blp.response(200, EnvironmentSchema(many=True))
+    def get(self, args, project_id):
+        """A project's active environments, oldest first (not paginated)."""
+        envs, project = svc.environments_of(current_key(), project_id, args["status"])
+        for env in envs:
+            env.project = project
+        return envs
+
+    @idempotent
+    @blp.arguments(EnvironmentCreateSchema)
+    @blp.response(201, EnvironmentSchema)
+    def post(self, body, project_id):
+        """Create an environment (status `deploying`); its first deployment is queued."""
+        return svc.create_environment(current_key(), project_id,
+                                      berth=current_app.extensions["berth"], **body)
+
+
+@blp.route("/environments/<uuid:env_id>")
+class EnvironmentById(MethodView):
+    @blp.response(200, EnvironmentSchema)
+    def get(self, env_id):
+        return svc.get_environment(current_key(), env_id)
+
+
+@blp.route("/environments/<uuid:env_id>/status")
+class EnvironmentStatus(MethodView):
+    @blp.response(200, StatusSchema)
+    def get(self, env_id):
+        return svc.status_snapshot(current_key(), env_id, _domain())
+
+
+@blp.route("/environments/<uuid:env_id>/logs")
+class EnvironmentLogs(MethodView):
+    @blp.arguments(LogArgs, location="query")
+    @blp.response(200, TaskLogSchema)
+    def get(self, args, env_id):
+        """The task log: the most recent task's by default, newest lines kept."""
+        return svc.task_log(current_key(), env_id, args["task_id"], args["lines"])
+
+
+@blp.route("/deployments/<uuid:task_id>")
+class Task(MethodView):
+    @blp.response(200, TaskSchema)
+    def get(self, task_id):
+        """A task (deployment) by id: what `poll_url` points at."""
+        return svc.get_task(current_key(), task_id)

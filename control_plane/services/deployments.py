@@ -1,0 +1,92 @@
+"""Deployments: a record per attempt, a durable command to the server's agent,
+and the statuses the agent's acknowledgement and result move it through."""
+
+from peewee import fn
+
+from control_plane import clock, states
+from control_plane.db import database
+from control_plane.models import Deployment, Environment, Event, Project
+from control_plane.services import commands
+
+
+def record_event(org_id, project_id, name, data):
+    """Outbox: written in the caller's transaction; webhooks fan it out later."""
+    Event.create(organization=org_id, project=project_id, name=name, data=data)
+
+
+def set_environment_status(env, target, org_id):
+    """The environment's move, checked against its table, with its event."""
+    if env.status == target:
+        return
+    states.check("environment", env.status, target)
+    previous, env.status, env.updated_at = env.status, target, clock.now()
+    Environment.update(status=target, updated_at=env.updated_at).where(
+        Environment.id == env.id).execute()
+    record_event(org_id, env.project_id, "environment.status_changed",
+                 {"environment_id": str(env.id), "project_id": str(env.project_id),
+                  "from": previous, "to": target})
+
+
+def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, commit=None):
+    """Inside the caller's transaction: the deployment record and its command."""
+    version = (Deployment.select(fn.MAX(Deployment.version))
+               .where(Deployment.environment == env.id).scalar() or 0) + 1
+    image = settings["ERP_IMAGE"].format(erp_version=project.erp_version or "17.0")
+    deployment = Deployment.create(
+        environment=env, project=project, version=version, kind=kind, trigger=trigger,
+        status=states.check("deployment", None, "pending"), git_branch=env.branch,
+        git_commit=commit, image_tag=image, triggered_by=triggered_by,
+        config={"cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb})
+    commands.enqueue(env.server_id, kind, {
+        "environment_id": str(env.id), "deployment_id": str(deployment.id),
+        "erp_image": image, "postgres_image": settings["POSTGRES_IMAGE"],
+        "cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb,
+        "git": {"url": project.git_repo_url, "branch": env.branch, "commit": commit},
+    }, deployment_id=deployment.id)
+    return deployment
+
+
+def on_ack(deployment_id):
+    """The agent has the command: the task is running."""
+    with database.atomic():
+        d = Deployment.get_or_none(Deployment.id == deployment_id)
+        if d is None or d.status != "pending":
+            return
+        now = clock.now()
+        Deployment.update(status=states.check("deployment", d.status, "running"), started_at=now,
+                          updated_at=now).where(Deployment.id == d.id).execute()
+        project = Project.get_by_id(d.project_id)
+        record_event(project.organization_id, project.id, "deploy.started",
+                     {"environment_id": str(d.environment_id), "project_id": str(project.id),
+                      "task_id": str(d.id)})
+
+
+def on_result(deployment_id, ok, result, error):
+    """The agent finished: the deployment and its environment settle."""
+    with database.atomic():
+        d = Deployment.get_or_none(Deployment.id == deployment_id)
+        if d is None or d.status in states.DEPLOYMENT_TERMINAL:
+            return  # cancelled or reaped meanwhile: the late result changes nothing
+        now = clock.now()
+        target = "success" if ok else "failed"
+        fields = {"status": states.check("deployment", d.status, target), "completed_at": now,
+                  "updated_at": now, "started_at": d.started_at or now}
+        result = result or {}
+        if ok:
+            fields["git_commit"] = result.get("git_commit") or d.git_commit
+        else:
+            fields["error_message"] = (error or "the deployment failed")[:2000]
+        Deployment.update(**fields).where(Deployment.id == d.id).execute()
+        env = Environment.get_by_id(d.environment_id)
+        project = Project.get_by_id(d.project_id)
+        if ok:
+            Environment.update(erp_container=result.get("erp_container"),
+                               db_container=result.get("db_container")).where(
+                Environment.id == env.id).execute()
+        set_environment_status(env, "running" if ok else "failed", project.organization_id)
+        duration = int((now - (d.started_at or d.created_at)).total_seconds())
+        record_event(project.organization_id, project.id,
+                     "deploy.completed" if ok else "deploy.failed",
+                     {"environment_id": str(env.id), "project_id": str(project.id),
+                      "task_id": str(d.id), "status": "completed" if ok else "failed",
+                      "duration_seconds": duration})

@@ -1,0 +1,107 @@
+"""Environments: one ERP instance of a project, with its own database,
+containers and URL, on the project's server."""
+
+from control_plane import clock, states
+from control_plane.db import database
+from control_plane.errors import Conflict, NotFound
+from control_plane.models import Deployment, Environment, Project, TaskLogLine
+from control_plane.services import deployments
+from control_plane.services.scope import projects_for
+
+NOT_READY = ("pending", "cloning", "deploying")
+
+
+def url_of(env, apps_domain):
+    """The custom domain once verified, else the platform subdomain."""
+    if env.custom_domain and env.custom_domain_verified:
+        return f"https://{env.custom_domain}"
+    return f"https://{env.id.hex[:12]}.{apps_domain}"
+
+
+def _project(key, project_id):
+    project = projects_for(key).where(Project.id == project_id).first()
+    if project is None:
+        raise NotFound("Project not found.")
+    return project
+
+
+def environments_of(key, project_id, status=None):
+    """Active environments of a project, oldest first; `status` is case-insensitive."""
+    project = _project(key, project_id)
+    query = Environment.select().where(Environment.project == project.id, Environment.is_active)
+    if status:
+        query = query.where(Environment.status == status.strip().lower())
+    return list(query.order_by(Environment.created_at, Environment.id)), project
+
+
+def get_environment(key, environment_id):
+    query = (Environment.select(Environment, Project).join(Project)
+             .where(Environment.id == environment_id, Environment.is_active,
+                    Project.organization == key.organization_id, Project.deleted_at.is_null()))
+    if key.project_scoped:
+        query = query.where(Project.id == key.project_id)
+    env = query.first()
+    if env is None:
+        raise NotFound("Environment not found.")
+    return env
+
+
+def create_environment(key, project_id, *, name, berth, branch=None,
+                       environment_type="development"):
+    """201 with status `deploying`: the environment and its first deployment,
+    queued for the server's agent in the same transaction."""
+    with database.atomic():
+        project = _project(key, project_id)
+        if project.server_id is None:
+            raise Conflict("The project has no server to deploy on.", code="no_server")
+        env = Environment.create(
+            project=project, server=project.server_id, name=name.strip(),
+            environment_type=environment_type,
+            status=states.check("environment", None, "deploying"),
+            branch=branch or project.default_branch or "main", updated_at=clock.now())
+        deployments.record_event(project.organization_id, project.id, "environment.created",
+                                 {"environment_id": str(env.id), "project_id": str(project.id),
+                                  "name": env.name})
+        deployments.start(env, project, berth.settings, trigger="manual",
+                          triggered_by=key.owner_id)
+    if berth.gateway is not None:
+        berth.gateway.wake(env.server_id)
+    return env
+
+
+def status_snapshot(key, environment_id, apps_domain):
+    env = get_environment(key, environment_id)
+    running = env.status in ("running", "paused")
+    last = (Deployment.select().where(Deployment.environment == env.id)
+            .order_by(Deployment.version.desc()).first())
+    return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
+            "container_running": running, "db_ready": running, "http_ok": running,
+            "last_deploy": None if last is None else {
+                "id": last.id, "status": states.TASK_STATUS.get(last.status, last.status),
+                "started_at": last.started_at, "completed_at": last.completed_at}}
+
+
+def task_log(key, environment_id, task_id=None, lines=200):
+    """The newest `lines` lines of a task (the most recent one by default)."""
+    env = get_environment(key, environment_id)
+    query = Deployment.select().where(Deployment.environment == env.id)
+    task = (query.where(Deployment.id == task_id).first() if task_id
+            else query.order_by(Deployment.version.desc()).first())
+    if task is None:
+        if task_id:
+            raise NotFound("Task not found.")
+        return {"task_id": None, "log": "", "lines": 0, "truncated": False}
+    rows = list(TaskLogLine.select(TaskLogLine.message).where(TaskLogLine.deployment == task.id)
+                .order_by(TaskLogLine.seq.desc()).limit(lines + 1).tuples())
+    truncated = len(rows) > lines
+    messages = [m for (m,) in reversed(rows[:lines])]
+    return {"task_id": str(task.id), "log": "\n".join(messages), "lines": len(messages),
+            "truncated": truncated}
+
+
+def get_task(key, task_id):
+    d = (Deployment.select(Deployment, Project).join(Project)
+         .where(Deployment.id == task_id, Project.organization == key.organization_id).first())
+    if d is None or (key.project_scoped and d.project_id != key.project_id):
+        raise NotFound("Task not found.")
+    return d

@@ -1,0 +1,51 @@
+"""Every state machine in one place: one declared transition table per
+resource. A move not in its table is refused with the error the spec names."""
+
+from control_plane.errors import ApiError, Conflict
+
+# environment: (from, to) pairs allowed; "*" means from any status.
+ENVIRONMENT = {
+    (None, "deploying"),                       # created: the initial deployment is queued
+    ("deploying", "running"), ("deploying", "failed"),
+    ("running", "deploying"), ("stopped", "deploying"), ("failed", "deploying"),
+    ("error", "deploying"),
+    ("running", "stopped"), ("stopped", "running"),
+    ("deploying", "error"), ("pending", "error"),   # stuck deployment (reaper)
+    ("*", "destroying"), ("destroying", "pending"),
+}
+
+# deployment (the public API's "task")
+DEPLOYMENT = {
+    (None, "pending"),
+    ("pending", "running"),                    # the agent acknowledged it
+    ("pending", "success"), ("running", "success"),
+    ("pending", "failed"), ("running", "failed"),
+    ("pending", "cancelled"), ("running", "cancelled"),
+    (None, "destroyed"),
+}
+DEPLOYMENT_TERMINAL = {"success", "failed", "cancelled", "destroyed"}
+
+# How a deployment's status reads as a task status on the public API.
+TASK_STATUS = {"pending": "queued", "queued": "queued", "building": "running",
+               "deploying": "running", "running": "running", "success": "completed",
+               "failed": "failed", "cancelled": "cancelled", "rolled_back": "completed",
+               "destroyed": "completed"}
+
+TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT}
+
+
+def check(resource, current, target):
+    """Raise unless `current -> target` is in the resource's table."""
+    table = TABLES[resource]
+    if (current, target) in table or ("*", target) in table:
+        return target
+    raise Conflict(f"A {resource} cannot go from {current} to {target}.",
+                   code="invalid_transition")
+
+
+def can(resource, current, target):
+    try:
+        check(resource, current, target)
+        return True
+    except ApiError:
+        return False

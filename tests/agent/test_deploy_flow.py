@@ -1,0 +1,103 @@
+"""The main flow through every part: POST an environment to the public API,
+the gateway hands the deploy command to the real agent, the agent brings up
+PostgreSQL and the ERP from the local images, and the environment is running."""
+
+import subprocess
+import urllib.request
+
+import pytest
+
+from agent.environments import Environments
+from control_plane.models import AgentCommand, Event, Project, Server
+from control_plane.services import agents as agent_svc
+from tests.agent_support import registered_server, wait_for
+from tests.conftest import auth
+
+P = "/api/public/v1"
+
+
+@pytest.fixture
+def deployable(app, world, agents, tmp_path, erp_image, postgres_image, docker_client):
+    settings = app.extensions["berth"].settings
+    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
+    bare = tmp_path / "repo.git"
+    work = tmp_path / "work"
+    work.mkdir()
+    for cmd in (["git", "init", "-q", "--initial-branch=main"],
+                ["git", "config", "user.email", "d@example.com"],
+                ["git", "config", "user.name", "d"]):
+        subprocess.run(cmd, cwd=work, check=True)
+    (work / "shop").mkdir()
+    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "v1"], cwd=work, check=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "push", "-q", str(bare), "main"], cwd=work, check=True)
+
+    org = world.org()
+    server, credential = registered_server(org)
+    project = world.project(org, server)
+    Project.update(git_repo_url=f"file://{bare}").where(Project.id == project.id).execute()
+    raw, _ = world.key(org)
+    root = tmp_path / "srv"
+    agents(server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root)})
+    wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
+    created = []
+    yield org, project, raw, created
+    envs = Environments(docker_client, root=root)
+    for env_id in created:
+        envs.destroy(env_id, True, lambda *a: None)
+
+
+def test_create_environment_deploys_it(client, deployable):
+    org, project, raw, created = deployable
+    r = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                    json={"name": "Production", "environment_type": "production"})
+    assert r.status_code == 201, r.json
+    env = r.json
+    created.append(env["id"])
+    assert env["status"] == "deploying" and env["branch"] == "main"
+    assert env["last_commit"] is None and env["url"].startswith("https://")
+
+    status = client.get(f"{P}/environments/{env['id']}/status", headers=auth(raw)).json
+    task = status["last_deploy"]["id"]
+    done = wait_for(lambda: (t := client.get(f"{P}/deployments/{task}", headers=auth(raw)).json)
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
+                    what="deployment finished")
+    assert done["status"] == "completed", done
+    assert len(done["git_commit"]) == 40 and done["started_at"] and done["completed_at"]
+
+    status = client.get(f"{P}/environments/{env['id']}/status", headers=auth(raw)).json
+    assert status["status"] == "running" and status["container_running"] is True
+    assert status["last_deploy"]["status"] == "completed"
+    log = client.get(f"{P}/environments/{env['id']}/logs", headers=auth(raw)).json
+    assert log["task_id"] == task and "health" in log["log"] and log["truncated"] is False
+    short = client.get(f"{P}/environments/{env['id']}/logs?lines=1", headers=auth(raw)).json
+    assert short["lines"] == 1 and short["truncated"] is True
+
+    port = AgentCommand.get(AgentCommand.deployment == task).result["result"]["http_port"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as h:
+        assert h.status == 200
+    names = {e.name for e in Event.select().where(Event.organization == org.id)}
+    assert {"environment.created", "deploy.started", "deploy.completed",
+            "environment.status_changed"} <= names
+    listed = client.get(f"{P}/projects/{project.id}/environments?status=RUNNING",
+                        headers=auth(raw)).json
+    assert [e["id"] for e in listed] == [env["id"]]
+
+
+def test_unknown_branch_fails_with_a_readable_reason(client, deployable):
+    org, project, raw, created = deployable
+    r = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                    json={"name": "Broken", "branch": "no-such-branch"})
+    created.append(r.json["id"])
+    task = client.get(f"{P}/environments/{r.json['id']}/status",
+                      headers=auth(raw)).json["last_deploy"]["id"]
+    done = wait_for(lambda: (t := client.get(f"{P}/deployments/{task}", headers=auth(raw)).json)
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
+                    what="deployment finished")
+    assert done["status"] == "failed" and "no-such-branch" in done["error_message"]
+    env = client.get(f"{P}/environments/{r.json['id']}", headers=auth(raw)).json
+    assert env["status"] == "failed"
+    log = client.get(f"{P}/environments/{r.json['id']}/logs", headers=auth(raw)).json
+    assert "cloning the repository failed" in log["log"]
