@@ -11,7 +11,10 @@ ENVIRONMENT = {
     ("error", "deploying"),
     ("running", "stopped"), ("stopped", "running"),
     ("deploying", "error"), ("pending", "error"),   # stuck deployment (reaper)
-    ("*", "destroying"), ("destroying", "pending"),
+    ("failed", "running"), ("error", "running"),  # started again after a failure
+    ("failed", "stopped"), ("error", "stopped"),
+    ("*", "destroying"), ("destroying", "pending"), ("destroying", "deleted"),
+    ("destroying", "failed"),
 }
 
 # deployment (the public API's "task")

@@ -27,6 +27,22 @@ def set_environment_status(env, target, org_id):
                   "from": previous, "to": target})
 
 
+# kind -> (agent command, environment status while it runs, status once it succeeded)
+KINDS = {
+    "deploy": ("deploy", "deploying", "running"),
+    "redeploy": ("deploy", "deploying", "running"),
+    "restart": ("restart", None, "running"),
+    "start": ("start", None, "running"),
+    "stop": ("stop", None, "stopped"),
+    "delete": ("destroy", "destroying", "deleted"),
+}
+
+
+def in_progress(env_id):
+    return Deployment.select().where(Deployment.environment == env_id,
+                                     Deployment.status.in_(("pending", "running"))).exists()
+
+
 def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, commit=None):
     """Inside the caller's transaction: the deployment record and its command."""
     version = (Deployment.select(fn.MAX(Deployment.version))
@@ -37,8 +53,9 @@ def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, 
         status=states.check("deployment", None, "pending"), git_branch=env.branch,
         git_commit=commit, image_tag=image, triggered_by=triggered_by,
         config={"cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb})
-    commands.enqueue(env.server_id, kind, {
+    commands.enqueue(env.server_id, KINDS[kind][0], {
         "environment_id": str(env.id), "deployment_id": str(deployment.id),
+        "delete_data": kind == "delete",
         "erp_image": image, "postgres_image": settings["POSTGRES_IMAGE"],
         "cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb,
         "git": {"url": project.git_repo_url, "branch": env.branch, "commit": commit},
@@ -79,11 +96,17 @@ def on_result(deployment_id, ok, result, error):
         Deployment.update(**fields).where(Deployment.id == d.id).execute()
         env = Environment.get_by_id(d.environment_id)
         project = Project.get_by_id(d.project_id)
-        if ok:
+        done_status = KINDS[d.kind][2]
+        if ok and d.kind in ("deploy", "redeploy"):
             Environment.update(erp_container=result.get("erp_container"),
                                db_container=result.get("db_container")).where(
                 Environment.id == env.id).execute()
-        set_environment_status(env, "running" if ok else "failed", project.organization_id)
+        if ok and done_status == "deleted":
+            Environment.update(is_active=False, erp_container=None, db_container=None).where(
+                Environment.id == env.id).execute()
+            record_event(project.organization_id, project.id, "environment.deleted",
+                         {"environment_id": str(env.id), "project_id": str(project.id)})
+        set_environment_status(env, done_status if ok else "failed", project.organization_id)
         duration = int((now - (d.started_at or d.created_at)).total_seconds())
         record_event(project.organization_id, project.id,
                      "deploy.completed" if ok else "deploy.failed",

@@ -105,3 +105,39 @@ def get_task(key, task_id):
     if d is None or (key.project_scoped and d.project_id != key.project_id):
         raise NotFound("Task not found.")
     return d
+
+
+ACTIONS = ("deploy", "redeploy", "restart", "start", "stop")
+
+
+def act(key, environment_id, action, *, berth):
+    """An action (or deletion) as a task: 202 at once, the work on the server.
+    One queued-or-running task per environment (409 task_in_progress)."""
+    with database.atomic():
+        env = get_environment(key, environment_id)
+        if deployments.in_progress(env.id):
+            raise Conflict("A task is already queued or running for this environment.",
+                           code="task_in_progress")
+        _, while_running, when_done = deployments.KINDS[action]
+        org = env.project.organization_id
+        if while_running:
+            deployments.set_environment_status(env, while_running, org)
+        elif env.status != when_done:
+            states.check("environment", env.status, when_done)  # e.g. stop only what runs
+        task = deployments.start(env, env.project, berth.settings, trigger="manual",
+                                 kind=action, triggered_by=key.owner_id)
+    if berth.gateway is not None:
+        berth.gateway.wake(env.server_id)
+    return {"task_id": task.id, "status": "queued", "environment_id": env.id,
+            "poll_url": f"/api/public/v1/deployments/{task.id}"}
+
+
+def delete_environment(key, environment_id, confirm, *, berth):
+    """Irreversible: containers, database and filestore go (202 with the task)."""
+    get_environment(key, environment_id)  # 404 before 400
+    if confirm != "true":
+        from control_plane.errors import BadRequest
+
+        raise BadRequest("Send the header 'X-Confirm-Delete: true' to delete an environment.",
+                         code="confirm_required")
+    return act(key, environment_id, "delete", berth=berth)

@@ -16,6 +16,10 @@ from tests.conftest import auth
 P = "/api/public/v1"
 
 
+class deployable_keys:  # noqa: N801 - a namespace for the fixture's read-only key
+    pass
+
+
 @pytest.fixture
 def deployable(app, world, agents, tmp_path, erp_image, postgres_image, docker_client):
     settings = app.extensions["berth"].settings
@@ -39,6 +43,7 @@ def deployable(app, world, agents, tmp_path, erp_image, postgres_image, docker_c
     project = world.project(org, server)
     Project.update(git_repo_url=f"file://{bare}").where(Project.id == project.id).execute()
     raw, _ = world.key(org)
+    deployable_keys.reader = world.key(org, "read_only")[0]  # polls: 120 a minute
     root = tmp_path / "srv"
     agents(server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root)})
     wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
@@ -101,3 +106,52 @@ def test_unknown_branch_fails_with_a_readable_reason(client, deployable):
     assert env["status"] == "failed"
     log = client.get(f"{P}/environments/{r.json['id']}/logs", headers=auth(raw)).json
     assert "cloning the repository failed" in log["log"]
+
+
+def _finish(client, accepted):
+    assert accepted.status_code == 202, accepted.json
+    body = accepted.json
+    assert body["status"] == "queued"
+    assert body["poll_url"] == f"/api/public/v1/deployments/{body['task_id']}"
+    reader = auth(deployable_keys.reader)
+    return wait_for(lambda: (t := client.get(body["poll_url"], headers=reader).json)
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.3,
+                    what="task finished")
+
+
+def test_actions_and_delete(client, deployable, docker_client):
+    org, project, raw, created = deployable
+    env = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                      json={"name": "Staging"}).json
+    created.append(env["id"])
+    base = f"{P}/environments/{env['id']}"
+    first = client.get(f"{base}/status", headers=auth(raw)).json["last_deploy"]["id"]
+    # One queued-or-running task per environment.
+    busy = client.post(f"{base}/actions/restart", headers=auth(raw))
+    assert busy.status_code == 409 and busy.json["error"] == "task_in_progress"
+    reader = auth(deployable_keys.reader)
+    wait_for(lambda: client.get(f"{P}/deployments/{first}", headers=reader).json["status"]
+             == "completed", timeout=120, interval=0.3, what="first deploy")
+
+    assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
+        "status"] == "completed"
+    assert client.get(base, headers=reader).json["status"] == "stopped"
+    label = {"label": f"berth.environment_id={env['id']}"}
+    assert {c.status for c in docker_client.containers.list(all=True, filters=label)} == {"exited"}
+    # An action whose end state is the current one is accepted, and changes nothing.
+    assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
+        "status"] == "completed"
+
+    for action in ("start", "restart", "redeploy"):
+        done = _finish(client, client.post(f"{base}/actions/{action}", headers=auth(raw)))
+        assert done["status"] == "completed" and done["kind"] == action
+        assert client.get(base, headers=reader).json["status"] == "running"
+    assert client.post(f"{base}/actions/explode", headers=auth(raw)).status_code == 404
+
+    r = client.delete(base, headers=auth(raw))
+    assert r.status_code == 400 and r.json["error"] == "confirm_required"
+    done = _finish(client, client.delete(base, headers={**auth(raw), "X-Confirm-Delete": "true"}))
+    assert done["status"] == "completed" and done["kind"] == "delete"
+    assert client.get(base, headers=reader).status_code == 404
+    assert docker_client.containers.list(all=True, filters=label) == []
+    assert "environment.deleted" in {e.name for e in Event.select().where(Event.organization == org.id)}

@@ -2,7 +2,7 @@
 and the task poll endpoint /deployments/{task_id}."""
 
 import marshmallow as ma
-from flask import current_app
+from flask import current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -78,6 +78,18 @@ class TaskLogSchema(Schema):
     truncated = ma.fields.Boolean(required=True)
 
 
+class TaskAcceptedSchema(Schema):
+    task_id = ma.fields.UUID(required=True)
+    status = ma.fields.String(required=True)
+    environment_id = ma.fields.UUID(required=True)
+    poll_url = ma.fields.String(required=True)
+
+
+class ConfirmHeader(ma.Schema):
+    x_confirm_delete = ma.fields.String(data_key="X-Confirm-Delete", metadata={
+        "description": "Must be exactly `true`."})
+
+
 class TaskSchema(Schema):
     task_id = ma.fields.UUID(attribute="id", required=True)
     status = ma.fields.Function(lambda d: states.TASK_STATUS.get(d.status, d.status))
@@ -119,6 +131,24 @@ class EnvironmentById(MethodView):
     @blp.response(200, EnvironmentSchema)
     def get(self, env_id):
         return svc.get_environment(current_key(), env_id)
+
+    @blp.arguments(ConfirmHeader, location="headers", unknown=ma.EXCLUDE)
+    @blp.response(202, TaskAcceptedSchema)
+    def delete(self, _headers, env_id):
+        """Delete an environment (`X-Confirm-Delete: true`): a task that removes its
+        containers, database and filestore."""
+        return svc.delete_environment(current_key(), env_id,
+                                      request.headers.get("X-Confirm-Delete"),
+                                      berth=current_app.extensions["berth"])
+
+
+@blp.route("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
+class EnvironmentAction(MethodView):
+    @idempotent
+    @blp.response(202, TaskAcceptedSchema)
+    def post(self, env_id, action):
+        """Run an action as a task (full-access key; accepts `X-Idempotency-Key`)."""
+        return svc.act(current_key(), env_id, action, berth=current_app.extensions["berth"])
 
 
 @blp.route("/environments/<uuid:env_id>/status")
