@@ -8,8 +8,6 @@ from control_plane.models import Deployment, Environment, Project, TaskLogLine
 from control_plane.services import deployments
 from control_plane.services.scope import projects_for
 
-NOT_READY = ("pending", "cloning", "deploying")
-
 
 def url_of(env, apps_domain):
     """The custom domain once verified, else the platform subdomain."""

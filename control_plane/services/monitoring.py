@@ -7,7 +7,8 @@ from limits import RateLimitItemPerMinute
 
 from agent.rpc.v1 import agent_pb2 as pb
 from control_plane.errors import ApiError, Conflict, NotFound
-from control_plane.models import Environment, Project, Server
+from control_plane.models import Environment, Server
+from control_plane.services import environments
 
 PER_SERVER = RateLimitItemPerMinute(6)  # server metrics, per server
 PER_ENVIRONMENT = RateLimitItemPerMinute(6)  # environment metrics, per environment
@@ -71,20 +72,8 @@ def server_metrics(key, server_id, berth):
         "queried_at": _now_ms()}
 
 
-def environment_in_scope(key, environment_id):
-    query = (Environment.select(Environment, Project).join(Project)
-             .where(Environment.id == environment_id, Environment.is_active,
-                    Project.organization == key.organization_id, Project.deleted_at.is_null()))
-    if key.project_scoped:
-        query = query.where(Project.id == key.project_id)
-    env = query.first()
-    if env is None:
-        raise NotFound("Environment not found.")
-    return env
-
-
 def _ready(key, environment_id, berth, limit, namespace):
-    env = environment_in_scope(key, environment_id)
+    env = environments.get_environment(key, environment_id)
     if env.server_id is None:
         raise Conflict("The environment has no server yet.", code="no_server")
     if env.status in NOT_READY:
