@@ -34,6 +34,15 @@ if ! pgrep -x dockerd >/dev/null 2>&1; then
     $SUDO mkdir -p "$(dirname "$LOG")"
     # An engine killed without cleaning up leaves its pid file; its pid may be reused.
     $SUDO rm -f /var/run/docker.pid
+    # Likewise the managed containerd's pid file: dockerd trusts any live process with
+    # that pid and then waits forever for a socket nobody will open.
+    CPID_FILE=/var/run/docker/containerd/containerd.pid
+    if [ -f "$CPID_FILE" ]; then
+        CPID=$(cat "$CPID_FILE" 2>/dev/null || true)
+        if [ -z "$CPID" ] || [ "$(cat "/proc/$CPID/comm" 2>/dev/null)" != containerd ]; then
+            $SUDO rm -f "$CPID_FILE"
+        fi
+    fi
     echo "starting dockerd (log: $LOG)" >&2
     # setsid: the engine outlives this script and the make (or CI) process group.
     $SUDO sh -c "setsid '$DOCKERD' >>'$LOG' 2>&1 </dev/null &"
