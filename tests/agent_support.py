@@ -30,7 +30,7 @@ def wait_for(predicate, timeout=20, interval=0.05, what="condition"):
 
 @pytest.fixture
 def gateway(app):
-    gw = Gateway()
+    gw = Gateway(settings=app.extensions["berth"].settings)
     port = gw.start_in_thread("127.0.0.1:0")
     app.extensions["berth"].gateway = gw
     app.config["GRPC_PUBLIC_ADDRESS"] = f"127.0.0.1:{port}"

@@ -67,7 +67,8 @@ def _gateway(app):
 
     cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
     tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
-    return Gateway(tls=tls, redis_url=app.config["REDIS_URL"])
+    return Gateway(tls=tls, redis_url=app.config["REDIS_URL"],
+                   settings=app.extensions["berth"].settings)
 
 
 def start_gateway_thread(app, host, port):

@@ -68,8 +68,9 @@ class Session:
 
 
 class Gateway(pb_grpc.AgentGatewayServicer):
-    def __init__(self, tls=None, redis_url=None):
+    def __init__(self, tls=None, redis_url=None, settings=None):
         self.tls = tls  # (cert_pem, key_pem) or None
+        self.settings = settings  # images for a registration's auto_deploy
         self.redis_url = redis_url  # set: other processes reach our streams via Redis
         self.relay = None  # answers relayed requests for our streams
         self.remote = None  # reaches streams other gateway processes hold
@@ -219,7 +220,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         try:
             server, credential = await asyncio.to_thread(
                 registration.consume_token, request.token, hostname=facts.hostname,
-                cpu_cores=facts.cpu_cores, ram_mb=facts.ram_mb, disk_gb=facts.disk_gb)
+                cpu_cores=facts.cpu_cores, ram_mb=facts.ram_mb, disk_gb=facts.disk_gb,
+                settings=self.settings)
         except ApiError as exc:
             await context.abort(REGISTER_ERRORS.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT),
                                 f"{exc.code}: {exc.message}")

@@ -44,6 +44,21 @@ def get_environment(key, environment_id):
     return env
 
 
+def _create(project, server_id, settings, *, name, branch, environment_type, trigger,
+            triggered_by=None):
+    """Inside the caller's transaction: the environment (`deploying`) and its first
+    deployment, queued for the server's agent."""
+    env = Environment.create(
+        project=project, server=server_id, name=name.strip(), environment_type=environment_type,
+        status=states.check("environment", None, "deploying"),
+        branch=branch or project.default_branch or "main", updated_at=clock.now())
+    deployments.record_event(project.organization_id, project.id, "environment.created",
+                             {"environment_id": str(env.id), "project_id": str(project.id),
+                              "name": env.name})
+    deployments.start(env, project, settings, trigger=trigger, triggered_by=triggered_by)
+    return env
+
+
 def create_environment(key, project_id, *, name, berth, branch=None,
                        environment_type="development"):
     """201 with status `deploying`: the environment and its first deployment,
@@ -52,19 +67,27 @@ def create_environment(key, project_id, *, name, berth, branch=None,
         project = _project(key, project_id)
         if project.server_id is None:
             raise Conflict("The project has no server to deploy on.", code="no_server")
-        env = Environment.create(
-            project=project, server=project.server_id, name=name.strip(),
-            environment_type=environment_type,
-            status=states.check("environment", None, "deploying"),
-            branch=branch or project.default_branch or "main", updated_at=clock.now())
-        deployments.record_event(project.organization_id, project.id, "environment.created",
-                                 {"environment_id": str(env.id), "project_id": str(project.id),
-                                  "name": env.name})
-        deployments.start(env, project, berth.settings, trigger="manual",
-                          triggered_by=key.owner_id)
+        env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
+                      environment_type=environment_type, trigger="manual",
+                      triggered_by=key.owner_id)
     if berth.gateway is not None:
         berth.gateway.wake(env.server_id)
     return env
+
+
+def auto_deploy(spec, server, settings):
+    """A registration token's `auto_deploy`, applied as its server registers (inside
+    that transaction): an environment of the project on the new server. The agent
+    receives its deployment as soon as it connects."""
+    project = Project.get_or_none(Project.id == spec["project_id"],
+                                  Project.organization == server.organization_id,
+                                  Project.deleted_at.is_null())
+    if project is None:
+        return None  # the project went away since the token was made: nothing to deploy
+    return _create(project, server.id, settings, name=spec.get("environment_name") or "production",
+                   branch=spec.get("branch"),
+                   environment_type=spec.get("environment_type") or "production",
+                   trigger="auto_deploy")
 
 
 def status_snapshot(key, environment_id, apps_domain):

@@ -201,7 +201,8 @@ def _refusal(token, now):
     return Unauthorized("This registration token is not valid.", code="token_invalid")
 
 
-def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_name=None):
+def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_name=None,
+                  settings=None):
     """Trade a token for a Server and its agent credential (returned once).
 
     The claim is one conditional UPDATE (pending and unexpired -> consumed) in
@@ -230,4 +231,8 @@ def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_nam
             cpu_cores=cpu_cores, ram_mb=ram_mb, disk_gb=disk_gb, hostname=hostname,
             agent_credential_hash=security.digest(credential), created_at=now)
         RegistrationToken.update(server=server).where(RegistrationToken.id == token.id).execute()
+        if token.auto_deploy and settings is not None:
+            from control_plane.services import environments
+
+            environments.auto_deploy(token.auto_deploy, server, settings)
     return server, credential

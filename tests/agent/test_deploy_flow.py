@@ -155,3 +155,41 @@ def test_actions_and_delete(client, deployable, docker_client):
     assert client.get(base, headers=reader).status_code == 404
     assert docker_client.containers.list(all=True, filters=label) == []
     assert "environment.deleted" in {e.name for e in Event.select().where(Event.organization == org.id)}
+
+
+def test_auto_deploy_applies_when_the_server_registers(client, app, world, gateway, tmp_path,
+                                                       erp_image, postgres_image, docker_client):
+    import grpc
+
+    from agent.rpc.v1 import agent_pb2 as pb
+    from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+    from tests.agent_support import AgentProcess
+
+    settings = app.extensions["berth"].settings
+    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
+    org = world.org()
+    project = world.project(org)
+    raw, _ = world.key(org, server_registration=True)
+    token = client.post(f"{P}/servers/registration-tokens", headers=auth(raw), json={
+        "server_name": "auto", "auto_deploy": {"project_id": str(project.id),
+                                               "environment_name": "Production"}}).json
+    with grpc.insecure_channel(f"127.0.0.1:{gateway.port}") as ch:
+        reply = pb_grpc.AgentGatewayStub(ch).Register(pb.RegisterRequest(
+            token=token["token"], facts=pb.HostFacts(hostname="auto-box", cpu_cores=2,
+                                                     ram_mb=2048, disk_gb=20)), timeout=30)
+    root = tmp_path / "srv"
+    agent = AgentProcess(tmp_path, f"127.0.0.1:{gateway.port}", reply.server_id,
+                         reply.credential, env={"BERTH_AGENT_ENV_ROOT": str(root)}).start()
+    reader = auth(world.key(org, "read_only")[0])
+    try:
+        env = wait_for(lambda: next(iter(client.get(
+            f"{P}/projects/{project.id}/environments?status=running", headers=reader).json), None),
+            timeout=120, interval=0.5, what="auto-deployed environment running")
+        assert env["name"] == "Production" and env["server_id"] == reply.server_id
+        task = client.get(f"{P}/environments/{env['id']}/status",
+                          headers=reader).json["last_deploy"]["id"]
+        assert client.get(f"{P}/deployments/{task}", headers=reader).json["trigger"] == "auto_deploy"
+    finally:
+        agent.kill()
+        for e in client.get(f"{P}/projects/{project.id}/environments", headers=reader).json:
+            Environments(docker_client, root=root).destroy(e["id"], True, lambda *a: None)

@@ -95,3 +95,23 @@ def _environment(served, project_id, server_id):
                    (uuid.UUID(env_id).hex, uuid.UUID(project_id).hex, uuid.UUID(server_id).hex))
     db.close()
     return env_id
+
+
+def test_systemd_unit_is_written_hardened_and_enabled(served, docker_client, test_image):
+    """systemd cannot run in a test container, so `systemctl` is a fake that
+    records its calls (and /run/systemd/system exists); the unit file is real."""
+    token = api(served, "POST", "/servers/registration-tokens",
+                json={"server_name": "with-systemd"}).json()
+    fake_systemctl = "#!/bin/sh\necho \"$@\" >> /tmp/systemctl.calls\n"
+    script = (f"mkdir -p /run/systemd/system && printf '%s' '{fake_systemctl}' "
+              "> /usr/local/bin/systemctl && chmod +x /usr/local/bin/systemctl && "
+              f"{token['install_command']} && cat /etc/systemd/system/berth-agent.service && "
+              "echo ---CALLS--- && cat /tmp/systemctl.calls")
+    out = docker_client.containers.run(test_image, ["sh", "-c", script], network_mode="host",
+                                       remove=True).decode()
+    unit, calls = out.split("---CALLS---")
+    assert "ExecStart=/usr/local/bin/berth-agent run" in unit
+    for hardening in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
+                      "PrivateTmp=yes", "Restart=always"):
+        assert hardening in unit
+    assert calls.split("\n")[1:4] == ["daemon-reload", "enable berth-agent", "restart berth-agent"]
