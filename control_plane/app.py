@@ -54,10 +54,12 @@ def create_app(config=None):
         return {"grpc_address": grpc_public_address(app),
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"])}
 
+    from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
     from control_plane.installer import blp as installer
 
     register_public(app)
+    register_ops(app)
     app.register_blueprint(installer)
     return app
 

@@ -1,0 +1,35 @@
+"""The deployment-operations surface at /api/v1 (user bearer tokens)."""
+
+from control_plane.api.smorest import BerthApi
+
+PREFIX = "/api/v1"
+
+DESCRIPTION = """\
+Deployment operations for members of an organization. Authenticate with a user
+token (`berth admin user token USER_ID`) as `Authorization: Bearer <token>`.
+Operations check the user's permissions (`project.environments.deploy`,
+`project.deployments.cancel`) and membership of the resource's organization;
+another organization's resources answer 404. Errors are `{"error": code, "message": text}`.
+"""
+
+
+def register(app):
+    app.config.update({
+        "OPS_API_TITLE": "Berth deployment operations",
+        "OPS_API_VERSION": "v1",
+        "OPS_OPENAPI_VERSION": "3.0.3",
+        "OPS_OPENAPI_URL_PREFIX": PREFIX,
+        "OPS_OPENAPI_JSON_PATH": "openapi.json",
+    })
+    api = BerthApi(app, config_prefix="OPS", spec_kwargs={
+        "info": {"description": DESCRIPTION},
+        "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/")}],
+        "security": [{"bearerAuth": []}],
+    })
+    api.spec.components.security_scheme("bearerAuth", {"type": "http", "scheme": "bearer"})
+
+    from control_plane.api.ops import deployments, git_webhooks
+
+    for module in (deployments, git_webhooks):
+        api.register_blueprint(module.blp, url_prefix=PREFIX)
+    return api
