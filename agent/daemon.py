@@ -29,6 +29,7 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
 ]
 _END = object()
+INTERRUPTED = "interrupted by an agent restart; not run again"
 
 
 def backoff(attempt):
@@ -41,6 +42,10 @@ class Agent:
         self.config = config
         self.docker_client = docker_client
         self.journal = CommandJournal(data_dir / "commands.json")
+        interrupted = self.journal.interrupt_unfinished(INTERRUPTED)
+        if interrupted:
+            log.warning("commands interrupted by the last stop, reported failed: %s",
+                        ", ".join(interrupted))
         self.status = StatusFile(data_dir / "status.json", control_plane=config.control_plane,
                                  grpc_address=config.grpc_address, server_id=config.server_id,
                                  version=__version__)
@@ -48,6 +53,7 @@ class Agent:
         self.stop = threading.Event()
         self._host = None
         self._containers = None
+        self._outbox = _closed_queue()  # the current stream's, once there is one
 
     # --- connection loop -------------------------------------------------
 
@@ -61,7 +67,7 @@ class Agent:
 
     def _session(self):
         """One stream, until it drops. Returns whether the gateway welcomed us."""
-        outbox = queue.Queue()
+        outbox = self._outbox = queue.Queue()
         welcomed = False
         address = self.config.grpc_address
         try:
@@ -114,16 +120,21 @@ class Agent:
 
     # --- durable commands --------------------------------------------------
 
+    def _send(self, outbox, message):
+        """On the stream the command came by or, once that one has ended, on the
+        current one: a result must not die with the stream it was started on. (One
+        lost between two streams is asked for again by the next stream.)"""
+        (self._outbox if _closed(outbox) else outbox).put(message)
+
     def _execute(self, outbox, command):
-        done = self.journal.get(command.id)
-        if done is not None:  # redelivered: acknowledge, never run twice
+        if not self.journal.start(command.id):  # redelivered: acknowledge, never run twice
+            done = self.journal.get(command.id)
             outbox.put(_ack(command.id, duplicate=True))
             if done["state"] == "done":
                 outbox.put(_result(command.id, done["ok"], done["result"], done["error"]))
             return
-        self.journal.start(command.id)
         outbox.put(_ack(command.id))
-        log = _TaskLog(outbox, command.id)
+        log = _TaskLog(lambda message: self._send(outbox, message), command.id)
         try:
             payload = json.loads(command.payload_json or "{}")
             result, ok, error = self.handle_command(command.kind, payload, log), True, None
@@ -131,7 +142,7 @@ class Agent:
             log("error", str(exc))
             result, ok, error = None, False, str(exc)
         self.journal.finish(command.id, ok, result, error)
-        outbox.put(_result(command.id, ok, result, error))
+        self._send(outbox, _result(command.id, ok, result, error))
 
     def handle_command(self, kind, payload, log):
         if kind == "ping":
@@ -231,15 +242,21 @@ def _closed(outbox):
         return _END in outbox.queue
 
 
+def _closed_queue():
+    q = queue.Queue()
+    q.put(_END)
+    return q
+
+
 class _TaskLog:
     """`log(level, message)` for one command: numbered progress lines."""
 
-    def __init__(self, outbox, command_id):
-        self.outbox, self.command_id, self.seq = outbox, command_id, 0
+    def __init__(self, send, command_id):
+        self.send, self.command_id, self.seq = send, command_id, 0
 
     def __call__(self, level, message):
         self.seq += 1
-        self.outbox.put(pb.AgentMessage(log=pb.TaskLog(
+        self.send(pb.AgentMessage(log=pb.TaskLog(
             command_id=self.command_id, seq=self.seq, level=level, message=message)))
 
 

@@ -32,6 +32,19 @@ class CommandJournal:
             self._save()
             return True
 
+    def interrupt_unfinished(self, error):
+        """At start-up: commands a previous run started but never finished (it
+        was killed) become failed with `error`, so a redelivery reports that
+        instead of running them again. Returns their ids."""
+        with self.lock:
+            ids = [k for k, v in self.entries.items() if v.get("state") == "started"]
+            for command_id in ids:
+                self.entries[command_id] = {"state": "done", "ok": False, "result": None,
+                                            "error": error}
+            if ids:
+                self._save()
+            return ids
+
     def finish(self, command_id, ok, result=None, error=None):
         with self.lock:
             self.entries[command_id] = {"state": "done", "ok": ok, "result": result,

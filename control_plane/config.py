@@ -27,6 +27,11 @@ class Config:
     # retry may take it over (a crashed request must not block it forever).
     IDEMPOTENCY_LEASE_SECONDS = 60
     SQLITE_BUSY_TIMEOUT_MS = 15000
+    # How long DELETE /api/v1/deployments/environment/{id}/destroy waits for the
+    # agent's answer before it replies 504 destroy_timeout (the destroy goes on).
+    DESTROY_WAIT_SECONDS = 60
+    # The scheduler's stuck-deployment check (spec: every 5 minutes).
+    REAPER_INTERVAL_SECONDS = 300
 
 
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,

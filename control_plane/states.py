@@ -11,10 +11,13 @@ ENVIRONMENT = {
     ("error", "deploying"),
     ("running", "stopped"), ("stopped", "running"),
     ("deploying", "error"), ("pending", "error"),   # stuck deployment (reaper)
+    ("destroying", "error"),                   # stuck deletion (reaper)
     ("failed", "running"), ("error", "running"),  # started again after a failure
     ("failed", "stopped"), ("error", "stopped"),
     ("*", "destroying"), ("destroying", "pending"), ("destroying", "deleted"),
     ("destroying", "failed"),
+    ("pending", "deploying"),                  # a destroyed environment deployed again
+    ("deploying", "stopped"), ("deploying", "pending"),  # cancel: back to the last stable state
 }
 
 # deployment (the public API's "task")
@@ -25,6 +28,7 @@ DEPLOYMENT = {
     ("pending", "failed"), ("running", "failed"),
     ("pending", "cancelled"), ("running", "cancelled"),
     (None, "destroyed"),
+    ("pending", "destroyed"), ("running", "destroyed"),  # destroy (operations surface) done
 }
 DEPLOYMENT_TERMINAL = {"success", "failed", "cancelled", "destroyed"}
 

@@ -26,13 +26,14 @@ class Served:
         import json
         return json.loads(out.stdout)
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, port=None, grpc_port=0):
+        """`port`, `grpc_port`: fixed ones (a restart where agents expect it)."""
         self.log = open(self.log_path, "w")
         # The public URL must be the real one: install commands embed it.
-        port = free_port()
+        port = port or free_port()
         self.env["CP_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen([BERTH, "serve", "--http", f"127.0.0.1:{port}",
-                                      "--grpc", "127.0.0.1:0"], env=self.env,
+                                      "--grpc", f"127.0.0.1:{grpc_port}"], env=self.env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -50,14 +50,42 @@ def migrate():
 @click.option("--grpc", "grpc_addr", default="127.0.0.1:50051", show_default=True,
               help="HOST:PORT of the agent gateway")
 def serve(http_addr, grpc_addr):
-    """Embedded mode: migrate, then HTTP and the agent gateway in one process."""
+    """Embedded mode: migrate, then HTTP, the agent gateway and the scheduler in one process."""
     from control_plane import migrate as migrations
     from control_plane.server import run_http
 
     app = make_app()
     migrations.upgrade(app.extensions["berth"].db)
     start_gateway_thread(app, *parse_hostport(grpc_addr, 50051))
-    run_http(app, *parse_hostport(http_addr, 8000))
+    scheduler = _scheduler(app).start_in_thread()
+    try:
+        run_http(app, *parse_hostport(http_addr, 8000))
+    finally:
+        scheduler.stop()
+
+
+def _scheduler(app):
+    from control_plane import scheduler
+
+    jobs = scheduler.jobs(app.extensions["berth"].settings)
+    click.echo(f"berth: scheduler running ({scheduler.describe(jobs)})", err=True)
+    return scheduler.Scheduler(jobs)
+
+
+@cli.command("scheduler")
+def scheduler_command():
+    """Scale-out: the periodic jobs in their own process (run `berth migrate` first;
+    more than one may run). Stops on SIGTERM or SIGINT."""
+    import signal
+
+    stop_on = {signal.SIGTERM, signal.SIGINT}
+    # Blocked before the job thread starts (it inherits the mask): only this
+    # thread takes them, in sigwait, never in the middle of a job.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_on)
+    scheduler = _scheduler(make_app()).start_in_thread()
+    received = signal.sigwait(stop_on)
+    click.echo(f"berth: scheduler stopping ({signal.Signals(received).name})", err=True)
+    scheduler.stop(timeout=60)
 
 
 def _gateway(app):
@@ -125,7 +153,7 @@ def wheelhouse():
 
 
 def main():
-    from control_plane.cli import admin  # noqa: F401 - registers `berth admin`
+    from control_plane.cli import admin, admin_git  # noqa: F401 - registers `berth admin`
 
     try:
         cli.main(standalone_mode=False)

@@ -59,6 +59,7 @@ class Session:
         self.pending = {}  # correlation id -> Future of LiveReply
         self.in_flight = set()  # command ids sent on this stream, not yet acked
         self.woken = False
+        self.resync = True  # the first delivery also re-sends acked commands still open
         self.hello = loop.create_future()
 
     def wake(self):
@@ -314,9 +315,15 @@ def _credential(context):
 
 
 def _due_commands(session):
-    """Undelivered commands as messages, marked delivered (redelivered after a reconnect)."""
+    """Undelivered commands as messages, marked delivered (redelivered after a reconnect).
+    A new stream's first batch also carries the acknowledged commands whose result
+    never came: the agent re-sends a result from its journal, or one saying that
+    a restart interrupted the command."""
     out = []
-    for command in commands.undelivered(session.server_id, exclude=session.in_flight):
+    due = commands.undelivered(session.server_id, exclude=session.in_flight,
+                               resync=session.resync)
+    session.resync = False
+    for command in due:
         commands.mark_delivered(command.id)
         session.in_flight.add(command.id.hex)
         out.append(pb.ControlMessage(command=pb.Command(

@@ -6,7 +6,8 @@ from control_plane import clock
 from control_plane.db import database
 from control_plane.models import AgentCommand, TaskLogLine
 
-# queued -> delivered -> acked -> succeeded | failed
+# queued -> delivered -> acked -> succeeded | failed; withdrawn (the deployment was
+# cancelled or timed out) from any of the first three
 PENDING = ("queued", "delivered")
 
 
@@ -17,10 +18,14 @@ def enqueue(server_id, kind, payload=None, deployment_id=None):
                                deployment=deployment_id)
 
 
-def undelivered(server_id, exclude=()):
-    """Commands the agent has not acknowledged yet, oldest first."""
+def undelivered(server_id, exclude=(), resync=False):
+    """Commands the agent has not acknowledged yet, oldest first. With `resync`
+    (a new stream), also those it acknowledged but whose result never arrived
+    (lost with a dropped stream or a killed process): the agent answers those
+    from its journal, never by running them again."""
+    statuses = (*PENDING, "acked") if resync else PENDING
     query = (AgentCommand.select()
-             .where(AgentCommand.server == server_id, AgentCommand.status.in_(PENDING))
+             .where(AgentCommand.server == server_id, AgentCommand.status.in_(statuses))
              .order_by(AgentCommand.created_at, AgentCommand.id))
     return [c for c in query if c.id.hex not in exclude]
 
@@ -52,6 +57,17 @@ def mark_acked(server_id, command_id):
         from control_plane.services import deployments
 
         deployments.on_ack(deployment)
+
+
+def withdraw(deployment_id, reason):
+    """The deployment ended without its agent (cancelled, timed out): its commands
+    not yet delivered are never sent, and ones the agent holds are no longer asked
+    for. A result the agent sends later is still recorded on the command, and
+    settles nothing (the deployment is terminal)."""
+    return (AgentCommand.update(status="withdrawn", completed_at=clock.now(),
+                                result={"result": None, "error": reason})
+            .where(AgentCommand.deployment == deployment_id,
+                   AgentCommand.status.in_((*PENDING, "acked"))).execute())
 
 
 def record_result(server_id, command_id, ok, result=None, error=None):

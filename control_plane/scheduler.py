@@ -1,0 +1,86 @@
+"""Periodic jobs: a background thread in `berth serve`, its own process in
+`berth scheduler`.
+
+Every job must be safe when several schedulers run it at the same time (scale-out
+runs one per replica): it claims each row it acts on with a conditional UPDATE
+and acts only on the rows its own UPDATE changed. A job that raises is logged;
+the loop goes on and runs it again at its next turn."""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger("berth.scheduler")
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    every: float  # seconds between two runs
+    run: Callable[[], object]
+
+
+def jobs(settings):
+    """Every periodic job of the control plane; adding one is one line here."""
+    from control_plane.services import reaper
+
+    return [
+        Job("reaper", settings["REAPER_INTERVAL_SECONDS"], reaper.reap),
+    ]
+
+
+class Scheduler:
+    """Runs each job once at start (work left over while no scheduler ran is
+    picked up at once), then every `job.every` seconds, one job at a time."""
+
+    def __init__(self, jobs, monotonic=time.monotonic):
+        self.jobs = list(jobs)
+        self.stopping = threading.Event()
+        self.monotonic = monotonic
+        self.thread = None
+
+    def run(self):
+        """Until `stop()`; returns promptly once asked."""
+        due = {job.name: self.monotonic() for job in self.jobs}
+        while not self.stopping.is_set():
+            for job in self.jobs:
+                if self.stopping.is_set():
+                    break
+                if self.monotonic() >= due[job.name]:
+                    self._run_one(job)
+                    due[job.name] = self.monotonic() + job.every
+            if due:
+                self.stopping.wait(max(0.0, min(due.values()) - self.monotonic()))
+            else:
+                self.stopping.wait()
+
+    def _run_one(self, job):
+        from control_plane.db import database
+
+        try:
+            job.run()
+        except Exception:
+            log.exception("scheduled job %s failed; it runs again in %s s", job.name, job.every)
+        finally:
+            try:
+                database.close()  # this thread's connection goes back (PostgreSQL pool)
+            except Exception:
+                log.debug("closing the scheduler's connection failed", exc_info=True)
+
+    def start_in_thread(self):
+        """Embedded mode: a daemon thread (a kill loses nothing: each claim is its
+        own transaction)."""
+        self.thread = threading.Thread(target=self.run, name="berth-scheduler", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self, timeout=10):
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(timeout)
+
+
+def describe(jobs):
+    return ", ".join(f"{job.name} every {job.every:g} s" for job in jobs)

@@ -1,0 +1,155 @@
+"""The scheduler: its loop, `berth scheduler` as a real process (two at once
+too), and the scheduler inside `berth serve`; on both database backends."""
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from control_plane import clock
+from control_plane.models import Deployment, Event
+from control_plane.scheduler import Job, Scheduler
+from control_plane.services import deployments
+from tests.agent_support import wait_for
+from tests.serve import BERTH, Served
+
+
+def test_jobs_run_at_start_then_every_interval_and_failures_do_not_stop_the_loop(caplog):
+    runs = {"ok": 0, "boom": 0}
+
+    def ok():
+        runs["ok"] += 1
+
+    def boom():
+        runs["boom"] += 1
+        raise RuntimeError("job exploded")
+
+    scheduler = Scheduler([Job("ok", 0.05, ok), Job("boom", 0.05, boom)]).start_in_thread()
+    try:
+        wait_for(lambda: runs["ok"] >= 4 and runs["boom"] >= 4, timeout=10,
+                 what="both jobs run again and again")
+    finally:
+        started = time.monotonic()
+        scheduler.stop()
+    assert time.monotonic() - started < 2 and not scheduler.thread.is_alive()
+    assert "scheduled job boom failed" in caplog.text and "job exploded" in caplog.text
+
+
+def test_stop_does_not_wait_for_the_next_turn():
+    ran = threading.Event()
+    scheduler = Scheduler([Job("slow-turns", 3600, ran.set)]).start_in_thread()
+    assert ran.wait(10)  # the first run is at once
+    started = time.monotonic()
+    scheduler.stop()
+    assert time.monotonic() - started < 2 and not scheduler.thread.is_alive()
+
+
+@pytest.fixture
+def process_env(app, backend):
+    """The environment of a `berth` process on the test's database."""
+    env = {**os.environ, "CP_DATA_DIR": app.config["DATA_DIR"],
+           "CP_SECRET_KEY": app.config["SECRET_KEY"], "CP_REAPER_INTERVAL_SECONDS": "1"}
+    if backend == "postgres":
+        env["CP_DATABASE_URL"] = app.config["DATABASE_URL"]
+    return env
+
+
+def stuck(app, world, project, minutes=31):
+    """A deployment queued `minutes` ago whose agent never came."""
+    env = world.environment(project, "deploying")
+    d = deployments.start(env, project, app.extensions["berth"].settings, trigger="manual")
+    Deployment.update(created_at=clock.now() - dt.timedelta(minutes=minutes)).where(
+        Deployment.id == d.id).execute()
+    return d
+
+
+def status(d):
+    return Deployment.get_by_id(d.id).status
+
+
+class SchedulerProcess:
+    def __init__(self, env, log_path):
+        self.log_path = log_path
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen([BERTH, "scheduler"], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+
+    def text(self):
+        return self.log_path.read_text()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(15)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(15)
+            self.log.close()
+
+
+def test_berth_scheduler_reaps_and_stops_on_sigterm(app, world, process_env, tmp_path):
+    org = world.org()
+    project = world.project(org)
+    early = stuck(app, world, project)  # stuck before the scheduler starts
+    recent = stuck(app, world, project, minutes=10)
+    proc = SchedulerProcess(process_env, tmp_path / "scheduler.log")
+    try:
+        wait_for(lambda: status(early) == "failed", timeout=30, what="reaped at start")
+        late = stuck(app, world, project)  # stuck while it runs: the next turn takes it
+        wait_for(lambda: status(late) == "failed", timeout=30, what="reaped on a later turn")
+        assert status(recent) == "pending"
+        assert "scheduler running (reaper every 1 s)" in proc.text()
+        assert "reaped 1 stuck deployment(s)" in proc.text()
+    finally:
+        code = proc.stop(signal.SIGTERM)
+    assert code == 0, proc.text()
+    assert "scheduler stopping (SIGTERM)" in proc.text()
+    assert Deployment.get_by_id(early.id).error_message == "Deployment timed out after 30 minutes"
+
+
+def test_sigint_stops_it_too(app, process_env, tmp_path):
+    proc = SchedulerProcess(process_env, tmp_path / "scheduler.log")
+    try:
+        wait_for(lambda: "scheduler running" in proc.text(), timeout=30, what="started")
+    finally:
+        code = proc.stop(signal.SIGINT)
+    assert code == 0 and "scheduler stopping (SIGINT)" in proc.text()
+
+
+def test_two_schedulers_reap_each_deployment_once(app, world, process_env, tmp_path):
+    org = world.org()
+    project = world.project(org)
+    procs = [SchedulerProcess(process_env, tmp_path / f"scheduler-{n}.log") for n in range(2)]
+    try:
+        wait_for(lambda: all("scheduler running" in p.text() for p in procs), timeout=30,
+                 what="both started")
+        tasks = [stuck(app, world, project) for _ in range(12)]
+        wait_for(lambda: all(status(d) == "failed" for d in tasks), timeout=60,
+                 what="all reaped")
+        time.sleep(1.5)  # one more turn each: nothing is reaped twice
+    finally:
+        codes = [p.stop() for p in procs]
+    assert codes == [0, 0]
+    failed = Event.select().where(Event.organization == org.id, Event.name == "deploy.failed")
+    assert sorted(e.data["task_id"] for e in failed) == sorted(str(d.id) for d in tasks)
+
+
+def test_berth_serve_runs_the_scheduler(app, world, process_env, tmp_path):
+    org = world.org()
+    project = world.project(org)
+    early = stuck(app, world, project)
+    served = Served(tmp_path / "served", {k: v for k, v in process_env.items()
+                                          if k.startswith("CP_")}).start()
+    try:
+        wait_for(lambda: status(early) == "failed", timeout=30, what="reaped at start")
+        late = stuck(app, world, project)
+        wait_for(lambda: status(late) == "failed", timeout=30, what="reaped while serving")
+    finally:
+        log = served.stop()
+    assert "scheduler running (reaper every 1 s)" in log
