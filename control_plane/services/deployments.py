@@ -6,7 +6,7 @@ from peewee import fn
 from control_plane import clock, states
 from control_plane.db import database
 from control_plane.models import Deployment, Environment, Event, Project
-from control_plane.services import commands
+from control_plane.services import addon_repositories, commands
 
 
 def record_event(org_id, project_id, name, data):
@@ -35,6 +35,8 @@ KINDS = {
     "start": ("start", None, "running"),
     "stop": ("stop", None, "stopped"),
     "delete": ("destroy", "destroying", "deleted"),
+    # the operations surface's destroy: settled by services/destroy.py
+    "destroy": ("destroy", "destroying", "pending"),
 }
 
 
@@ -43,22 +45,31 @@ def in_progress(env_id):
                                      Deployment.status.in_(("pending", "running"))).exists()
 
 
-def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, commit=None):
-    """Inside the caller's transaction: the deployment record and its command."""
+def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, commit=None,
+          branch=None, image=None, config=None, rollback_from=None, extra_data=None,
+          delete_data=False):
+    """Inside the caller's transaction: the deployment record and its command.
+    Branch, image and configuration default to the environment's current ones;
+    a retry or a rollback passes those of the deployment it repeats."""
     version = (Deployment.select(fn.MAX(Deployment.version))
                .where(Deployment.environment == env.id).scalar() or 0) + 1
-    image = settings["ERP_IMAGE"].format(erp_version=project.erp_version or "17.0")
+    image = image or settings["ERP_IMAGE"].format(erp_version=project.erp_version or "17.0")
+    branch = branch or env.branch
+    if config is None:
+        config = {"cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb,
+                  "addon_repositories": addon_repositories.for_deploy(project.id)}
     deployment = Deployment.create(
         environment=env, project=project, version=version, kind=kind, trigger=trigger,
-        status=states.check("deployment", None, "pending"), git_branch=env.branch,
-        git_commit=commit, image_tag=image, triggered_by=triggered_by,
-        config={"cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb})
+        status=states.check("deployment", None, "pending"), git_branch=branch,
+        git_commit=commit, image_tag=image, triggered_by=triggered_by, config=config,
+        rollback_from=rollback_from, extra_data=extra_data or {})
     commands.enqueue(env.server_id, KINDS[kind][0], {
         "environment_id": str(env.id), "deployment_id": str(deployment.id),
-        "delete_data": kind == "delete",
+        "delete_data": kind == "delete" or bool(delete_data),
         "erp_image": image, "postgres_image": settings["POSTGRES_IMAGE"],
-        "cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb,
-        "git": {"url": project.git_repo_url, "branch": env.branch, "commit": commit},
+        "cpu_cores": config.get("cpu_cores"), "ram_mb": config.get("ram_mb"),
+        "git": {"url": project.git_repo_url, "branch": branch, "commit": commit},
+        "addon_repositories": config.get("addon_repositories") or [],
     }, deployment_id=deployment.id)
     return deployment
 
@@ -70,8 +81,11 @@ def on_ack(deployment_id):
         if d is None or d.status != "pending":
             return
         now = clock.now()
-        Deployment.update(status=states.check("deployment", d.status, "running"), started_at=now,
-                          updated_at=now).where(Deployment.id == d.id).execute()
+        claimed = (Deployment.update(status=states.check("deployment", d.status, "running"),
+                                     started_at=now, updated_at=now)
+                   .where(Deployment.id == d.id, Deployment.status == d.status).execute())
+        if not claimed:
+            return  # cancelled meanwhile
         project = Project.get_by_id(d.project_id)
         record_event(project.organization_id, project.id, "deploy.started",
                      {"environment_id": str(d.environment_id), "project_id": str(project.id),
@@ -84,6 +98,10 @@ def on_result(deployment_id, ok, result, error):
         d = Deployment.get_or_none(Deployment.id == deployment_id)
         if d is None or d.status in states.DEPLOYMENT_TERMINAL:
             return  # cancelled or reaped meanwhile: the late result changes nothing
+        if d.kind == "destroy":
+            from control_plane.services import destroy
+
+            return destroy.settle(d, ok, result or {}, error)
         now = clock.now()
         target = "success" if ok else "failed"
         fields = {"status": states.check("deployment", d.status, target), "completed_at": now,
@@ -93,7 +111,9 @@ def on_result(deployment_id, ok, result, error):
             fields["git_commit"] = result.get("git_commit") or d.git_commit
         else:
             fields["error_message"] = (error or "the deployment failed")[:2000]
-        Deployment.update(**fields).where(Deployment.id == d.id).execute()
+        if not (Deployment.update(**fields)
+                .where(Deployment.id == d.id, Deployment.status == d.status).execute()):
+            return  # a cancel or the reaper settled it between our read and write
         env = Environment.get_by_id(d.environment_id)
         project = Project.get_by_id(d.project_id)
         done_status = KINDS[d.kind][2]
