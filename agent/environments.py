@@ -6,7 +6,9 @@ container with its data volume, and the ERP container, which mounts the
 environment directory (add-ons, filestore, configuration). The images follow
 the official odoo and postgres images' conventions."""
 
+import contextlib
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -19,6 +21,8 @@ from agent.errors import AgentError, engine_errors
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
 DEFAULT_ROOT = "/srv/berth"
 ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
+CONTAINER_ADDONS = "/mnt/extra-addons"
+ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
 
 
 class DeployError(AgentError):
@@ -73,6 +77,8 @@ class Environments:
             db = self._postgres(env_id, n, spec, password, log)
             self._wait_db(db, spec, log)
             commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
+            self._checkout_addon_repositories(spec.get("addon_repositories"),
+                                              n["dir"] / "addons", log)
             self._config(n, spec, password, log)
             erp, port = self._erp(env_id, n, spec, log)
             self._wait_http(port, log)
@@ -141,11 +147,29 @@ class Environments:
         log("info", f"add-ons at commit {sha}")
         return sha
 
+    def _checkout_addon_repositories(self, repos, addons, log):
+        """Each add-on repository at its branch head, in its own directory under
+        the add-ons directory (mounted with it), made afresh on every deploy."""
+        target, work = addons / ADDON_REPOS, addons / f"{ADDON_REPOS}.new"
+        shutil.rmtree(work, ignore_errors=True)
+        if repos:
+            work.mkdir(parents=True)
+        for repo, name in zip(repos or (), addon_repo_names(repos), strict=True):
+            url, branch = repo.get("url"), repo.get("branch") or "main"
+            if not url or url.startswith("-") or branch.startswith("-"):
+                raise DeployError(f"add-on repository {name}: no valid URL or branch")
+            log("info", f"checking out add-on repository {_redact(url)} at {branch}")
+            _git(["git", "clone", "--quiet", "--depth", "1", "--branch", branch, "--", url,
+                  str(work / name)], f"cloning the add-on repository {name}")
+        shutil.rmtree(target, ignore_errors=True)
+        if repos:
+            work.rename(target)
+
     def _config(self, n, spec, password, log):
         # The database container's name resolves on the environment's own network.
         lines = ["[options]", f"db_host = {n['db']}", "db_port = 5432", "db_user = odoo",
                  f"db_password = {password}", "db_name = odoo",
-                 "addons_path = /mnt/extra-addons", "data_dir = /var/lib/odoo",
+                 f"addons_path = {addons_path(spec)}", "data_dir = /var/lib/odoo",
                  "proxy_mode = True"]
         lines += [f"{k} = {v}" for k, v in sorted((spec.get("config") or {}).items())]
         path = n["dir"] / "odoo.conf"
@@ -153,7 +177,20 @@ class Environments:
         os.chmod(path, 0o644)  # the ERP runs as its own user inside the container
         log("info", "wrote the ERP configuration")
 
+    def _discard(self, name, log):
+        """A container the engine created but could not start (its port taken, say)
+        holds the name: remove it, so that a failed deploy leaves no half-made ERP."""
+        import docker.errors
+
+        leftover = self._container(name)
+        if leftover is not None:
+            with contextlib.suppress(docker.errors.APIError):  # a retry removes it anyway
+                leftover.remove(force=True)
+                log("info", "removed the ERP container that could not start")
+
     def _erp(self, env_id, n, spec, log):
+        import docker.errors
+
         old = self._container(n["erp"])
         if old is not None:
             old.remove(force=True)
@@ -164,15 +201,24 @@ class Environments:
         if spec.get("ram_mb"):
             resources["mem_limit"] = f"{int(spec['ram_mb'])}m"
         d = n["dir"]
-        erp = self.docker.containers.run(
-            spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
-            labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
-            ports={"8069/tcp": ("127.0.0.1", spec.get("http_port") or None)},
-            volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
-                     str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
-                     str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
-                     str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
-            **resources)
+        try:
+            erp = self.docker.containers.run(
+                spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
+                labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
+                ports={"8069/tcp": ("127.0.0.1", spec.get("http_port") or None)},
+                volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
+                         str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
+                         str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
+                         str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
+                **resources)
+        except docker.errors.APIError as exc:
+            self._discard(n["erp"], log)
+            if spec.get("http_port") and _port_taken(exc):
+                raise DeployError(
+                    f"port {spec['http_port']} on 127.0.0.1 is already in use on this server "
+                    "(by another process or container), so the ERP could not publish it; "
+                    "free the port, or deploy without a fixed port, and retry") from exc
+            raise
         erp.reload()
         port = int(erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"])
         log("info", f"started the ERP ({spec['erp_image']}) on port {port}")
@@ -239,6 +285,39 @@ class Environments:
             log("info", "removed the environment directory")
         return {"deleted_containers": len(containers), "deleted_database": bool(volumes),
                 "deleted_data": bool(delete_data)}
+
+
+def _port_taken(exc):
+    """Whether the engine refused to start a container because a host port it
+    publishes is held (by a process: "address already in use"; by another
+    container: "port is already allocated")."""
+    text = str(exc.explanation or exc)
+    return "address already in use" in text or "port is already allocated" in text
+
+
+def addon_repo_names(repos):
+    """A safe, unique directory name per add-on repository, in order."""
+    names = []
+    for i, repo in enumerate(repos or ()):
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(repo.get("name") or ""))
+        base = base.strip(".-")[:100] or f"repository-{i + 1}"
+        name, n = base, 2
+        while name in names:
+            name, n = f"{base}-{n}", n + 1
+        names.append(name)
+    return names
+
+
+def addons_path(spec):
+    """The project's add-ons first (the first directory of a name wins), then
+    each add-on repository's."""
+    names = addon_repo_names(spec.get("addon_repositories"))
+    return ",".join([CONTAINER_ADDONS] + [f"{CONTAINER_ADDONS}/{ADDON_REPOS}/{n}" for n in names])
+
+
+def _redact(url):
+    """A URL without its credentials, for logs."""
+    return re.sub(r"//[^/@]*@", "//", url)
 
 
 def _git(cmd, what):

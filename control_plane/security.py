@@ -27,6 +27,13 @@ def signer(purpose: str) -> URLSafeSerializer:
     return URLSafeSerializer(_secret, salt=f"berth:{purpose}")
 
 
+def derived_key(purpose: str) -> bytes:
+    """32 bytes derived from CP_SECRET_KEY for one purpose (another purpose, another key)."""
+    if _secret is None:
+        raise RuntimeError("security.configure() was not called")
+    return hmac.new(_secret.encode(), f"berth key v1:{purpose}".encode(), hashlib.sha256).digest()
+
+
 def random_token(length=40):
     """Alphanumeric (copy-paste friendly), ~238 bits at the default length."""
     return "".join(secrets.choice(_ALPHABET) for _ in range(length))

@@ -3,6 +3,7 @@
 from control_plane.models.api_key import ApiKey
 from control_plane.models.backup import Backup
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
+from control_plane.models.git import AddonRepository, GitDelivery, GitWebhookSecret
 from control_plane.models.idempotency import IdempotencyRecord
 from control_plane.models.org import Organization, User, UserToken
 from control_plane.models.project import Project
@@ -15,6 +16,7 @@ ALL_MODELS = [
     Organization, User, UserToken, Server, Project, ApiKey, RegistrationToken,
     Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
     Backup, Ticket, TicketComment, Release, IdempotencyRecord,
+    AddonRepository, GitWebhookSecret, GitDelivery,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

@@ -1,0 +1,108 @@
+"""Add-on repositories: extra Git repositories of ERP add-ons that a project's
+deployments check out next to the project's own code (rule 10: a push to one
+redeploys the project's auto-deploy environments)."""
+
+import re
+from urllib.parse import urlparse
+
+import peewee
+
+from control_plane import clock
+from control_plane.db import database
+from control_plane.errors import BadRequest, Conflict, NotFound
+from control_plane.models import AddonRepository, Project
+
+_SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:(?P<path>.+)$")  # git@github.com:acme/erp.git
+_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
+def full_name_of(url):
+    """`owner/name` (GitLab: `group/sub/name`) of a repository URL, in lower case;
+    what push payloads call repository.full_name. None when the URL has no path."""
+    if not url:
+        return None
+    url = url.strip()
+    if "://" in url:
+        path = urlparse(url).path
+    else:
+        m = _SCP_LIKE.match(url)
+        path = m.group("path") if m else url
+    path = path.strip("/")
+    if path.endswith(".git"):
+        path = path[:-4]
+    return path.strip("/").lower() or None
+
+
+def _check_url(url):
+    url = (url or "").strip()
+    if not url or len(url) > 2048 or url.startswith("-") or _UNSAFE.search(url):
+        raise BadRequest("The repository URL is not valid.", code="invalid_repository_url")
+    if full_name_of(url) is None:
+        raise BadRequest("The repository URL names no repository.",
+                         code="invalid_repository_url")
+    return url
+
+
+def _check_branch(branch):
+    branch = (branch or "").strip()
+    if not branch or len(branch) > 255 or branch.startswith("-") or _UNSAFE.search(branch):
+        raise BadRequest("The branch name is not valid.", code="invalid_branch")
+    return branch
+
+
+def to_dict(a):
+    return {"id": str(a.id), "project_id": str(a.project_id), "url": a.url,
+            "full_name": a.full_name, "branch": a.branch, "auto_deploy": a.auto_deploy,
+            "is_active": a.is_active, "created_at": a.created_at.isoformat() + "Z"}
+
+
+def add(project_id, url, *, branch="main", full_name=None, auto_deploy=True):
+    url, branch = _check_url(url), _check_branch(branch)
+    name = (full_name or "").strip().strip("/").lower() or full_name_of(url)
+    if len(name) > 255:
+        raise BadRequest("The repository's full name is too long.", code="invalid_full_name")
+    with database.atomic():
+        project = Project.get_or_none(Project.id == project_id, Project.deleted_at.is_null())
+        if project is None:
+            raise NotFound("Project not found.")
+        try:
+            with database.atomic():
+                return AddonRepository.create(project=project, url=url, full_name=name,
+                                              branch=branch, auto_deploy=auto_deploy,
+                                              updated_at=clock.now())
+        except peewee.IntegrityError:
+            raise Conflict(f"The project already has the add-on repository {name}.",
+                           code="addon_repository_exists") from None
+
+
+def list_for(project_id):
+    if not Project.select().where(Project.id == project_id).exists():
+        raise NotFound("Project not found.")
+    return list(AddonRepository.select().where(AddonRepository.project == project_id)
+                .order_by(AddonRepository.created_at, AddonRepository.id))
+
+
+def update(addon_id, *, branch=None, auto_deploy=None, is_active=None):
+    """Only the given fields change; takes effect from the next deployment."""
+    with database.atomic():
+        a = AddonRepository.get_or_none(AddonRepository.id == addon_id)
+        if a is None:
+            raise NotFound("Add-on repository not found.")
+        if branch is not None:
+            a.branch = _check_branch(branch)
+        if auto_deploy is not None:
+            a.auto_deploy = auto_deploy
+        if is_active is not None:
+            a.is_active = is_active
+        a.updated_at = clock.now()
+        a.save()
+        return a
+
+
+def for_deploy(project_id):
+    """The active add-on repositories as a deploy command carries them."""
+    rows = (AddonRepository.select().where(AddonRepository.project == project_id,
+                                           AddonRepository.is_active)
+            .order_by(AddonRepository.created_at, AddonRepository.id))
+    return [{"name": a.full_name.replace("/", "-"), "url": a.url, "branch": a.branch}
+            for a in rows]
