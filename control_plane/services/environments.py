@@ -44,6 +44,23 @@ def get_environment(key, environment_id):
     return env
 
 
+def update_environment(key, environment_id, changes):
+    """`changes` holds only the fields the client sent (`name`, `branch`). A new
+    branch is used by the next deployment; nothing is redeployed now, and a task
+    already queued keeps the branch it was queued with."""
+    with database.atomic():
+        env = get_environment(key, environment_id)  # in scope, or 404
+        fields = {f: changes[f] for f in ("name", "branch") if f in changes}
+        if "name" in fields:
+            fields["name"] = fields["name"].strip()
+        if fields:
+            fields["updated_at"] = clock.now()
+            Environment.update(**fields).where(Environment.id == env.id).execute()
+            for field, value in fields.items():
+                setattr(env, field, value)
+        return env
+
+
 def _create(project, server_id, settings, *, name, branch, environment_type, trigger,
             triggered_by=None):
     """Inside the caller's transaction: the environment (`deploying`) and its first

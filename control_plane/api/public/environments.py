@@ -45,6 +45,11 @@ class EnvironmentCreateSchema(ma.Schema):
         validate=ma.validate.OneOf(["development", "staging", "production"]))
 
 
+class EnvironmentUpdateSchema(ma.Schema):
+    name = Name()
+    branch = Branch(metadata={"description": "Used from the next deployment on."})
+
+
 class ListArgs(ma.Schema):
     status = ma.fields.String(load_default=None, validate=ma.validate.Length(max=32))
 
@@ -131,6 +136,13 @@ class EnvironmentById(MethodView):
     @blp.response(200, EnvironmentSchema)
     def get(self, env_id):
         return svc.get_environment(current_key(), env_id)
+
+    @blp.arguments(EnvironmentUpdateSchema)
+    @blp.response(200, EnvironmentSchema)
+    def patch(self, body, env_id):
+        """Rename an environment or change its branch (full-access key); omitted
+        fields stay. A new branch applies on the next deploy: nothing redeploys now."""
+        return svc.update_environment(current_key(), env_id, body)
 
     @blp.arguments(ConfirmHeader, location="headers", unknown=ma.EXCLUDE)
     @blp.response(202, TaskAcceptedSchema)

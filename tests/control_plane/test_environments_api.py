@@ -1,0 +1,155 @@
+"""PATCH /environments/{env_id}: rename an environment or change its branch,
+through HTTP, on both database backends."""
+
+import pytest
+
+from control_plane.models import AgentCommand, Deployment, Environment, Event
+from control_plane.services import deployments
+from tests.conftest import auth, new_uuid
+
+P = "/api/public/v1"
+
+
+@pytest.fixture
+def setup(world):
+    """An organization with a running environment, a full-access key for the
+    writes and a read-only key for the reads (full access: 20 requests a minute)."""
+    org = world.org()
+    project = world.project(org)
+    env = world.environment(project, "running")
+    Environment.update(branch="main").where(Environment.id == env.id).execute()
+    return org, project, env, world.key(org)[0], world.key(org, "read_only")[0]
+
+
+def test_patch_renames_and_changes_the_branch(client, setup):
+    org, project, env, raw, reader = setup
+    before = client.get(f"{P}/environments/{env.id}", headers=auth(reader)).json
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw),
+                     json={"name": "  Staging  ", "branch": "release/2.0"})
+    assert r.status_code == 200, r.json
+    assert r.json["name"] == "Staging" and r.json["branch"] == "release/2.0"
+    assert r.json["updated_at"] != before["updated_at"]
+    # Everything else stays as it was, and the response is what a read returns.
+    same = {k: v for k, v in r.json.items() if k not in ("name", "branch", "updated_at")}
+    assert same == {k: v for k, v in before.items() if k not in ("name", "branch", "updated_at")}
+    assert client.get(f"{P}/environments/{env.id}", headers=auth(reader)).json == r.json
+    assert r.headers["X-API-Key-Id"] and "X-RateLimit-Remaining" in r.headers
+
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw), json={"name": "Prod"})
+    assert r.json["name"] == "Prod" and r.json["branch"] == "release/2.0"  # omitted: stays
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw), json={"branch": "hotfix"})
+    assert r.json["name"] == "Prod" and r.json["branch"] == "hotfix"
+    # No redeploy, no agent command, no event: the change waits for the next deploy.
+    assert Deployment.select().count() == 0 and AgentCommand.select().count() == 0
+    assert Event.select().where(Event.organization == org.id).count() == 0
+
+
+def test_empty_body_changes_nothing(client, setup):
+    _, _, env, raw, reader = setup
+    before = client.get(f"{P}/environments/{env.id}", headers=auth(reader)).json
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw), json={})
+    assert r.status_code == 200 and r.json == before
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw))  # no body at all
+    assert r.status_code == 200 and r.json == before
+
+
+def test_new_branch_applies_on_the_next_deploy_only(client, app, setup):
+    _, _, env, raw, reader = setup
+    base = f"{P}/environments/{env.id}"
+    first = client.post(f"{base}/actions/redeploy", headers=auth(raw)).json["task_id"]
+    assert client.patch(base, headers=auth(raw), json={"branch": "feature-x"}).status_code == 200
+    # The task queued before the change keeps the branch it was queued with.
+    assert client.get(f"{P}/deployments/{first}", headers=auth(reader)).json["git_branch"] == "main"
+    assert AgentCommand.get(AgentCommand.deployment == first).payload["git"]["branch"] == "main"
+
+    deployments.on_ack(first)  # the agent runs it and reports success
+    deployments.on_result(first, True, {"git_commit": "a" * 40}, None)
+    assert client.get(base, headers=auth(reader)).json["status"] == "running"
+
+    nxt = client.post(f"{base}/actions/deploy", headers=auth(raw))
+    assert nxt.status_code == 202, nxt.json
+    task = nxt.json["task_id"]
+    assert client.get(f"{P}/deployments/{task}", headers=auth(reader)).json["git_branch"] \
+        == "feature-x"
+    assert AgentCommand.get(AgentCommand.deployment == task).payload["git"]["branch"] \
+        == "feature-x"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"name": "x" * 256}, "name"),
+    ({"name": "   "}, "name"),
+    ({"name": ""}, "name"),
+    ({"name": None}, "name"),
+    ({"name": 5}, "name"),
+    ({"branch": "b" * 256}, "branch"),
+    ({"branch": "has space"}, "branch"),
+    ({"branch": ""}, "branch"),
+    ({"branch": None}, "branch"),
+    ({"environment_type": "production"}, "environment_type"),
+    ({"status": "stopped"}, "status"),
+    ({"unexpected": 1}, "unexpected"),
+])
+def test_validation_is_422_and_changes_nothing(client, setup, body, field):
+    _, _, env, raw, reader = setup
+    before = client.get(f"{P}/environments/{env.id}", headers=auth(reader)).json
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw),
+                     json={"name": "fine", **body} if field != "name" else body)
+    assert r.status_code == 422, r.json
+    assert r.json["error"] == "validation_error" and field in r.json["details"]["json"]
+    assert client.get(f"{P}/environments/{env.id}", headers=auth(reader)).json == before
+
+
+def test_limits_are_inclusive(client, setup):
+    _, _, env, raw, _ = setup
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(raw),
+                     json={"name": "n" * 255, "branch": "b" * 255})
+    assert r.status_code == 200
+    assert len(r.json["name"]) == 255 and len(r.json["branch"]) == 255
+
+
+def test_read_only_key_is_refused(client, setup):
+    _, _, env, _, reader = setup
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(reader), json={"name": "x"})
+    assert r.status_code == 403 and r.json["error"] == "write_access_required"
+    assert Environment.get_by_id(env.id).name == env.name
+
+
+def test_out_of_scope_environments_are_not_found(client, world, setup):
+    org, project, env, raw, _ = setup
+    foreign = world.environment(world.project(world.org()))
+    sibling = world.environment(world.project(org))
+    gone = world.environment(project, "deleted", active=False)
+    scoped = world.key(org, scope="project", project=project)[0]
+    for key, target in ((raw, foreign), (raw, gone), (scoped, sibling)):
+        r = client.patch(f"{P}/environments/{target.id}", headers=auth(key), json={"name": "x"})
+        assert r.status_code == 404 and r.json["error"] == "not_found", (key, target)
+        assert Environment.get_by_id(target.id).name != "x"
+    r = client.patch(f"{P}/environments/{new_uuid()}", headers=auth(raw), json={"name": "x"})
+    assert r.status_code == 404
+    # A project-scoped full-access key may edit its own project's environments.
+    r = client.patch(f"{P}/environments/{env.id}", headers=auth(scoped), json={"name": "mine"})
+    assert r.status_code == 200 and r.json["name"] == "mine"
+
+
+def test_idempotency_key_is_accepted_and_ignored(client, setup):
+    _, _, env, raw, _ = setup
+    headers = {**auth(raw), "X-Idempotency-Key": "same"}
+    first = client.patch(f"{P}/environments/{env.id}", headers=headers, json={"name": "one"})
+    again = client.patch(f"{P}/environments/{env.id}", headers=headers, json={"name": "two"})
+    assert first.status_code == again.status_code == 200
+    assert again.json["name"] == "two" and "X-Idempotency-Replayed" not in again.headers
+    blank = {**auth(raw), "X-Idempotency-Key": ""}  # not even checked
+    assert client.patch(f"{P}/environments/{env.id}", headers=blank, json={}).status_code == 200
+
+
+def test_openapi_documents_the_patch(client):
+    spec = client.get(f"{P}/openapi.json").json
+    op = spec["paths"]["/api/public/v1/environments/{env_id}"]["patch"]
+    assert {"200", "401", "403", "404", "422", "429"} <= set(op["responses"])
+    ref = op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    body = spec["components"]["schemas"][ref]
+    assert set(body["properties"]) == {"name", "branch"} and not body.get("required")
+    assert body["properties"]["name"]["maxLength"] == 255
+    assert body["properties"]["branch"]["maxLength"] == 255
+    ok = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert ok.endswith("/Environment")
