@@ -68,3 +68,25 @@ def test_public_api_conforms(api_schema, fuzz_app):
         # The fuzzer must reach the views, not bounce off auth or routing.
         if operation.method == "get" and "{" not in operation.path:
             assert seen[2] > 0, (operation.path, seen)
+
+
+@pytest.fixture(scope="module")
+def ops_schema(fuzz_app):
+    from control_plane.models import Organization
+    from control_plane.models.org import PERMISSIONS
+    from control_plane.services import orgs
+
+    org = Organization.get(Organization.name == "fuzz")
+    user = orgs.create_user(org.id, "fuzzer", "f@example.com", PERMISSIONS)
+    fuzz_app.fuzz_tokens = itertools.cycle([orgs.issue_user_token(user.id) for _ in range(5)])
+    return schemathesis.openapi.from_wsgi("/api/v1/openapi.json", fuzz_app)
+
+
+def test_operations_api_conforms(ops_schema, fuzz_app):
+    """The same guarantees on /api/v1 (user tokens; git webhooks sign instead)."""
+    operations = [result.ok() for result in ops_schema.get_all_operations()]
+    assert len(operations) >= 9
+    for operation in operations:
+        seen = _fuzz(operation, fuzz_app.fuzz_tokens)
+        if operation.method == "get" and "{" not in operation.path:
+            assert seen[2] > 0, (operation.path, seen)
