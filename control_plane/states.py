@@ -38,7 +38,11 @@ TASK_STATUS = {"pending": "queued", "queued": "queued", "building": "running",
                "failed": "failed", "cancelled": "cancelled", "rolled_back": "completed",
                "destroyed": "completed"}
 
-TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT}
+# webhook (`is_active`): paused after 10 consecutive failed deliveries or by PATCH,
+# re-enabled by PATCH `is_active: true` (which also zeroes failure_count).
+WEBHOOK = {("active", "paused"), ("paused", "active")}
+
+TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT, "webhook": WEBHOOK}
 
 
 def check(resource, current, target):

@@ -4,7 +4,8 @@ The key is claimed in its own committed transaction (so a concurrent
 duplicate sees it in flight: 409), then the view runs and its response is
 stored in one transaction with the view's changes: either both happen or
 neither. A claim carries a lease, so a request that died mid-way does not
-block its key forever. Records are per API key and live 24 hours."""
+block its key forever. Records are per API key and live 24 hours. The stored
+body is sealed (it can hold a secret shown once, e.g. a new webhook's)."""
 
 import datetime as dt
 import functools
@@ -12,12 +13,13 @@ import functools
 import peewee
 from flask import Response, g, request
 
-from control_plane import clock
+from control_plane import clock, secretbox
 from control_plane.db import database, for_update
 from control_plane.errors import BadRequest, Conflict
 from control_plane.models import IdempotencyRecord
 
 TTL = dt.timedelta(hours=24)
+SEAL_PURPOSE = "idempotency-response"
 REPLAYED_HEADERS = ("Content-Type", "Location")
 
 
@@ -63,7 +65,8 @@ def _finish(rec, response):
     headers = {h: response.headers[h] for h in REPLAYED_HEADERS if h in response.headers}
     won = (IdempotencyRecord.update(
         state="done", response_status=response.status_code,
-        response_body=response.get_data(as_text=True), response_headers=headers)
+        response_body=secretbox.seal(response.get_data(as_text=True), SEAL_PURPOSE),
+        response_headers=headers)
         .where(IdempotencyRecord.id == rec.id, IdempotencyRecord.state == "in_flight",
                IdempotencyRecord.locked_until == rec.locked_until)
         .execute())
@@ -80,7 +83,8 @@ def _release(rec):
 
 
 def _replay(rec):
-    response = Response(rec.response_body, status=rec.response_status,
+    body = secretbox.unseal(rec.response_body, SEAL_PURPOSE)
+    response = Response(rec.response_body if body is None else body, status=rec.response_status,
                         headers=rec.response_headers or {})
     response.headers["X-Idempotency-Replayed"] = "true"
     return response

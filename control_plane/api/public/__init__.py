@@ -44,8 +44,10 @@ def register(app):
         registration_tokens,
         servers,
         tickets,
+        webhooks,
     )
 
-    for module in (projects, environments, servers, registration_tokens, monitoring, tickets, changelog):
+    for module in (projects, environments, servers, registration_tokens, monitoring, tickets, changelog,
+                   webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

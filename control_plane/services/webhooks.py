@@ -1,0 +1,230 @@
+"""Outgoing webhooks, the public side: subscriptions (create, read, change,
+delete), their signing secret, the synchronous test ping and the delivery log.
+
+Events are stored under their `deploy.*` spelling (the names Event rows
+carry); the `deployment.*` aliases are accepted and normalized."""
+
+import base64
+import datetime as dt
+import secrets
+import uuid
+
+from limits import RateLimitItemPerMinute
+
+from control_plane import clock, secretbox, states
+from control_plane.db import database, for_update
+from control_plane.errors import Conflict, Forbidden, NotFound, Unprocessable
+from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
+from control_plane.pagination import offset_page
+from control_plane.services import webhook_net, webhook_payloads
+
+SECRET_PURPOSE = "webhook-secret"
+MAX_PER_ORG = 100
+MAX_EVENTS = 10
+DELIVERY_LOG = 50
+PING_TIMEOUT = 10
+FORMATS = ("raw", "blocks", "cards", "embed")
+# Create, update, delete, test, rotate-secret: per API key, on top of its own limit.
+MUTATIONS = RateLimitItemPerMinute(10)
+
+EVENTS = (
+    "deploy.started", "deploy.completed", "deploy.failed", "deploy.cancelled",
+    "environment.created", "environment.deleted", "environment.status_changed",
+    "automation_rule.triggered", "automation_rule.completed", "automation_rule.failed",
+)
+ALIASES = {f"deployment.{s}": f"deploy.{s}" for s in ("started", "completed", "failed", "cancelled")}
+ACCEPTED = EVENTS + tuple(ALIASES)
+
+
+def count_mutation(key, limiter):
+    """One webhook mutation by this key; 429 `webhook_rate_limit` past 10 in 60 s."""
+    limiter.hit(MUTATIONS, "webhook-mutations", key.public_id, code="webhook_rate_limit",
+                message="Too many webhook changes with this key (10 per 60 s).")
+
+
+def new_secret():
+    """Standard Webhooks format: `whsec_` + base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def secret_of(webhook):
+    """The webhook's signing secret, or None when it cannot be read (sealed under
+    another CP_SECRET_KEY): rotating the secret repairs that."""
+    return secretbox.unseal(webhook.secret_encrypted, SECRET_PURPOSE)
+
+
+def normalize_events(names):
+    """1 to 10 distinct known names, aliases rewritten to `deploy.*`; else 422."""
+    unknown = sorted({n for n in names if n not in ACCEPTED})
+    if unknown:
+        raise Unprocessable(f"Unknown event name(s): {', '.join(unknown)}. Accepted: "
+                            f"{', '.join(ACCEPTED)}.", code="validation_error",
+                            details={"json": {"events": [f"Unknown: {', '.join(unknown)}"]}})
+    events = [ALIASES.get(n, n) for n in names]
+    if not 1 <= len(events) <= MAX_EVENTS:
+        raise Unprocessable(f"events must hold 1 to {MAX_EVENTS} names.", code="validation_error",
+                            details={"json": {"events": [f"1 to {MAX_EVENTS} names."]}})
+    if len(set(events)) != len(events):
+        raise Unprocessable("events must not repeat a name (aliases count as their deploy.* name).",
+                            code="validation_error",
+                            details={"json": {"events": ["Duplicate names."]}})
+    return events
+
+
+def _check_url(url, settings):
+    return webhook_net.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
+
+
+def _visible(key):
+    query = Webhook.select().where(Webhook.organization == key.organization_id)
+    if key.project_scoped:
+        query = query.where(Webhook.project == key.project_id)
+    return query
+
+
+def list_webhooks(key, *, limit, offset):
+    """Oldest first (new webhooks land on the last page: offsets stay stable)."""
+    rows, total = offset_page(_visible(key).order_by(Webhook.created_at, Webhook.id),
+                              limit=limit, offset=offset)
+    return {"items": rows, "total": total, "limit": limit, "offset": offset,
+            "has_more": offset + len(rows) < total}
+
+
+def get_webhook(key, webhook_id):
+    webhook = _visible(key).where(Webhook.id == webhook_id).first()
+    if webhook is None:
+        raise NotFound("Webhook not found.")
+    return webhook
+
+
+_OWN_PROJECT = object()
+
+
+def _project_for(key, project_id):
+    """The project a new webhook belongs to (None: organization-wide)."""
+    if project_id is _OWN_PROJECT:  # omitted: a project-scoped key's own project
+        if not key.project_scoped:
+            return None
+        project_id = key.project_id
+    if project_id is None:
+        if key.project_scoped:
+            raise Forbidden("Organization-wide webhooks need an organization-scoped key.",
+                            code="org_scope_required")
+        return None
+    if key.project_scoped and project_id != key.project_id:
+        raise NotFound("Project not found.")
+    project = Project.get_or_none(Project.id == project_id,
+                                  Project.organization == key.organization_id,
+                                  Project.deleted_at.is_null())
+    if project is None:
+        raise NotFound("Project not found.")
+    return project.id
+
+
+def create_webhook(key, settings, *, url, events, description="", project_id=_OWN_PROJECT,
+                   is_active=True, format="raw"):
+    """Returns (webhook, secret): the secret in clear this once."""
+    url = _check_url(url, settings)
+    events = normalize_events(events)
+    secret = new_secret()
+    with database.atomic():
+        # Serialize creations per organization, so the limit holds under concurrency.
+        for_update(Organization.select().where(Organization.id == key.organization_id)).first()
+        project = _project_for(key, project_id)
+        if Webhook.select().where(Webhook.organization == key.organization_id).count() >= MAX_PER_ORG:
+            raise Conflict(f"The organization already has {MAX_PER_ORG} webhooks.",
+                           code="webhook_limit_reached")
+        webhook = Webhook.create(
+            organization=key.organization_id, project=project, url=url, events=events,
+            description=description, format=format, is_active=is_active,
+            secret_encrypted=secretbox.seal(secret, SECRET_PURPOSE), failure_count=0)
+    return webhook, secret
+
+
+def update_webhook(key, settings, webhook_id, changes):
+    """`changes` holds only the fields sent. `is_active: true` on a paused webhook
+    re-enables it with failure_count back to 0."""
+    fields = {f: changes[f] for f in ("description", "format", "is_active") if f in changes}
+    if "url" in changes:
+        fields["url"] = _check_url(changes["url"], settings)
+    if "events" in changes:
+        fields["events"] = normalize_events(changes["events"])
+    with database.atomic():
+        webhook = for_update(_visible(key).where(Webhook.id == webhook_id)).first()
+        if webhook is None:
+            raise NotFound("Webhook not found.")
+        if "is_active" in fields and fields["is_active"] != webhook.is_active:
+            states.check("webhook", _state(webhook.is_active), _state(fields["is_active"]))
+            if fields["is_active"]:
+                fields["failure_count"] = 0
+        Webhook.update(updated_at=clock.now(), **fields).where(Webhook.id == webhook.id).execute()
+        return Webhook.get_by_id(webhook.id)
+
+
+def _state(is_active):
+    return "active" if is_active else "paused"
+
+
+def delete_webhook(key, webhook_id):
+    """The webhook and its whole delivery history."""
+    with database.atomic():
+        webhook = get_webhook(key, webhook_id)
+        WebhookDelivery.delete().where(WebhookDelivery.webhook == webhook.id).execute()
+        webhook.delete_instance()
+
+
+def rotate_secret(key, webhook_id):
+    """A new secret at once; the old one signs nothing more."""
+    secret = new_secret()
+    with database.atomic():
+        webhook = get_webhook(key, webhook_id)
+        Webhook.update(secret_encrypted=secretbox.seal(secret, SECRET_PURPOSE),
+                       updated_at=clock.now()).where(Webhook.id == webhook.id).execute()
+    return {"secret": secret}
+
+
+def deliveries(key, webhook_id):
+    """The 50 most recent deliveries, newest first, each with its event's name."""
+    webhook = get_webhook(key, webhook_id)
+    return list(
+        WebhookDelivery.select(
+            WebhookDelivery.id, Event.name.alias("event"), WebhookDelivery.status,
+            WebhookDelivery.attempt_count, WebhookDelivery.response_status,
+            WebhookDelivery.response_body, WebhookDelivery.error_reason,
+            WebhookDelivery.duration_ms, WebhookDelivery.delivered_at, WebhookDelivery.created_at)
+        .join(Event, on=(WebhookDelivery.event == Event.id))
+        .where(WebhookDelivery.webhook == webhook.id)
+        .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+        .limit(DELIVERY_LOG).dicts())
+
+
+def _iso_now():
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def ping(key, settings, webhook_id):
+    """Send one `ping` event now, in the webhook's format, and report how the
+    receiver answered. No delivery entry; failure_count and last_triggered_at stay.
+    The receiver's body is never repeated back."""
+    webhook = get_webhook(key, webhook_id)
+    secret = secret_of(webhook)
+    if secret is None:
+        return {"success": False, "status_code": 0, "duration_ms": 0,
+                "message": "The webhook's secret cannot be read; rotate it."}
+    envelope = {
+        "event_id": str(uuid.uuid4()), "event": "ping", "timestamp": _iso_now(),
+        "organization_id": str(webhook.organization_id),
+        "data": {"webhook_id": str(webhook.id),
+                 "message": "Test ping from Berth: this webhook is reachable."},
+    }
+    body, headers = webhook_payloads.render(webhook, envelope, secret)
+    result = webhook_net.post(webhook.url, body, headers, timeout=PING_TIMEOUT,
+                              allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
+                              ca_bundle=settings["WEBHOOK_CA_BUNDLE"])
+    message = None
+    if not result.ok:
+        message = result.error or f"The receiver answered HTTP {result.status_code}."
+        if result.body_snippet and result.body_snippet.strip() in message:
+            message = f"The receiver answered HTTP {result.status_code}."
+    return {"success": bool(result.ok), "status_code": result.status_code or 0,
+            "duration_ms": int(result.duration_ms or 0), "message": message}
