@@ -18,6 +18,7 @@ class Config:
     SECRET_KEY = None  # None: generated into DATA_DIR on first start
     APPS_DOMAIN = "apps.localhost"
     WEBHOOK_ALLOW_PRIVATE = False
+    WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"
     HTTP_THREADS = 16
@@ -32,6 +33,12 @@ class Config:
     DESTROY_WAIT_SECONDS = 60
     # The scheduler's stuck-deployment check (spec: every 5 minutes).
     REAPER_INTERVAL_SECONDS = 300
+    # Outgoing webhooks: how often the scheduler fans out events and sends what is
+    # due; the send timeout (at most the spec's 10 s); the delays before attempts
+    # 2..5 in seconds (spec: ~30 s, ~5 min, ~30 min, ~2 h; +-10 % jitter).
+    WEBHOOK_POLL_SECONDS = "1"
+    WEBHOOK_TIMEOUT_SECONDS = "10"
+    WEBHOOK_RETRY_DELAYS = "30,300,1800,7200"
 
 
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,

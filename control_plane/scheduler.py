@@ -24,10 +24,12 @@ class Job:
 
 def jobs(settings):
     """Every periodic job of the control plane; adding one is one line here."""
-    from control_plane.services import reaper
+    from control_plane.services import reaper, webhook_delivery
 
     return [
         Job("reaper", settings["REAPER_INTERVAL_SECONDS"], reaper.reap),
+        Job("webhooks", float(settings["WEBHOOK_POLL_SECONDS"]),
+            lambda: webhook_delivery.run(settings, linger=webhook_delivery.LINGER_SECONDS)),
     ]
 
 

@@ -11,7 +11,7 @@ from control_plane.services import addon_repositories, commands
 
 def record_event(org_id, project_id, name, data):
     """Outbox: written in the caller's transaction; webhooks fan it out later."""
-    Event.create(organization=org_id, project=project_id, name=name, data=data)
+    return Event.create(organization=org_id, project=project_id, name=name, data=data)
 
 
 def set_environment_status(env, target, org_id):

@@ -1,0 +1,314 @@
+"""Outgoing webhooks, the sending side (a scheduler job): fan-out of the event
+outbox into deliveries, then durable delivery with retries and auto-pause.
+
+Safe with several schedulers at once: an event is fanned out by the one whose
+conditional UPDATE of `fanned_out` changed it, in the same transaction as its
+deliveries; a delivery is sent by the one whose conditional UPDATE set its
+`claimed_until` (a claim lasts CLAIM_SECONDS, far above the 10 s send timeout,
+so a killed worker's claims lapse and another sends them).
+
+Attempts: 1 at once, then after ~30 s, ~5 min, ~30 min, ~2 h (each delay +-10 %
+jitter); after the fifth failure the delivery is `failed`. A webhook counts
+consecutive deliveries that ended `failed` (`failure_count`; a delivered one resets
+it); the tenth pauses it (`is_active` false) in the same transaction. While paused,
+its pending deliveries stay `retrying` and are not sent, and new events are not
+fanned out to it; once re-enabled the pending ones go out at the next turn."""
+
+import datetime as dt
+import logging
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import peewee
+
+from control_plane import clock
+from control_plane.db import database, is_sqlite
+from control_plane.models import Event, Webhook, WebhookDelivery
+from control_plane.services import webhook_payloads
+
+log = logging.getLogger("berth.webhooks")
+
+RETRY_DELAYS = (30, 300, 1800, 7200)  # seconds before attempts 2..5
+JITTER = 0.1
+CLAIM_SECONDS = 60
+PAUSE_AFTER = 10  # consecutive failed deliveries
+DELIVERY_LOG = 50
+MAX_TIMEOUT = 10.0  # spec: the receiver answers within 10 s
+POOL_SIZE = 16  # sending threads
+# Claimed at once; two batches in flight: at most 4 rounds of 10 s before the last
+# one's send starts, well inside the claim.
+BATCH = POOL_SIZE * 2
+FANOUT_BATCH = 500
+TURN_SECONDS = 20  # one scheduler turn stops taking new work after this
+LINGER_SECONDS = 2.0  # the scheduler's turns: how long to keep looking after work
+LINGER_POLL = 0.05
+SNIPPET = 1000  # characters of the answer kept
+ALIASES = {f"deployment.{s}": f"deploy.{s}" for s in ("started", "completed", "failed",
+                                                       "cancelled")}
+
+
+def run(settings, linger=0.0):
+    """The scheduler job: fan out, then deliver what is due, until nothing is left
+    (or the turn is long enough). Two claimed batches are in flight at once: the
+    next one is claimed and queued on the senders while the previous one's
+    outcomes are recorded. With `linger`, a turn that found work keeps looking
+    every LINGER_POLL seconds until it has been idle that long: events that come
+    in a stream go out within tens of milliseconds, not at the next turn.
+    Returns the number of attempts made."""
+    started, attempts, inflight, idle_since = time.monotonic(), 0, [], None
+    while True:
+        in_turn = time.monotonic() - started < TURN_SECONDS
+        fanned = fan_out() if in_turn else 0
+        batch = claim_due() if in_turn else []
+        queued = [_senders().submit(send, job, settings) for job in batch]
+        if inflight:
+            record([f.result() for f in inflight], settings)
+            attempts += len(inflight)
+        inflight = queued
+        if inflight or fanned:
+            idle_since = None
+            continue
+        now = time.monotonic()
+        idle_since = idle_since or now
+        if not attempts or now - idle_since >= linger or not in_turn:
+            return attempts
+        time.sleep(LINGER_POLL)
+
+
+_pool, _pool_lock = None, threading.Lock()
+
+
+def _senders():
+    """The sending threads, shared by every scheduler loop of the process."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="berth-webhook")
+        return _pool
+
+
+# -- fan-out ------------------------------------------------------------------------
+
+def fan_out(limit=FANOUT_BATCH):
+    """Events not yet fanned out -> one `retrying` delivery, due now, per matching
+    active webhook. Returns the number of events this call claimed."""
+    if not Event.select().where(Event.fanned_out == False).exists():  # noqa: E712
+        return 0  # the common case: no write transaction (SQLite's lock) at all
+    with database.atomic():
+        events = list(Event.select().where(Event.fanned_out == False)  # noqa: E712
+                      .order_by(Event.created_at, Event.id).limit(limit))
+        if not events:
+            return 0
+        hooks = _active_hooks({e.organization_id for e in events})
+        now, rows, claimed = clock.now(), [], 0
+        for event in events:
+            if not (Event.update(fanned_out=True)
+                    .where(Event.id == event.id, Event.fanned_out == False)  # noqa: E712
+                    .execute()):
+                continue  # another scheduler has it
+            claimed += 1
+            rows.extend({"webhook": hook.id, "event": event.id, "status": "retrying",
+                         "next_attempt_at": now, "created_at": now}
+                        for hook in hooks.get(event.organization_id, ())
+                        if matches(hook, event))
+        for chunk in peewee.chunked(rows, 200):
+            WebhookDelivery.insert_many(chunk).execute()
+    return claimed
+
+
+def _active_hooks(org_ids):
+    by_org = {}
+    for hook in Webhook.select().where(Webhook.organization.in_(list(org_ids)),
+                                       Webhook.is_active == True):  # noqa: E712
+        by_org.setdefault(hook.organization_id, []).append(hook)
+    return by_org
+
+
+def matches(hook, event):
+    if hook.project_id is not None and hook.project_id != event.project_id:
+        return False
+    return event.name in {ALIASES.get(n, n) for n in hook.events or ()}
+
+
+# -- delivery -----------------------------------------------------------------------
+
+def deliver_due(settings, limit=BATCH):
+    """One claimed batch: sent concurrently outside any transaction, then every
+    outcome recorded in one transaction. Returns the number sent."""
+    claimed = claim_due(limit)
+    results = [f.result() for f in [_senders().submit(send, job, settings) for job in claimed]]
+    if results:
+        record(results, settings)
+    return len(results)
+
+
+def claim_due(limit=BATCH):
+    """Due deliveries of active webhooks, claimed for CLAIM_SECONDS by one
+    conditional UPDATE: a list of (delivery, webhook, event) this call alone may
+    send. PostgreSQL skips rows another claim holds locked (no waiting, no
+    deadlock); SQLite's write transactions are serialised anyway."""
+    now = clock.now()
+    until = now + dt.timedelta(seconds=CLAIM_SECONDS)
+    D = WebhookDelivery
+    unclaimed = D.claimed_until.is_null() | (D.claimed_until < now)
+    due = (D.select(D.id)
+           .where(D.status == "retrying", D.next_attempt_at <= now, unclaimed,
+                  D.webhook.in_(Webhook.select(Webhook.id)
+                                .where(Webhook.is_active == True)))  # noqa: E712
+           .order_by(D.next_attempt_at, D.id).limit(limit))
+    if not due.exists():
+        return []  # nothing due: no write transaction
+    if not is_sqlite():
+        due = due.for_update("FOR UPDATE SKIP LOCKED")
+    with database.atomic():
+        ids = [row.id for row in D.update(claimed_until=until)
+               .where(D.id.in_(due), D.status == "retrying", D.next_attempt_at <= now,
+                      unclaimed).returning(D.id).execute()]
+        if not ids:
+            return []
+        rows = (D.select(D, Webhook, Event).join(Webhook).switch(D).join(Event)
+                .where(D.id.in_(ids)).order_by(D.next_attempt_at, D.id))
+        return [(d, d.webhook, d.event) for d in rows]
+
+
+def envelope(event) -> dict:
+    """The `raw` body; the same on every attempt (receivers deduplicate on event_id)."""
+    return {"event_id": str(event.event_id), "event": event.name,
+            "timestamp": event.created_at.isoformat(timespec="milliseconds") + "Z",
+            "organization_id": str(event.organization_id), "data": event.data or {}}
+
+
+def timeout_of(settings):
+    """WEBHOOK_TIMEOUT_SECONDS, bounded by the spec's 10 s."""
+    return min(MAX_TIMEOUT, max(0.1, float(settings.get("WEBHOOK_TIMEOUT_SECONDS") or 10)))
+
+
+def send(job, settings):
+    """One attempt; never raises. Returns (delivery, webhook, SendResult-like)."""
+    from control_plane.services import webhook_net, webhooks
+
+    delivery, hook, event = job
+    try:
+        secret = webhooks.secret_of(hook)
+        if secret is None:
+            return delivery, hook, _Failure("the signing secret cannot be read; rotate it")
+        body, headers = webhook_payloads.render(hook, envelope(event), secret)
+        return delivery, hook, webhook_net.post(
+            hook.url, body, headers, timeout=timeout_of(settings),
+            allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
+            ca_bundle=settings.get("WEBHOOK_CA_BUNDLE"))
+    except Exception as exc:  # a bug here must not lose the claim's bookkeeping
+        log.exception("webhook delivery %s: sending failed", delivery.id)
+        return delivery, hook, _Failure(f"internal error: {type(exc).__name__}")
+
+
+class _Failure:
+    ok, status_code, duration_ms, body_snippet = False, None, None, None
+
+    def __init__(self, error):
+        self.error = error
+
+
+def retry_delays(settings):
+    raw = settings.get("WEBHOOK_RETRY_DELAYS")
+    if not raw:
+        return RETRY_DELAYS
+    if isinstance(raw, str):
+        raw = [part for part in raw.replace(" ", "").split(",") if part]
+    return tuple(float(x) for x in raw)
+
+
+def next_delay(attempt, settings):
+    """Seconds until attempt `attempt + 1`, or None when `attempt` was the last."""
+    delays = retry_delays(settings)
+    if attempt > len(delays):
+        return None
+    base = delays[attempt - 1]
+    return base * random.uniform(1 - JITTER, 1 + JITTER)
+
+
+_UPDATE_FIELDS = ("status", "attempt_count", "next_attempt_at", "claimed_until",
+                  "response_status", "response_body", "error_reason", "duration_ms",
+                  "delivered_at")
+
+
+def record(results, settings):
+    """Every attempt's outcome, the webhooks' counters and pauses, and pruning: one
+    transaction, one prepared UPDATE for the deliveries and one per webhook."""
+    now = clock.now()
+    rows, outcomes = [], {}
+    # Oldest first per webhook: "consecutive" follows the order of the events.
+    for delivery, hook, result in sorted(results, key=lambda r: (r[0].created_at, str(r[0].id))):
+        attempt = delivery.attempt_count + 1
+        fields = {"attempt_count": attempt, "claimed_until": None, "delivered_at": now,
+                  "response_status": result.status_code, "duration_ms": result.duration_ms,
+                  "response_body": str(result.body_snippet)[:SNIPPET]
+                  if result.body_snippet else None,
+                  "error_reason": None if result.ok else (result.error or _reason(result)),
+                  "status": "retrying", "next_attempt_at": None}
+        outcome = outcomes.setdefault(hook.id, [])
+        if result.ok:
+            fields["status"] = "delivered"
+            outcome.append("delivered")
+        else:
+            delay = next_delay(attempt, settings)
+            if delay is None:
+                fields["status"] = "failed"
+                outcome.append("failed")
+            else:
+                fields["next_attempt_at"] = now + dt.timedelta(seconds=delay)
+        rows.append([WebhookDelivery._meta.fields[f].db_value(fields[f]) for f in _UPDATE_FIELDS]
+                    + [WebhookDelivery.id.db_value(delivery.id)])
+    with database.atomic():
+        _update_many(rows)
+        # One order for every worker: two recording at once never deadlock on rows.
+        for hook_id in sorted(outcomes, key=str):
+            _settle_webhook(hook_id, outcomes[hook_id], now)
+            prune(hook_id)
+
+
+def _update_many(rows):
+    table = WebhookDelivery._meta.table_name
+    p = database.param
+    sets = ", ".join(f'"{WebhookDelivery._meta.fields[f].column_name}" = {p}'
+                     for f in _UPDATE_FIELDS)
+    cursor = database.cursor()
+    cursor.executemany(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
+
+
+def _reason(result):
+    return f"HTTP {result.status_code}" if result.status_code else "delivery failed"
+
+
+def _settle_webhook(hook_id, outcomes, now):
+    """last_triggered_at; failure_count: consecutive deliveries that ended failed
+    (a delivered one resets it); the tenth pauses the webhook."""
+    if "delivered" in outcomes:
+        last = len(outcomes) - 1 - outcomes[::-1].index("delivered")
+        count = outcomes[last + 1:].count("failed")
+    else:
+        count = Webhook.failure_count + outcomes.count("failed")
+    Webhook.update(last_triggered_at=now, failure_count=count).where(
+        Webhook.id == hook_id).execute()
+    if "failed" not in outcomes:
+        return
+    paused = (Webhook.update(is_active=False, updated_at=now)
+              .where(Webhook.id == hook_id, Webhook.is_active == True,  # noqa: E712
+                     Webhook.failure_count >= PAUSE_AFTER).execute())
+    if paused:
+        log.warning("webhook %s paused after %d consecutive failed deliveries",
+                    hook_id, PAUSE_AFTER)
+
+
+def prune(hook_id, keep=DELIVERY_LOG):
+    """Finished deliveries beyond the `keep` most recent go; pending ones stay
+    (they are still owed to the receiver)."""
+    recent = (WebhookDelivery.select(WebhookDelivery.id)
+              .where(WebhookDelivery.webhook == hook_id)
+              .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+              .limit(keep))
+    WebhookDelivery.delete().where(WebhookDelivery.webhook == hook_id,
+                                   WebhookDelivery.status != "retrying",
+                                   WebhookDelivery.id.not_in(recent)).execute()

@@ -1,0 +1,418 @@
+"""Outgoing webhooks, sending side: fan-out of the event outbox, the payload
+formats and signatures, retries on the schedule, auto-pause, claims shared by
+racing workers, the delivery log, and a retry that survives `kill -9`; against a
+real HTTPS receiver, on both database backends."""
+
+import datetime as dt
+import json
+import signal
+import threading
+import time
+
+import pytest
+import standardwebhooks
+
+from control_plane import secretbox
+from control_plane.db import database
+from control_plane.models import Event, Webhook, WebhookDelivery
+from control_plane.services import deployments, webhook_delivery, webhooks
+from tests.agent_support import wait_for
+from tests.conftest import auth
+from tests.serve import Served
+from tests.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
+
+P = "/api/public/v1"
+
+
+@pytest.fixture
+def settings(app, trust_ca):  # noqa: F811 - fixture by name
+    """The app's settings, with the test receiver reachable and trusted."""
+    s = app.extensions["berth"].settings
+    s["WEBHOOK_ALLOW_PRIVATE"] = True
+    s["WEBHOOK_CA_BUNDLE"] = trust_ca
+    return s
+
+
+@pytest.fixture
+def receiver(https_receiver, settings):  # noqa: F811
+    return https_receiver
+
+
+def hook(org, url, events=("deploy.completed",), fmt="raw", project=None, active=True):
+    """A webhook row with a sealed Standard Webhooks secret: (webhook, secret)."""
+    secret = webhooks.new_secret()
+    w = Webhook.create(organization=org, project=project, url=url, events=list(events),
+                       format=fmt, is_active=active,
+                       secret_encrypted=secretbox.seal(secret, webhooks.SECRET_PURPOSE))
+    return w, secret
+
+
+def event(org, project, name="deploy.completed", **data):
+    data = {"environment_id": "env-1", "project_id": str(project.id), "task_id": "task-1",
+            "status": "completed", "duration_seconds": 42, **data}
+    with database.atomic():
+        deployments.record_event(org.id, project.id, name, data)
+    return Event.select().order_by(Event.created_at.desc()).first()
+
+
+def delivery_of(w):
+    return WebhookDelivery.get(WebhookDelivery.webhook == w.id)
+
+
+def body(received):
+    return json.loads(received.body)
+
+
+def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_clock, settings,
+                                                               receiver):
+    org = world.org()
+    project = world.project(org)
+    w, secret = hook(org, receiver.url + "/in")
+    ev = event(org, project)
+    assert webhook_delivery.run(settings) == 1
+    (got,) = receiver.wait_for(1)
+    assert got.path == "/in" and got.method == "POST"
+    assert got.headers["Content-Type"] == "application/json"
+    assert got.headers["User-Agent"] == "Berth-Webhooks/1"
+    assert receiver.verify(got, secret)
+    assert got.headers["webhook-id"] == str(ev.event_id)
+    assert int(got.headers["webhook-timestamp"]) == int(
+        fake_clock.now.replace(tzinfo=dt.UTC).timestamp())
+    headers = {k: v for k, v in got.headers.items()}
+    assert standardwebhooks.Webhook(secret).verify(got.body, headers) == body(got)
+    with pytest.raises(standardwebhooks.WebhookVerificationError):
+        standardwebhooks.Webhook(webhooks.new_secret()).verify(got.body, headers)
+    assert body(got) == {
+        "event_id": str(ev.event_id), "event": "deploy.completed",
+        "timestamp": ev.created_at.isoformat(timespec="milliseconds") + "Z",
+        "organization_id": str(org.id), "data": ev.data}
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.response_status) == ("delivered", 1, 200)
+    assert d.response_body == '{"ok": true}' and d.error_reason is None
+    assert d.duration_ms is not None and d.delivered_at == fake_clock.now
+    assert d.next_attempt_at is None and d.claimed_until is None
+    w = Webhook.get_by_id(w.id)
+    assert w.failure_count == 0 and w.last_triggered_at == fake_clock.now
+    assert Event.get_by_id(ev.id).fanned_out
+    assert webhook_delivery.run(settings) == 0  # nothing twice
+
+
+def test_deploy_flow_events_carry_their_documented_data(app, world, settings, receiver):
+    org = world.org()
+    project = world.project(org)
+    env = world.environment(project, status="deploying")
+    hook(org, receiver.url, events=["deploy.started", "deploy.completed",
+                                    "environment.status_changed"])
+    with database.atomic():
+        d = deployments.start(env, project, settings, trigger="manual", kind="redeploy")
+    deployments.on_ack(d.id)
+    deployments.on_result(d.id, True, {}, None)
+    webhook_delivery.run(settings)
+    got = {b["event"]: b for b in map(body, receiver.wait_for(3))}
+    ids = {"environment_id": str(env.id), "project_id": str(project.id)}
+    assert got["deploy.started"]["data"] == {**ids, "task_id": str(d.id)}
+    completed = got["deploy.completed"]["data"]
+    assert set(completed) == {"environment_id", "project_id", "task_id", "status",
+                              "duration_seconds"}
+    assert completed["status"] == "completed" and completed["task_id"] == str(d.id)
+    assert isinstance(completed["duration_seconds"], int)
+    assert got["environment.status_changed"]["data"] == {**ids, "from": "deploying",
+                                                        "to": "running"}
+
+
+@pytest.mark.parametrize("name,colour,style", [
+    ("deploy.completed", "#2EB67D", "good"), ("deploy.failed", "#E01E5A", "attention"),
+    ("deploy.cancelled", "#9E9E9E", "default")])
+def test_chat_formats_have_their_layout_and_colour(app, world, settings, receiver, name, colour,
+                                                   style):
+    org = world.org()
+    project = world.project(org)
+    for fmt in ("blocks", "cards", "embed"):
+        hook(org, f"{receiver.url}/{fmt}", events=[name], fmt=fmt)
+    ev = event(org, project, name, status=name.split(".")[1])
+    webhook_delivery.run(settings)
+    got = {r.path.strip("/"): r for r in receiver.wait_for(3)}
+    assert set(got) == {"blocks", "cards", "embed"}
+    for r in got.values():
+        assert r.headers["Content-Type"] == "application/json"
+        assert r.headers["X-SVC-Signature"] is None and r.headers["webhook-signature"] is None
+    slack = body(got["blocks"])
+    assert name in slack["text"]
+    (att,) = slack["attachments"]
+    assert att["color"] == colour
+    assert att["blocks"][0] == {"type": "header", "text": {"type": "plain_text", "text": name}}
+    fields = {f["text"] for f in att["blocks"][2]["fields"]}
+    assert "*Task*\ntask-1" in fields and "*Duration*\n42 s" in fields
+    teams = body(got["cards"])
+    assert teams["type"] == "message"
+    (card,) = teams["attachments"]
+    assert card["contentType"] == "application/vnd.microsoft.card.adaptive"
+    content = card["content"]
+    assert content["type"] == "AdaptiveCard"
+    head = content["body"][0]
+    assert head["style"] == style and head["items"][0]["text"] == name
+    facts = next(b for b in content["body"] if b["type"] == "FactSet")["facts"]
+    assert {"title": "Project", "value": str(project.id)} in facts
+    (discord,) = body(got["embed"])["embeds"]
+    assert discord["title"] == name and discord["color"] == int(colour[1:], 16)
+    assert discord["timestamp"] == ev.created_at.isoformat(timespec="milliseconds") + "Z"
+    assert {"name": "Status", "value": name.split(".")[1], "inline": True} in discord["fields"]
+
+
+def _due_in(w, now):
+    return (delivery_of(w).next_attempt_at - now).total_seconds()
+
+
+def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
+        app, world, fake_clock, settings, receiver):
+    org = world.org()
+    project = world.project(org)
+    w, secret = hook(org, receiver.url)
+    ev = event(org, project)
+    receiver.respond(500, 500, 500, then=200)
+    delays = []
+    for attempt, nominal in enumerate((30, 300, 1800), start=1):
+        webhook_delivery.run(settings)
+        assert len(receiver.wait_for(attempt)) == attempt
+        d = delivery_of(w)
+        assert (d.status, d.attempt_count, d.response_status) == ("retrying", attempt, 500)
+        assert d.error_reason == "HTTP 500" and d.response_body == '{"ok": false}'
+        delay = _due_in(w, fake_clock.now)
+        assert nominal * 0.9 <= delay <= nominal * 1.1
+        delays.append(delay)
+        fake_clock.advance(seconds=nominal * 0.85)  # not yet due
+        assert webhook_delivery.run(settings) == 0
+        fake_clock.advance(seconds=delay - nominal * 0.85)
+    assert webhook_delivery.run(settings) == 1
+    got = receiver.wait_for(4)
+    assert len(got) == 4
+    assert {body(r)["event_id"] for r in got} == {str(ev.event_id)}
+    assert {r.headers["webhook-id"] for r in got} == {str(ev.event_id)}
+    assert len({r.body for r in got}) == 1 and all(receiver.verify(r, secret) for r in got)
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.response_status, d.error_reason) == (
+        "delivered", 4, 200, None)
+    assert Webhook.get_by_id(w.id).failure_count == 0
+
+
+def _round(settings, fake_clock, hours=3):
+    webhook_delivery.run(settings)
+    fake_clock.advance(hours=hours)
+
+
+def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
+        app, client, world, fake_clock, settings, receiver):
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    receiver.respond(then=503)
+    for _ in range(10):
+        event(org, project)
+    for _ in range(4):
+        _round(settings, fake_clock)
+    late = event(org, project)  # still has attempts left when the webhook pauses
+    assert Webhook.get_by_id(w.id).failure_count == 0
+    webhook_delivery.run(settings)
+    assert len(receiver.wait_for(51)) == 51
+    rows = list(WebhookDelivery.select().where(WebhookDelivery.webhook == w.id))
+    failed = [r for r in rows if r.event_id != late.id]
+    assert {(r.status, r.attempt_count, r.next_attempt_at) for r in failed} == {("failed", 5, None)}
+    w = Webhook.get_by_id(w.id)
+    assert (w.is_active, w.failure_count) == (False, 10)
+    pending = WebhookDelivery.get(WebhookDelivery.event == late.id)
+    assert (pending.status, pending.attempt_count) == ("retrying", 1)
+    # Paused: the pending retry waits, and a new event is not queued for it.
+    fake_clock.advance(hours=3)
+    unsent = event(org, project)
+    assert webhook_delivery.run(settings) == 0
+    assert len(receiver.requests) == 51
+    assert not WebhookDelivery.select().where(WebhookDelivery.event == unsent.id).exists()
+    # Re-enabled by PATCH: the pending one goes out, and succeeds.
+    receiver.respond(then=200)
+    raw, _key = world.key(org)
+    r = client.patch(f"{P}/webhooks/{w.id}", headers=auth(raw), json={"is_active": True})
+    assert r.status_code == 200, r.json
+    assert webhook_delivery.run(settings) == 1
+    assert body(receiver.wait_for(52)[-1])["event_id"] == str(late.event_id)
+    w = Webhook.get_by_id(w.id)
+    assert (w.is_active, w.failure_count) == (True, 0)
+    assert WebhookDelivery.get_by_id(pending.id).status == "delivered"
+
+
+def test_a_redirect_is_a_failure_and_is_not_followed(app, world, settings, receiver):
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url + "/old")
+    receiver.redirect(receiver.url + "/new", path="/old")
+    event(org, project)
+    webhook_delivery.run(settings)
+    time.sleep(0.3)
+    assert [r.path for r in receiver.requests] == ["/old"]
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, 302)
+    assert "redirect" in d.error_reason
+
+
+def test_a_receiver_slower_than_the_timeout_is_a_failure(app, world, settings, receiver):
+    assert webhook_delivery.timeout_of({"WEBHOOK_TIMEOUT_SECONDS": "60"}) == 10.0
+    assert webhook_delivery.timeout_of({}) == 10.0
+    settings["WEBHOOK_TIMEOUT_SECONDS"] = "1"
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    receiver.hang(8)
+    event(org, project)
+    started = time.monotonic()
+    webhook_delivery.run(settings)
+    assert time.monotonic() - started < 5
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
+    assert "timed out" in d.error_reason and 900 <= d.duration_ms < 5000
+
+
+def test_two_workers_racing_send_each_delivery_once_per_due_time(app, world, fake_clock,
+                                                                settings, receiver):
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    events = [event(org, project) for _ in range(40)]
+    receiver.respond(then=500)
+
+    def race():
+        barrier = threading.Barrier(2)
+        errors = []
+
+        def worker():
+            try:
+                barrier.wait()
+                webhook_delivery.run(settings)
+            except Exception as exc:  # surfaced below
+                errors.append(exc)
+            finally:
+                database.close()
+
+        threads = [threading.Thread(target=worker) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors
+
+    race()
+    time.sleep(0.3)
+    got = receiver.requests
+    assert sorted(body(r)["event_id"] for r in got) == sorted(str(e.event_id) for e in events)
+    fake_clock.advance(seconds=40)
+    race()
+    time.sleep(0.3)
+    assert len(receiver.requests) == 80
+    assert {r.attempt_count for r in WebhookDelivery.select()} == {2}
+
+
+def test_a_lapsed_claim_is_taken_over(app, world, fake_clock, settings, receiver):
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    event(org, project)
+    webhook_delivery.fan_out()
+    assert len(webhook_delivery.claim_due()) == 1  # a worker that died holding it
+    assert webhook_delivery.run(settings) == 0
+    fake_clock.advance(seconds=webhook_delivery.CLAIM_SECONDS + 1)
+    assert webhook_delivery.run(settings) == 1
+    assert delivery_of(w).status == "delivered"
+
+
+def test_webhooks_get_the_events_they_match_only(app, world, settings, receiver):
+    org, other_org = world.org(), world.org()
+    a, b = world.project(org), world.project(org)
+    hook(org, receiver.url + "/org-wide")
+    hook(org, receiver.url + "/project-a", project=a)
+    hook(org, receiver.url + "/project-b", project=b)
+    hook(org, receiver.url + "/inactive", active=False)
+    hook(org, receiver.url + "/other-events", events=["environment.created"])
+    hook(org, receiver.url + "/alias", events=["deployment.completed"])
+    hook(other_org, receiver.url + "/other-org")
+    event(org, a)
+    webhook_delivery.run(settings)
+    time.sleep(0.3)
+    assert sorted(r.path for r in receiver.requests) == ["/alias", "/org-wide", "/project-a"]
+
+
+def test_delivery_log_keeps_the_50_most_recent(app, client, world, fake_clock, settings,
+                                               receiver):
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    first = [event(org, project) for _ in range(30)]
+    webhook_delivery.run(settings)
+    fake_clock.advance(minutes=1)
+    second = [event(org, project) for _ in range(30)]
+    webhook_delivery.run(settings)
+    assert len(receiver.wait_for(60)) == 60
+    kept = {d.event_id for d in WebhookDelivery.select().where(WebhookDelivery.webhook == w.id)}
+    assert len(kept) == 50
+    assert {e.id for e in second} <= kept and len(kept & {e.id for e in first}) == 20
+    raw, _key = world.key(org)
+    r = client.get(f"{P}/webhooks/{w.id}/deliveries", headers=auth(raw))
+    assert r.status_code == 200 and len(r.json) == 50
+    entry = r.json[0]
+    assert {"id", "event", "status", "attempt_count", "response_status", "response_body",
+            "error_reason", "duration_ms", "delivered_at", "created_at"} <= set(entry)
+    assert entry["event"] == "deploy.completed" and entry["status"] == "delivered"
+    assert entry["attempt_count"] == 1 and entry["response_status"] == 200
+
+
+@pytest.mark.slow
+def test_a_retry_due_while_the_server_was_killed_still_happens(app, world, backend, tmp_path,
+                                                               settings, receiver):
+    env = {"CP_SECRET_KEY": app.config["SECRET_KEY"], "CP_WEBHOOK_ALLOW_PRIVATE": "1",
+           "CP_WEBHOOK_CA_BUNDLE": settings["WEBHOOK_CA_BUNDLE"],
+           "CP_WEBHOOK_RETRY_DELAYS": "4,4,4,4", "CP_WEBHOOK_POLL_SECONDS": "0.2"}
+    if backend == "postgres":
+        env["CP_DATABASE_URL"] = app.config["DATABASE_URL"]
+    org = world.org()
+    project = world.project(org)
+    w, secret = hook(org, receiver.url)
+    ev = event(org, project)
+    receiver.respond(500, then=200)
+    served = Served(app.config["DATA_DIR"], env).start()
+    try:
+        receiver.wait_for(1, timeout=20)
+        wait_for(lambda: delivery_of(w).attempt_count == 1, timeout=20, what="attempt 1 recorded")
+    finally:
+        served.proc.send_signal(signal.SIGKILL)
+        served.proc.wait(10)
+        served.log.close()
+    assert delivery_of(w).status == "retrying" and len(receiver.requests) == 1
+    served = Served(app.config["DATA_DIR"], env).start()
+    try:
+        wait_for(lambda: delivery_of(w).status == "delivered", timeout=30, what="the retry")
+    finally:
+        served.stop()
+    got = receiver.requests
+    assert len(got) == 2 and {r.headers["webhook-id"] for r in got} == {str(ev.event_id)}
+    assert receiver.verify(got[1], secret) and delivery_of(w).attempt_count == 2
+
+
+def test_a_stream_of_events_goes_out_without_waiting_for_the_next_turn(app, world, settings,
+                                                                        receiver):
+    from control_plane.scheduler import Scheduler, jobs
+
+    org = world.org()
+    project = world.project(org)
+    hook(org, receiver.url)
+    loop = Scheduler(jobs(settings)).start_in_thread()
+    try:
+        event(org, project)  # the turn that sends it goes on looking
+        receiver.wait_for(1, timeout=10)
+        sent = {}
+        for _ in range(20):
+            ev = event(org, project)
+            sent[str(ev.event_id)] = time.time()
+            time.sleep(0.1)
+        got = {body(r)["event_id"]: r.time for r in receiver.wait_for(21, timeout=10)[1:]}
+    finally:
+        loop.stop()
+    assert set(got) == set(sent)
+    lags = sorted(got[e] - sent[e] for e in sent)
+    assert lags[-1] < 0.75 and lags[10] < 0.3, lags  # not the next turn, a second away
