@@ -17,6 +17,8 @@ from control_plane.services import deployments
 from tests.agent_support import wait_for
 from tests.serve import BERTH, Served
 
+RUNNING = "scheduler running (reaper every 1 s, webhooks every 1 s, housekeeping every 3600 s)"
+
 
 def test_jobs_run_at_start_then_every_interval_and_failures_do_not_stop_the_loop(caplog):
     runs = {"ok": 0, "boom": 0}
@@ -104,7 +106,7 @@ def test_berth_scheduler_reaps_and_stops_on_sigterm(app, world, process_env, tmp
         late = stuck(app, world, project)  # stuck while it runs: the next turn takes it
         wait_for(lambda: status(late) == "failed", timeout=30, what="reaped on a later turn")
         assert status(recent) == "pending"
-        assert "scheduler running (reaper every 1 s, webhooks every 1 s)" in proc.text()
+        assert RUNNING in proc.text()
         assert "reaped 1 stuck deployment(s)" in proc.text()
     finally:
         code = proc.stop(signal.SIGTERM)
@@ -152,4 +154,4 @@ def test_berth_serve_runs_the_scheduler(app, world, process_env, tmp_path):
         wait_for(lambda: status(late) == "failed", timeout=30, what="reaped while serving")
     finally:
         log = served.stop()
-    assert "scheduler running (reaper every 1 s, webhooks every 1 s)" in log
+    assert RUNNING in log

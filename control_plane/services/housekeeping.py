@@ -1,0 +1,55 @@
+"""Retention (a scheduler job): what the spec or our own rules say is kept for
+a while is deleted after it. Plain deletes by age: safe when several
+schedulers run them at once, and each call removes at most BATCH rows per kind
+so one turn never holds a long transaction.
+
+- Task-log lines of deployments finished more than 90 days ago (spec: deployment
+  log retention). The deployment records stay; their logs read as empty.
+- Idempotency records past their 24 hours.
+- Outbox events older than 30 days that every webhook is done with (fanned out,
+  and no delivery row of theirs left)."""
+
+import datetime as dt
+
+from control_plane import clock
+from control_plane.db import database
+from control_plane.models import Deployment, Event, IdempotencyRecord, TaskLogLine, WebhookDelivery
+
+LOG_RETENTION = dt.timedelta(days=90)
+EVENT_RETENTION = dt.timedelta(days=30)
+BATCH = 5000
+
+
+def _delete_ids(model, ids):
+    if not ids:
+        return 0
+    with database.atomic():
+        return model.delete().where(model.id.in_(ids)).execute()
+
+
+def prune_task_logs(now):
+    old = Deployment.select(Deployment.id).where(Deployment.completed_at < now - LOG_RETENTION)
+    ids = [i for (i,) in TaskLogLine.select(TaskLogLine.id)
+           .where(TaskLogLine.deployment.in_(old)).limit(BATCH).tuples()]
+    return _delete_ids(TaskLogLine, ids)
+
+
+def prune_idempotency(now):
+    ids = [i for (i,) in IdempotencyRecord.select(IdempotencyRecord.id)
+           .where(IdempotencyRecord.expires_at < now).limit(BATCH).tuples()]
+    return _delete_ids(IdempotencyRecord, ids)
+
+
+def prune_events(now):
+    owed = WebhookDelivery.select(WebhookDelivery.event)
+    ids = [i for (i,) in Event.select(Event.id)
+           .where(Event.fanned_out, Event.created_at < now - EVENT_RETENTION,
+                  Event.id.not_in(owed)).limit(BATCH).tuples()]
+    return _delete_ids(Event, ids)
+
+
+def run():
+    """One turn; returns how many rows of each kind went."""
+    now = clock.now()
+    return {"task_log_lines": prune_task_logs(now), "idempotency_records": prune_idempotency(now),
+            "events": prune_events(now)}
