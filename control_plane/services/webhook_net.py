@@ -1,13 +1,10 @@
-"""The network layer of outgoing webhooks: URL checks and an SSRF-safe HTTPS sender.
+"""The SSRF-safe HTTPS sender of outgoing webhooks.
 
-- `check_url(url)`: create/patch-time validation (HTTPS only, at most 2048
-  characters, a host, no userinfo, no private/loopback/link-local/CGNAT/multicast/
-  unspecified/reserved IP literal in any spelling a resolver accepts).
-- `post(url, body, headers)`: resolves the host once (`resolve`, replaceable in
-  tests), refuses non-public addresses, connects only to the address it checked
-  (no second resolution), verifies the certificate against the URL's host name,
-  never follows redirects, bounds the whole exchange by `timeout` and never raises
-  for network problems: it returns a `SendResult`.
+`post(url, body, headers)` resolves the host once (`resolve`, replaceable in
+tests), refuses non-public addresses (`webhook_url.blocked_reason`), connects only
+to the address it checked (no second resolution), verifies the certificate against
+the URL's host name, never follows redirects, bounds the whole exchange by
+`timeout` and never raises for network problems: it returns a `SendResult`.
 
 `allow_private=True` (setting WEBHOOK_ALLOW_PRIVATE) lifts only the address rule.
 """
@@ -16,31 +13,22 @@ import concurrent.futures
 import dataclasses
 import functools
 import ipaddress
-import re
 import socket
 import ssl
 import threading
 import time
-import urllib.parse
 from collections import OrderedDict
 
 import certifi
 import urllib3
 from urllib3.connection import HTTPSConnection
 
-from control_plane.errors import Unprocessable
+from control_plane.services.webhook_url import blocked_reason, literal_refusal, parse
 
-MAX_URL_LENGTH = 2048
 SNIPPET_CHARS = 1000
 MAX_RESPONSE_BYTES = 64 * 1024
 MAX_ADDRESSES_TRIED = 3
 MAX_POOLS = 256
-
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-_HOST_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*"
-                      r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
-_NUMERIC_LABEL_RE = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,141 +39,6 @@ class SendResult:
     body_snippet: str | None
     error: str | None
 
-
-@dataclasses.dataclass(frozen=True)
-class _Target:
-    url: str  # normalized
-    host: str  # lower-case ASCII name, or the canonical IP text (no brackets)
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None  # host is an IP literal
-    port: int
-    path: str  # request target: path and query
-
-
-# --- address rules ------------------------------------------------------------------
-
-def _embedded_ipv4(ip):
-    """The IPv4 address an IPv6 address stands for (mapped, compatible, 6to4, NAT64)."""
-    if ip.ipv4_mapped:
-        return ip.ipv4_mapped
-    if ip.sixtofour:
-        return ip.sixtofour
-    if any(ip in net for net in _NAT64) or int(ip) >> 32 == 0 and int(ip) > 1:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
-def blocked_reason(ip):
-    """Why an address may not receive webhooks ("loopback address", ...), or None."""
-    if ip.version == 6:
-        v4 = _embedded_ipv4(ip)
-        if v4 is not None:
-            reason = blocked_reason(v4)
-            if reason:
-                return reason
-            if ip.ipv4_mapped or ip in _NAT64[0]:
-                return None  # a public IPv4 address in an IPv6 spelling
-    if ip.is_unspecified:
-        return "unspecified address"
-    if ip.is_loopback:
-        return "loopback address"
-    if ip.is_link_local:
-        return "link-local address"
-    if ip.is_multicast:
-        return "multicast address"
-    if ip.version == 4 and ip in _CGNAT:
-        return "shared (CGNAT) address"
-    if ip.is_private:
-        return "private address"
-    if ip.is_reserved or not ip.is_global:
-        return "reserved address"
-    return None
-
-
-# --- URL parsing ----------------------------------------------------------------------
-
-def _parse_host(netloc_host, bracketed):
-    """The host as a resolver sees it: (ascii host, ip or None). Raises ValueError."""
-    if bracketed:
-        if "%" in netloc_host:
-            raise ValueError("IPv6 zone identifiers are not allowed")
-        ip = ipaddress.IPv6Address(netloc_host)
-        return ip.compressed, ip
-    host = netloc_host.rstrip(".")  # "example.com." is "example.com" to a resolver
-    try:
-        host = host.encode("idna").decode("ascii").lower()
-    except UnicodeError:
-        raise ValueError("the host name is not valid") from None
-    if not _HOST_RE.match(host):
-        raise ValueError("the host name is not valid")
-    if _NUMERIC_LABEL_RE.match(host.rsplit(".", 1)[-1]):
-        # Numeric last label: resolvers read it as an IPv4 address, in any of the
-        # legacy spellings inet_aton accepts (2130706433, 0x7f.1, 0177.0.0.1, 127.1).
-        try:
-            ip = ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            raise ValueError("the host is neither a valid name nor an IPv4 address") from None
-        return str(ip), ip
-    return host, None
-
-
-def _parse(url):
-    """Split and normalize a webhook URL. Raises ValueError with a readable reason."""
-    if not isinstance(url, str) or not url:
-        raise ValueError("a URL is required")
-    if len(url) > MAX_URL_LENGTH:
-        raise ValueError(f"the URL is longer than {MAX_URL_LENGTH} characters")
-    if any(c <= " " or c == "\x7f" or c == "\\" for c in url):
-        raise ValueError("the URL contains spaces, control characters or backslashes")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() != "https":
-        raise ValueError("the URL must use https")
-    if "@" in parts.netloc:
-        raise ValueError("the URL may not contain a user name or password")
-    if not parts.hostname:
-        raise ValueError("the URL has no host")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("the URL's port is not valid") from None
-    if port == 0:
-        raise ValueError("the URL's port is not valid")
-    bracketed = parts.netloc.startswith("[")
-    try:
-        host, ip = _parse_host(parts.hostname, bracketed)
-    except ipaddress.AddressValueError:
-        raise ValueError("the IPv6 address is not valid") from None
-    netloc = f"[{host}]" if ip is not None and ip.version == 6 else host
-    if port is not None:
-        netloc += f":{port}"
-    normalized = urllib.parse.urlunsplit(("https", netloc, parts.path, parts.query, ""))
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return _Target(normalized, host, ip, port or 443, path)
-
-
-def _literal_refusal(target):
-    if target.ip is not None:
-        reason = blocked_reason(target.ip)
-        if reason:
-            return f"{target.host} is a {reason}"
-    elif target.host == "localhost" or target.host.endswith(".localhost"):
-        return f"{target.host} is a loopback name"
-    return None
-
-
-def check_url(url, *, allow_private=False):
-    """Validate a webhook URL at create/patch time; return it normalized."""
-    try:
-        target = _parse(url)
-    except ValueError as exc:
-        raise Unprocessable(f"Invalid webhook URL: {exc}.", code="invalid_webhook_url") from None
-    refusal = None if allow_private else _literal_refusal(target)
-    if refusal:
-        raise Unprocessable(f"Invalid webhook URL: {refusal}; webhooks must reach a "
-                            "public address.", code="invalid_webhook_url")
-    return target.url
-
-
-# --- sending --------------------------------------------------------------------------
 
 def resolve(host, port):
     """All addresses of `host`, in the resolver's order (tests replace this)."""
@@ -372,7 +225,7 @@ def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=Non
         return SendResult(False, None, int((time.monotonic() - started) * 1000), None, error)
 
     try:
-        target = _parse(url)
+        target = parse(url)
     except ValueError as exc:
         return fail(f"invalid URL: {exc}")
     if target.ip is not None:
@@ -388,7 +241,7 @@ def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=Non
         if not addresses:
             return fail(f"DNS lookup failed for {target.host}: no address")
     if not allow_private:
-        refusal = _literal_refusal(target)
+        refusal = literal_refusal(target)
         if refusal:
             return fail(f"refused: {refusal}")
         for address in addresses:

@@ -16,7 +16,7 @@ from control_plane.db import database, for_update
 from control_plane.errors import Conflict, Forbidden, NotFound, Unprocessable
 from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
 from control_plane.pagination import offset_page
-from control_plane.services import webhook_net, webhook_payloads
+from control_plane.services import webhook_net, webhook_payloads, webhook_url
 
 SECRET_PURPOSE = "webhook-secret"
 MAX_PER_ORG = 100
@@ -72,7 +72,7 @@ def normalize_events(names):
 
 
 def _check_url(url, settings):
-    return webhook_net.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
+    return webhook_url.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
 
 
 def _visible(key):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from control_plane.errors import Unprocessable
-from control_plane.services import webhook_net
+from control_plane.services import webhook_net, webhook_url
 from tests import webhook_receiver
 
 # The receiver's fixtures, by name.
@@ -36,7 +36,7 @@ HEADERS = {"Content-Type": "application/json"}
     ("https://bücher.example/", "https://xn--bcher-kva.example/"),
 ])
 def test_check_url_accepts_public_https(url, normalized):
-    assert webhook_net.check_url(url) == normalized
+    assert webhook_url.check_url(url) == normalized
 
 
 @pytest.mark.parametrize("url", [
@@ -62,16 +62,16 @@ def test_check_url_accepts_public_https(url, normalized):
 ])
 def test_check_url_rejects_malformed(url):
     with pytest.raises(Unprocessable) as info:
-        webhook_net.check_url(url)
+        webhook_url.check_url(url)
     assert info.value.code == "invalid_webhook_url"
     assert info.value.status == 422
 
 
 def test_check_url_length_limit_is_2048():
     base = "https://example.com/"
-    assert webhook_net.check_url(base + "a" * (2048 - len(base)))
+    assert webhook_url.check_url(base + "a" * (2048 - len(base)))
     with pytest.raises(Unprocessable):
-        webhook_net.check_url(base + "a" * (2049 - len(base)))
+        webhook_url.check_url(base + "a" * (2049 - len(base)))
 
 
 PRIVATE_LITERALS = [
@@ -89,7 +89,7 @@ PRIVATE_LITERALS = [
 @pytest.mark.parametrize("host", PRIVATE_LITERALS)
 def test_check_url_rejects_private_literals(host):
     with pytest.raises(Unprocessable) as info:
-        webhook_net.check_url(f"https://{host}/hook")
+        webhook_url.check_url(f"https://{host}/hook")
     assert info.value.code == "invalid_webhook_url"
     assert "public address" in info.value.message
 
@@ -97,13 +97,13 @@ def test_check_url_rejects_private_literals(host):
 @pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "[::ffff:127.0.0.1]",
                                   "10.0.0.5", "localhost"])
 def test_check_url_allow_private_skips_only_the_address_rule(host):
-    assert webhook_net.check_url(f"https://{host}:8443/h", allow_private=True)
+    assert webhook_url.check_url(f"https://{host}:8443/h", allow_private=True)
     with pytest.raises(Unprocessable):
-        webhook_net.check_url(f"http://{host}/h", allow_private=True)
+        webhook_url.check_url(f"http://{host}/h", allow_private=True)
 
 
 def test_check_url_normalizes_legacy_ipv4_spellings_under_allow_private():
-    assert webhook_net.check_url("https://0x7f.1/", allow_private=True) == "https://127.0.0.1/"
+    assert webhook_url.check_url("https://0x7f.1/", allow_private=True) == "https://127.0.0.1/"
 
 
 # --- post: delivery -------------------------------------------------------------------
