@@ -34,7 +34,20 @@ def current_key():
     return g.api_key
 
 
-def init_blueprint(blp):
-    blp.before_request(authenticate_request)
-    blp.after_request(stamp_headers)
-    return blp
+def init_app(app, prefix, open_paths):
+    """Every request under the public prefix, matched or not (so a 404 or 405 is
+    counted and stamped too, and a read-only key's PUT is a 403), except the
+    documentation at `open_paths`."""
+    open_paths = {f"{prefix}/{p.strip('/')}" for p in open_paths}
+
+    def guarded():
+        return request.path.startswith(prefix + "/") and request.path.rstrip("/") not in open_paths
+
+    @app.before_request
+    def _authenticate():
+        if guarded():
+            authenticate_request()
+
+    @app.after_request
+    def _stamp(response):
+        return stamp_headers(response) if guarded() else response

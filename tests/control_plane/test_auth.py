@@ -77,9 +77,7 @@ def test_read_only_key_cannot_write(client, world, method):
     path = f"{P}/projects" if method == "post" else f"{P}/projects/{project.id}"
     r = getattr(client, method)(path, headers={**auth(raw), "X-Confirm-Delete": "true"},
                                 json={"name": "x", "server_id": str(project.server_id)})
-    if method == "put":  # no PUT route: 405, still JSON
-        assert r.status_code == 405 and r.json["error"] == "method_not_allowed"
-        return
+    # PUT has no route at all, and is still a write the key may not make (rule 3).
     assert r.status_code == 403 and r.json["error"] == "write_access_required"
     assert client.get(f"{P}/projects/{project.id}", headers=auth(raw)).json["name"] == project.name
 
@@ -152,3 +150,30 @@ def test_keys_are_stored_only_as_digests(app, world):
     stored = ApiKey.get_by_id(key.id)
     assert raw not in repr(stored.__data__)
     assert stored.prefix == raw[:16] and stored.key_hash != raw and len(stored.key_hash) == 64
+
+
+@pytest.mark.parametrize("method,path", [
+    ("get", "/nothing/here"),             # no route: 404
+    ("get", "/projects/not-a-uuid"),      # a path id that is not a UUID: 404
+    ("put", "/projects"),                 # no PUT route for a full-access key: 405
+])
+def test_unmatched_requests_are_authenticated_counted_and_stamped(client, world, method, path):
+    org = world.org()
+    raw, key = world.key(org)
+    first = getattr(client, method)(f"{P}{path}", headers=auth(raw))
+    assert first.status_code in (404, 405) and first.json["error"] in ("not_found",
+                                                                         "method_not_allowed")
+    assert first.headers["X-API-Key-Id"] == key.public_id
+    assert first.headers["X-RateLimit-Limit"] == "20" and first.headers["X-RateLimit-Window"] == "60"
+    second = getattr(client, method)(f"{P}{path}", headers=auth(raw))
+    assert int(second.headers["X-RateLimit-Remaining"]) == int(
+        first.headers["X-RateLimit-Remaining"]) - 1
+    # Without a key, the answer is the 401, whatever the path.
+    anonymous = getattr(client, method)(f"{P}{path}")
+    assert anonymous.status_code == 401 and anonymous.json["error"] == "missing_api_key"
+
+
+def test_documentation_needs_no_key(client):
+    assert client.get(f"{P}/openapi.json").status_code == 200
+    assert client.get(f"{P}/docs").status_code == 200
+    assert client.get(f"{P}/redoc").status_code == 200

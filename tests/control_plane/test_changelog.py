@@ -58,9 +58,13 @@ def test_any_key_can_read(client, world, seeded):
     assert client.get(CHANGELOG).status_code == 401
 
 
-def test_read_only_key_cannot_write(client, ro_key):
+def test_read_only_key_cannot_write(client, ro_key, world):
     r = client.post(CHANGELOG, headers=auth(ro_key), json={})
-    assert r.status_code in (403, 405)
+    assert r.status_code == 403 and r.json["error"] == "write_access_required"
+    # A full-access key may write, but the changelog takes no writes: 405, JSON.
+    rw = client.post(CHANGELOG, headers=auth(world.key(world.org())[0]), json={})
+    assert rw.status_code == 405 and rw.json["error"] == "method_not_allowed"
+    assert rw.headers["Allow"] and rw.headers["X-API-Key-Id"].startswith("key_")
 
 
 def test_newest_version_first_compared_as_numbers(client, seeded, ro_key):

@@ -10,7 +10,9 @@ P = "/api/public/v1"
 def test_unknown_path_and_method_are_json(client, world):
     org = world.org()
     raw, _ = world.key(org)
-    r = client.get(f"{P}/nothing-here")
+    r = client.get(f"{P}/nothing-here", headers=auth(raw))
+    assert r.status_code == 404 and r.json == {"error": "not_found", "message": "Not found."}
+    r = client.get("/nothing-here")  # outside the API: no key needed, still JSON
     assert r.status_code == 404 and r.json == {"error": "not_found", "message": "Not found."}
     r = client.put(f"{P}/projects", headers=auth(raw))
     assert r.status_code == 405 and r.json["error"] == "method_not_allowed"

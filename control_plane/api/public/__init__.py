@@ -47,6 +47,9 @@ def register(app):
         webhooks,
     )
 
+    from control_plane.api import auth
+
+    auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, servers, registration_tokens, monitoring, tickets, changelog,
                    webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)

@@ -4,13 +4,12 @@ import marshmallow as ma
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import init_blueprint
 from control_plane.api.fields import Schema
 from control_plane.api.pagination import offset_args
 from control_plane.pagination import offset_page
 from control_plane.services import releases as svc
 
-blp = init_blueprint(Blueprint("changelog", __name__, description="Release notes"))
+blp = Blueprint("changelog", __name__, description="Release notes")
 
 
 class VersionField(ma.fields.String):

@@ -7,12 +7,12 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane import states
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.services import environments as svc
 
-blp = init_blueprint(Blueprint("environments", __name__, description="Environments"))
+blp = Blueprint("environments", __name__, description="Environments")
 
 
 def _domain():

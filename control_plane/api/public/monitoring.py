@@ -6,11 +6,11 @@ from flask import current_app
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.services import monitoring as svc
 
-blp = init_blueprint(Blueprint("monitoring", __name__, description="Metrics and runtime logs"))
+blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")
 
 
 def _berth():

@@ -5,13 +5,13 @@ from flask import request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, HttpsUrl, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.services import projects as svc
 
-blp = init_blueprint(Blueprint("projects", __name__, description="Projects"))
+blp = Blueprint("projects", __name__, description="Projects")
 
 
 class ProjectSchema(Schema):

@@ -5,12 +5,12 @@ from flask import current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
 from control_plane.services import registration as svc
 
-blp = init_blueprint(Blueprint("registration_tokens", __name__,
-                               description="Registration tokens (adding servers)"))
+blp = Blueprint("registration_tokens", __name__,
+                description="Registration tokens (adding servers)")
 
 
 @blp.before_request

@@ -4,12 +4,12 @@ import marshmallow as ma
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.services import servers as svc
 
-blp = init_blueprint(Blueprint("servers", __name__, description="Servers"))
+blp = Blueprint("servers", __name__, description="Servers")
 
 
 class ServerSchema(Schema):

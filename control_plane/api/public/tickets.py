@@ -5,13 +5,13 @@ from flask import current_app
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.services import tickets as svc
 
-blp = init_blueprint(Blueprint("tickets", __name__, description="Support tickets (read-only)"))
+blp = Blueprint("tickets", __name__, description="Support tickets (read-only)")
 
 
 class TicketListArgs(CursorArgs):

@@ -6,17 +6,17 @@ from flask import current_app, request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from control_plane.api.auth import current_key, init_blueprint
+from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
 from control_plane.services import webhooks as svc
 
-blp = init_blueprint(Blueprint(
+blp = Blueprint(
     "webhooks", __name__, description=(
         "Outgoing webhooks. Creating, changing, deleting, testing a webhook and rotating its "
         "secret count 10 per 60 s per API key, on top of the key's own limit: past that, "
-        "429 `webhook_rate_limit` with `Retry-After` and `retry_after`.")))
+        "429 `webhook_rate_limit` with `Retry-After` and `retry_after`."))
 
 
 @blp.before_request
