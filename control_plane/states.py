@@ -14,6 +14,9 @@ ENVIRONMENT = {
     ("destroying", "error"),                   # stuck deletion (reaper)
     ("failed", "running"), ("error", "running"),  # started again after a failure
     ("failed", "stopped"), ("error", "stopped"),
+    # a start, stop or restart that failed on the server: the containers are not
+    # in the state asked for (runtime error)
+    ("running", "error"), ("stopped", "error"), ("failed", "error"),
     ("*", "destroying"), ("destroying", "pending"), ("destroying", "deleted"),
     ("destroying", "failed"),
     ("pending", "deploying"),                  # a destroyed environment deployed again

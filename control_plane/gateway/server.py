@@ -276,35 +276,44 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         """Everything the agent sends; the Hello is handed to Connect via the outbox."""
         try:
             async for message in request_iterator:
-                kind = message.WhichOneof("body")
-                if kind == "hello":
-                    if not session.hello.done():
-                        session.hello.set_result(message.hello)
-                elif kind == "heartbeat":
-                    self.seen.add(session.server_id)
-                elif kind == "reply":
-                    reply = session.pending.get(message.reply.correlation_id)
-                    if reply is not None and not reply.done():
-                        reply.set_result(message.reply)
-                elif kind == "ack":
-                    session.in_flight.discard(message.ack.command_id)
-                    await asyncio.to_thread(commands.mark_acked, session.server_id,
-                                            message.ack.command_id)
-                elif kind == "log":
-                    line = message.log
-                    await asyncio.to_thread(commands.append_logs, session.server_id, [
-                        (line.command_id, line.seq, line.level, line.message)])
-                elif kind == "result":
-                    r = message.result
-                    result = json.loads(r.result_json) if r.result_json else None
-                    await asyncio.to_thread(commands.record_result, session.server_id,
-                                            r.command_id, r.ok, result, r.error)
+                try:
+                    await self._handle(session, message)
+                except Exception:
+                    # One message that could not be recorded must not drop the stream;
+                    # an unrecorded result is asked for again on the next stream.
+                    log.exception("handling a %s from server %s failed",
+                                  message.WhichOneof("body"), session.server_id)
         except (asyncio.CancelledError, grpc.aio.AioRpcError):
             pass
         finally:
             if not session.hello.done():
                 session.hello.cancel()
             session.outbox.put_nowait(None)
+
+    async def _handle(self, session, message):
+        kind = message.WhichOneof("body")
+        if kind == "hello":
+            if not session.hello.done():
+                session.hello.set_result(message.hello)
+        elif kind == "heartbeat":
+            self.seen.add(session.server_id)
+        elif kind == "reply":
+            reply = session.pending.get(message.reply.correlation_id)
+            if reply is not None and not reply.done():
+                reply.set_result(message.reply)
+        elif kind == "ack":
+            session.in_flight.discard(message.ack.command_id)
+            await asyncio.to_thread(commands.mark_acked, session.server_id,
+                                    message.ack.command_id)
+        elif kind == "log":
+            line = message.log
+            await asyncio.to_thread(commands.append_logs, session.server_id, [
+                (line.command_id, line.seq, line.level, line.message)])
+        elif kind == "result":
+            r = message.result
+            result = json.loads(r.result_json) if r.result_json else None
+            await asyncio.to_thread(commands.record_result, session.server_id,
+                                    r.command_id, r.ok, result, r.error)
 
 
 def _credential(context):

@@ -78,4 +78,5 @@ def _restore(env, cancelled, org_id):
     deployments.set_environment_status(env, status, org_id)
     if destroyed:  # deployed again after a destroy, then cancelled: destroyed again
         Environment.update(is_active=False).where(Environment.id == env.id).execute()
+        deployments.record_deleted(env.id, env.project_id, org_id)
     return status

@@ -49,14 +49,15 @@ def _deployment_of(server_id, command_id):
 
 
 def mark_acked(server_id, command_id):
-    acked = (AgentCommand.update(status="acked", acked_at=clock.now())
-             .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-                    AgentCommand.status.in_(PENDING)).execute())
-    deployment = acked and _deployment_of(server_id, command_id)
-    if deployment:
-        from control_plane.services import deployments
+    with database.atomic():
+        acked = (AgentCommand.update(status="acked", acked_at=clock.now())
+                 .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                        AgentCommand.status.in_(PENDING)).execute())
+        deployment = acked and _deployment_of(server_id, command_id)
+        if deployment:
+            from control_plane.services import deployments
 
-        deployments.on_ack(deployment)
+            deployments.on_ack(deployment)
 
 
 def withdraw(deployment_id, reason):
@@ -71,16 +72,19 @@ def withdraw(deployment_id, reason):
 
 
 def record_result(server_id, command_id, ok, result=None, error=None):
-    recorded = (AgentCommand.update(status="succeeded" if ok else "failed",
-                                    completed_at=clock.now(),
-                                    result={"result": result, "error": error or None})
-                .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-                       AgentCommand.status.not_in(("succeeded", "failed"))).execute())
-    deployment = recorded and _deployment_of(server_id, command_id)
-    if deployment:
-        from control_plane.services import deployments
+    """The command's result and what it settles, in one transaction: if settling
+    fails, the command stays unanswered and is asked for again on the next stream."""
+    with database.atomic():
+        recorded = (AgentCommand.update(status="succeeded" if ok else "failed",
+                                        completed_at=clock.now(),
+                                        result={"result": result, "error": error or None})
+                    .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                           AgentCommand.status.not_in(("succeeded", "failed"))).execute())
+        deployment = recorded and _deployment_of(server_id, command_id)
+        if deployment:
+            from control_plane.services import deployments
 
-        deployments.on_result(deployment, ok, result, error)
+            deployments.on_result(deployment, ok, result, error)
 
 
 LEVELS = ("info", "warning", "error")

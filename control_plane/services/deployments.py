@@ -40,6 +40,12 @@ KINDS = {
 }
 
 
+def failed_status(kind):
+    """A failed deploy or deletion leaves the environment `failed`; a failed start,
+    stop or restart is a runtime error on a deployed environment (`error`)."""
+    return "failed" if KINDS[kind][1] else "error"
+
+
 def in_progress(env_id):
     return Deployment.select().where(Deployment.environment == env_id,
                                      Deployment.status.in_(("pending", "running"))).exists()
@@ -124,12 +130,21 @@ def on_result(deployment_id, ok, result, error):
         if ok and done_status == "deleted":
             Environment.update(is_active=False, erp_container=None, db_container=None).where(
                 Environment.id == env.id).execute()
-            record_event(project.organization_id, project.id, "environment.deleted",
-                         {"environment_id": str(env.id), "project_id": str(project.id)})
-        set_environment_status(env, done_status if ok else "failed", project.organization_id)
-        duration = int((now - (d.started_at or d.created_at)).total_seconds())
-        record_event(project.organization_id, project.id,
-                     "deploy.completed" if ok else "deploy.failed",
-                     {"environment_id": str(env.id), "project_id": str(project.id),
-                      "task_id": str(d.id), "status": "completed" if ok else "failed",
-                      "duration_seconds": duration})
+            record_deleted(env.id, project.id, project.organization_id)
+        set_environment_status(env, done_status if ok else failed_status(d.kind),
+                               project.organization_id)
+        record_finished(d, project.organization_id, ok, now)
+
+
+def record_finished(d, org_id, ok, now):
+    """`deploy.completed` or `deploy.failed` for a task that ended (any kind)."""
+    record_event(org_id, d.project_id, "deploy.completed" if ok else "deploy.failed",
+                 {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
+                  "task_id": str(d.id), "status": "completed" if ok else "failed",
+                  "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())})
+
+
+def record_deleted(env_id, project_id, org_id):
+    """The environment left the API (deleted, destroyed, or its project deleted)."""
+    record_event(org_id, project_id, "environment.deleted",
+                 {"environment_id": str(env_id), "project_id": str(project_id)})

@@ -55,7 +55,8 @@ def _record_without_server(env, user, extra):
     version = (Deployment.select(fn.MAX(Deployment.version))
                .where(Deployment.environment == env.id).scalar() or 0) + 1
     return Deployment.create(environment=env, project=env.project_id, version=version,
-                             kind="destroy", trigger="destroy", status="pending",
+                             kind="destroy", trigger="destroy",
+                             status=states.check("deployment", None, "pending"),
                              git_branch=env.branch, triggered_by=user.id, extra_data=extra)
 
 
@@ -113,4 +114,6 @@ def _settle(d, env, org_id, ok, result, error):
         env.is_active = False
         Environment.update(is_active=False, erp_container=None, db_container=None,
                            updated_at=now).where(Environment.id == env.id).execute()
+        deployments.record_deleted(env.id, env.project_id, org_id)
     deployments.set_environment_status(env, "pending" if ok else "failed", org_id)
+    deployments.record_finished(d, org_id, ok, now)

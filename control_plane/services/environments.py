@@ -2,7 +2,7 @@
 containers and URL, on the project's server."""
 
 from control_plane import clock, states
-from control_plane.db import database
+from control_plane.db import database, is_sqlite
 from control_plane.errors import Conflict, NotFound
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
 from control_plane.services import deployments
@@ -32,12 +32,16 @@ def environments_of(key, project_id, status=None):
     return list(query.order_by(Environment.created_at, Environment.id)), project
 
 
-def get_environment(key, environment_id):
+def get_environment(key, environment_id, *, lock=False):
+    """An active environment in the key's scope (404 otherwise); `lock` holds its
+    row until the transaction ends, so two tasks cannot both find it idle."""
     query = (Environment.select(Environment, Project).join(Project)
              .where(Environment.id == environment_id, Environment.is_active,
                     Project.organization == key.organization_id, Project.deleted_at.is_null()))
     if key.project_scoped:
         query = query.where(Project.id == key.project_id)
+    if lock and not is_sqlite():  # SQLite's IMMEDIATE transactions already serialise
+        query = query.for_update(of=Environment)
     env = query.first()
     if env is None:
         raise NotFound("Environment not found.")
@@ -152,7 +156,7 @@ def act(key, environment_id, action, *, berth):
     """An action (or deletion) as a task: 202 at once, the work on the server.
     One queued-or-running task per environment (409 task_in_progress)."""
     with database.atomic():
-        env = get_environment(key, environment_id)
+        env = get_environment(key, environment_id, lock=True)
         if deployments.in_progress(env.id):
             raise Conflict("A task is already queued or running for this environment.",
                            code="task_in_progress")

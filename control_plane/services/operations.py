@@ -110,9 +110,12 @@ def _begin(env, kind, org_id):
         deployments.set_environment_status(env, while_running, org_id)
     elif env.status != when_done:
         states.check("environment", env.status, when_done)
-    if not env.is_active:
+    if not env.is_active:  # it comes back to the API: receivers see it created again
         env.is_active = True
         Environment.update(is_active=True).where(Environment.id == env.id).execute()
+        deployments.record_event(org_id, env.project_id, "environment.created",
+                                 {"environment_id": str(env.id), "project_id": str(env.project_id),
+                                  "name": env.name})
 
 
 def _new(env, user, berth, *, kind="deploy", trigger="manual", retry=False, **start):

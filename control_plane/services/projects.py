@@ -7,6 +7,7 @@ from control_plane.db import database
 from control_plane.errors import BadRequest, Conflict, Forbidden, NotFound
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
+from control_plane.services import deployments
 from control_plane.services.scope import require_org_scope, scoped_page
 
 BUSY_STATUSES = ("running", "deploying")
@@ -88,5 +89,9 @@ def delete_project(key, project_id, confirm):
         now = clock.now()
         Project.update(deleted_at=now, updated_at=now).where(Project.id == project_id).execute()
         # Its remaining (stopped, failed...) environments go with it.
+        gone = [e for (e,) in Environment.select(Environment.id).where(
+            Environment.project == project_id, Environment.is_active).tuples()]
         Environment.update(is_active=False, updated_at=now).where(
             Environment.project == project_id).execute()
+        for env_id in gone:
+            deployments.record_deleted(env_id, project_id, key.organization_id)

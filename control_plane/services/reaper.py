@@ -81,9 +81,5 @@ def reap_one(deployment_id, status, now):
         env = Environment.get_by_id(d.environment_id)
         if env.status in TRANSIENT:
             deployments.set_environment_status(env, "error", project.organization_id)
-        deployments.record_event(
-            project.organization_id, project.id, "deploy.failed",
-            {"environment_id": str(env.id), "project_id": str(project.id),
-             "task_id": str(d.id), "status": "failed",
-             "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())})
+        deployments.record_finished(d, project.organization_id, False, now)
     return True

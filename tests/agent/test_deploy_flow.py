@@ -157,6 +157,37 @@ def test_actions_and_delete(client, deployable, docker_client):
     assert "environment.deleted" in {e.name for e in Event.select().where(Event.organization == org.id)}
 
 
+def test_a_failed_start_leaves_the_environment_in_error(client, deployable, docker_client):
+    """A start that fails on the server is recorded (task failed with the reason,
+    environment `error`), and the agent's stream carries on."""
+    org, project, raw, created = deployable
+    env = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                      json={"name": "Fragile"}).json
+    created.append(env["id"])
+    base = f"{P}/environments/{env['id']}"
+    reader = auth(deployable_keys.reader)
+    first = client.get(f"{base}/status", headers=reader).json["last_deploy"]["id"]
+    wait_for(lambda: client.get(f"{P}/deployments/{first}", headers=reader).json["status"]
+             == "completed", timeout=120, interval=0.3, what="first deploy")
+    assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
+        "status"] == "completed"
+    # Out of band, the environment's network goes: its containers cannot start.
+    docker_client.networks.get(f"berth-{env['id'].replace('-', '')[:12]}").remove()
+
+    failed = _finish(client, client.post(f"{base}/actions/start", headers=auth(raw)))
+    assert failed["status"] == "failed" and failed["error_message"]
+    assert client.get(base, headers=reader).json["status"] == "error"
+    changes = [(e.data["from"], e.data["to"]) for e in Event.select().where(
+        Event.name == "environment.status_changed").order_by(Event.created_at)
+        if e.data["environment_id"] == env["id"]]
+    assert changes[-1] == ("stopped", "error")
+
+    # The result was recorded and the stream carried on: the next task runs.
+    assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
+        "status"] == "completed"
+    assert client.get(base, headers=reader).json["status"] == "stopped"
+
+
 def test_auto_deploy_applies_when_the_server_registers(client, app, world, gateway, tmp_path,
                                                        erp_image, postgres_image, docker_client):
     import grpc

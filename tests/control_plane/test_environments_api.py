@@ -153,3 +153,26 @@ def test_openapi_documents_the_patch(client):
     assert body["properties"]["branch"]["maxLength"] == 255
     ok = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     assert ok.endswith("/Environment")
+
+
+@pytest.mark.parametrize("action", ["redeploy", "restart"])
+def test_concurrent_actions_queue_exactly_one_task(app, setup, action):
+    """Rule 8 under a race: eight clients ask at once; one task is queued, the
+    others get 409 task_in_progress, none a 500."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, _, env, raw, _ = setup
+    barrier = threading.Barrier(8)
+
+    def post(_):
+        barrier.wait()
+        r = app.test_client().post(f"{P}/environments/{env.id}/actions/{action}",
+                                   headers=auth(raw))
+        return r.status_code, r.json.get("error")
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(post, range(8)))
+    assert sorted(s for s, _ in results) == [202] + [409] * 7, results
+    assert {e for s, e in results if s == 409} == {"task_in_progress"}
+    assert Deployment.select().where(Deployment.environment == env.id).count() == 1

@@ -530,6 +530,14 @@ def test_destroy_waits_for_the_agent(client, ops):
     client.post(f"{V1}/deployments/{r.json['deployment']['id']}/cancel", headers=ops.h)
     row = Environment.get_by_id(env.id)
     assert (row.status, row.is_active) == ("pending", False)
+    # Receivers saw the destroy end, the environment leave the API, come back, and leave.
+    events = [(e.name, e.data) for e in Event.select().where(Event.organization == ops.org.id)
+              .order_by(Event.created_at, Event.id)]
+    assert sorted(n for n, _ in events if n != "environment.status_changed") == sorted([
+        "deploy.started", "environment.deleted", "deploy.completed", "environment.created",
+        "deploy.cancelled", "environment.deleted"])
+    finished = next(d for n, d in events if n == "deploy.completed")
+    assert finished["task_id"] == body["deployment_id"] and finished["status"] == "completed"
 
 
 def test_destroy_keeps_data_by_default_and_reports_agent_failure(client, ops):

@@ -128,6 +128,19 @@ def test_delete_refused_while_environment_runs_or_deploys(client, world, org_rw,
         assert r.status_code == 204
 
 
+def test_delete_tells_receivers_its_environments_are_gone(client, world, org_rw):
+    from control_plane.models import Event
+    org, raw = org_rw
+    project = world.project(org)
+    kept = [world.environment(project, "stopped"), world.environment(project, "failed")]
+    world.environment(project, "pending", active=False)  # gone already: no second event
+    r = client.delete(f"{P}/projects/{project.id}", headers={**auth(raw), "X-Confirm-Delete": "true"})
+    assert r.status_code == 204
+    deleted = [e.data for e in Event.select().where(Event.name == "environment.deleted")]
+    assert sorted(d["environment_id"] for d in deleted) == sorted(str(e.id) for e in kept)
+    assert {d["project_id"] for d in deleted} == {str(project.id)}
+
+
 def test_environment_count_is_active_environments(client, world, org_rw):
     org, raw = org_rw
     project = world.project(org)
