@@ -1,6 +1,7 @@
 """Settings: defaults in one class, overrides from CP_* environment variables,
 and a dict passed to the app factory (tests)."""
 
+import math
 import os
 import secrets
 from pathlib import Path
@@ -65,10 +66,27 @@ def load(overrides=None, environ=None):
         if raw is not None:
             settings[name] = _coerce(default, raw)
     settings.update(overrides or {})
+    retry_delays(settings["WEBHOOK_RETRY_DELAYS"])  # refuse to start on a bad value
     settings["DATA_DIR"] = str(Path(settings["DATA_DIR"]).resolve())
     if not settings["SECRET_KEY"]:
         settings["SECRET_KEY"] = _stored_secret(Path(settings["DATA_DIR"]))
     return settings
+
+
+def retry_delays(raw):
+    """CP_WEBHOOK_RETRY_DELAYS ("30,300,1800,7200", or a list of numbers): the
+    seconds before attempts 2, 3, ... as a tuple; empty means the default."""
+    if not raw:
+        raw = Config.WEBHOOK_RETRY_DELAYS
+    parts = raw.split(",") if isinstance(raw, str) else raw
+    try:
+        delays = tuple(float(part) for part in parts)
+    except (TypeError, ValueError):
+        delays = ()
+    if not delays or not all(0 <= d < math.inf for d in delays):  # also refuses NaN
+        raise ValueError("CP_WEBHOOK_RETRY_DELAYS must be seconds separated by commas "
+                         f"(e.g. 30,300,1800,7200), got {raw!r}")
+    return delays
 
 
 def _stored_secret(data_dir):

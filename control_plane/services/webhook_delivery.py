@@ -23,14 +23,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import peewee
 
-from control_plane import clock
+from control_plane import clock, config
 from control_plane.db import database, is_sqlite
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services import webhook_payloads
 
 log = logging.getLogger("berth.webhooks")
 
-RETRY_DELAYS = (30, 300, 1800, 7200)  # seconds before attempts 2..5
 JITTER = 0.1
 CLAIM_SECONDS = 60
 PAUSE_AFTER = 10  # consecutive failed deliveries
@@ -57,6 +56,7 @@ def run(settings, linger=0.0):
     every LINGER_POLL seconds until it has been idle that long: events that come
     in a stream go out within tens of milliseconds, not at the next turn.
     Returns the number of attempts made."""
+    delays = retry_delays(settings)  # a bad setting fails here, before any send
     started, attempts, inflight, idle_since = time.monotonic(), 0, [], None
     while True:
         in_turn = time.monotonic() - started < TURN_SECONDS
@@ -64,7 +64,7 @@ def run(settings, linger=0.0):
         batch = claim_due() if in_turn else []
         queued = [_senders().submit(send, job, settings) for job in batch]
         if inflight:
-            record([f.result() for f in inflight], settings)
+            record([f.result() for f in inflight], delays)
             attempts += len(inflight)
         inflight = queued
         if inflight or fanned:
@@ -103,14 +103,18 @@ def fan_out(limit=FANOUT_BATCH):
             return 0
         hooks = _active_hooks({e.organization_id for e in events})
         now, rows, claimed = clock.now(), [], 0
-        for event in events:
+        for i, event in enumerate(events):
             if not (Event.update(fanned_out=True)
                     .where(Event.id == event.id, Event.fanned_out == False)  # noqa: E712
                     .execute()):
                 continue  # another scheduler has it
             claimed += 1
+            # created_at 1 us apart per event, in the events' order: the log, pruning,
+            # claims and the failure count follow the events, not random ids. Each
+            # event costs an UPDATE (far over 1 us): the next turn's `now` is later.
+            created = now + dt.timedelta(microseconds=i)
             rows.extend({"webhook": hook.id, "event": event.id, "status": "retrying",
-                         "next_attempt_at": now, "created_at": now}
+                         "next_attempt_at": now, "created_at": created}
                         for hook in hooks.get(event.organization_id, ())
                         if matches(hook, event))
         for chunk in peewee.chunked(rows, 200):
@@ -137,10 +141,11 @@ def matches(hook, event):
 def deliver_due(settings, limit=BATCH):
     """One claimed batch: sent concurrently outside any transaction, then every
     outcome recorded in one transaction. Returns the number sent."""
+    delays = retry_delays(settings)
     claimed = claim_due(limit)
     results = [f.result() for f in [_senders().submit(send, job, settings) for job in claimed]]
     if results:
-        record(results, settings)
+        record(results, delays)
     return len(results)
 
 
@@ -157,7 +162,7 @@ def claim_due(limit=BATCH):
            .where(D.status == "retrying", D.next_attempt_at <= now, unclaimed,
                   D.webhook.in_(Webhook.select(Webhook.id)
                                 .where(Webhook.is_active == True)))  # noqa: E712
-           .order_by(D.next_attempt_at, D.id).limit(limit))
+           .order_by(D.next_attempt_at, D.created_at, D.id).limit(limit))
     if not due.exists():
         return []  # nothing due: no write transaction
     if not is_sqlite():
@@ -169,7 +174,7 @@ def claim_due(limit=BATCH):
         if not ids:
             return []
         rows = (D.select(D, Webhook, Event).join(Webhook).switch(D).join(Event)
-                .where(D.id.in_(ids)).order_by(D.next_attempt_at, D.id))
+                .where(D.id.in_(ids)).order_by(D.next_attempt_at, D.created_at, D.id))
         return [(d, d.webhook, d.event) for d in rows]
 
 
@@ -212,17 +217,13 @@ class _Failure:
 
 
 def retry_delays(settings):
-    raw = settings.get("WEBHOOK_RETRY_DELAYS")
-    if not raw:
-        return RETRY_DELAYS
-    if isinstance(raw, str):
-        raw = [part for part in raw.replace(" ", "").split(",") if part]
-    return tuple(float(x) for x in raw)
+    """The seconds before attempts 2..5 (setting WEBHOOK_RETRY_DELAYS); raises
+    ValueError on a bad value."""
+    return config.retry_delays(settings.get("WEBHOOK_RETRY_DELAYS"))
 
 
-def next_delay(attempt, settings):
+def next_delay(attempt, delays):
     """Seconds until attempt `attempt + 1`, or None when `attempt` was the last."""
-    delays = retry_delays(settings)
     if attempt > len(delays):
         return None
     base = delays[attempt - 1]
@@ -234,7 +235,7 @@ _UPDATE_FIELDS = ("status", "attempt_count", "next_attempt_at", "claimed_until",
                   "delivered_at")
 
 
-def record(results, settings):
+def record(results, delays):
     """Every attempt's outcome, the webhooks' counters and pauses, and pruning: one
     transaction, one prepared UPDATE for the deliveries and one per webhook."""
     now = clock.now()
@@ -253,7 +254,7 @@ def record(results, settings):
             fields["status"] = "delivered"
             outcome.append("delivered")
         else:
-            delay = next_delay(attempt, settings)
+            delay = next_delay(attempt, delays)
             if delay is None:
                 fields["status"] = "failed"
                 outcome.append("failed")

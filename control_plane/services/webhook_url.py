@@ -1,8 +1,9 @@
 """Webhook URL rules: what a webhook may point at.
 
 - `check_url(url)`: create/patch-time validation (HTTPS only, at most 2048
-  characters, a host, no userinfo, no private/loopback/link-local/CGNAT/multicast/
-  unspecified/reserved IP literal in any spelling a resolver accepts).
+  characters both as sent and as stored, a host, no userinfo, no private/loopback/
+  link-local/CGNAT/multicast/unspecified/reserved IP literal in any spelling a
+  resolver accepts).
 - `blocked_reason(ip)`: the address rule the sender applies again to every address a
   name resolves to at send time (`webhook_net`).
 """
@@ -130,6 +131,9 @@ def parse(url):
     if port is not None:
         netloc += f":{port}"
     normalized = urllib.parse.urlunsplit(("https", netloc, parts.path, parts.query, ""))
+    if len(normalized) > MAX_URL_LENGTH:  # IDNA and written-out IPv4 hosts are longer
+        raise ValueError(f"the URL is longer than {MAX_URL_LENGTH} characters once its "
+                         f"host is normalized to {host}")
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return Target(normalized, host, ip, port or 443, path)
 

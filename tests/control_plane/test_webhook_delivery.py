@@ -8,14 +8,15 @@ import json
 import signal
 import threading
 import time
+from uuid import UUID
 
 import pytest
 import standardwebhooks
 
-from control_plane import secretbox
+from control_plane import config, secretbox
 from control_plane.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.services import deployments, webhook_delivery, webhooks
+from control_plane.services import deployments, webhook_delivery, webhook_url, webhooks
 from tests.agent_support import wait_for
 from tests.conftest import auth
 from tests.serve import Served
@@ -416,3 +417,70 @@ def test_a_stream_of_events_goes_out_without_waiting_for_the_next_turn(app, worl
     assert set(got) == set(sent)
     lags = sorted(got[e] - sent[e] for e in sent)
     assert lags[-1] < 0.75 and lags[10] < 0.3, lags  # not the next turn, a second away
+
+
+def test_a_burst_keeps_the_newest_50_deliveries_in_event_order(app, client, world, settings,
+                                                                receiver):
+    """One fan-out turn gives every delivery of the burst a distinct created_at in
+    the events' order: pruning and the log follow the events, not random ids."""
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    burst = [event(org, project) for _ in range(60)]
+    assert [e.created_at for e in burst] == sorted({e.created_at for e in burst})
+    assert webhook_delivery.fan_out() == 60  # one turn
+    webhook_delivery.run(settings)
+    assert len(receiver.wait_for(60)) == 60
+    event_of = {d.id: d.event_id for d in WebhookDelivery.select()}
+    assert sorted(event_of.values()) == sorted(e.id for e in burst[10:])
+    raw, _key = world.key(org)
+    r = client.get(f"{P}/webhooks/{w.id}/deliveries", headers=auth(raw))
+    assert r.status_code == 200
+    assert [event_of[UUID(d["id"])] for d in r.json] == [e.id for e in reversed(burst[10:])]
+
+
+def test_a_name_resolving_to_a_private_address_is_refused_when_sending(
+        app, world, settings, receiver, monkeypatch):
+    """Stored by name (allowed when saved: DNS can change), refused at send time
+    because the name now resolves to loopback; nothing reaches the receiver."""
+    from control_plane.services import webhook_net
+
+    settings["WEBHOOK_ALLOW_PRIVATE"] = False
+    monkeypatch.setattr(webhook_net, "resolve", lambda host, port: ["127.0.0.1"])
+    org = world.org()
+    project = world.project(org)
+    url = f"https://rebind.example.test:{receiver.port}/in"
+    assert webhook_url.check_url(url) == url
+    w, _ = hook(org, url)
+    event(org, project)
+    assert webhook_delivery.run(settings) == 1
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
+    assert d.error_reason == ("refused: rebind.example.test resolves to 127.0.0.1 "
+                              "(loopback address)")
+    time.sleep(0.3)
+    assert receiver.requests == []
+
+
+def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings, receiver,
+                                                          tmp_path):
+    with pytest.raises(ValueError, match="CP_WEBHOOK_RETRY_DELAYS"):
+        config.load({"DATA_DIR": str(tmp_path)}, environ={"CP_WEBHOOK_RETRY_DELAYS": "30,5m"})
+    loaded = config.load({"DATA_DIR": str(tmp_path)},
+                         environ={"CP_WEBHOOK_RETRY_DELAYS": "1, 2.5"})
+    assert webhook_delivery.retry_delays(loaded) == (1.0, 2.5)
+    assert webhook_delivery.retry_delays({}) == (30, 300, 1800, 7200)
+    # Settings changed after loading: the job refuses before sending anything.
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    event(org, project)
+    webhook_delivery.fan_out()  # a delivery due now
+    for bad in ("30,-1", "nan", "30,,300", "soon"):
+        settings["WEBHOOK_RETRY_DELAYS"] = bad
+        with pytest.raises(ValueError, match="CP_WEBHOOK_RETRY_DELAYS"):
+            webhook_delivery.run(settings)
+    time.sleep(0.3)
+    assert receiver.requests == []
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.claimed_until) == ("retrying", 0, None)

@@ -196,6 +196,30 @@ def test_limits_at_their_edge_are_accepted(client, keys):
     assert r.status_code == 422
 
 
+@pytest.mark.parametrize("host, stored", [
+    ("bücher.example", "xn--bcher-kva.example"),  # IDNA: 7 characters longer
+    ("1.1", "1.0.0.1"),  # a legacy IPv4 spelling, written out
+])
+def test_the_stored_url_is_at_most_2048_characters_too(client, keys, org, host, stored):
+    def url(h, path_length):
+        return f"https://{h}/" + "a" * path_length
+
+    longest = 2048 - len(f"https://{stored}/")  # the longest path that fits once stored
+    sent = url(host, longest + len(stored) - len(host))
+    assert len(sent) == 2048  # within the limit as sent, longer once normalized
+    r = create(client, keys.rw(), url=sent)
+    assert r.status_code == 422 and r.json["error"] == "invalid_webhook_url", r.json
+    assert "2048" in r.json["message"] and Webhook.select().count() == 0
+    w = row(org)
+    r = client.patch(f"{P}/webhooks/{w.id}", headers=auth(keys.rw()), json={"url": sent})
+    assert r.status_code == 422 and r.json["error"] == "invalid_webhook_url", r.json
+    assert Webhook.get_by_id(w.id).url == URL
+    # 2048 characters once normalized is accepted, and stored normalized.
+    r = create(client, keys.rw(), url=url(host, longest))
+    assert r.status_code == 201, r.json
+    assert r.json["url"] == url(stored, longest) and len(r.json["url"]) == 2048
+
+
 @pytest.mark.parametrize("body, field", [
     ({"events": []}, "events"), ({"events": ["nope"]}, "events"),
     ({"description": "d" * 501}, "description"), ({"format": "html"}, "format"),
