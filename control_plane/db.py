@@ -1,11 +1,36 @@
 """The database: SQLite (WAL) by default, PostgreSQL when CP_DATABASE_URL says so."""
 
+import contextlib
+import threading
 from pathlib import Path
 
 import peewee
 from playhouse.pool import PooledPostgresqlDatabase
 
 database = peewee.DatabaseProxy()
+_local = threading.local()
+
+
+def after_commit(fn):
+    """Run `fn` once the work around it has committed: at once outside a
+    transaction, else when the enclosing `deferring()` block ends without error
+    (e.g. wake the gateway only once the command it should send is visible)."""
+    queue = getattr(_local, "after_commit", None)
+    if queue is not None and database.in_transaction():
+        queue.append(fn)
+    else:
+        fn()
+
+
+@contextlib.contextmanager
+def deferring():
+    _local.after_commit = queue = []
+    try:
+        yield
+    finally:
+        _local.after_commit = None
+    for fn in queue:  # only reached when the block did not raise
+        fn()
 
 
 def make_database(settings):

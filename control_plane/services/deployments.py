@@ -4,7 +4,7 @@ and the statuses the agent's acknowledgement and result move it through."""
 from peewee import fn
 
 from control_plane import clock, states
-from control_plane.db import database
+from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Event, Project
 from control_plane.services import addon_repositories, commands
 
@@ -44,6 +44,13 @@ def failed_status(kind):
     """A failed deploy or deletion leaves the environment `failed`; a failed start,
     stop or restart is a runtime error on a deployed environment (`error`)."""
     return "failed" if KINDS[kind][1] else "error"
+
+
+def wake(berth, server_id):
+    """Tell the gateway a command is queued for the server, once it is committed."""
+    if berth.gateway is not None and server_id is not None:
+        gateway = berth.gateway
+        after_commit(lambda: gateway.wake(server_id))
 
 
 def in_progress(env_id):

@@ -91,8 +91,7 @@ def create_environment(key, project_id, *, name, berth, branch=None,
         env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
                       environment_type=environment_type, trigger="manual",
                       triggered_by=key.owner_id)
-    if berth.gateway is not None:
-        berth.gateway.wake(env.server_id)
+    deployments.wake(berth, env.server_id)
     return env
 
 
@@ -168,8 +167,7 @@ def act(key, environment_id, action, *, berth):
             states.check("environment", env.status, when_done)  # e.g. stop only what runs
         task = deployments.start(env, env.project, berth.settings, trigger="manual",
                                  kind=action, triggered_by=key.owner_id)
-    if berth.gateway is not None:
-        berth.gateway.wake(env.server_id)
+    deployments.wake(berth, env.server_id)
     return {"task_id": task.id, "status": "queued", "environment_id": env.id,
             "poll_url": f"/api/public/v1/deployments/{task.id}"}
 

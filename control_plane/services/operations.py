@@ -130,9 +130,7 @@ def _new(env, user, berth, *, kind="deploy", trigger="manual", retry=False, **st
                              triggered_by=user.id, **start)
 
 
-def wake(berth, server_id):
-    if berth.gateway is not None and server_id is not None:
-        berth.gateway.wake(server_id)
+wake = deployments.wake
 
 
 def _set_branch(env, git_branch):

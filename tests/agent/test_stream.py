@@ -235,3 +235,32 @@ def test_command_progress_lines_become_the_task_log(world, agents):
     # The same line again (a redelivery after a reconnect) is kept once.
     commands.append_logs(server.id, [(command.id.hex, 1, "info", "pong again")])
     assert TaskLogLine.select().where(TaskLogLine.deployment == deployment.id).count() == 1
+
+
+@pytest.fixture
+def slow_poll(monkeypatch):
+    from control_plane.gateway import server as gateway_module
+    monkeypatch.setattr(gateway_module, "POLL_SECONDS", 3600)
+
+
+def test_idempotent_action_wakes_the_gateway_after_its_commit(slow_poll, client, world, agents,
+                                                              gateway):
+    """With X-Idempotency-Key the action runs inside the idempotency transaction; the
+    gateway is woken once that committed, so the command goes out at once rather
+    than at the fallback poll (made slow here so that only the wake-up can deliver)."""
+    from control_plane.models import Project
+    from tests.conftest import auth
+
+    org = world.org()
+    server, credential = registered_server(org)
+    project = Project.create(organization=org, name="p", server=server, default_branch="main")
+    env = world.environment(project, "running", server=server)
+    raw, _ = world.key(org)
+    agents(server, credential)
+    wait_for(lambda: connected(server.id), what="agent connected")
+    r = client.post(f"/api/public/v1/environments/{env.id}/actions/restart",
+                    headers={**auth(raw), "X-Idempotency-Key": "restart-once"})
+    assert r.status_code == 202, r.json
+    wait_for(lambda: AgentCommand.select().where(AgentCommand.server == server.id,
+                                                 AgentCommand.status != "queued").exists(),
+             timeout=10, what="command delivered on the wake-up")
