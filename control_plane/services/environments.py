@@ -3,8 +3,8 @@ containers and URL, on the project's server."""
 
 from control_plane import clock, states
 from control_plane.db import database, is_sqlite
-from control_plane.errors import Conflict, NotFound
-from control_plane.models import Deployment, Environment, Project, TaskLogLine
+from control_plane.errors import Conflict, NotFound, Unprocessable
+from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
 from control_plane.services import deployments
 from control_plane.services.scope import projects_for
 
@@ -66,13 +66,14 @@ def update_environment(key, environment_id, changes):
 
 
 def _create(project, server_id, settings, *, name, branch, environment_type, trigger,
-            triggered_by=None):
+            triggered_by=None, allocation=None):
     """Inside the caller's transaction: the environment (`deploying`) and its first
     deployment, queued for the server's agent."""
     env = Environment.create(
         project=project, server=server_id, name=name.strip(), environment_type=environment_type,
         status=states.check("environment", None, "deploying"),
-        branch=branch or project.default_branch or "main", updated_at=clock.now())
+        branch=branch or project.default_branch or "main", updated_at=clock.now(),
+        **(allocation or {}))
     deployments.record_event(project.organization_id, project.id, "environment.created",
                              {"environment_id": str(env.id), "project_id": str(project.id),
                               "name": env.name})
@@ -80,17 +81,29 @@ def _create(project, server_id, settings, *, name, branch, environment_type, tri
     return env
 
 
+def _check_allocation(allocation, server):
+    """Each allocated resource fits the server (422 exceeds_server_capacity)."""
+    for field, unit in (("cpu_cores", "CPU cores"), ("ram_mb", "MB of memory"),
+                        ("disk_gb", "GB of disk")):
+        total = getattr(server, field)
+        if allocation.get(field) is not None and allocation[field] > total:
+            raise Unprocessable(f"{field}: the server has {total} {unit}.",
+                                code="exceeds_server_capacity")
+
+
 def create_environment(key, project_id, *, name, berth, branch=None,
-                       environment_type="development"):
+                       environment_type="development", **allocation):
     """201 with status `deploying`: the environment and its first deployment,
-    queued for the server's agent in the same transaction."""
+    queued for the server's agent in the same transaction. `allocation`
+    (cpu_cores, ram_mb, disk_gb) becomes the containers' limits."""
     with database.atomic():
         project = _project(key, project_id)
         if project.server_id is None:
             raise Conflict("The project has no server to deploy on.", code="no_server")
+        _check_allocation(allocation, Server.get_by_id(project.server_id))
         env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
                       environment_type=environment_type, trigger="manual",
-                      triggered_by=key.owner_id)
+                      triggered_by=key.owner_id, allocation=allocation)
     deployments.wake(berth, env.server_id)
     return env
 

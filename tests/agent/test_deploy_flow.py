@@ -54,15 +54,19 @@ def deployable(app, world, agents, tmp_path, erp_image, postgres_image, docker_c
         envs.destroy(env_id, True, lambda *a: None)
 
 
-def test_create_environment_deploys_it(client, deployable):
+def test_create_environment_deploys_it(client, app, deployable, docker_client):
     org, project, raw, created = deployable
     r = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
-                    json={"name": "Production", "environment_type": "production"})
+                    json={"name": "Production", "environment_type": "production",
+                          "cpu_cores": 1.5, "ram_mb": 768, "disk_gb": 10})
     assert r.status_code == 201, r.json
     env = r.json
     created.append(env["id"])
     assert env["status"] == "deploying" and env["branch"] == "main"
-    assert env["last_commit"] is None and env["url"].startswith("https://")
+    assert (env["cpu_cores"], env["ram_mb"], env["disk_gb"]) == (1.5, 768, 10)
+    assert env["last_commit"] is None
+    assert env["url"] == (f"https://{env['id'].replace('-', '')[:12]}."
+                          f"{app.config['APPS_DOMAIN']}")
 
     status = client.get(f"{P}/environments/{env['id']}/status", headers=auth(raw)).json
     task = status["last_deploy"]["id"]
@@ -83,6 +87,11 @@ def test_create_environment_deploys_it(client, deployable):
     port = AgentCommand.get(AgentCommand.deployment == task).result["result"]["http_port"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as h:
         assert h.status == 200
+    # The allocation is the ERP container's limits.
+    erp = docker_client.containers.list(filters={"label": [f"berth.environment_id={env['id']}",
+                                                           "berth.role=erp"]})[0]
+    assert erp.attrs["HostConfig"]["NanoCpus"] == 1_500_000_000
+    assert erp.attrs["HostConfig"]["Memory"] == 768 * 1024 * 1024
     names = {e.name for e in Event.select().where(Event.organization == org.id)}
     assert {"environment.created", "deploy.started", "deploy.completed",
             "environment.status_changed"} <= names

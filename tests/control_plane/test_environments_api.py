@@ -176,3 +176,48 @@ def test_concurrent_actions_queue_exactly_one_task(app, setup, action):
     assert sorted(s for s, _ in results) == [202] + [409] * 7, results
     assert {e for s, e in results if s == 409} == {"task_in_progress"}
     assert Deployment.select().where(Deployment.environment == env.id).count() == 1
+
+
+def test_create_takes_an_allocation_that_fits_the_server(client, world):
+    org = world.org()
+    project = world.project(org)  # the server: 4 cores, 8192 MB, 100 GB
+    raw = world.key(org)[0]
+    url = f"{P}/projects/{project.id}/environments"
+    for body, field in (({"cpu_cores": 4.5}, "cpu_cores"), ({"ram_mb": 8193}, "ram_mb"),
+                        ({"disk_gb": 101}, "disk_gb")):
+        r = client.post(url, headers=auth(raw), json={"name": "big", **body})
+        assert r.status_code == 422 and r.json["error"] == "exceeds_server_capacity", r.json
+        assert field in r.json["message"]
+    for body in ({"cpu_cores": 0}, {"ram_mb": 100}, {"disk_gb": "lots"}):
+        r = client.post(url, headers=auth(raw), json={"name": "bad", **body})
+        assert r.status_code == 422 and r.json["error"] == "validation_error"
+    assert Environment.select().count() == 0
+    r = client.post(url, headers=auth(raw),
+                    json={"name": "fits", "cpu_cores": 4, "ram_mb": 8192, "disk_gb": 100})
+    assert r.status_code == 201 and (r.json["cpu_cores"], r.json["ram_mb"]) == (4.0, 8192)
+    command = AgentCommand.get(AgentCommand.kind == "deploy")
+    assert (command.payload["cpu_cores"], command.payload["ram_mb"]) == (4.0, 8192)
+
+
+def test_create_defaults_list_order_and_status_filter(client, world):
+    from control_plane.models import Project
+    org = world.org()
+    project = world.project(org)
+    raw, reader = world.key(org)[0], world.key(org, "read_only")[0]
+    url = f"{P}/projects/{project.id}/environments"
+    Project.update(default_branch="develop").where(Project.id == project.id).execute()
+    first = client.post(url, headers=auth(raw), json={"name": "a"}).json
+    assert first["branch"] == "develop"
+    Project.update(default_branch=None).where(Project.id == project.id).execute()
+    second = client.post(url, headers=auth(raw), json={"name": "b", "branch": "feature/x"}).json
+    third = client.post(url, headers=auth(raw), json={"name": "c"}).json
+    assert (second["branch"], third["branch"]) == ("feature/x", "main")
+    assert Environment.get_by_id(first["id"]).environment_type == "development"
+    bad = client.post(url, headers=auth(raw), json={"name": "d", "environment_type": "qa"})
+    assert bad.status_code == 422 and "environment_type" in bad.json["details"]["json"]
+    Environment.update(status="running").where(Environment.id == second["id"]).execute()
+    world.environment(project, "running", active=False)  # inactive: never listed
+    listed = client.get(url, headers=auth(reader)).json
+    assert [e["id"] for e in listed] == [first["id"], second["id"], third["id"]]
+    running = client.get(f"{url}?status=Running", headers=auth(reader)).json
+    assert [e["id"] for e in running] == [second["id"]]

@@ -43,6 +43,13 @@ class EnvironmentCreateSchema(ma.Schema):
     environment_type = ma.fields.String(
         load_default="development",
         validate=ma.validate.OneOf(["development", "staging", "production"]))
+    # Optional allocation, enforced as container limits; at most the server's totals.
+    cpu_cores = ma.fields.Float(validate=ma.validate.Range(0.1, 1024), metadata={
+        "description": "CPU cores for the ERP container (1.0 = one core). Default: no limit."})
+    ram_mb = ma.fields.Integer(validate=ma.validate.Range(256, 4_194_304), metadata={
+        "description": "Memory limit of the ERP container, MB. Default: no limit."})
+    disk_gb = ma.fields.Integer(validate=ma.validate.Range(1, 1_000_000), metadata={
+        "description": "Disk allocated (recorded for metrics; not enforced)."})
 
 
 class EnvironmentUpdateSchema(ma.Schema):
