@@ -1,6 +1,7 @@
 """Deployments: a record per attempt, a durable command to the server's agent,
 and the statuses the agent's acknowledgement and result move it through."""
 
+from limits import RateLimitItemPerMinute
 from peewee import fn
 
 from control_plane import clock, states
@@ -51,6 +52,28 @@ def wake(berth, server_id):
     if berth.gateway is not None and server_id is not None:
         gateway = berth.gateway
         after_commit(lambda: gateway.wake(server_id))
+
+
+# Per organization (spec Limits), on every deployment a person asks for, on either
+# surface; automatic ones (git push, a registration's auto_deploy) do not count.
+DEPLOYMENTS_PER_MINUTE = RateLimitItemPerMinute(10)
+RETRIES_PER_MINUTE = RateLimitItemPerMinute(10)
+
+
+def count_requested(berth, org_id, *, retry=False):
+    """One slot of each limit that applies (429 target_rate_limit when one is
+    full). All are checked before any is taken, so a refusal uses no slot."""
+    limits = [(DEPLOYMENTS_PER_MINUTE, "deployments", "deployments")]
+    if retry:  # the narrower limit first: its message says more
+        limits.insert(0, (RETRIES_PER_MINUTE, "retries", "manual retries"))
+    limiter = berth.limiter
+    for check in (True, False):
+        for item, name, what in limits:
+            if check and limiter.strategy.test(item, f"ops-{name}", org_id.hex):
+                continue
+            limiter.hit(item, f"ops-{name}", org_id.hex, code="target_rate_limit",
+                        message=f"Too many {what} for this organization "
+                                f"(at most {item.amount} a minute).")
 
 
 def in_progress(env_id):

@@ -39,7 +39,7 @@ def destroy(user, environment_id, *, berth, delete_data=False):
                            "Try again once its agent is back.", code="server_unreachable",
                            status=502)
         deployments.set_environment_status(env, "destroying", org_id)
-        operations.count_deployment(berth, org_id)
+        deployments.count_requested(berth, org_id)
         extra = {"delete_data": bool(delete_data)}
         if env.server_id is None:  # never placed on a server: nothing to remove there
             d = _record_without_server(env, user, extra)

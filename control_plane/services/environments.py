@@ -101,6 +101,7 @@ def create_environment(key, project_id, *, name, berth, branch=None,
         if project.server_id is None:
             raise Conflict("The project has no server to deploy on.", code="no_server")
         _check_allocation(allocation, Server.get_by_id(project.server_id))
+        deployments.count_requested(berth, project.organization_id)
         env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
                       environment_type=environment_type, trigger="manual",
                       triggered_by=key.owner_id, allocation=allocation)
@@ -178,6 +179,7 @@ def act(key, environment_id, action, *, berth):
             deployments.set_environment_status(env, while_running, org)
         elif env.status != when_done:
             states.check("environment", env.status, when_done)  # e.g. stop only what runs
+        deployments.count_requested(berth, org)
         task = deployments.start(env, env.project, berth.settings, trigger="manual",
                                  kind=action, triggered_by=key.owner_id)
     deployments.wake(berth, env.server_id)

@@ -10,7 +10,6 @@ Order of the checks, everywhere: 404 (missing or another organization), 403
 or a move the environment's table refuses), 429 (per-organization limits).
 A refused request changes nothing and uses no rate-limit slot."""
 
-from limits import RateLimitItemPerMinute
 
 from control_plane import clock, states
 from control_plane.db import database, is_sqlite
@@ -24,8 +23,6 @@ CODE_KINDS = ("deploy", "redeploy")  # the kinds that put code on the server
 STATUSES = ("pending", "queued", "building", "deploying", "running", "success", "failed",
             "cancelled", "rolled_back", "destroyed")
 # Spec limits, per organization (all its users together).
-DEPLOYMENTS_PER_MINUTE = RateLimitItemPerMinute(10)
-RETRIES_PER_MINUTE = RateLimitItemPerMinute(10)
 
 
 # --- lookups ------------------------------------------------------------------
@@ -84,18 +81,6 @@ def rollbackable(d):
 
 # --- the shared steps of every new deployment -----------------------------------
 
-def count(berth, item, name, org_id, what):
-    """One slot of a per-organization limit (429 target_rate_limit when full)."""
-    berth.limiter.hit(item, f"ops-{name}", org_id.hex, code="target_rate_limit",
-                      message=f"Too many {what} for this organization "
-                              f"(at most {item.amount} a minute).")
-
-
-def count_deployment(berth, org_id):
-    """Every deployment record this surface creates counts (destroys too)."""
-    count(berth, DEPLOYMENTS_PER_MINUTE, "deployments", org_id, "deployments")
-
-
 def refuse_if_busy(env):
     if deployments.in_progress(env.id):
         raise Conflict("A deployment is already pending or running for this environment.",
@@ -123,9 +108,7 @@ def _new(env, user, berth, *, kind="deploy", trigger="manual", retry=False, **st
     org_id = env.project.organization_id
     refuse_if_busy(env)
     _begin(env, kind, org_id)
-    if retry:
-        count(berth, RETRIES_PER_MINUTE, "retries", org_id, "manual retries")
-    count_deployment(berth, org_id)
+    deployments.count_requested(berth, org_id, retry=retry)
     return deployments.start(env, env.project, berth.settings, trigger=trigger, kind=kind,
                              triggered_by=user.id, **start)
 

@@ -639,6 +639,46 @@ def test_ten_manual_retries_a_minute_per_organization(client, ops):
     assert Deployment.select().where(Deployment.status == "pending").count() == 10
 
 
+def test_the_deployment_limit_counts_both_surfaces(client, ops):
+    """Environment creates and actions on the public API and the operations here
+    share the organization's 10 a minute; a refusal there uses no slot."""
+    key, _ = ops.world.key(ops.org)
+    envs = [ops.env(status="running") for _ in range(5)]
+    for env in envs[:4]:
+        r = client.post(f"/api/public/v1/environments/{env.id}/actions/restart",
+                        headers=bearer(key))
+        assert r.status_code == 202, r.json
+    for n in range(5):
+        r = client.post(f"/api/public/v1/projects/{ops.project.id}/environments",
+                        headers=bearer(key), json={"name": f"new-{n}"})
+        assert r.status_code == 201, r.json
+    failed = ops.env(status="failed")
+    retried = ops.deployment(failed, status="failed")
+    assert client.post(f"{V1}/deployments/{retried.id}/retry", headers=ops.h).status_code == 201
+    before = snapshot()
+    r = client.post(f"{V1}/environments/{envs[4].id}/deploy", headers=ops.h,
+                    json={"force": True})
+    assert r.status_code == 429 and r.json["error"] == "target_rate_limit"
+    r = client.post(f"/api/public/v1/environments/{envs[4].id}/actions/stop", headers=bearer(key))
+    assert r.status_code == 429 and r.json["error"] == "target_rate_limit"
+    r = client.post(f"/api/public/v1/projects/{ops.project.id}/environments",
+                    headers=bearer(key), json={"name": "one-too-many"})
+    assert r.status_code == 429 and snapshot() == before
+
+
+def test_a_retry_refused_by_the_deployment_limit_keeps_its_retry_slot(client, ops):
+    for _ in range(10):
+        assert client.post(f"{V1}/environments/{ops.env(status='failed').id}/deploy",
+                           headers=ops.h).status_code == 201
+    failed = ops.deployment(ops.env(status="failed"), status="failed")
+    r = client.post(f"{V1}/deployments/{failed.id}/retry", headers=ops.h)
+    assert r.status_code == 429 and "deployments" in r.json["message"]
+    limiter = client.application.extensions["berth"].limiter
+    from control_plane.services.deployments import RETRIES_PER_MINUTE
+    assert limiter.strategy.get_window_stats(
+        RETRIES_PER_MINUTE, "ops-retries", ops.org.id.hex).remaining == 10
+
+
 # --- OpenAPI ------------------------------------------------------------------------------
 
 def test_openapi_documents_every_operation(client):
