@@ -77,14 +77,15 @@ class Environments:
             db = self._postgres(env_id, n, spec, password, log)
             self._wait_db(db, spec, log)
             commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
-            self._checkout_addon_repositories(spec.get("addon_repositories"),
-                                              n["dir"] / "addons", log)
+            addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
+                                                              n["dir"] / "addons", log)
             self._config(n, spec, password, log)
             erp, port = self._erp(env_id, n, spec, log)
             self._wait_http(port, log)
         log("info", f"environment is up on port {port}")
         return {"erp_container": erp.id, "db_container": db.id, "http_port": port,
-                "git_commit": commit, "image_tag": spec["erp_image"]}
+                "git_commit": commit, "image_tag": spec["erp_image"],
+                "addon_commits": addon_commits}
 
     def _db_password(self, env_dir):
         """Generated here on the first deploy, never sent anywhere (mode 0600)."""
@@ -148,22 +149,35 @@ class Environments:
         return sha
 
     def _checkout_addon_repositories(self, repos, addons, log):
-        """Each add-on repository at its branch head, in its own directory under
-        the add-ons directory (mounted with it), made afresh on every deploy."""
+        """Each add-on repository at its branch head (or at the exact commit a
+        rollback names), in its own directory under the add-ons directory (mounted
+        with it), made afresh on every deploy. Returns the commits, in order."""
         target, work = addons / ADDON_REPOS, addons / f"{ADDON_REPOS}.new"
         shutil.rmtree(work, ignore_errors=True)
         if repos:
             work.mkdir(parents=True)
+        commits = []
         for repo, name in zip(repos or (), addon_repo_names(repos), strict=True):
             url, branch = repo.get("url"), repo.get("branch") or "main"
+            commit = repo.get("commit")
             if not url or url.startswith("-") or branch.startswith("-"):
                 raise DeployError(f"add-on repository {name}: no valid URL or branch")
-            log("info", f"checking out add-on repository {_redact(url)} at {branch}")
-            _git(["git", "clone", "--quiet", "--depth", "1", "--branch", branch, "--", url,
+            if commit and not re.fullmatch(r"[0-9a-f]{7,64}", commit):
+                raise DeployError(f"add-on repository {name}: not a commit id: {commit!r}")
+            log("info", f"checking out add-on repository {_redact(url)} at {commit or branch}")
+            # A branch head needs only the newest commit; an older commit needs history.
+            depth = [] if commit else ["--depth", "1"]
+            _git(["git", "clone", "--quiet", *depth, "--branch", branch, "--", url,
                   str(work / name)], f"cloning the add-on repository {name}")
+            if commit:
+                _git(["git", "-C", str(work / name), "checkout", "--quiet", commit],
+                     f"checking out {commit} of the add-on repository {name}")
+            commits.append(_git(["git", "-C", str(work / name), "rev-parse", "HEAD"],
+                                "reading the commit").strip())
         shutil.rmtree(target, ignore_errors=True)
         if repos:
             work.rename(target)
+        return commits
 
     def _config(self, n, spec, password, log):
         # The database container's name resolves on the environment's own network.

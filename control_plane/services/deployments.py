@@ -145,6 +145,7 @@ def on_result(deployment_id, ok, result, error):
         result = result or {}
         if ok:
             fields["git_commit"] = result.get("git_commit") or d.git_commit
+            fields["config"] = with_addon_commits(d.config, result.get("addon_commits"))
         else:
             fields["error_message"] = (error or "the deployment failed")[:2000]
         if not (Deployment.update(**fields)
@@ -164,6 +165,16 @@ def on_result(deployment_id, ok, result, error):
         set_environment_status(env, done_status if ok else failed_status(d.kind),
                                project.organization_id)
         record_finished(d, project.organization_id, ok, now)
+
+
+def with_addon_commits(config, commits):
+    """The deployment's add-on repositories pinned at the commits the agent
+    deployed, so that a rollback to it checks out the same code."""
+    repos = (config or {}).get("addon_repositories") or []
+    if not commits or len(commits) != len(repos):
+        return config
+    return {**config, "addon_repositories": [{**repo, "commit": sha}
+                                             for repo, sha in zip(repos, commits, strict=True)]}
 
 
 def record_finished(d, org_id, ok, now):

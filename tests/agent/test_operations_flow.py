@@ -14,7 +14,7 @@ import pytest
 from agent.environments import Environments
 from control_plane.models import AgentCommand, Project, Server
 from control_plane.services import agents as agent_svc
-from control_plane.services import orgs
+from control_plane.services import addon_repositories, orgs
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
 
@@ -27,8 +27,9 @@ def _git(work, *args):
                           text=True).stdout.strip()
 
 
-def _commit(work, bare, version):
-    (work / "shop" / "__manifest__.py").write_text(f'{{"name": "Shop", "version": "{version}"}}')
+def _commit(work, bare, version, module="shop"):
+    (work / module / "__manifest__.py").write_text(
+        f'{{"name": "{module}", "version": "{version}"}}')
     _git(work, "add", "-A")
     _git(work, "commit", "-qm", f"v{version}")
     _git(work, "push", "-q", str(bare), "main")
@@ -52,11 +53,20 @@ def flow(app, world, agents, gateway, tmp_path, erp_image, postgres_image, docke
     _git(f.work, "config", "user.name", "d")
     subprocess.run(["git", "init", "-q", "--bare", str(f.bare)], check=True)
     f.c1 = _commit(f.work, f.bare, "1.0")
+    # An add-on repository next to the project's code: a rollback returns it too.
+    f.tools_bare, f.tools_work = tmp_path / "tools.git", tmp_path / "tools"
+    (f.tools_work / "base_tools").mkdir(parents=True)
+    _git(f.tools_work, "init", "-q", "--initial-branch=main")
+    _git(f.tools_work, "config", "user.email", "d@example.com")
+    _git(f.tools_work, "config", "user.name", "d")
+    subprocess.run(["git", "init", "-q", "--bare", str(f.tools_bare)], check=True)
+    f.a1 = _commit(f.tools_work, f.tools_bare, "1.0", module="base_tools")
 
     f.org = world.org()
     f.server, credential = registered_server(f.org)
     f.project = world.project(f.org, f.server)
     Project.update(git_repo_url=f"file://{f.bare}").where(Project.id == f.project.id).execute()
+    addon_repositories.add(f.project.id, f"file://{f.tools_bare}", full_name="acme/tools")
     f.key = auth(world.key(f.org)[0])
     user = world.user(f.org, permissions=PERMISSIONS)
     f.user = auth(orgs.issue_user_token(user.id))
@@ -96,6 +106,11 @@ def _addons_on_disk(f, env_id):
     return _git(addons, "rev-parse", "HEAD"), manifest
 
 
+def _tools_on_disk(f, env_id):
+    return _git(f.root / env_id / "addons" / ".addon-repositories" / "acme-tools",
+                "rev-parse", "HEAD")
+
+
 def _objects(docker_client, env_id):
     label = f"berth.environment_id={env_id}"
     return (docker_client.containers.list(all=True, filters={"label": label}),
@@ -114,16 +129,18 @@ def test_operations_flow(client, flow, docker_client):
     listed = client.get(f"{V1}/deployments?project_id={f.project.id}", headers=f.user).json
     d1 = _settled(client, f, listed["data"][0]["id"])
     assert d1["status"] == "success" and d1["git_commit"] == f.c1 and d1["can_rollback"]
-    assert _addons_on_disk(f, env_id) == (f.c1, '{"name": "Shop", "version": "1.0"}')
+    assert _addons_on_disk(f, env_id) == (f.c1, '{"name": "shop", "version": "1.0"}')
+    assert _tools_on_disk(f, env_id) == f.a1
 
-    # 2. A second commit, deployed through POST /deployments.
+    # 2. A second commit (of both repositories), deployed through POST /deployments.
     c2 = _commit(f.work, f.bare, "2.0")
+    a2 = _commit(f.tools_work, f.tools_bare, "2.0", module="base_tools")
     r = client.post(f"{V1}/deployments", headers=f.user, json={
         "project_id": str(f.project.id), "environment_id": env_id, "git_branch": "main"})
     assert r.status_code == 201 and r.json["trigger"] == "manual"
     d2 = _settled(client, f, r.json["id"])
     assert d2["status"] == "success" and d2["git_commit"] == c2 and d2["version"] == 2
-    assert _addons_on_disk(f, env_id)[0] == c2
+    assert _addons_on_disk(f, env_id)[0] == c2 and _tools_on_disk(f, env_id) == a2
     assert _erp(d2, "/berth/addons")["addons"][0]["version"] == "2.0"
     db_uuid = _erp(d2, "/berth/info")["database_uuid"]
     assert db_uuid
@@ -135,7 +152,8 @@ def test_operations_flow(client, flow, docker_client):
     assert r.json["extra_data"]["rollback_to"] == d1["id"]
     d3 = _settled(client, f, r.json["id"])
     assert d3["status"] == "success" and d3["git_commit"] == f.c1
-    assert _addons_on_disk(f, env_id) == (f.c1, '{"name": "Shop", "version": "1.0"}')
+    assert _addons_on_disk(f, env_id) == (f.c1, '{"name": "shop", "version": "1.0"}')
+    assert _tools_on_disk(f, env_id) == f.a1  # the add-on repository went back too
     assert _erp(d3, "/berth/addons")["addons"][0]["version"] == "1.0"
     assert _erp(d3, "/berth/info")["database_uuid"] == db_uuid  # data is not rolled back
 
