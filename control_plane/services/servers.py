@@ -20,6 +20,7 @@ def _listed(org, *project, shape):
         own_envs = own_envs.where(Environment.project == project[0])
     query = Server.select(Server.id, Server.name, Server.provider, Server.region, Server.cpu_cores,
                           Server.ram_mb, Server.disk_gb, Server.created_at,
+                          Server.connected_since, Server.last_seen_at,
                           own_envs.alias("environment_count")).where(
         Server.deleted_at.is_null() & ((Server.organization == org) | Server.organization.is_null()))
     if shape == ("project",):

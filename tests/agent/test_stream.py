@@ -17,10 +17,22 @@ def connected(server_id):
     return agent_svc.is_connected(Server.get_by_id(server_id))
 
 
-def test_agent_connects_and_reports_status(world, agents, gateway):
-    server, credential = registered_server(world.org())
+def _listed(client, raw, server_id):
+    from tests.conftest import auth
+    rows = client.get("/api/public/v1/servers", headers=auth(raw)).json["data"]
+    return next(r for r in rows if r["id"] == str(server_id))
+
+
+def test_agent_connects_and_reports_status(client, world, agents, gateway):
+    org = world.org()
+    server, credential = registered_server(org)
+    raw, _ = world.key(org, "read_only")
+    before = _listed(client, raw, server.id)
+    assert before["connected"] is False and before["last_seen_at"] is None
     agent = agents(server, credential)
     wait_for(lambda: connected(server.id), what="agent connected")
+    listed = _listed(client, raw, server.id)
+    assert listed["connected"] is True and listed["last_seen_at"].endswith("Z")
     code, status = wait_for(lambda: (s := agent.status())[1].get("connected") and s,
                             what="status connected")
     assert code == 0
@@ -29,6 +41,9 @@ def test_agent_connects_and_reports_status(world, agents, gateway):
     assert status["since"] and status["running"] is True
     row = Server.get_by_id(server.id)
     assert row.agent_version == "0.1.0" and row.hostname
+    agent.kill()
+    wait_for(lambda: _listed(client, raw, server.id)["connected"] is False, timeout=20,
+             what="GET /servers shows the agent gone")
 
 
 def test_unknown_credential_is_refused(world, gateway):

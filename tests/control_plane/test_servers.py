@@ -7,7 +7,7 @@ from tests.conftest import auth
 
 SERVERS = "/api/public/v1/servers"
 SERVER_KEYS = {"id", "name", "provider", "region", "cpu_cores", "ram_mb", "disk_gb",
-               "environment_count"}
+               "environment_count", "connected", "last_seen_at"}
 
 
 def listing(client, raw, **params):
@@ -47,7 +47,8 @@ def test_server_fields(client, world):
     assert set(r.json) == {"data", "pagination"}
     [entry] = r.json["data"]
     assert entry == {"id": str(s.id), "name": "db-1", "provider": "hetzner", "region": "fsn1",
-                     "cpu_cores": 8, "ram_mb": 32768, "disk_gb": 500, "environment_count": 0}
+                     "cpu_cores": 8, "ram_mb": 32768, "disk_gb": 500, "environment_count": 0,
+                     "connected": False, "last_seen_at": None}
     text = r.get_data(as_text=True)
     assert "10.1.2.3" not in text and "f" * 64 not in text
 

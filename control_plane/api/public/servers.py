@@ -1,12 +1,15 @@
 """Servers: /servers."""
 
+from types import SimpleNamespace
+
 import marshmallow as ma
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
-from control_plane.api.fields import Schema
+from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
+from control_plane.services import agents
 from control_plane.services import servers as svc
 
 blp = Blueprint("servers", __name__, description="Servers")
@@ -21,6 +24,13 @@ class ServerSchema(Schema):
     ram_mb = ma.fields.Integer(required=True)
     disk_gb = ma.fields.Integer(required=True)
     environment_count = ma.fields.Integer(required=True)
+    # Beyond the spec: whether the server's agent holds its stream now, and when it
+    # was last heard from (null: no agent has ever connected).
+    connected = ma.fields.Function(
+        lambda row: agents.is_connected(SimpleNamespace(**row)), required=True,
+        metadata={"description": "The server's agent is connected now."})
+    last_seen_at = UTCDateTime(allow_none=True, metadata={
+        "description": "The agent's last heartbeat; null if no agent ever connected."})
 
 
 ServerPage = cursor_page_schema(ServerSchema, "ServerPage")
