@@ -279,3 +279,36 @@ def test_idempotent_action_wakes_the_gateway_after_its_commit(slow_poll, client,
     wait_for(lambda: AgentCommand.select().where(AgentCommand.server == server.id,
                                                  AgentCommand.status != "queued").exists(),
              timeout=10, what="command delivered on the wake-up")
+
+
+def test_agents_racing_with_one_token_over_grpc_get_one_server(client, world, gateway):
+    """Six real Register calls at once with the same token: one server, one
+    credential; the others are told the token was used."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.conftest import auth
+
+    org = world.org(quota=3)
+    raw, _ = world.key(org, server_registration=True)
+    token = client.post("/api/public/v1/servers/registration-tokens", headers=auth(raw),
+                        json={}).json["token"]
+    barrier = threading.Barrier(6)
+    facts = pb.HostFacts(hostname="racer", cpu_cores=2, ram_mb=2048, disk_gb=20)
+
+    def register(_):
+        with grpc.insecure_channel(f"127.0.0.1:{gateway.port}") as channel:
+            stub = pb_grpc.AgentGatewayStub(channel)
+            barrier.wait()
+            try:
+                return stub.Register(pb.RegisterRequest(token=token, facts=facts), timeout=30)
+            except grpc.RpcError as exc:
+                return exc.code()
+
+    with ThreadPoolExecutor(6) as pool:
+        outcomes = list(pool.map(register, range(6)))
+    winners = [o for o in outcomes if isinstance(o, pb.RegisterResponse)]
+    assert len(winners) == 1, outcomes
+    assert [o for o in outcomes if o is not winners[0]] == [grpc.StatusCode.ALREADY_EXISTS] * 5
+    assert Server.select().where(Server.organization == org.id).count() == 1
+    assert winners[0].credential.startswith("agt_live_")
