@@ -34,7 +34,8 @@ INTERRUPTED = "interrupted by an agent restart; not run again"
 
 def backoff(attempt):
     """Full jitter: uniform in [0, min(cap, base * 2^attempt)]."""
-    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** attempt))
+    # The exponent is bounded: 2.0 ** 1024 overflows after some hours of failed retries.
+    return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt, 32)))
 
 
 class Agent:
@@ -62,7 +63,10 @@ class Agent:
         while not self.stop.is_set():
             established = self._session()
             attempt = 0 if established else attempt + 1
-            self.status.update(connected=False, since=now_iso())
+            # "Disconnected since" is when the connection was lost (or first failed),
+            # not the latest failed retry.
+            if established or self.status.state["since"] is None:
+                self.status.update(connected=False, since=now_iso())
             self.stop.wait(backoff(attempt))
 
     def _session(self):
@@ -209,7 +213,7 @@ class Agent:
         if self._host is None:
             from agent.host_metrics import HostSampler
 
-            self._host = HostSampler()  # counts containers without docker-py
+            self._host = HostSampler()  # counts containers without docker-py; disk of disk_path()
         return self._host
 
     def container_sampler(self):

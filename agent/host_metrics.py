@@ -9,6 +9,7 @@ import time
 import psutil
 
 from agent import engine
+from agent.config import data_dir
 from agent.errors import AgentError, call_with_deadline
 
 log = logging.getLogger("berth.agent")
@@ -17,6 +18,16 @@ SYS_CLASS_NET = "/sys/class/net"
 BASELINE_S = 0.2  # the first sample measures rates over this long
 MIN_INTERVAL_S = 0.05  # closer samples wait, so a rate never divides by ~0
 ENGINE_TIMEOUT_S = 5
+ENV_ROOT = "/srv/berth"  # agent.environments.DEFAULT_ROOT, without importing that module
+
+
+def disk_path():
+    """The filesystem the disk figures describe: the one environments' files live
+    on (BERTH_AGENT_ENV_ROOT, default /srv/berth), else the agent's data dir, else /."""
+    for path in (os.environ.get("BERTH_AGENT_ENV_ROOT", ENV_ROOT), str(data_dir())):
+        if os.path.isdir(path):
+            return path
+    return "/"
 
 
 def physical_interfaces(sys_class_net=SYS_CLASS_NET):
@@ -50,8 +61,8 @@ class HostSampler:
     """Each sample's CPU share and network rates cover the time since the
     previous sample (the first one takes its own short baseline)."""
 
-    def __init__(self, data_path="/", docker_client=None):
-        self.data_path = data_path
+    def __init__(self, data_path=None, docker_client=None):
+        self.data_path = data_path  # None: disk_path() at each sample (the root may appear later)
         self.docker_client = docker_client
         self._prev = None
         self._lock = threading.Lock()
@@ -71,7 +82,7 @@ class HostSampler:
         cpu = min(100.0, max(0.0, 100.0 * busy / total)) if total > 0 else 0.0
         mem = psutil.virtual_memory()
         mem_used = mem.total - mem.available
-        disk = psutil.disk_usage(self.data_path)
+        disk = psutil.disk_usage(self.data_path or disk_path())
         count, running = self._containers()
         return {
             "cpu_percent": round(cpu, 2),

@@ -7,7 +7,9 @@ import uuid
 import docker
 import psutil
 
-from agent.host_metrics import HostSampler, physical_interfaces
+from agent import host_metrics
+from agent.facts import host_facts
+from agent.host_metrics import HostSampler, disk_path, physical_interfaces
 from agent.rpc.v1 import agent_pb2 as pb
 
 
@@ -52,6 +54,53 @@ def test_physical_interfaces_have_a_device():
     for nic in nics:
         assert os.path.exists(f"/sys/class/net/{nic}/device")
     assert physical_interfaces("/nonexistent") == set()
+
+
+def test_bridges_and_veths_are_not_physical(tmp_path):
+    """Only interfaces backed by a device count: as /sys/class/net shows them, a
+    NIC has a `device` link, Docker's bridge and the containers' veths do not."""
+    for name, physical in (("eth0", True), ("ens3", True), ("lo", False), ("docker0", False),
+                           ("veth1a2b3c4", False), ("br-0123456789ab", False)):
+        (tmp_path / name).mkdir()
+        if physical:
+            (tmp_path / name / "device").mkdir()
+    assert physical_interfaces(str(tmp_path)) == {"eth0", "ens3"}
+
+
+def test_docker_interfaces_on_this_host_are_not_physical(labeled_container):
+    """Docker runs here: its bridge and a running container's veth are left out."""
+    labeled_container(uuid.uuid4(), "erp", ["sleep", "600"])  # default bridge: adds a veth
+    names = os.listdir("/sys/class/net")
+    docker_ifaces = [n for n in names if n == "docker0" or n.startswith("veth")]
+    assert "docker0" in docker_ifaces and any(n.startswith("veth") for n in docker_ifaces)
+    assert not set(docker_ifaces) & physical_interfaces()
+
+
+def test_disk_path_is_the_environment_root_else_the_data_dir_else_root(tmp_path, monkeypatch):
+    env_root, data = tmp_path / "srv", tmp_path / "data"
+    monkeypatch.setenv("BERTH_AGENT_ENV_ROOT", str(env_root))
+    monkeypatch.setenv("BERTH_AGENT_DATA_DIR", str(data))
+    assert disk_path() == "/"
+    data.mkdir()
+    assert disk_path() == str(data)
+    env_root.mkdir()
+    assert disk_path() == str(env_root)
+    monkeypatch.delenv("BERTH_AGENT_ENV_ROOT")
+    monkeypatch.setattr(host_metrics, "ENV_ROOT", str(tmp_path / "default-root"))
+    assert disk_path() == str(data)  # the default root, /srv/berth, does not exist
+
+
+def test_sampler_and_facts_measure_the_disk_of_the_environment_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTH_AGENT_ENV_ROOT", str(tmp_path))
+    measured = []
+    real = psutil.disk_usage
+    monkeypatch.setattr(psutil, "disk_usage", lambda path: measured.append(path) or real(path))
+    s = HostSampler(docker_client=docker.DockerClient(base_url="unix:///nonexistent.sock",
+                                                      version="1.41", timeout=2)).sample()
+    facts = host_facts()
+    assert measured == [str(tmp_path), str(tmp_path)]
+    assert s["disk_total_bytes"] == real(str(tmp_path)).total
+    assert facts.disk_gb == real(str(tmp_path)).total // 1024 ** 3
 
 
 def test_counts_containers_from_the_engine(docker_client, labeled_container):

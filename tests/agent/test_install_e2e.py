@@ -3,6 +3,7 @@ its install_command on a fresh Debian system (a container from the local test
 image, with the host's Docker socket and network), and the server shows up
 connected, reports its metrics, and serves environment metrics and logs."""
 
+import shutil
 import subprocess
 import time
 import uuid
@@ -45,11 +46,11 @@ def test_install_command_on_a_fresh_server(served, docker_client, test_image, la
         detach=True, network_mode="host", name=f"berth-e2e-{uuid.uuid4().hex[:8]}",
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}})
     try:
-        def listed():
-            rows = api(served, "GET", "/servers").json()["data"]
+        def listed():  # the read-only key: polling must not use up the full-access key's 20/min
+            rows = api(served, "GET", "/servers", served.read_key).json()["data"]
             return next((s for s in rows if s["name"] == "fresh-debian"), None)
 
-        server = wait_for(listed, timeout=240, interval=1, what="server registered")
+        server = wait_for(listed, timeout=240, interval=2, what="server registered")
         tokens = api(served, "GET", "/servers/registration-tokens").json()
         assert [t["status"] for t in tokens if t["token_id"] == token["token_id"]] == ["consumed"]
 
@@ -97,21 +98,56 @@ def _environment(served, project_id, server_id):
     return env_id
 
 
-def test_systemd_unit_is_written_hardened_and_enabled(served, docker_client, test_image):
+# After the installer: which of the unit's ReadWritePaths exist, and whether git does.
+REPORT = """
+echo ---CALLS--- && cat /tmp/systemctl.calls
+echo ---PATHS---
+for p in $(sed -n 's/^ReadWritePaths=//p' /etc/systemd/system/berth-agent.service); do
+    if [ -e "${p#-}" ]; then echo "present $p"; else echo "missing $p"; fi
+done
+echo ---GIT--- && command -v git
+"""
+
+
+def test_systemd_unit_is_written_hardened_and_enabled(served, docker_client, test_image,
+                                                      tmp_path):
     """systemd cannot run in a test container, so `systemctl` is a fake that
-    records its calls (and /run/systemd/system exists); the unit file is real."""
+    records its calls (and /run/systemd/system exists); the unit file is real.
+    The image is a fresh Debian: no git and no APT package lists."""
     token = api(served, "POST", "/servers/registration-tokens",
                 json={"server_name": "with-systemd"}).json()
     fake_systemctl = "#!/bin/sh\necho \"$@\" >> /tmp/systemctl.calls\n"
-    script = (f"mkdir -p /run/systemd/system && printf '%s' '{fake_systemctl}' "
+    script = (f"set -e; mkdir -p /run/systemd/system && printf '%s' '{fake_systemctl}' "
               "> /usr/local/bin/systemctl && chmod +x /usr/local/bin/systemctl && "
               f"{token['install_command']} && cat /etc/systemd/system/berth-agent.service && "
-              "echo ---CALLS--- && cat /tmp/systemctl.calls")
+              + REPORT)
     out = docker_client.containers.run(test_image, ["sh", "-c", script], network_mode="host",
                                        remove=True).decode()
-    unit, calls = out.split("---CALLS---")
+    unit, rest = out.split("---CALLS---")
+    calls, rest = rest.split("---PATHS---")
+    paths, git = rest.split("---GIT---")
+    unit = unit[unit.index("[Unit]"):]  # after the installer's own output
     assert "ExecStart=/usr/local/bin/berth-agent run" in unit
     for hardening in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
                       "PrivateTmp=yes", "Restart=always"):
         assert hardening in unit
     assert calls.split("\n")[1:4] == ["daemon-reload", "enable berth-agent", "restart berth-agent"]
+
+    # systemd refuses to start a unit (226/NAMESPACE) when a ReadWritePaths entry
+    # without "-" is missing: the installer makes them all, before any deploy.
+    assert "Environment=BERTH_AGENT_ENV_ROOT=/srv/berth" in unit
+    listed = dict(reversed(line.split(" ", 1)) for line in paths.strip().splitlines())
+    assert listed == {"/var/lib/berth-agent": "present", "/etc/berth-agent": "present",
+                      "-/srv/berth": "present",
+                      "-/var/run/docker.sock": "missing"}  # optional: Docker may come later
+    assert git.strip() == "/usr/bin/git"  # installed after an `apt-get update`
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze:  # Debian's systemd package: the unit's syntax, as systemd reads it
+        stub = tmp_path / "berth-agent"
+        stub.write_text("#!/bin/sh\n")
+        stub.chmod(0o755)
+        path = tmp_path / "berth-agent.service"
+        path.write_text(unit.strip().replace("/usr/local/bin/berth-agent", str(stub)) + "\n")
+        r = subprocess.run([analyze, "verify", str(path)], capture_output=True, text=True)
+        assert r.returncode == 0 and not (r.stdout + r.stderr).strip(), r.stdout + r.stderr

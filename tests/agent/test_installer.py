@@ -4,10 +4,19 @@ registers, re-runs safely, uninstalls. (Paths point into a temporary directory
 so that the host is left as it was; tests/agent/test_install_e2e.py runs it in
 a fresh Debian container with the default paths.)"""
 
+import functools
+import glob
+import http.server
+import io
 import json
 import os
+import platform
 import subprocess
+import sys
+import tarfile
+import threading
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -42,7 +51,8 @@ def _token(served, **body):
 def _env(tmp_path):
     return {**os.environ, "BERTH_PREFIX": str(tmp_path / "opt"),
             "BERTH_BIN_LINK": str(tmp_path / "bin" / "berth-agent"),
-            "BERTH_CONFIG_DIR": str(tmp_path / "etc"), "BERTH_DATA_DIR": str(tmp_path / "var")}
+            "BERTH_CONFIG_DIR": str(tmp_path / "etc"), "BERTH_DATA_DIR": str(tmp_path / "var"),
+            "BERTH_ENV_ROOT": str(tmp_path / "srv")}
 
 
 def _sh(command, env, timeout=300):
@@ -59,6 +69,7 @@ def test_install_register_rerun_uninstall(served, tmp_path):
 
     config_file = tmp_path / "etc" / "agent.json"
     assert oct(config_file.stat().st_mode & 0o777) == "0o600"
+    assert (tmp_path / "srv").is_dir()  # the environments' root, before any deploy
     config = json.loads(config_file.read_text())
     assert config["credential"].startswith("agt_live_") and config["grpc_address"] == served.grpc
 
@@ -80,17 +91,30 @@ def test_install_register_rerun_uninstall(served, tmp_path):
         agent.terminate()
         agent.wait(15)
 
-    # Running the same line again upgrades and keeps the credential.
+    # Running the same line again replaces the agent's code, even at the same
+    # version number, and keeps the credential.
+    [installed] = map(Path, glob.glob(str(tmp_path / "opt/venv/lib/python3*/site-packages/"
+                                            "agent/cli.py")))
+    original = installed.read_text()
+    installed.write_text("raise SystemExit('stale agent code')\n")
     again = _sh(token["install_command"], env)
-    assert again.returncode == 0 and "keeping the existing credential" in again.stdout
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "keeping the existing credential" in again.stdout
+    assert installed.read_text() == original
     assert json.loads(config_file.read_text())["credential"] == config["credential"]
 
     script = requests.get(served.url + "/install.sh", timeout=10).text
     (tmp_path / "install.sh").write_text(script)
+    (tmp_path / "srv" / "some-environment").mkdir()
     removed = _sh(f"sh {tmp_path / 'install.sh'} --uninstall", env)
     assert removed.returncode == 0, removed.stderr
     for path in ("opt", "etc", "var", "bin/berth-agent"):
         assert not (tmp_path / path).exists(), path
+    # Environments' data is the customer's: kept; an empty root goes.
+    assert (tmp_path / "srv" / "some-environment").is_dir() and "kept" in removed.stdout
+    (tmp_path / "srv" / "some-environment").rmdir()
+    assert _sh(f"sh {tmp_path / 'install.sh'} --uninstall", env).returncode == 0
+    assert not (tmp_path / "srv").exists()
 
 
 def test_bad_token_fails_clearly_and_creates_nothing(served, tmp_path):
@@ -116,3 +140,66 @@ def test_script_is_posix_and_runs_nothing_when_truncated(served, tmp_path):
         subprocess.run(["sh"], input=script[:cut], text=True, capture_output=True,
                        env={**_env(tmp_path), "BERTH_TOKEN": "srt_live_" + "x" * 40})
         assert not (tmp_path / "opt").exists() and not (tmp_path / "etc").exists()
+
+
+def _functions(script):
+    """The installer's functions, without the call to main."""
+    body = script.rstrip()
+    assert body.endswith('main "$@"')
+    return body[: -len('main "$@"')]
+
+
+def test_missing_git_is_installed_after_one_apt_get_update(tmp_path):
+    """Fresh images have no package lists: `apt-get install` alone finds nothing."""
+    script = (Path(__file__).parents[2] / "install" / "install.sh").read_text()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apt-get").write_text('#!/bin/sh\necho "$*" >> "$CALLS"\n')
+    (fake / "apt-get").chmod(0o755)
+    calls = tmp_path / "calls"
+    # PATH holds the fake apt-get only, so git is "missing".
+    r = subprocess.run(["/bin/sh", "-c", _functions(script) + "need_git && apt_install other"],
+                       env={"PATH": str(fake), "CALLS": str(calls)}, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert calls.read_text().splitlines() == [
+        "update -qq", "install -y -qq git", "install -y -qq other"]  # update once, first
+
+
+@pytest.mark.parametrize("mismatch", ["python", "arch"])
+def test_a_wheelhouse_for_another_python_or_cpu_is_refused_before_installing(tmp_path, mismatch):
+    arch = platform.machine()
+    here = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    other_arch = "aarch64" if arch == "x86_64" else "x86_64"
+    tag, plat = ("cp39", arch) if mismatch == "python" else (here, other_arch)
+    wheels = ["berth-0.1.0-py3-none-any.whl",
+              f"psutil-7.2.2-cp36-abi3-manylinux2014_{arch}.whl",
+              f"grpcio-1.85.1-{tag}-{tag}-manylinux2014_{plat}.manylinux_2_17_{plat}.whl"]
+    site = tmp_path / "site"
+    (site / "agent").mkdir(parents=True)
+    with tarfile.open(site / "agent" / "wheelhouse.tar", "w") as tar:
+        for name in wheels:
+            info = tarfile.TarInfo(name)
+            tar.addfile(info, io.BytesIO(b""))
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        script = (Path(__file__).parents[2] / "install" / "install.sh").read_text()
+        (tmp_path / "install.sh").write_text(script)
+        env = {**_env(tmp_path), "BERTH_TOKEN": "srt_live_" + "x" * 40,
+               "BERTH_CONTROL_PLANE": f"http://127.0.0.1:{httpd.server_port}"}
+        r = _sh(f"sh {tmp_path / 'install.sh'}", env, timeout=60)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert r.returncode != 0
+    assert "built for another Python version or CPU architecture" in r.stderr
+    assert wheels[2] in r.stderr and f"on {arch}" in r.stderr  # what, and what this server has
+    for path in ("opt", "etc", "var", "srv", "bin"):
+        assert not (tmp_path / path).exists(), path  # nothing installed
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass

@@ -110,3 +110,21 @@ def test_twenty_per_organization_per_server(client, world, setup):
         codes.append(client.get(f"{P}/environments/{e.id}/{path}",
                                 headers=auth(keys[i % 3])).status_code)
     assert codes[:20] == [502] * 20 and codes[20] == 429
+
+
+@pytest.mark.parametrize("cpu, memory, disk, expected", [
+    (0, 0, 0, "healthy"),
+    (79.99, 79.99, 79.99, "healthy"),
+    (80, 0, 0, "warning"), (0, 80, 0, "warning"), (0, 0, 80, "warning"),
+    (94.99, 94.99, 89.99, "warning"),
+    (95, 0, 0, "critical"), (0, 95, 0, "critical"), (0, 0, 90, "critical"),
+    (100, 100, 100, "critical"),
+])
+def test_server_status_thresholds(cpu, memory, disk, expected):
+    """Spec: warning at CPU or memory >= 80% or disk >= 80%; critical at CPU or
+    memory >= 95% or disk >= 90%. Fed the protocol message the agent sends."""
+    from agent.rpc.v1 import agent_pb2 as pb
+    from control_plane.services.monitoring import server_status
+
+    m = pb.HostMetrics(cpu_percent=cpu, memory_percent=memory, disk_percent=disk)
+    assert server_status(m) == expected
