@@ -7,6 +7,7 @@ neither. A claim carries a lease, so a request that died mid-way does not
 block its key forever. Records are per API key and live 24 hours. The stored
 body is sealed (it can hold a secret shown once, e.g. a new webhook's)."""
 
+import copy
 import datetime as dt
 import functools
 
@@ -21,6 +22,9 @@ from control_plane.models import IdempotencyRecord
 TTL = dt.timedelta(hours=24)
 SEAL_PURPOSE = "idempotency-response"
 REPLAYED_HEADERS = ("Content-Type", "Location")
+# OpenAPI vendor extension on the operations that honour the header; the
+# StandardResponses plugin (api/smorest.py) turns it into the header docs.
+IDEMPOTENT_MARKER = "x-idempotent"
 
 
 def _lease():
@@ -117,5 +121,9 @@ def idempotent(view):
             _release(rec)
         return response
 
+    # Documented the way `blp.doc` records docs (flask-smorest reads `_apidoc`),
+    # without its extra wrapper. functools.wraps shared the view's dict: copy it.
+    wrapper._apidoc = copy.deepcopy(getattr(view, "_apidoc", {}))
+    wrapper._apidoc.setdefault("manual_doc", {})[IDEMPOTENT_MARKER] = True
     return wrapper
 

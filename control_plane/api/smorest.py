@@ -1,10 +1,11 @@
 """flask-smorest, bent to the spec: one error body shape, and every operation
-documents the auth, rate-limit and error responses that the hooks add."""
+documents the auth, rate-limit, idempotency and error responses that the hooks add."""
 
 import marshmallow as ma
 from apispec import BasePlugin
 from flask_smorest import Api
 
+from control_plane.api.idempotency import IDEMPOTENT_MARKER
 from control_plane.errors import HTTP_CODES
 
 
@@ -65,6 +66,26 @@ RATE_LIMIT_HEADERS = {
     "X-API-Key-Id": {"description": "Short id of the key used (`key_<id>`)", "schema": {"type": "string"}},
 }
 
+RETRY_AFTER_HEADER = {
+    "Retry-After": {"description": "Seconds until a request is allowed again", "schema": {"type": "integer"}},
+}
+
+# The operations `@idempotent` marks (see control_plane/api/idempotency.py).
+IDEMPOTENCY_KEY_PARAMETER = {
+    "name": "X-Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "Retry-safe POST: a repeat within 24 hours with the same key (per API key) "
+                   "returns the first response and repeats nothing. UUID recommended.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+}
+IDEMPOTENCY_REPLAYED_HEADER = {
+    "X-Idempotency-Replayed": {
+        "description": "`true` on a response replayed for a repeated `X-Idempotency-Key`",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+}
+
 ERROR_RESPONSES = {
     "400": "Bad request",
     "401": "Missing, invalid, revoked (`invalid_api_key`, `missing_api_key`, `key_revoked`) or expired (`key_expired`) key",
@@ -87,20 +108,30 @@ class StandardResponses(BasePlugin):
         self.spec = spec
         spec.components.schema("BerthError", schema=ErrorSchema)
         for status, description in ERROR_RESPONSES.items():
+            headers = {} if status == "401" else dict(RATE_LIMIT_HEADERS)
+            if status == "429":
+                headers.update(RETRY_AFTER_HEADER)
             spec.components.response(f"Error{status}", {
                 "description": description,
                 "content": {"application/json": {"schema": "BerthError"}},
-                "headers": RATE_LIMIT_HEADERS if status != "401" else {},
+                "headers": headers,
             })
 
     def operation_helper(self, path=None, operations=None, **kwargs):
         if not self.authenticated:
             return
         for operation in (operations or {}).values():
+            # The marker `@idempotent` leaves; popped, it becomes the header docs.
+            idempotent = operation.pop(IDEMPOTENT_MARKER, False)
+            if idempotent:
+                operation.setdefault("parameters", []).append(dict(IDEMPOTENCY_KEY_PARAMETER))
             responses = operation.setdefault("responses", {})
             for status, response in responses.items():
                 if isinstance(response, dict) and str(status).startswith("2"):
-                    response.setdefault("headers", {}).update(RATE_LIMIT_HEADERS)
+                    headers = response.setdefault("headers", {})
+                    headers.update(RATE_LIMIT_HEADERS)
+                    if idempotent:
+                        headers.update(IDEMPOTENCY_REPLAYED_HEADER)
             for status in ERROR_RESPONSES:
                 responses.setdefault(status, f"Error{status}")
             responses.pop("default", None)

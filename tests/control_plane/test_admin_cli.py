@@ -281,3 +281,29 @@ def test_errors_exit_1_with_message_on_stderr(data_dir):
     fails(data_dir, "ticket", "comment", missing, "--author", "a", "--content", "c")
     # Nothing half-made: the organization still has no keys.
     assert ok(data_dir, "key", "list", "--org", org) == {"keys": []}
+
+
+def test_key_delete_removes_only_revoked_or_expired_keys(data_dir, in_process):
+    org = ok(data_dir, "org", "create", "--name", "D")["id"]
+
+    def make(name, *extra):
+        return ok(data_dir, "key", "create", "--org", org, "--name", name, "--type", "read_only",
+                  "--scope", "organization", *extra)
+
+    active, revoked = make("active"), make("revoked")
+    expired = make("expired", "--expires-at", "2001-02-03T04:05:06Z")
+    assert ok(data_dir, "key", "revoke", revoked["id"]) == {"revoked": True}
+
+    assert ok(data_dir, "key", "delete", revoked["id"]) == {"deleted": True}
+    assert ok(data_dir, "key", "delete", expired["id"]) == {"deleted": True}
+    # An active key must be revoked first (key_active): it stays.
+    assert "revoke" in fails(data_dir, "key", "delete", active["id"])
+    listed = ok(data_dir, "key", "list", "--org", org)["keys"]
+    assert [(k["id"], k["status"]) for k in listed] == [(active["id"], "active")]
+    fails(data_dir, "key", "delete", revoked["id"])  # already gone: not found
+
+    app = in_process()
+    assert app.client.get(f"{P}/projects", headers=auth(active["key"])).status_code == 200
+    for gone in (revoked, expired):
+        r = app.client.get(f"{P}/projects", headers=auth(gone["key"]))
+        assert r.status_code == 401 and r.json["error"] == "invalid_api_key"

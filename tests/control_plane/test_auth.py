@@ -177,3 +177,23 @@ def test_documentation_needs_no_key(client):
     assert client.get(f"{P}/openapi.json").status_code == 200
     assert client.get(f"{P}/docs").status_code == 200
     assert client.get(f"{P}/redoc").status_code == 200
+
+
+def test_keys_only_match_under_the_secret_they_were_made_with(app, world):
+    """Keys are stored as a digest keyed by CP_SECRET_KEY: another secret over the
+    same database matches no key; the original secret matches again."""
+    from control_plane.app import create_app
+    raw, _ = world.key(world.org())
+    settings = {k: app.config[k] for k in ("DATA_DIR", "SECRET_KEY", "DATABASE_URL")}
+
+    def get_projects(secret):
+        other = create_app({**settings, "SECRET_KEY": secret})
+        try:
+            return other.test_client().get(f"{P}/projects", headers=auth(raw))
+        finally:  # the pool of a second app on the same database (PostgreSQL)
+            db = other.extensions["berth"].db
+            db.close_all() if hasattr(db, "close_all") else db.close()
+
+    r = get_projects("another-secret")
+    assert r.status_code == 401 and r.json["error"] == "invalid_api_key"
+    assert get_projects(settings["SECRET_KEY"]).status_code == 200

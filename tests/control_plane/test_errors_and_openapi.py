@@ -104,3 +104,51 @@ def test_interactive_docs_are_served(client):
     for path in ("/docs", "/redoc"):
         r = client.get(f"{P}{path}")
         assert r.status_code == 200 and b"openapi.json" in r.data
+
+
+IDEMPOTENT_POSTS = {
+    "/api/public/v1/projects",
+    "/api/public/v1/projects/{project_id}/environments",
+    "/api/public/v1/environments/{env_id}/actions/{action}",
+    "/api/public/v1/webhooks",
+}
+
+
+def _header_params(op):
+    return {p["name"]: p for p in op.get("parameters", []) if p.get("in") == "header"}
+
+
+def test_openapi_declares_idempotency_headers_on_exactly_the_idempotent_posts(spec):
+    declared = set()
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            if method == "parameters":
+                continue
+            param = _header_params(op).get("X-Idempotency-Key")
+            ok = {k: v for k, v in op["responses"].items() if k.startswith("2")}
+            replayed = [k for k, v in ok.items() if "X-Idempotency-Replayed" in v.get("headers", {})]
+            if param is None:
+                assert not replayed, (path, method)
+                continue
+            declared.add(path)
+            assert method == "post", (path, method)
+            assert param["required"] is False
+            assert param["schema"] == {"type": "string", "minLength": 1, "maxLength": 255}
+            assert replayed == list(ok), (path, method)  # on every 2xx response
+            header = ok[replayed[0]]["headers"]["X-Idempotency-Replayed"]
+            assert header["schema"]["type"] == "string"
+    assert declared == IDEMPOTENT_POSTS
+    # Not on the POSTs that ignore it, nor on reads (rule 6).
+    assert "X-Idempotency-Key" not in _header_params(
+        spec["paths"]["/api/public/v1/webhooks/{webhook_id}/rotate-secret"]["post"])
+    assert "X-Idempotency-Key" not in _header_params(spec["paths"]["/api/public/v1/projects"]["get"])
+    # The internal marker does not leak into the document.
+    assert "x-idempotent" not in str(spec)
+
+
+def test_openapi_declares_retry_after_on_429(spec):
+    error429 = spec["components"]["responses"]["Error429"]
+    assert error429["headers"]["Retry-After"]["schema"] == {"type": "integer"}
+    for status, response in spec["components"]["responses"].items():
+        if status != "Error429":
+            assert "Retry-After" not in response.get("headers", {}), status

@@ -41,6 +41,9 @@ def api_schema(fuzz_app):
     return schemathesis.openapi.from_wsgi("/api/public/v1/openapi.json", fuzz_app)
 
 
+_case_ids = itertools.count()
+
+
 def _fuzz(operation, keys):
     """Run one operation's generated cases; returns the status classes seen."""
     seen = collections.Counter()
@@ -49,8 +52,13 @@ def _fuzz(operation, keys):
     @settings(max_examples=60, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     def check(case):
+        headers = {"Authorization": f"Bearer {next(keys)}"}
+        if "X-Idempotency-Key" in (case.headers or {}):
+            # Unique per case: a value generated twice for the same key would
+            # replay another operation's response (rule 5), as designed.
+            headers["X-Idempotency-Key"] = f"fuzz-{next(_case_ids)}"
         response = case.call_and_validate(
-            headers={"Authorization": f"Bearer {next(keys)}"},
+            headers=headers,
             # An opaque signed cursor is a string to the schema, yet only the
             # server's own cursors are valid (400 invalid_cursor by design).
             excluded_checks=[positive_data_acceptance])

@@ -2,7 +2,7 @@
 
 import datetime as dt
 
-from control_plane.models import IdempotencyRecord, Project
+from control_plane.models import Deployment, IdempotencyRecord, Project, Webhook
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -128,3 +128,38 @@ def test_expired_records_are_pruned(client, world, fake_clock):
     fake_clock.advance(hours=25)
     client.post(f"{P}/projects", headers={**auth(raw), "X-Idempotency-Key": "new"}, json=body)
     assert [r.key for r in IdempotencyRecord.select()] == ["new"]
+
+
+def test_key_reused_on_another_path_replays_the_first_operation(client, world):
+    """Rule 5 across paths: a webhook create and an environment action sent with
+    the key of a project create answer that create, and do nothing."""
+    raw, _, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-8"}
+    first = client.post(f"{P}/projects", headers=h, json=body)
+    assert first.status_code == 201
+    env = world.environment(Project.get_by_id(first.json["id"]))
+    for path, payload in ((f"{P}/webhooks", {"url": "https://hooks.example.com/x",
+                                             "events": ["deploy.completed"]}),
+                          (f"{P}/environments/{env.id}/actions/restart", None)):
+        again = client.post(path, headers=h, json=payload)
+        assert again.status_code == 201 and again.json == first.json, path
+        assert again.headers["X-Idempotency-Replayed"] == "true"
+    assert Project.select().count() == 1
+    assert Webhook.select().count() == 0 and Deployment.select().count() == 0
+    # Without the key, the same requests do run.
+    assert client.post(f"{P}/environments/{env.id}/actions/restart",
+                       headers=auth(raw)).status_code == 202
+
+
+def test_header_ignored_on_delete(client, world):
+    """Rule 6: a DELETE is not cached; repeating it is a 404, not a replay."""
+    raw, _, body = _setup(world)
+    created = client.post(f"{P}/projects", headers=auth(raw), json=body).json
+    h = {**auth(raw), "X-Idempotency-Key": "k-9", "X-Confirm-Delete": "true"}
+    first = client.delete(f"{P}/projects/{created['id']}", headers=h)
+    assert first.status_code == 204 and "X-Idempotency-Replayed" not in first.headers
+    assert Project.get_by_id(created["id"]).deleted_at is not None
+    again = client.delete(f"{P}/projects/{created['id']}", headers=h)
+    assert again.status_code == 404 and again.json["error"] == "not_found"
+    assert "X-Idempotency-Replayed" not in again.headers
+    assert IdempotencyRecord.select().count() == 0

@@ -3,6 +3,7 @@
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import peewee
@@ -10,8 +11,11 @@ import pytest
 from playhouse.migrations import Runner
 from playhouse.schema_diff import diff_models
 
-from control_plane import migrate
+from control_plane import migrate, security
+from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
+from control_plane.models.api_key import KEY_PREFIX
+from tests.conftest import auth
 
 BERTH = str(Path(sys.executable).with_name("berth"))
 
@@ -55,3 +59,58 @@ def test_sqlite_runs_in_wal_mode(app, backend):
     db = app.extensions["berth"].db
     assert db.execute_sql("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute_sql("PRAGMA busy_timeout").fetchone()[0] >= 5000
+
+
+def _rows_at_0001(db):
+    """An organization, a server, a project and a full-access key, written against
+    the 0001 tables (today's models may have moved on). Returns ids and the key."""
+    ids = {name: uuid.uuid4().hex for name in ("org", "server", "project", "key")}
+    raw = KEY_PREFIX["full_access"] + security.random_token(40)
+    created = "2026-01-01 00:00:00"
+
+    def insert(table, **row):
+        peewee.Table(table).bind(db).insert(created_at=created, **row).execute()
+
+    insert("organization", id=ids["org"], name="kept-org", server_quota=3, ticket_seq=0)
+    insert("server", id=ids["server"], organization_id=ids["org"], name="kept-box",
+           provider="hetzner", cpu_cores=4, ram_mb=8192, disk_gb=100)
+    insert("project", id=ids["project"], organization_id=ids["org"], server_id=ids["server"],
+           name="kept-project", default_branch="main")
+    insert("api_key", id=ids["key"], public_id="key_0123456789abcdef", organization_id=ids["org"],
+           name="old key", key_type="full_access", scope="organization", prefix=raw[:16],
+           key_hash=security.digest(raw), server_registration=False, support_tickets=False)
+    return ids, raw
+
+
+def test_database_from_the_first_migration_upgrades_with_its_rows(tmp_path, backend, request):
+    """An install made at 0001 with data in it, brought up to date by `berth migrate`:
+    the rows stay and its API key still authenticates."""
+    settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "old-install"}
+    if backend == "postgres":
+        settings["DATABASE_URL"] = request.getfixturevalue("postgres").create_database(
+            f"berth_0001_{uuid.uuid4().hex[:8]}")
+    app = create_app(settings)  # configures the key digest; does not migrate
+    db = app.extensions["berth"].db
+    try:
+        with db.connection_context():
+            assert migrate.runner(db).up(target="0001_initial") == ["0001_initial"]
+            ids, raw = _rows_at_0001(db)
+        later = migrate.pending(db)
+        assert later, "no migration after 0001: nothing to upgrade"
+
+        env = {"PATH": "/usr/bin:/bin", **{f"CP_{k}": v for k, v in settings.items()}}
+        proc = subprocess.run([BERTH, "migrate"], env=env, capture_output=True, text=True,
+                              check=True)
+        assert f"applied {len(later)} migration(s): {', '.join(later)}" in proc.stdout
+        assert migrate.pending(db) == []
+
+        r = app.test_client().get("/api/public/v1/projects", headers=auth(raw))
+        assert r.status_code == 200, r.json
+        assert r.headers["X-API-Key-Id"] == "key_0123456789abcdef"
+        assert [(p["id"], p["name"], p["server_id"]) for p in r.json["data"]] == [
+            (str(uuid.UUID(ids["project"])), "kept-project", str(uuid.UUID(ids["server"])))]
+        with db.connection_context():
+            assert db.execute_sql("SELECT name, server_quota FROM organization").fetchall() == [
+                ("kept-org", 3)]
+    finally:
+        db.close_all() if hasattr(db, "close_all") else db.close()
