@@ -36,6 +36,7 @@ def register(app):
     api.spec.components.security_scheme(
         "apiKeyHeader", {"type": "apiKey", "in": "header", "name": "X-API-Key"})
 
+    from control_plane.api import auth
     from control_plane.api.public import (
         changelog,
         environments,
@@ -46,8 +47,6 @@ def register(app):
         tickets,
         webhooks,
     )
-
-    from control_plane.api import auth
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, servers, registration_tokens, monitoring, tickets, changelog,
