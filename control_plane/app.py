@@ -4,6 +4,7 @@ import logging
 from dataclasses import dataclass
 
 from flask import Flask, jsonify
+from flask.sessions import SessionInterface
 from werkzeug.exceptions import HTTPException
 
 from control_plane import config as config_mod
@@ -32,6 +33,7 @@ def create_app(config=None):
     app.config.update(settings)
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
     app.json.sort_keys = False
+    app.session_interface = _NoSessions()  # an API: no cookie session to open per request
 
     security.configure(settings["SECRET_KEY"])
     database = db_mod.init(settings)
@@ -62,6 +64,14 @@ def create_app(config=None):
     register_ops(app)
     app.register_blueprint(installer)
     return app
+
+
+class _NoSessions(SessionInterface):
+    def open_session(self, app, request):
+        return None  # Flask then uses a NullSession, never saved
+
+    def save_session(self, app, session, response):
+        pass
 
 
 def grpc_public_address(app, port=50051):

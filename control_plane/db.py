@@ -95,6 +95,29 @@ def for_update(query):
     return query if is_sqlite() else query.for_update()
 
 
+def _converter(field, text_ids):
+    """A column's conversion to Python, or None where both drivers already return
+    the right type (text and integers): a list page converts ~200 values. With
+    `text_ids`, UUID columns become their canonical text (what the API shows),
+    not uuid.UUID objects that the response would turn back into text."""
+    if field is None or type(field) in (peewee.CharField, peewee.TextField,
+                                         peewee.IntegerField, peewee.BigIntegerField):
+        return None
+    target = field.rel_field if isinstance(field, peewee.ForeignKeyField) else field
+    if text_ids and isinstance(target, peewee.UUIDField):
+        return uuid_text
+    return field.python_value
+
+
+def uuid_text(value):
+    """'0123…cdef' (SQLite's 32 hex digits) or PostgreSQL's text -> canonical UUID text."""
+    if type(value) is not str:
+        return str(value)
+    if len(value) == 32:
+        return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
+    return value
+
+
 class Compiled:
     """A query rendered to SQL once per dialect and shape, then run with fresh
     parameters. peewee takes ~20x longer to render a SELECT than SQLite takes to
@@ -109,8 +132,10 @@ class Compiled:
         self.build = build
         self._cache = {}
 
-    def _render(self, shape, nparams):
-        key = (type(database.obj), shape)  # the SQL text depends only on the dialect
+    def _render(self, shape, nparams, variant=None):
+        # The SQL text depends only on the dialect; `variant` keeps apart the row
+        # converters of callers that read the same SQL differently.
+        key = (type(database.obj), shape, variant)
         hit = self._cache.get(key)
         if hit is None:
             markers = [f"\x00berth-param-{i}\x00" for i in range(nparams)]
@@ -118,13 +143,13 @@ class Compiled:
             hit = self._cache[key] = [sql, [markers.index(p) for p in params], None]
         return hit
 
-    def dicts(self, model, *args, shape=()):
-        hit = self._render(shape, len(args))
+    def dicts(self, model, *args, shape=(), text_ids=False):
+        hit = self._render(shape, len(args), variant=text_ids)
         sql, order, columns = hit
         cursor = database.execute_sql(sql, [args[i] for i in order])
         if columns is None:  # label -> converter, resolved once
             by_column = {f.column_name: f for f in model._meta.sorted_fields}
-            columns = hit[2] = [(d[0], getattr(by_column.get(d[0]), "python_value", None))
+            columns = hit[2] = [(d[0], _converter(by_column.get(d[0]), text_ids))
                                 for d in cursor.description]
         return [{name: conv(v) if conv and v is not None else v
                  for (name, conv), v in zip(columns, row, strict=True)}

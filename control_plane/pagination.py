@@ -48,19 +48,19 @@ class CursorList:
         return query.order_by(*order).limit(params[-1])
 
     def page(self, *params, shape=(), limit, cursor):
-        """Returns (rows as dicts, {"has_more", "next_cursor", "total"})."""
+        """Returns (rows as dicts, ids as text, {"has_more", "next_cursor", "total"})."""
         fingerprint = hashlib.sha256(repr((shape, params)).encode()).hexdigest()[:16]
         total = self._count.scalar(*params, shape=shape)
         after = self._decode(cursor, fingerprint) if cursor else ()
         rows = self._page.dicts(self.model, *params, *after, limit + 1,
-                                shape=(shape, bool(after)))
+                                shape=(shape, bool(after)), text_ids=True)
         has_more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = None
         if has_more:
             last = rows[-1]
             next_cursor = security.signer(f"cursor:{self.name}").dumps(
-                [last["created_at"].isoformat(), last["id"].hex, fingerprint])
+                [last["created_at"].isoformat(), last["id"].replace("-", ""), fingerprint])
         return rows, {"has_more": has_more, "next_cursor": next_cursor, "total": total}
 
     def _decode(self, cursor, fingerprint):

@@ -6,13 +6,43 @@ import marshmallow as ma
 
 
 class Schema(ma.Schema):
-    """Output schemas read dict rows (list pages) and model objects alike; a
-    direct lookup spares marshmallow's generic accessor chain on every field."""
+    """Output schemas read dict rows (list pages) and model objects alike.
+
+    `_serialize` is marshmallow's own loop (Schema._serialize with Field.serialize
+    inlined): a list page dumps ~10 fields x 20 rows per request, and the generic
+    accessor and call layers were a fifth of its time. Same results: a missing
+    value takes the field's dump_default, else the field is left out."""
 
     def get_attribute(self, obj, attr, default):
         if type(obj) is dict:
             return obj.get(attr, default)
         return super().get_attribute(obj, attr, default)
+
+    def _serialize(self, obj, *, many=False):
+        if many and obj is not None:
+            return [self._serialize(item) for item in obj]
+        plan = self.__dict__.get("_dump_plan")
+        if plan is None:
+            plan = self._dump_plan = [
+                (f.data_key if f.data_key is not None else name,
+                 f.attribute if f.attribute is not None else name, f, f._CHECK_ATTRIBUTE,
+                 isinstance(f, ma.fields.UUID))
+                for name, f in self.dump_fields.items()]
+        get = obj.get if type(obj) is dict else (lambda a, d: self.get_attribute(obj, a, d))
+        out = self.dict_class()
+        for key, attr, field, check, uuid_field in plan:
+            value = None
+            if check:
+                value = get(attr, ma.missing)
+                if value is ma.missing:
+                    default = field.dump_default
+                    value = default() if callable(default) else default
+                    if value is ma.missing:
+                        continue
+            # Ids of list rows arrive as text already (db.Compiled, text_ids).
+            out[key] = (value if uuid_field and type(value) is str
+                        else field._serialize(value, attr, obj))
+        return out
 
 
 class UTCDateTime(ma.fields.DateTime):

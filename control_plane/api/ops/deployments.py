@@ -4,12 +4,11 @@ deployments, the deployment list, and per-environment settings."""
 import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.fields import Branch, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
-from control_plane.api.smorest import ErrorSchema
+from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services import cancel as cancel_svc
 from control_plane.services import destroy as destroy_svc
 from control_plane.services import operations as svc

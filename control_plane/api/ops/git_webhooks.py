@@ -3,10 +3,9 @@ authenticated by an HMAC signature with the project's secret."""
 
 import marshmallow as ma
 from flask import current_app, request
-from flask_smorest import Blueprint
 
 from control_plane import ratelimit
-from control_plane.api.smorest import ErrorSchema
+from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services import git_push
 
 blp = Blueprint("git_webhooks", __name__, description="Incoming Git push webhooks")

@@ -2,10 +2,10 @@
 
 import marshmallow as ma
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.fields import Schema
 from control_plane.api.pagination import offset_args
+from control_plane.api.smorest import Blueprint
 from control_plane.pagination import offset_page
 from control_plane.services import releases as svc
 

@@ -4,12 +4,12 @@ and the task poll endpoint /deployments/{task_id}."""
 import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane import states
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
+from control_plane.api.smorest import Blueprint
 from control_plane.services import environments as svc
 
 blp = Blueprint("environments", __name__, description="Environments")

@@ -4,10 +4,10 @@
 import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
+from control_plane.api.smorest import Blueprint
 from control_plane.services import monitoring as svc
 
 blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")

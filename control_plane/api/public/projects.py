@@ -3,12 +3,12 @@
 import marshmallow as ma
 from flask import request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, HttpsUrl, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
+from control_plane.api.smorest import Blueprint
 from control_plane.services import projects as svc
 
 blp = Blueprint("projects", __name__, description="Projects")

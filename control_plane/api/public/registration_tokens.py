@@ -3,10 +3,10 @@
 import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
+from control_plane.api.smorest import Blueprint
 from control_plane.services import registration as svc
 
 blp = Blueprint("registration_tokens", __name__,

@@ -4,11 +4,11 @@ from types import SimpleNamespace
 
 import marshmallow as ma
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
+from control_plane.api.smorest import Blueprint
 from control_plane.services import agents
 from control_plane.services import servers as svc
 

@@ -3,11 +3,11 @@
 import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
+from control_plane.api.smorest import Blueprint
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.services import tickets as svc
 

@@ -4,12 +4,12 @@ and delivery log."""
 import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
-from flask_smorest import Blueprint
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
+from control_plane.api.smorest import Blueprint
 from control_plane.services import webhooks as svc
 
 blp = Blueprint(
