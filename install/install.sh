@@ -1,7 +1,8 @@
 #!/bin/sh
 # Berth agent installer.
 #
-#   curl -fsSL <control plane>/install.sh | sudo BERTH_TOKEN=srt_live_… sh
+#   printf '%s\n' srt_live_… | sudo sh install.sh    (the token on standard input;
+#                                                     BERTH_TOKEN=… also works)
 #
 # Installs berth-agent into its own virtualenv (/opt/berth-agent) from the
 # packages the control plane serves, registers it with the single-use token
@@ -29,6 +30,13 @@ main() {
         "") ;;
         *) die "unknown option: $1 (use --uninstall, or no option to install)" ;;
     esac
+
+    # The token comes on standard input (install_command pipes it from the shell's
+    # builtin printf, so it is in no command line) or, for scripts, in BERTH_TOKEN.
+    # Read first, before any other program could read from standard input.
+    if [ -z "${BERTH_TOKEN:-}" ] && [ ! -t 0 ]; then
+        IFS= read -r BERTH_TOKEN || true
+    fi
 
     need_root
     detect_system
@@ -176,7 +184,7 @@ register_agent() {
         say "already registered; keeping the existing credential"
         return 0
     fi
-    [ -n "${BERTH_TOKEN:-}" ] || die "no registration token: set BERTH_TOKEN (srt_live_…)"
+    [ -n "${BERTH_TOKEN:-}" ] || die "no registration token: pass it on standard input (srt_live_…)"
     printf '%s' "$BERTH_TOKEN" | "$BIN_LINK" register --control-plane "$CONTROL_PLANE" \
         --token-file - || die "registration failed (see the message above)"
 }

@@ -164,13 +164,16 @@ def _quote(value):
 def install_command(public_url, raw_token):
     """The line a customer pastes on the new server: downloads the installer to a
     temporary file (a failed or cut-off download stops here, with an error) and
-    runs it as root, or through sudo, with the token in its environment (never
-    in argv of `berth-agent`: the installer hands it over on stdin)."""
+    runs it as root, or through sudo. The token goes through a pipe from the
+    shell's builtin printf to the installer's standard input: it is in no
+    command line (`sudo VAR=… sh` would show it to every user in `ps`), and the
+    installer hands it on to `berth-agent register` on stdin again."""
     base = public_url.rstrip("/")
-    env = f"BERTH_TOKEN={_quote(raw_token)} BERTH_CONTROL_PLANE={_quote(base)}"
+    token, env = _quote(raw_token), f"BERTH_CONTROL_PLANE={_quote(base)}"
     return (f"""(f=$(mktemp) && trap 'rm -f "$f"' EXIT && """
             f"""curl -fsSL {_quote(base + '/install.sh')} -o "$f" && """
-            f"""if [ "$(id -u)" -eq 0 ]; then {env} sh "$f"; else sudo {env} sh "$f"; fi)""")
+            f"""if [ "$(id -u)" -eq 0 ]; then printf '%s\\n' {token} | {env} sh "$f"; """
+            f"""else printf '%s\\n' {token} | sudo {env} sh "$f"; fi)""")
 
 
 # --- agent side -----------------------------------------------------------------

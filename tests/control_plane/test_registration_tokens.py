@@ -67,11 +67,16 @@ def test_create_shape_and_only_the_digest_is_stored(app, client, world, fake_clo
     assert body["status"] == "pending"
     assert body["expires_at"] == iso(fake_clock.now + dt.timedelta(hours=24))  # default 24h
     uuid.UUID(body["token_id"])
-    env = f"BERTH_TOKEN='{token}' BERTH_CONTROL_PLANE='https://berth.example.com'"
+    env = "BERTH_CONTROL_PLANE='https://berth.example.com'"
+    pipe = f"printf '%s\\n' '{token}' |"
     assert body["install_command"] == (
         """(f=$(mktemp) && trap 'rm -f "$f"' EXIT && """
         """curl -fsSL 'https://berth.example.com/install.sh' -o "$f" && """
-        f"""if [ "$(id -u)" -eq 0 ]; then {env} sh "$f"; else sudo {env} sh "$f"; fi)""")
+        f"""if [ "$(id -u)" -eq 0 ]; then {pipe} {env} sh "$f"; """
+        f"""else {pipe} sudo {env} sh "$f"; fi)""")
+    # The token is an argument of no program: only the shell's builtin printf sees it.
+    assert f"sudo {env}" in body["install_command"] and "BERTH_TOKEN" not in body[
+        "install_command"]
 
     row = RegistrationToken.get_by_id(body["token_id"])
     assert row.token_hash == security.digest(token)
