@@ -60,7 +60,8 @@ def test_key_without_capability_is_403_on_list_and_detail(client, world, key_typ
     org = world.org()
     t = ticket(org)
     raw, _ = world.key(org, key_type)
-    for path in (TICKETS, f"{TICKETS}/{t.id}"):
+    # An invalid query too: the capability is checked before the query is read.
+    for path in (TICKETS, f"{TICKETS}/{t.id}", f"{TICKETS}?status=bogus&limit=0"):
         r = client.get(path, headers=auth(raw))
         assert r.status_code == 403
         assert r.json == {"error": "support_tickets_not_enabled", "message": r.json["message"]}

@@ -14,6 +14,12 @@ from control_plane.services import tickets as svc
 blp = Blueprint("tickets", __name__, description="Support tickets (read-only)")
 
 
+@blp.before_request
+def require_access():
+    # Before the query is validated: a key without ticket access learns nothing more.
+    svc.require_ticket_access(current_key())
+
+
 class TicketListArgs(CursorArgs):
     status = ma.fields.String(validate=ma.validate.OneOf(TICKET_STATUSES), load_default=None)
 
