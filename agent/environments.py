@@ -109,6 +109,7 @@ class Environments:
         if db is None:
             if not self.docker.volumes.list(filters={"name": n["volume"]}):
                 self.docker.volumes.create(n["volume"], labels=self._labels(env_id, "postgres"))
+            self._image(spec["postgres_image"], log)
             db = self.docker.containers.run(
                 spec["postgres_image"], name=n["db"], detach=True, network=n["network"],
                 labels=self._labels(env_id, "postgres"), restart_policy={"Name": "unless-stopped"},
@@ -191,6 +192,22 @@ class Environments:
         os.chmod(path, 0o644)  # the ERP runs as its own user inside the container
         log("info", "wrote the ERP configuration")
 
+    def _image(self, name, log):
+        """The image is on the server, pulled if need be; else a reason a person reads."""
+        import docker.errors
+
+        try:
+            self.docker.images.get(name)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        log("info", f"pulling {name}")
+        try:
+            self.docker.images.pull(name)
+        except docker.errors.APIError as exc:
+            raise DeployError(f"the image {name} is not on this server and could not be "
+                              f"pulled: {exc.explanation or exc}") from exc
+
     def _discard(self, name, log):
         """A container the engine created but could not start (its port taken, say)
         holds the name: remove it, so that a failed deploy leaves no half-made ERP."""
@@ -215,6 +232,7 @@ class Environments:
         if spec.get("ram_mb"):
             resources["mem_limit"] = f"{int(spec['ram_mb'])}m"
         d = n["dir"]
+        self._image(spec["erp_image"], log)
         try:
             erp = self.docker.containers.run(
                 spec["erp_image"], name=n["erp"], detach=True, network=n["network"],

@@ -9,7 +9,6 @@ import uuid
 import pytest
 
 from agent.environments import DeployError, Environments
-from agent.errors import AgentError
 
 
 def git(*args, cwd):
@@ -135,7 +134,8 @@ def test_missing_image_and_unreachable_repository(envs, repo, erp_image, postgre
     e, created = envs
     env_id = str(uuid.uuid4())
     created.append(env_id)
-    with pytest.raises(AgentError):
+    with pytest.raises(DeployError, match="the image berth-no-such-image:1 is not on this "
+                                          "server and could not be pulled"):
         e.deploy(spec(env_id, "berth-no-such-image:1", postgres_image, None), lambda *a: None)
     with pytest.raises(DeployError, match="cloning"):
         e.deploy(spec(env_id, erp_image, postgres_image, "file:///nonexistent/repo.git"),
