@@ -547,6 +547,18 @@ def test_ping_without_an_answer_has_status_code_0(client, keys, org, receiving):
     assert r.json["status_code"] == 0 and r.json["message"]
 
 
+@pytest.mark.slow
+def test_ping_to_a_receiver_that_hangs_ends_at_the_spec_s_10_seconds(client, keys, receiving):
+    """The default timeout, for real: a receiver that hangs for 15 s is cut off at 10."""
+    raw = keys.rw()
+    w = create(client, raw, url=receiving.url).json
+    receiving.hang(15)
+    r = client.post(f"{P}/webhooks/{w['id']}/test", headers=auth(raw))
+    assert r.status_code == 200 and r.json["success"] is False
+    assert r.json["status_code"] == 0 and "timed out after 10 s" in r.json["message"]
+    assert 9_900 <= r.json["duration_ms"] < 12_000
+
+
 def test_ping_of_a_paused_chat_format_webhook(client, keys, receiving):
     raw = keys.rw()
     w = create(client, raw, url=receiving.url, format="embed", is_active=False).json
