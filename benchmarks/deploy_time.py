@@ -143,8 +143,11 @@ class Bench:
     # --- one round -------------------------------------------------------------
 
     def _labeled(self, env_id):
-        return self.docker.containers.list(all=True,
-                                           filters={"label": f"berth.environment_id={env_id}"})
+        try:
+            return self.docker.containers.list(
+                all=True, filters={"label": f"berth.environment_id={env_id}"})
+        except docker.errors.NotFound:  # one went between listing and inspecting: look again
+            return []
 
     def _erp_port(self, env_id):
         for c in self._labeled(env_id):
