@@ -80,7 +80,7 @@ def main():
             cpu = (cpu_seconds(agent.pid) - cpu0) / (time.monotonic() - t0) * 100
             rss = rss_mb(agent.pid)
             print(f"agent after {args.minutes:g} min connected (+{args.warmup:g} s warm-up): "
-                  f"RSS {rss:.1f} MB (peak {peak:.1f}), CPU {cpu:.3f} % of one core")
+                  f"RSS {rss:.2f} MB (peak {peak:.2f}), CPU {cpu:.3f} % of one core")
             print(f"targets: RSS <= 40 MB {'PASS' if peak <= 40 else 'FAIL'}, "
                   f"CPU <= 0.5 % {'PASS' if cpu <= 0.5 else 'FAIL'}")
         finally:
