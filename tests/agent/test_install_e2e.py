@@ -3,6 +3,7 @@ its install_command on a fresh Debian system (a container from the local test
 image, with the host's Docker socket and network), and the server shows up
 connected, reports its metrics, and serves environment metrics and logs."""
 
+import json
 import shutil
 import subprocess
 import time
@@ -78,13 +79,22 @@ def test_install_command_on_a_fresh_server(served, docker_client, test_image, la
         assert m.json()["erp"]["status"] == "running" and m.json()["postgres"] is not None
         logs = api(served, "GET", f"/environments/{env_id}/runtime-logs", served.read_key)
         assert logs.status_code == 200 and logs.json()["log"] == "booted"
+
+        # The server owner sees the environment and its containers in `berth-agent status`.
+        out = box.exec_run(["sh", "-c", f"{agent_env} berth-agent status --json"])
+        local = json.loads(out.output.decode())
+        assert out.exit_code == 0 and local["connected"] is True
+        assert sorted((c["role"], c["state"]) for c in local["environments"][env_id]) == [
+            ("erp", "running"), ("postgres", "running")]
+        text = box.exec_run(["sh", "-c", f"{agent_env} berth-agent status"]).output.decode()
+        assert env_id in text and "erp" in text
     finally:
         box.remove(force=True)
 
 
 def _environment(served, project_id, server_id):
-    """Environments get their API with deployments; until then, a running one is
-    put in place the way the deployment work will leave it."""
+    """A running environment put in place directly: creating one through the API
+    would also deploy it, and this test starts its own labelled containers."""
     import sqlite3
 
     env_id = str(uuid.uuid4())
