@@ -90,9 +90,12 @@ def is_sqlite():
     return isinstance(database.obj, peewee.SqliteDatabase)
 
 
-def for_update(query):
-    """Row lock on PostgreSQL; SQLite's IMMEDIATE transactions already serialise writers."""
-    return query if is_sqlite() else query.for_update()
+def for_update(query, of=None):
+    """Row lock on PostgreSQL (of the `of` model's rows only, in a join); SQLite's
+    IMMEDIATE transactions already serialise writers."""
+    if is_sqlite():
+        return query
+    return query.for_update(of=of) if of is not None else query.for_update()
 
 
 def _converter(field, text_ids):

@@ -58,6 +58,15 @@ class RateLimiter:
             raise RateLimited(reset_in, message, code=code, headers=headers_for(state))
         return state
 
+    def hit_all(self, hits, *, code):
+        """A slot of every (limit, namespace, ids, message) or of none: all are
+        tested first, and the first full one raises RateLimited with its message."""
+        for limit, namespace, ids, message in hits:
+            if not self.strategy.test(limit, namespace, *ids):
+                self.hit(limit, namespace, *ids, code=code, message=message)  # raises
+        for limit, namespace, ids, message in hits:
+            self.hit(limit, namespace, *ids, code=code, message=message)
+
     def hit_target(self, limit, namespace, *ids):
         """Per-target limits (per environment, server, organization): 429 `target_rate_limit`."""
         return self.hit(limit, namespace, *ids, code="target_rate_limit",

@@ -44,5 +44,10 @@ def mark_disconnected(server_id, since):
 
 
 def is_connected(server):
-    return (server.connected_since is not None and server.last_seen_at is not None
-            and clock.now() - server.last_seen_at < STALE_AFTER)
+    return connected(server.connected_since, server.last_seen_at)
+
+
+def connected(connected_since, last_seen_at):
+    """A stream is held and a heartbeat came within the last 45 s."""
+    return (connected_since is not None and last_seen_at is not None
+            and clock.now() - last_seen_at < STALE_AFTER)

@@ -61,19 +61,13 @@ RETRIES_PER_MINUTE = RateLimitItemPerMinute(10)
 
 
 def count_requested(berth, org_id, *, retry=False):
-    """One slot of each limit that applies (429 target_rate_limit when one is
-    full). All are checked before any is taken, so a refusal uses no slot."""
-    limits = [(DEPLOYMENTS_PER_MINUTE, "deployments", "deployments")]
-    if retry:  # the narrower limit first: its message says more
-        limits.insert(0, (RETRIES_PER_MINUTE, "retries", "manual retries"))
-    limiter = berth.limiter
-    for check in (True, False):
-        for item, name, what in limits:
-            if check and limiter.strategy.test(item, f"ops-{name}", org_id.hex):
-                continue
-            limiter.hit(item, f"ops-{name}", org_id.hex, code="target_rate_limit",
-                        message=f"Too many {what} for this organization "
-                                f"(at most {item.amount} a minute).")
+    """A slot of each limit that applies, or of none (429 target_rate_limit)."""
+    limits = [(RETRIES_PER_MINUTE, "retries", "manual retries")] if retry else []
+    limits.append((DEPLOYMENTS_PER_MINUTE, "deployments", "deployments"))  # narrower first
+    berth.limiter.hit_all(
+        [(item, f"ops-{name}", (org_id.hex,),
+          f"Too many {what} for this organization (at most {item.amount} a minute).")
+         for item, name, what in limits], code="target_rate_limit")
 
 
 def in_progress(env_id):

@@ -47,7 +47,7 @@ def destroy(user, environment_id, *, berth, delete_data=False):
             return response(Deployment.get_by_id(d.id))
         d = deployments.start(env, env.project, berth.settings, trigger="destroy", kind="destroy",
                               triggered_by=user.id, delete_data=delete_data, extra_data=extra)
-    operations.wake(berth, env.server_id)
+    deployments.wake(berth, env.server_id)
     return _await(d.id, berth.settings.get("DESTROY_WAIT_SECONDS", 60))
 
 

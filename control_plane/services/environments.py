@@ -2,7 +2,7 @@
 containers and URL, on the project's server."""
 
 from control_plane import clock, states
-from control_plane.db import database, is_sqlite
+from control_plane.db import database, for_update
 from control_plane.errors import Conflict, NotFound, Unprocessable
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
 from control_plane.services import deployments
@@ -40,9 +40,7 @@ def get_environment(key, environment_id, *, lock=False):
                     Project.organization == key.organization_id, Project.deleted_at.is_null()))
     if key.project_scoped:
         query = query.where(Project.id == key.project_id)
-    if lock and not is_sqlite():  # SQLite's IMMEDIATE transactions already serialise
-        query = query.for_update(of=Environment)
-    env = query.first()
+    env = (for_update(query, of=Environment) if lock else query).first()
     if env is None:
         raise NotFound("Environment not found.")
     return env

@@ -10,9 +10,8 @@ Order of the checks, everywhere: 404 (missing or another organization), 403
 or a move the environment's table refuses), 429 (per-organization limits).
 A refused request changes nothing and uses no rate-limit slot."""
 
-
 from control_plane import clock, states
-from control_plane.db import database, is_sqlite
+from control_plane.db import database, for_update
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.models import Deployment, Environment, Project
 from control_plane.pagination import CursorList
@@ -22,7 +21,6 @@ DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
 CODE_KINDS = ("deploy", "redeploy")  # the kinds that put code on the server
 STATUSES = ("pending", "queued", "building", "deploying", "running", "success", "failed",
             "cancelled", "rolled_back", "destroyed")
-# Spec limits, per organization (all its users together).
 
 
 # --- lookups ------------------------------------------------------------------
@@ -40,9 +38,7 @@ def environment(user, environment_id, permission, *, lock=False):
     """An environment of the user's organization (404 otherwise), the permission
     checked (403); `lock` holds its row until the transaction ends."""
     query = _visible().where(Environment.id == environment_id)
-    if lock and not is_sqlite():  # SQLite's IMMEDIATE transactions already serialise
-        query = query.for_update(of=Environment)
-    env = query.first()
+    env = (for_update(query, of=Environment) if lock else query).first()
     if env is None:
         raise NotFound("Environment not found.")
     users.require(user, permission, env.project.organization_id)
@@ -113,9 +109,6 @@ def _new(env, user, berth, *, kind="deploy", trigger="manual", retry=False, **st
                              triggered_by=user.id, **start)
 
 
-wake = deployments.wake
-
-
 def _set_branch(env, git_branch):
     """A branch given with a deploy becomes the environment's branch."""
     if git_branch and git_branch != env.branch:
@@ -142,7 +135,7 @@ def retry(user, deployment_id, berth):
                    trigger="rollback" if d.trigger == "rollback" else "manual",
                    branch=d.git_branch, commit=d.git_commit, image=d.image_tag, config=d.config,
                    rollback_from=d.rollback_from_id, extra_data={**extra, "retry_of": str(d.id)})
-    wake(berth, env.server_id)
+    deployments.wake(berth, env.server_id)
     return new
 
 
@@ -162,7 +155,7 @@ def rollback(user, deployment_id, berth):
                    rollback_from=target.id,
                    extra_data={"rollback_to": str(target.id),
                                "rollback_to_version": target.version})
-    wake(berth, env.server_id)
+    deployments.wake(berth, env.server_id)
     return new
 
 
@@ -181,7 +174,7 @@ def deploy_environment(user, environment_id, *, berth, force=False, git_branch=N
             return latest, True
         _set_branch(env, git_branch)
         new = _new(env, user, berth, kind="redeploy" if force else "deploy")
-    wake(berth, env.server_id)
+    deployments.wake(berth, env.server_id)
     return new, False
 
 
@@ -195,7 +188,7 @@ def create_deployment(user, *, project_id, environment_id, berth, git_branch=Non
         refuse_if_busy(env)
         _set_branch(env, git_branch)
         new = _new(env, user, berth)
-    wake(berth, env.server_id)
+    deployments.wake(berth, env.server_id)
     return new
 
 

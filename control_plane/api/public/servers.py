@@ -1,7 +1,5 @@
 """Servers: /servers."""
 
-from types import SimpleNamespace
-
 import marshmallow as ma
 from flask.views import MethodView
 
@@ -27,7 +25,7 @@ class ServerSchema(Schema):
     # Beyond the spec: whether the server's agent holds its stream now, and when it
     # was last heard from (null: no agent has ever connected).
     connected = ma.fields.Function(
-        lambda row: agents.is_connected(SimpleNamespace(**row)), required=True,
+        lambda row: agents.connected(row["connected_since"], row["last_seen_at"]), required=True,
         metadata={"description": "The server's agent is connected now."})
     last_seen_at = UTCDateTime(allow_none=True, metadata={
         "description": "The agent's last heartbeat; null if no agent ever connected."})
