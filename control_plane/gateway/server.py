@@ -16,7 +16,7 @@ import grpc
 from agent.rpc.v1 import agent_pb2 as pb
 from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane.errors import ApiError
-from control_plane.services import agents, commands
+from control_plane.services import agents, commands, monitoring
 
 log = logging.getLogger("berth.gateway")
 
@@ -309,6 +309,9 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             line = message.log
             await asyncio.to_thread(commands.append_logs, session.server_id, [
                 (line.command_id, line.seq, line.level, line.message)])
+        elif kind == "disk":
+            await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
+                                    message.disk)
         elif kind == "result":
             r = message.result
             result = json.loads(r.result_json) if r.result_json else None

@@ -1,6 +1,7 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -40,20 +41,22 @@ class RegisterResponse(_message.Message):
     def __init__(self, server_id: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply")
+    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
+    DISK_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     ack: CommandAck
     log: TaskLog
     result: CommandResult
     reply: LiveReply
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ...) -> None: ...
+    disk: DiskReport
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("facts",)
@@ -68,6 +71,26 @@ class Heartbeat(_message.Message):
     sent_at_unix_ms: int
     metrics: HostMetrics
     def __init__(self, sent_at_unix_ms: _Optional[int] = ..., metrics: _Optional[_Union[HostMetrics, _Mapping]] = ...) -> None: ...
+
+class DiskReport(_message.Message):
+    __slots__ = ("environments",)
+    ENVIRONMENTS_FIELD_NUMBER: _ClassVar[int]
+    environments: _containers.RepeatedCompositeFieldContainer[EnvironmentDisk]
+    def __init__(self, environments: _Optional[_Iterable[_Union[EnvironmentDisk, _Mapping]]] = ...) -> None: ...
+
+class EnvironmentDisk(_message.Message):
+    __slots__ = ("environment_id", "database_bytes", "filestore_bytes", "addons_bytes", "measured_at_unix_ms")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FILESTORE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ADDONS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    database_bytes: int
+    filestore_bytes: int
+    addons_bytes: int
+    measured_at_unix_ms: int
+    def __init__(self, environment_id: _Optional[str] = ..., database_bytes: _Optional[int] = ..., filestore_bytes: _Optional[int] = ..., addons_bytes: _Optional[int] = ..., measured_at_unix_ms: _Optional[int] = ...) -> None: ...
 
 class CommandAck(_message.Message):
     __slots__ = ("command_id", "duplicate")
