@@ -4,8 +4,9 @@ at once and the environment goes back to its last stable state.
 Running steps are not killed and partial changes stay (the agent may finish
 what it started); commands the agent has not finished are withdrawn, so they
 are never sent again, and a result that still comes changes nothing. Who
-cancelled is kept in `extra_data.cancelled_by` and in a warning line of the
-task log; a `deploy.cancelled` event goes to the outbox."""
+cancelled is kept in `extra_data.cancelled_by` (user id and name) and in a
+warning line of the task log (name only); a `deploy.cancelled` event goes to the
+outbox. Never the e-mail address: read-only keys of the organization read both."""
 
 from control_plane import clock, states
 from control_plane.db import database
@@ -30,7 +31,7 @@ def cancel(user, deployment_id):
             raise BadRequest("A deletion or destroy cannot be cancelled.",
                              code="deployment_not_cancellable")
         now = clock.now()
-        who = {"id": str(user.id), "name": user.name, "email": user.email}
+        who = {"id": str(user.id), "name": user.name}
         claimed = (Deployment.update(
             status=states.check("deployment", d.status, "cancelled"), completed_at=now,
             updated_at=now, extra_data={**d.extra_data, "cancelled_by": who,
@@ -39,7 +40,7 @@ def cancel(user, deployment_id):
         if not claimed:  # the agent's result settled it between our read and this update
             raise BadRequest("The deployment finished meanwhile.", code="deployment_not_cancellable")
         commands.withdraw(d.id, f"cancelled by {user.name}")
-        log_line(d.id, "warning", f"Cancelled by {user.name} <{user.email}>: running steps were "
+        log_line(d.id, "warning", f"Cancelled by {user.name}: running steps were "
                                   "not stopped and partial changes were not undone.")
         project, org_id = env.project, env.project.organization_id
         restored = _restore(env, d, org_id)
