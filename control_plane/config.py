@@ -4,6 +4,7 @@ and a dict passed to the app factory (tests)."""
 import math
 import os
 import secrets
+import stat
 from pathlib import Path
 
 
@@ -68,6 +69,7 @@ def load(overrides=None, environ=None):
     settings.update(overrides or {})
     retry_delays(settings["WEBHOOK_RETRY_DELAYS"])  # refuse to start on a bad value
     settings["DATA_DIR"] = str(Path(settings["DATA_DIR"]).resolve())
+    tighten(Path(settings["DATA_DIR"]))
     if not settings["SECRET_KEY"]:
         settings["SECRET_KEY"] = _stored_secret(Path(settings["DATA_DIR"]))
     return settings
@@ -89,9 +91,37 @@ def retry_delays(raw):
     return delays
 
 
+def private_dir(path):
+    """Make `path` (and its parents) if missing; the directory itself is owner-only."""
+    path = Path(path)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
+def tighten(data_dir):
+    """The data dir holds the database, the secret key and what servers download:
+    owner-only, the directory and everything in it (installs made before this
+    rule had 0755/0644). SQLite gives -wal/-shm the database file's mode."""
+    if not data_dir.is_dir():
+        return
+    private_dir(data_dir)
+    for root, dirs, files in os.walk(data_dir):
+        for name in dirs + files:
+            path = Path(root) / name
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+                continue
+            try:
+                path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
+            except PermissionError:  # another user's file: not ours to change
+                continue
+
+
 def _stored_secret(data_dir):
     """The generated secret lives in the data dir, readable by its owner only."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(data_dir)
     path = data_dir / "secret_key"
     try:
         return path.read_text().strip()

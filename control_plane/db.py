@@ -1,6 +1,7 @@
 """The database: SQLite (WAL) by default, PostgreSQL when CP_DATABASE_URL says so."""
 
 import contextlib
+import os
 import threading
 from pathlib import Path
 
@@ -47,7 +48,11 @@ def make_database(settings):
 
 
 def _sqlite(path, busy_timeout_ms):
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if path != ":memory:":
+        Path(path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Made owner-only before SQLite opens it: SQLite gives the -wal and -shm
+        # files the database file's mode (the data dir is tightened in config.load).
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     # BEGIN IMMEDIATE takes the write lock when a transaction starts, so
     # concurrent writers wait on busy_timeout instead of failing on upgrade.
     return peewee.SqliteDatabase(
