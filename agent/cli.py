@@ -101,7 +101,22 @@ def _render(s):
             lines.append(f"  {env_id}")
             for c in containers:
                 lines.append(f"    {c['role'] or '?':9} {c['name']:40} {c['state']}")
+            disk = (s.get("disk") or {}).get(env_id)
+            if disk:
+                lines.append(f"    {'disk':9} " + ", ".join(
+                    f"{label} {_size(disk.get(key))}" for label, key in (
+                        ("database", "database_bytes"), ("filestore", "filestore_bytes"),
+                        ("add-ons", "addons_bytes"))) + f" (measured {s.get('disk_measured_at')})")
     return "\n".join(lines)
+
+
+def _size(n):
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 def main(argv=None):

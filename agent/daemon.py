@@ -1,6 +1,7 @@
 """`berth-agent run`: keep one gRPC stream to the gateway, execute its
-commands, answer its live requests, heartbeat with host metrics, and come
-back with exponential backoff and jitter after any drop."""
+commands, answer its live requests, heartbeat with host metrics, report the
+environments' disk usage periodically, and come back with exponential
+backoff and jitter after any drop."""
 
 import json
 import logging
@@ -30,6 +31,7 @@ CHANNEL_OPTIONS = [
 ]
 _END = object()
 INTERRUPTED = "interrupted by an agent restart; not run again"
+FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
 
 
 def backoff(attempt):
@@ -54,11 +56,13 @@ class Agent:
         self.stop = threading.Event()
         self._host = None
         self._containers = None
+        self._disk = None  # the latest DiskReport, sent again on each new stream
         self._outbox = _closed_queue()  # the current stream's, once there is one
 
     # --- connection loop -------------------------------------------------
 
     def run_forever(self):
+        self._start_disk_meter()
         attempt = 0
         while not self.stop.is_set():
             established = self._session()
@@ -87,6 +91,8 @@ class Agent:
                         welcomed = True
                         self.status.update(connected=True, since=now_iso(), last_error=None)
                         self._start_heartbeats(outbox, message.welcome.heartbeat_seconds)
+                        if self._disk is not None:
+                            outbox.put(pb.AgentMessage(disk=self._disk))
                     elif kind == "command":
                         self.pool.submit(self._execute, outbox, message.command)
                     elif kind == "request":
@@ -121,6 +127,31 @@ class Agent:
                 if _closed(outbox) or self.stop.wait(every or 15):
                     return
         threading.Thread(target=beat, name="berth-heartbeat", daemon=True).start()
+
+    def _start_disk_meter(self):
+        """A pass at start, then every interval; each report goes on the current
+        stream (without one, it waits for the next stream's welcome)."""
+        def measure():
+            from agent.disk_usage import DiskMeter, interval_seconds, lower_priority
+
+            lower_priority()
+            meter, every = DiskMeter(stop=self.stop), interval_seconds()
+            while not self.stop.is_set():
+                try:
+                    figures = meter.measure()
+                except Exception:  # the next pass may do better; the daemon goes on
+                    log.exception("disk measurement failed")
+                else:
+                    self._disk = pb.DiskReport(environments=[pb.EnvironmentDisk(
+                        **{k: v for k, v in f.items() if v is not None}) for f in figures])
+                    outbox = self._outbox
+                    if not _closed(outbox):
+                        outbox.put(pb.AgentMessage(disk=self._disk))
+                    self.status.update(disk_measured_at=now_iso(), disk={
+                        f["environment_id"]: {k: f[k] for k in FIGURES} for f in figures})
+                if self.stop.wait(every):
+                    return
+        threading.Thread(target=measure, name="berth-disk", daemon=True).start()
 
     # --- durable commands --------------------------------------------------
 

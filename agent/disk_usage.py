@@ -1,0 +1,192 @@
+"""Disk used by each environment on this server, measured periodically (the
+figures are "from the last measurement", not live):
+
+- database: `pg_database_size` of the environment's database, asked inside its
+  PostgreSQL container (a stopped one keeps its last figure: it cannot grow);
+- filestore and add-ons: the blocks allocated to the files under those
+  directories of the environment (what `du` counts; hard links once).
+
+A pass runs every BERTH_AGENT_DISK_INTERVAL_SECONDS (default 900: 15 minutes),
+and once when the daemon starts. It is cheap on a large, quiet filestore: a
+tree whose directories (inode and mtime) are all as the last walk left them
+is not walked again (files are added, removed and renamed, which changes their
+directory; a file rewritten in place does not, so every tree is walked fully
+at least every FULL_WALK_S anyway). A walk runs at a lower CPU and I/O
+priority and pauses briefly every PACE_EVERY entries, so it never starves the
+ERP or the agent's own stream."""
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+
+from agent import engine
+from agent.errors import AgentError
+
+log = logging.getLogger("berth.agent")
+
+DEFAULT_INTERVAL_S = 900
+MIN_INTERVAL_S = 1.0
+FULL_WALK_S = 6 * 3600
+PACE_EVERY, PACE_SLEEP_S = 1000, 0.005
+RACY_NS = 2_000_000_000  # a directory changed this close to its walk may change unseen
+ENV_ROOT = "/srv/berth"  # agent.environments.DEFAULT_ROOT, without importing docker-py
+ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
+DB_NAME, DB_USER = "odoo", "odoo"  # as agent.environments configures every environment
+SIZE_SQL = "SELECT pg_database_size(current_database())"
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def interval_seconds():
+    raw = os.environ.get("BERTH_AGENT_DISK_INTERVAL_SECONDS")
+    if not raw:
+        return DEFAULT_INTERVAL_S
+    try:
+        return max(MIN_INTERVAL_S, float(raw))
+    except ValueError:
+        log.warning("BERTH_AGENT_DISK_INTERVAL_SECONDS=%r is not a number; using %s",
+                    raw, DEFAULT_INTERVAL_S)
+        return DEFAULT_INTERVAL_S
+
+
+def env_root():
+    return os.environ.get("BERTH_AGENT_ENV_ROOT", ENV_ROOT)
+
+
+class Tree:
+    """The allocated bytes under one directory, re-walked only when it changed."""
+
+    def __init__(self, path, stop=None):
+        self.path, self.stop = path, stop
+        self.bytes, self.dirs, self.walked_at = None, None, 0.0
+        self.walks = 0  # full walks done (tests and status read it)
+
+    def measure(self):
+        """The figure now, or None when the directory does not exist."""
+        if not os.path.isdir(self.path):
+            self.bytes, self.dirs = None, None
+            return None
+        if (self.dirs is None or time.monotonic() - self.walked_at > FULL_WALK_S
+                or self._changed()):
+            self._walk()
+        return self.bytes
+
+    def _changed(self):
+        for path, signature in self.dirs.items():
+            try:
+                st = os.stat(path, follow_symlinks=False)
+            except OSError:
+                return True
+            if signature is None or (st.st_ino, st.st_mtime_ns) != signature:
+                return True
+        return False
+
+    def _walk(self):
+        started_ns = time.time_ns()
+        total, dirs, seen, count = 0, {}, set(), 0
+        pending = [self.path]
+        while pending:
+            path = pending.pop()
+            try:
+                st = os.stat(path, follow_symlinks=False)
+                entries = list(os.scandir(path))
+            except OSError:  # removed meanwhile, or unreadable: not counted
+                continue
+            total += st.st_blocks * 512
+            # A directory changed during the walk's own second may change again
+            # unseen (coarse mtimes): it is not trusted, so the next pass walks.
+            recent = st.st_mtime_ns >= started_ns - RACY_NS
+            dirs[path] = None if recent else (st.st_ino, st.st_mtime_ns)
+            for entry in entries:
+                count += 1
+                if count % PACE_EVERY == 0:
+                    if self.stop is not None and self.stop.is_set():
+                        return
+                    time.sleep(PACE_SLEEP_S)
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                        continue
+                    est = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if est.st_nlink > 1:
+                    if (est.st_dev, est.st_ino) in seen:
+                        continue
+                    seen.add((est.st_dev, est.st_ino))
+                total += est.st_blocks * 512
+        self.bytes, self.dirs = total, dirs
+        self.walked_at, self.walks = time.monotonic(), self.walks + 1
+
+
+class DiskMeter:
+    """One pass measures every environment found on this server: those with a
+    directory under the environment root, and those with a PostgreSQL container."""
+
+    def __init__(self, root=None, stop=None):
+        self.root, self.stop = root, stop
+        self.trees = {}  # (environment id, "filestore" | "addons") -> Tree
+        self.databases = {}  # environment id -> last database figure
+
+    def measure(self):
+        """[{environment_id, database_bytes, filestore_bytes, addons_bytes,
+        measured_at_unix_ms}]; a figure that could not be taken is None."""
+        root = self.root or env_root()
+        try:
+            names = [n for n in os.listdir(root) if UUID.match(n)]
+        except OSError:
+            names = []
+        containers = self._databases()
+        out = []
+        for env_id in sorted(set(names) | set(containers)):
+            figures = {"environment_id": env_id,
+                       "database_bytes": self._database(env_id, containers.get(env_id))}
+            for part in ("filestore", "addons"):
+                tree = self.trees.get((env_id, part))
+                if tree is None:
+                    tree = self.trees[(env_id, part)] = Tree(
+                        os.path.join(root, env_id, part), self.stop)
+                figures[f"{part}_bytes"] = tree.measure()
+            figures["measured_at_unix_ms"] = int(time.time() * 1000)
+            out.append(figures)
+        present = {f["environment_id"] for f in out}
+        for key in [k for k in self.trees if k[0] not in present]:  # destroyed meanwhile
+            del self.trees[key]
+        return out
+
+    def _databases(self):
+        """{environment id: (container id, running)} of the PostgreSQL containers."""
+        try:
+            rows = engine.labeled_containers(f"{ROLE_LABEL}=postgres")
+        except AgentError as exc:
+            log.info("database sizes not measured: %s", exc)
+            return {}
+        found = {}
+        for row in sorted(rows, key=lambda r: r.get("State") != "running"):
+            env_id = (row.get("Labels") or {}).get(ENV_LABEL)
+            if env_id and UUID.match(env_id) and env_id not in found:
+                found[env_id] = (row["Id"], row.get("State") == "running")
+        return found
+
+    def _database(self, env_id, container):
+        if container is not None and container[1]:
+            try:
+                code, out = engine.exec_output(container[0], [
+                    "psql", "-U", DB_USER, "-d", DB_NAME, "-tAXc", SIZE_SQL])
+                if code == 0:
+                    self.databases[env_id] = int(out.strip())
+                else:
+                    log.info("database size of %s not measured (psql exited %s)", env_id, code)
+            except (AgentError, ValueError) as exc:
+                log.info("database size of %s not measured: %s", env_id, exc)
+        elif container is None:
+            self.databases.pop(env_id, None)
+        return self.databases.get(env_id)
+
+
+def lower_priority():
+    """Nice the calling thread (Linux: per thread; the I/O scheduler follows it)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)

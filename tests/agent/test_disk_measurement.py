@@ -1,0 +1,111 @@
+"""Disk figures end to end: a real environment deployed by the real agent with
+the real Docker engine; bytes written into its filestore and rows into its
+database; the agent's periodic measurement (its interval shortened) reaches
+GET /environments/{id}/metrics and `berth-agent status`."""
+
+import datetime as dt
+import json
+import os
+import subprocess
+
+import pytest
+
+from agent.environments import Environments
+from control_plane.models import Environment, Project, Server
+from control_plane.services import agents as agent_svc
+from tests.agent_support import AGENT, registered_server, wait_for
+from tests.conftest import auth
+
+P = "/api/public/v1"
+WRITTEN = 3 * 1024 * 1024
+ROWS = 10_000  # of about 1 kB of random text each: some 10 MB
+
+
+@pytest.fixture
+def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_client, client):
+    settings = app.extensions["berth"].settings
+    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
+    work, bare = tmp_path / "work", tmp_path / "repo.git"
+    (work / "shop").mkdir(parents=True)
+    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
+    for cmd in (["git", "init", "-q", "--initial-branch=main"],
+                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "add", "-A"],
+                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "commit", "-qm",
+                 "v1"]):
+        subprocess.run(cmd, cwd=work, check=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "push", "-q", str(bare), "main"], cwd=work, check=True)
+
+    org = world.org()
+    server, credential = registered_server(org)
+    project = world.project(org, server)
+    Project.update(git_repo_url=f"file://{bare}").where(Project.id == project.id).execute()
+    raw, _ = world.key(org)
+    reader, _ = world.key(org, "read_only")  # for the polls: more requests a minute
+    root = tmp_path / "srv"
+    agent = agents(server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root),
+                                            "BERTH_AGENT_DISK_INTERVAL_SECONDS": "1"})
+    wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
+    r = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                    json={"name": "Measured", "disk_gb": 5})
+    assert r.status_code == 201, r.json
+    env_id = r.json["id"]
+    try:
+        task = client.get(f"{P}/environments/{env_id}/status",
+                          headers=auth(reader)).json["last_deploy"]["id"]
+        done = wait_for(lambda: (t := client.get(f"{P}/deployments/{task}", headers=auth(reader))
+                                 .json)["status"] in ("completed", "failed") and t,
+                        timeout=120, interval=0.5, what="deployment finished")
+        assert done["status"] == "completed", done
+        yield env_id, reader, root / env_id, agent
+    finally:
+        Environments(docker_client, root=root).destroy(env_id, True, lambda *a: None)
+
+
+def _row(env_id):
+    return Environment.get_by_id(env_id)
+
+
+def test_figures_of_a_deployed_environment(client, deployed, docker_client):
+    env_id, raw, env_dir, agent = deployed
+    before = wait_for(lambda: (e := _row(env_id)).disk_database_bytes and e.disk_addons_bytes
+                      and e.disk_filestore_bytes is not None and e, timeout=30,
+                      what="the first figures")
+    assert before.disk_database_bytes > 1_000_000  # an empty database is some MB already
+    assert before.disk_addons_bytes > 0  # the checkout, with its .git
+
+    blob = env_dir / "filestore" / "filestore" / "odoo" / "ab"
+    blob.mkdir(parents=True)
+    (blob / "ab12").write_bytes(os.urandom(WRITTEN))
+    db = docker_client.containers.list(filters={"label": [f"berth.environment_id={env_id}",
+                                                          "berth.role=postgres"]})[0]
+    code, out = db.exec_run(["psql", "-U", "odoo", "-d", "odoo", "-v", "ON_ERROR_STOP=1", "-c",
+                             "CREATE TABLE ballast AS SELECT g AS id, (SELECT string_agg("
+                             "md5(random()::text), '') FROM generate_series(1, 30 + 0 * g)) "
+                             f"AS s FROM generate_series(1, {ROWS}) g"])
+    assert code == 0, out
+
+    after = wait_for(lambda: (e := _row(env_id)).disk_filestore_bytes >= (
+        before.disk_filestore_bytes + WRITTEN) and e.disk_database_bytes >= (
+        before.disk_database_bytes + ROWS * 900) and e, timeout=30,
+        what="figures with the new bytes and rows")
+
+    r = client.get(f"{P}/environments/{env_id}/metrics", headers=auth(raw))
+    assert r.status_code == 200, r.json
+    disk = r.json["disk"]
+    assert disk["allocated_gb"] == 5
+    assert disk["filestore_bytes"] >= before.disk_filestore_bytes + WRITTEN
+    assert disk["database_bytes"] >= after.disk_database_bytes  # measured again meanwhile
+    assert disk["addons_bytes"] == before.disk_addons_bytes  # untouched
+    measured = dt.datetime.fromisoformat(disk["measured_at"].replace("Z", "+00:00"))
+    assert dt.timedelta(0) <= dt.datetime.now(dt.UTC) - measured < dt.timedelta(seconds=30)
+
+    # The server owner sees the same figures on the server.
+    out = subprocess.run([AGENT, "status", "--json"], env=agent.env, capture_output=True,
+                         text=True, timeout=30)
+    state = json.loads(out.stdout)
+    assert state["disk"][env_id]["filestore_bytes"] >= before.disk_filestore_bytes + WRITTEN
+    assert state["disk_measured_at"].endswith("Z")
+    text = subprocess.run([AGENT, "status"], env=agent.env, capture_output=True, text=True,
+                          timeout=30).stdout
+    assert "filestore" in text and "database" in text
