@@ -1,12 +1,17 @@
 """Benchmark: GET /api/public/v1/projects on Berth against a bare Flask app.
 
-Both serve the same 20 rows from the same SQLite file through the same WSGI
-server (waitress via control_plane.server.run_http, same thread count), each in
-its own process. Rounds alternate between the two so that a noisy machine hurts
-both alike; the median round of each is reported, with PASS/FAIL against the
-target (Berth at least half the bare app's throughput). Always exits 0.
+Both serve the same 20 rows from the same database through the same HTTP
+server (control_plane.server.run_http, same thread count), each in its own
+process: on SQLite (one file), on PostgreSQL (a throwaway cluster, or an empty
+database at --postgres-url / CP_BENCH_POSTGRES_URL), or both, one after the
+other. The bare app runs the same query on one driver connection per thread
+(sqlite3, psycopg2). Rounds alternate between the two apps so that a noisy
+machine hurts both alike; the median round of each is reported, with PASS/FAIL
+against the target (Berth at least 0.75 of the bare app's throughput). Exits 1
+when any database FAILs.
 
-    python benchmarks/projects_list.py [--rounds 3] [--seconds 5] [--concurrency 8]
+    python benchmarks/projects_list.py [--database sqlite|postgres|both] [--rounds 3]
+                                       [--seconds 5] [--concurrency 8]
 """
 
 import argparse
@@ -26,7 +31,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-TARGET = 0.50
+TARGET = 0.75
 SECRET = "bench"
 N_PROJECTS = 20
 CLIENT_PROCS = 2  # the load generator's own GIL must not be the bottleneck
@@ -38,6 +43,13 @@ PATHS = {"berth": "/api/public/v1/projects", "bare": "/projects"}
 
 # --- servers (run in their own processes: `--serve berth|bare`) --------------
 
+def settings(data_dir):
+    """Berth's settings; the database is CP_DATABASE_URL when set (PostgreSQL)."""
+    from control_plane import config
+
+    return config.load({"DATA_DIR": data_dir, "SECRET_KEY": SECRET})
+
+
 def berth_app(data_dir):
     from control_plane.app import create_app
 
@@ -45,18 +57,26 @@ def berth_app(data_dir):
 
 
 def bare_app(data_dir):
-    """The floor: Flask, one sqlite3 connection per thread, one query, jsonify."""
-    import sqlite3
-
+    """The floor: Flask, one driver connection per thread, one query, jsonify."""
     from flask import Flask, jsonify
 
-    from control_plane import config
-
     app = Flask("bare")
-    # Same waitress thread count as Berth's (run_http reads it from the config).
-    app.config["HTTP_THREADS"] = config.load(
-        {"DATA_DIR": data_dir, "SECRET_KEY": SECRET})["HTTP_THREADS"]
-    path = os.path.join(data_dir, "berth.sqlite3")
+    conf = settings(data_dir)
+    # Same server thread count as Berth's (run_http reads it from the config).
+    app.config["HTTP_THREADS"] = conf["HTTP_THREADS"]
+    url = conf["DATABASE_URL"]
+    if url:
+        import psycopg2
+
+        def connect():
+            conn = psycopg2.connect(url)
+            conn.autocommit = True  # as Berth's: no transaction around a read
+            return conn
+    else:
+        import sqlite3
+
+        def connect():  # WAL mode is already set on the file
+            return sqlite3.connect(os.path.join(data_dir, "berth.sqlite3"))
     cols = ("id", "name", "erp_version", "git_repo_url", "default_branch", "server_id",
             "created_at")
     sql = (f"SELECT {', '.join(cols)} FROM project WHERE deleted_at IS NULL "
@@ -66,8 +86,10 @@ def bare_app(data_dir):
     @app.get("/projects")
     def projects():
         if not hasattr(local, "conn"):
-            local.conn = sqlite3.connect(path)  # WAL mode is already set on the file
-        data = [dict(zip(cols, row, strict=True)) for row in local.conn.execute(sql)]
+            local.conn = connect()
+        cursor = local.conn.cursor()
+        cursor.execute(sql)
+        data = [dict(zip(cols, row, strict=True)) for row in cursor.fetchall()]
         return jsonify({"data": data, "pagination": {
             "has_more": False, "next_cursor": None, "total": len(data)}})
 
@@ -81,11 +103,12 @@ def serve(kind, data_dir):
     run_http(app, "127.0.0.1", 0)  # prints the bound port to stderr
 
 
-def start_server(kind, data_dir):
+def start_server(kind, data_dir, env):
     """Start `--serve kind` in a subprocess; return (process, log file, port)."""
     log = open(os.path.join(data_dir, f"{kind}.log"), "w+")  # closed by the caller
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", kind,
-                             "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=log)
+                             "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=log,
+                            env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:
         log.seek(0)
@@ -118,7 +141,7 @@ def setup(data_dir, n_keys):
         projects.create_project(rw, name=f"project-{i:02d}", server_id=server.id)
     ro = [keys.create_key(org.id, f"ro{i}", "read_only", "organization")[1]
           for i in range(n_keys)]
-    db.close()
+    db.close_all() if hasattr(db, "close_all") else db.close()
     return rw_raw, ro
 
 
@@ -191,17 +214,17 @@ def line(name, r):
     return f"{name:<6} : {r[0]:.0f} req/s  p50 {r[1]:.1f} ms  p99 {r[2]:.1f} ms"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=5.0, help="per round")
-    parser.add_argument("--concurrency", type=int, default=8, help="client threads in all")
-    parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
-    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.serve:
-        return serve(args.serve, args.data_dir)  # a server subprocess, see start_server
+def start_postgres():
+    """A throwaway cluster, as the tests start one (tests/services.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.services import Postgres
 
+    pg = Postgres().start()
+    return pg, pg.create_database("berth_bench")
+
+
+def bench_database(args, database, url):
+    """Set up, serve and load both apps on one database; returns (berth, bare) medians."""
     conc = args.concurrency
     cap = math.ceil(args.seconds * MAX_RATE / conc)  # timed requests per thread per round
     # Each thread rotates through its own keys, round i from index i * (WARMUP + cap): over
@@ -209,15 +232,22 @@ def main():
     keys_per_thread = math.ceil(args.rounds * (WARMUP + cap) / KEY_BUDGET)
     ctx = multiprocessing.get_context("spawn")  # clients share no state with this process
     tmp = tempfile.mkdtemp(prefix="berth-bench-")
+    # The URL reaches the servers in their environment, never in argv.
+    env = {k: v for k, v in os.environ.items() if k != "CP_DATABASE_URL"}
+    if url:
+        env["CP_DATABASE_URL"] = url
+    saved = os.environ.pop("CP_DATABASE_URL", None)
     servers = []
     try:
-        print(f"setup: {N_PROJECTS} projects, {keys_per_thread * conc} read-only keys ...",
-              flush=True)
+        print(f"{database}: setup: {N_PROJECTS} projects, {keys_per_thread * conc} read-only "
+              "keys ...", flush=True)
+        if url:  # for setup(), in this process
+            os.environ["CP_DATABASE_URL"] = url
         rw_key, ro_keys = setup(tmp, keys_per_thread * conc)
         key_slices = [ro_keys[i::conc] for i in range(conc)]
         ports = {}
         for kind in PATHS:
-            proc, log, ports[kind] = start_server(kind, tmp)
+            proc, log, ports[kind] = start_server(kind, tmp, env)
             servers.append((proc, log))
         for kind, path in PATHS.items():  # both must answer the same 20 rows
             conn = http.client.HTTPConnection("127.0.0.1", ports[kind], timeout=10)
@@ -235,8 +265,11 @@ def main():
                 r = run_round(ctx, ports[kind], PATHS[kind], key_slices,
                               i * (WARMUP + cap), cap, args.seconds)
                 rounds[kind].append(r)
-                print(f"round {i + 1} {line(kind, r)}", flush=True)
+                print(f"{database} round {i + 1} {line(kind, r)}", flush=True)
     finally:
+        os.environ.pop("CP_DATABASE_URL", None)
+        if saved is not None:
+            os.environ["CP_DATABASE_URL"] = saved
         for proc, log in servers:
             proc.terminate()
             try:
@@ -246,7 +279,11 @@ def main():
                 proc.wait()
             log.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    return rounds
 
+
+def report(database, args, rounds):
+    """Prints the summary; returns True on PASS."""
     med = {kind: sorted(rs, key=lambda r: r[0])[(len(rs) - 1) // 2]
            for kind, rs in rounds.items()}
     bad = {kind: {s: n for r in rs for s, n in r[3].items() if s != 200}
@@ -255,13 +292,42 @@ def main():
     verdict = "PASS" if ratio >= TARGET else "FAIL"
     if any(bad.values()):
         verdict = f"INVALID RUN (non-200 responses: {bad})"
-    print(f"\nGET /api/public/v1/projects, {N_PROJECTS} rows, concurrency {conc}, "
-          f"median of {args.rounds} rounds x {args.seconds:g} s")
+    print(f"\nGET /api/public/v1/projects on {database}, {N_PROJECTS} rows, concurrency "
+          f"{args.concurrency}, median of {args.rounds} rounds x {args.seconds:g} s")
     print(line("berth", med["berth"]))
     print(line("bare", med["bare"]))
-    print(f"ratio  : {ratio:.2f} (target >= {TARGET:.2f}) {verdict}")
+    print(f"ratio  : {ratio:.2f} (target >= {TARGET:.2f}) {verdict}", flush=True)
+    return verdict == "PASS"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument("--postgres-url", default=os.environ.get("CP_BENCH_POSTGRES_URL"),
+                        help="an empty database (default: a throwaway cluster)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=5.0, help="per round")
+    parser.add_argument("--concurrency", type=int, default=8, help="client threads in all")
+    parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.data_dir)  # a server subprocess, see start_server
+        return 0
+
+    results = {}
+    if args.database in ("sqlite", "both"):
+        results["sqlite"] = bench_database(args, "sqlite", None)
+    if args.database in ("postgres", "both"):
+        pg, url = (None, args.postgres_url) if args.postgres_url else start_postgres()
+        try:
+            results["postgresql"] = bench_database(args, "postgresql", url)
+        finally:
+            if pg is not None:
+                pg.stop()
+    passed = [report(database, args, rounds) for database, rounds in results.items()]
+    return 0 if all(passed) else 1
 
 
 if __name__ == "__main__":
-    main()
-    sys.exit(0)
+    sys.exit(main())
