@@ -1,9 +1,8 @@
 """Webhook URL rules: what a webhook may point at.
 
 - `check_url(url)`: create/patch-time validation (HTTPS only, at most 2048
-  characters both as sent and as stored, a host, no userinfo, no private/loopback/
-  link-local/CGNAT/multicast/unspecified/reserved IP literal in any spelling a
-  resolver accepts).
+  characters both as sent and as stored, a host, no userinfo, no IP literal that is
+  not globally reachable unicast, in any spelling a resolver accepts).
 - `blocked_reason(ip)`: the address rule the sender applies again to every address a
   name resolves to at send time (`webhook_net`).
 """
@@ -15,11 +14,10 @@ import socket
 import urllib.parse
 
 from control_plane.errors import Unprocessable
+from control_plane.services import special_addresses
 
 MAX_URL_LENGTH = 2048
 
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _HOST_RE = re.compile(r"^(?=.{1,253}$)([a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*"
                       r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?$")
 _NUMERIC_LABEL_RE = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$")
@@ -36,42 +34,10 @@ class Target:
 
 # --- address rules ------------------------------------------------------------------
 
-def _embedded_ipv4(ip):
-    """The IPv4 address an IPv6 address stands for (mapped, compatible, 6to4, NAT64)."""
-    if ip.ipv4_mapped:
-        return ip.ipv4_mapped
-    if ip.sixtofour:
-        return ip.sixtofour
-    if any(ip in net for net in _NAT64) or int(ip) >> 32 == 0 and int(ip) > 1:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
-
-
 def blocked_reason(ip):
-    """Why an address may not receive webhooks ("loopback address", ...), or None."""
-    if ip.version == 6:
-        v4 = _embedded_ipv4(ip)
-        if v4 is not None:
-            reason = blocked_reason(v4)
-            if reason:
-                return reason
-            if ip.ipv4_mapped or ip in _NAT64[0]:
-                return None  # a public IPv4 address in an IPv6 spelling
-    if ip.is_unspecified:
-        return "unspecified address"
-    if ip.is_loopback:
-        return "loopback address"
-    if ip.is_link_local:
-        return "link-local address"
-    if ip.is_multicast:
-        return "multicast address"
-    if ip.version == 4 and ip in _CGNAT:
-        return "shared (CGNAT) address"
-    if ip.is_private:
-        return "private address"
-    if ip.is_reserved or not ip.is_global:
-        return "reserved address"
-    return None
+    """Why an address may not receive webhooks ("loopback address", ...), or None:
+    anything but globally reachable unicast (the table in `special_addresses`)."""
+    return special_addresses.refusal(ip)
 
 
 # --- URL parsing ----------------------------------------------------------------------
@@ -142,7 +108,7 @@ def literal_refusal(target):
     if target.ip is not None:
         reason = blocked_reason(target.ip)
         if reason:
-            return f"{target.host} is a {reason}"
+            return f"{target.host} is {'an' if reason[0] in 'aeiouAEIOS' else 'a'} {reason}"
     elif target.host == "localhost" or target.host.endswith(".localhost"):
         return f"{target.host} is a loopback name"
     return None
