@@ -9,9 +9,10 @@ figures are "from the last measurement", not live):
 A pass runs every BERTH_AGENT_DISK_INTERVAL_SECONDS (default 900: 15 minutes),
 and once when the daemon starts. It is cheap on a large, quiet filestore: a
 tree whose directories (inode and mtime) are all as the last walk left them
-is not walked again (files are added, removed and renamed, which changes their
-directory; a file rewritten in place does not, so every tree is walked fully
-at least every FULL_WALK_S anyway). A walk runs at a lower CPU and I/O
+is not walked again, and finding that out reads the directories without a
+stat of any file (files added, removed or renamed change their directory; a
+file rewritten in place does not, so every tree is walked fully at least
+every FULL_WALK_S anyway). A walk runs at a lower CPU and I/O
 priority and pauses briefly every PACE_EVERY entries, so it never starves the
 ERP or the agent's own stream."""
 
@@ -56,69 +57,68 @@ def env_root():
 
 
 class Tree:
-    """The allocated bytes under one directory, re-walked only when it changed."""
+    """The allocated bytes under one directory, re-walked only when it changed.
+    What "unchanged" compares is one number per tree (a hash of every directory's
+    path, inode and mtime), not a copy of the tree: the agent's memory stays flat
+    however large the filestore grows."""
 
     def __init__(self, path, stop=None):
         self.path, self.stop = path, stop
-        self.bytes, self.dirs, self.walked_at = None, None, 0.0
-        self.walks = 0  # full walks done (tests and status read it)
+        self.bytes, self.signature, self.walked_at = None, None, 0.0
+        self.walks = 0  # full walks done (tests read it)
 
     def measure(self):
         """The figure now, or None when the directory does not exist."""
         if not os.path.isdir(self.path):
-            self.bytes, self.dirs = None, None
+            self.bytes, self.signature = None, None
             return None
-        if (self.dirs is None or time.monotonic() - self.walked_at > FULL_WALK_S
-                or self._changed()):
-            self._walk()
+        if (self.signature is None or time.monotonic() - self.walked_at > FULL_WALK_S
+                or self._scan(files=False)[1] != self.signature):
+            self.bytes, self.signature = self._scan(files=True)
+            self.walked_at, self.walks = time.monotonic(), self.walks + 1
         return self.bytes
 
-    def _changed(self):
-        for path, signature in self.dirs.items():
-            try:
-                st = os.stat(path, follow_symlinks=False)
-            except OSError:
-                return True
-            if signature is None or (st.st_ino, st.st_mtime_ns) != signature:
-                return True
-        return False
-
-    def _walk(self):
+    def _scan(self, files):
+        """(allocated bytes, signature of the directories or None: not to be trusted).
+        Without `files`, only directories are looked at: a readdir each, no stat
+        of a file (the bytes are then the directories' own)."""
         started_ns = time.time_ns()
-        total, dirs, seen, count = 0, {}, set(), 0
+        total, signature, seen, count, racy = 0, 0, set(), 0, False
         pending = [self.path]
         while pending:
             path = pending.pop()
             try:
                 st = os.stat(path, follow_symlinks=False)
-                entries = list(os.scandir(path))
+                entries = os.scandir(path)
             except OSError:  # removed meanwhile, or unreadable: not counted
                 continue
             total += st.st_blocks * 512
-            # A directory changed during the walk's own second may change again
-            # unseen (coarse mtimes): it is not trusted, so the next pass walks.
-            recent = st.st_mtime_ns >= started_ns - RACY_NS
-            dirs[path] = None if recent else (st.st_ino, st.st_mtime_ns)
-            for entry in entries:
-                count += 1
-                if count % PACE_EVERY == 0:
-                    if self.stop is not None and self.stop.is_set():
-                        return
-                    time.sleep(PACE_SLEEP_S)
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
+            signature = hash((signature, path, st.st_ino, st.st_mtime_ns))
+            # A directory changed within the last seconds may change again unseen
+            # (coarse mtimes): the tree is not trusted, so the next pass walks it.
+            racy = racy or st.st_mtime_ns >= started_ns - RACY_NS
+            with entries:
+                for entry in entries:
+                    count += 1
+                    if count % PACE_EVERY == 0:
+                        if self.stop is not None and self.stop.is_set():
+                            return self.bytes, None
+                        time.sleep(PACE_SLEEP_S)
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                            continue
+                        if not files:
+                            continue
+                        est = entry.stat(follow_symlinks=False)
+                    except OSError:
                         continue
-                    est = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if est.st_nlink > 1:
-                    if (est.st_dev, est.st_ino) in seen:
-                        continue
-                    seen.add((est.st_dev, est.st_ino))
-                total += est.st_blocks * 512
-        self.bytes, self.dirs = total, dirs
-        self.walked_at, self.walks = time.monotonic(), self.walks + 1
+                    if est.st_nlink > 1:
+                        if (est.st_dev, est.st_ino) in seen:
+                            continue
+                        seen.add((est.st_dev, est.st_ino))
+                    total += est.st_blocks * 512
+        return total, None if racy else signature
 
 
 class DiskMeter:
