@@ -2,11 +2,13 @@
 a real filesystem: figures as `du` counts them, and a quiet tree not walked again."""
 
 import os
+import uuid
 
 import pytest
 
 from agent import disk_usage
 from agent.disk_usage import DiskMeter, Tree
+from tests.agent_support import wait_for
 
 ENV_ID = "0f0e0d0c-0b0a-4909-8807-060504030201"
 
@@ -96,3 +98,25 @@ def test_interval_setting(monkeypatch, raw, expected):
     else:
         monkeypatch.setenv("BERTH_AGENT_DISK_INTERVAL_SECONDS", raw)
     assert disk_usage.interval_seconds() == expected
+
+
+def test_database_figure_from_the_running_container_kept_while_stopped(
+        tmp_path, labeled_container, postgres_image):
+    """A real PostgreSQL container with the agent's labels: its database's size,
+    kept while it is stopped (it cannot grow), gone with the container."""
+    env_id = str(uuid.uuid4())
+    db = labeled_container(env_id, "postgres", None, image=postgres_image,
+                           environment={"POSTGRES_USER": "odoo", "POSTGRES_PASSWORD": "x",
+                                        "POSTGRES_DB": "odoo"})
+    meter = DiskMeter(root=str(tmp_path))
+
+    def figure():
+        return next((f["database_bytes"] for f in meter.measure()
+                     if f["environment_id"] == env_id), None)
+
+    size = wait_for(figure, timeout=60, interval=0.5, what="the database's size")
+    assert 1_000_000 < size < 100_000_000
+    db.stop(timeout=10)
+    assert figure() == size
+    db.remove(force=True, v=True)
+    assert all(f["environment_id"] != env_id for f in meter.measure())

@@ -1,0 +1,249 @@
+#!/bin/sh
+# Berth agent installer.
+#
+#   printf '%s\n' srt_live_… | sudo sh install.sh    (the token on standard input;
+#                                                     BERTH_TOKEN=… also works)
+#
+# Installs berth-agent into its own virtualenv (/opt/berth-agent) from the
+# packages the control plane serves, registers it with the single-use token
+# (passed on stdin, never on a command line), and runs it under systemd when
+# systemd is there. Safe to run again: it reinstalls the agent from the
+# served packages and keeps the credential.
+#   sh install.sh --uninstall    removes everything it added (environment data
+#                                under /srv/berth is kept).
+#
+# The whole body is inside main(), called on the last line: a truncated
+# download defines functions at most and runs nothing.
+
+main() {
+    set -eu
+    CONTROL_PLANE="${BERTH_CONTROL_PLANE:-__BERTH_CONTROL_PLANE__}"
+    PREFIX="${BERTH_PREFIX:-/opt/berth-agent}"
+    BIN_LINK="${BERTH_BIN_LINK:-/usr/local/bin/berth-agent}"
+    CONFIG_DIR="${BERTH_CONFIG_DIR:-/etc/berth-agent}"
+    DATA_DIR="${BERTH_DATA_DIR:-/var/lib/berth-agent}"
+    ENV_ROOT="${BERTH_ENV_ROOT:-/srv/berth}"  # the agent's BERTH_AGENT_ENV_ROOT
+    UNIT=/etc/systemd/system/berth-agent.service
+
+    case "${1:-}" in
+        --uninstall) need_root; uninstall; exit 0 ;;
+        "") ;;
+        *) die "unknown option: $1 (use --uninstall, or no option to install)" ;;
+    esac
+
+    # The token comes on standard input (install_command pipes it from the shell's
+    # builtin printf, so it is in no command line) or, for scripts, in BERTH_TOKEN.
+    # Read first, before any other program could read from standard input.
+    if [ -z "${BERTH_TOKEN:-}" ] && [ ! -t 0 ]; then
+        IFS= read -r BERTH_TOKEN || true
+    fi
+
+    need_root
+    detect_system
+    need_python
+    need_git
+    install_agent
+    make_dirs
+    register_agent
+    start_agent
+}
+
+say() { printf 'berth: %s\n' "$*"; }
+die() { printf 'berth: error: %s\n' "$*" >&2; exit 1; }
+
+need_root() {
+    [ "$(id -u)" -eq 0 ] && return 0
+    die "this installer needs root: run it as root or through sudo"
+}
+
+detect_system() {
+    OS=unknown
+    if [ -r /etc/os-release ]; then
+        OS=$(. /etc/os-release && printf '%s %s' "${ID:-linux}" "${VERSION_ID:-}")
+    fi
+    ARCH=$(uname -m)
+    case "$ARCH" in  # spelled as in wheel platform tags
+        amd64) ARCH=x86_64 ;;
+        arm64) ARCH=aarch64 ;;
+    esac
+    case "$ARCH" in
+        x86_64|aarch64) ;;
+        *) die "unsupported CPU architecture: $ARCH (x86_64 and aarch64 are supported)" ;;
+    esac
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        INIT=systemd
+    else
+        INIT=none
+    fi
+    say "system: $OS, $ARCH, init: $INIT"
+}
+
+need_python() {
+    if python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+        return 0
+    fi
+    if command -v apt-get >/dev/null 2>&1; then
+        say "installing python3 and python3-venv"
+        apt_install python3 python3-venv || true
+    fi
+    python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+        || die "Python 3.11 or newer with the venv module is required"
+}
+
+need_git() {  # deployments check out the project's add-ons
+    command -v git >/dev/null 2>&1 && return 0
+    if command -v apt-get >/dev/null 2>&1; then
+        say "installing git"
+        apt_install git || say "warning: could not install git; deployments with add-ons will fail"
+    else
+        say "warning: git is missing; deployments with add-ons need it"
+    fi
+}
+
+apt_install() {  # apt_install PACKAGE...
+    # Fresh images ship without package lists: update once per run, before the first install.
+    if [ -z "${APT_UPDATED:-}" ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || return 1
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+fetch() {  # fetch URL FILE
+    if command -v curl >/dev/null 2>&1; then
+        curl -fsSL "$1" -o "$2"
+    elif command -v wget >/dev/null 2>&1; then
+        wget -q "$1" -O "$2"
+    else
+        die "curl or wget is required"
+    fi
+}
+
+install_agent() {
+    case "$CONTROL_PLANE" in
+        http://*|https://*) ;;
+        *) die "no control plane address: set BERTH_CONTROL_PLANE" ;;
+    esac
+    WORK=$(mktemp -d)
+    trap 'rm -rf "$WORK"' EXIT
+    say "downloading the agent from $CONTROL_PLANE"
+    fetch "$CONTROL_PLANE/agent/wheelhouse.tar" "$WORK/wheelhouse.tar" \
+        || die "could not download the agent packages from $CONTROL_PLANE"
+    mkdir "$WORK/wheels"
+    tar -xf "$WORK/wheelhouse.tar" -C "$WORK/wheels"
+    PYTHON=python3
+    [ -x "$PREFIX/venv/bin/python" ] && PYTHON="$PREFIX/venv/bin/python"
+    check_wheels "$WORK/wheels" "$PYTHON"
+    [ -x "$PREFIX/venv/bin/python" ] || python3 -m venv "$PREFIX/venv"
+    # --force-reinstall: a re-run replaces the agent even when its version number
+    # is unchanged (--upgrade alone keeps an installed copy of the same version).
+    "$PREFIX/venv/bin/python" -m pip install --quiet --no-index --find-links "$WORK/wheels" \
+        --upgrade --force-reinstall berth || die "installing the agent packages failed"
+    mkdir -p "$(dirname "$BIN_LINK")"
+    ln -sf "$PREFIX/venv/bin/berth-agent" "$BIN_LINK"
+    say "installed $("$BIN_LINK" --version)"
+}
+
+# The wheelhouse holds binary wheels (grpcio, psutil, ...) built for the control
+# plane's Python version and CPU architecture; pip would refuse them here with an
+# obscure message, so say plainly what does not match before installing anything.
+check_wheels() {  # check_wheels DIR PYTHON
+    PYVER=$("$2" -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+        || die "cannot run $2"
+    PYTAG="cp$(printf '%s' "$PYVER" | tr -d .)"
+    for wheel in "$1"/*.whl; do
+        [ -e "$wheel" ] || die "the agent packages from $CONTROL_PLANE are empty"
+        name=${wheel##*/}
+        name=${name%.whl}
+        platform=${name##*-}
+        rest=${name%-*}
+        abi=${rest##*-}
+        # "none" and "abi3" wheels are not tied to one Python version.
+        case "$abi" in cp[0-9]*) [ "$abi" = "$PYTAG" ] || wheel_mismatch "$wheel" ;; esac
+        case "$platform" in any|*linux*"$ARCH"*) ;; *) wheel_mismatch "$wheel" ;; esac
+    done
+}
+
+wheel_mismatch() {
+    die "the agent packages from $CONTROL_PLANE were built for another Python version or CPU \
+architecture (${1##*/}) than this server's Python $PYVER ($PYTAG) on $ARCH: \
+servers need the Python version and architecture of the control plane that ran \`berth wheelhouse\`"
+}
+
+make_dirs() {
+    # Every path the systemd unit lists without a "-" must exist or the unit cannot
+    # start (226/NAMESPACE), and under ProtectSystem=strict the agent cannot make them.
+    mkdir -p "$CONFIG_DIR" "$DATA_DIR" "$ENV_ROOT"
+    chmod 700 "$CONFIG_DIR" "$DATA_DIR"
+}
+
+register_agent() {
+    export BERTH_AGENT_CONFIG="$CONFIG_DIR/agent.json" BERTH_AGENT_DATA_DIR="$DATA_DIR" \
+        BERTH_AGENT_ENV_ROOT="$ENV_ROOT"
+    if [ -s "$CONFIG_DIR/agent.json" ]; then
+        say "already registered; keeping the existing credential"
+        return 0
+    fi
+    [ -n "${BERTH_TOKEN:-}" ] || die "no registration token: pass it on standard input (srt_live_…)"
+    printf '%s' "$BERTH_TOKEN" | "$BIN_LINK" register --control-plane "$CONTROL_PLANE" \
+        --token-file - || die "registration failed (see the message above)"
+}
+
+start_agent() {
+    if [ "$INIT" != systemd ]; then
+        say "no systemd here: start the agent with"
+        say "  BERTH_AGENT_CONFIG=$CONFIG_DIR/agent.json BERTH_AGENT_DATA_DIR=$DATA_DIR" \
+            "BERTH_AGENT_ENV_ROOT=$ENV_ROOT $BIN_LINK run"
+        return 0
+    fi
+    cat > "$UNIT" <<UNIT
+[Unit]
+Description=Berth agent
+Wants=network-online.target docker.service
+After=network-online.target docker.service
+
+[Service]
+Environment=BERTH_AGENT_CONFIG=$CONFIG_DIR/agent.json
+Environment=BERTH_AGENT_DATA_DIR=$DATA_DIR
+Environment=BERTH_AGENT_ENV_ROOT=$ENV_ROOT
+ExecStart=$BIN_LINK run
+Restart=always
+RestartSec=5
+# Hardening: the agent needs the Docker socket and its own directories only.
+# A missing path without "-" keeps the unit from starting (226/NAMESPACE). The
+# installer makes the directories; "-": Docker may come after the agent, and a
+# removed environment root should fail deploys, not keep the agent down.
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+ReadWritePaths=$DATA_DIR $CONFIG_DIR -$ENV_ROOT -/var/run/docker.sock
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+RestrictSUIDSGID=yes
+LockPersonality=yes
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+    systemctl daemon-reload
+    systemctl enable berth-agent >/dev/null 2>&1
+    systemctl restart berth-agent
+    say "berth-agent is running under systemd (berth-agent status)"
+}
+
+uninstall() {
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        systemctl disable --now berth-agent >/dev/null 2>&1 || true
+        rm -f "$UNIT"
+        systemctl daemon-reload || true
+    fi
+    rm -rf "$PREFIX" "$CONFIG_DIR" "$DATA_DIR"
+    rm -f "$BIN_LINK"
+    # Environments' files (filestore, add-ons) are the customer's: only an empty root goes.
+    rmdir "$ENV_ROOT" 2>/dev/null || [ ! -d "$ENV_ROOT" ] || say "kept $ENV_ROOT (environment data)"
+    say "berth-agent removed"
+}
+
+main "$@"
