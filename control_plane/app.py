@@ -3,13 +3,13 @@
 import logging
 from dataclasses import dataclass
 
-from flask import Flask, jsonify
+from flask import Flask, jsonify, request
 from flask.sessions import SessionInterface
 from werkzeug.exceptions import HTTPException
 
 from control_plane import config as config_mod
 from control_plane import db as db_mod
-from control_plane import security
+from control_plane import safe_input, security
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
 from control_plane.ratelimit import RateLimiter
@@ -45,6 +45,9 @@ def create_app(config=None):
         app.extensions["berth"].gateway = RedisRelay(settings["REDIS_URL"])
 
     _register_error_handlers(app)
+    # First of all hooks: query, path and header text no database can store is a 400
+    # before authentication or a view looks anything up with it.
+    app.before_request(lambda: safe_input.check_request(request))
 
     @app.get("/healthz")
     def healthz():

@@ -77,3 +77,20 @@ def Branch(**kwargs):  # noqa: N802
 def HttpsUrl(max_length=2048, **kwargs):  # noqa: N802
     return ma.fields.Url(schemes={"https"}, require_tld=False,
                          validate=ma.validate.Length(max=max_length), **kwargs)
+
+
+class Boolean(ma.fields.Boolean):
+    """A JSON true or false, nothing else: marshmallow's own also takes "yes", 1,
+    "on" and more, which a client could send by mistake and see stored as true."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is True or value is False:
+            return value
+        raise self.make_error("invalid", input=value)
+
+
+class QueryBoolean(ma.fields.Boolean):
+    """A query-string flag: exactly `true` or `false` (lower case)."""
+
+    truthy = frozenset({"true"})
+    falsy = frozenset({"false"})

@@ -9,6 +9,7 @@ import uuid
 
 import click
 
+from control_plane import safe_input
 from control_plane.cli import cli, make_app
 from control_plane.errors import ApiError
 from control_plane.models.org import PERMISSIONS
@@ -31,6 +32,10 @@ def command(group, name=None):
             app = make_app()
             migrate.upgrade(app.extensions["berth"].db)
             try:
+                for name, value in kwargs.items():  # argv bytes not UTF-8: lone surrogates
+                    for text in value if isinstance(value, tuple) else (value,):
+                        if isinstance(text, str):
+                            safe_input.check_text(text, f"--{name.replace('_', '-')}")
                 with app.app_context():
                     result = fn(**kwargs)
             except ApiError as exc:

@@ -7,14 +7,13 @@ every auto-deploy environment of its project. Each delivery id is acted on once.
 import datetime as dt
 import hashlib
 import hmac
-import json
 import re
 from dataclasses import dataclass
 
 import peewee
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, secretbox, security, states
+from control_plane import clock, safe_input, secretbox, security, states
 from control_plane.db import database, for_update
 from control_plane.errors import BadRequest, Conflict, NotFound, Unauthorized
 from control_plane.models import (
@@ -107,9 +106,11 @@ def issue_secret(project_id, *, rotate=False, public_url):
 def _parse(body):
     """(payload, problem): the JSON object, or why there is none."""
     try:
-        payload = json.loads(body)
-    except (ValueError, RecursionError):
+        payload = safe_input.loads(body)
+    except ValueError:
         return None, "The body is not valid JSON."
+    except safe_input.UnsafeInput as exc:  # e.g. a NUL or lone surrogate in `ref`
+        return None, exc.message
     if not isinstance(payload, dict):
         return None, "The body must be a JSON object."
     return payload, None

@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane.api.fields import Branch, Schema, UTCDateTime
+from control_plane.api.fields import Boolean, Branch, QueryBoolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, ErrorSchema
@@ -84,7 +84,7 @@ class MessageSchema(Schema):
 
 
 class DeployBody(ma.Schema):
-    force = ma.fields.Boolean(load_default=False)
+    force = Boolean(load_default=False)
     git_branch = Branch(load_default=None)
 
 
@@ -97,7 +97,7 @@ class DeployResultSchema(Schema):
 
 
 class DestroyArgs(ma.Schema):
-    delete_data = ma.fields.Boolean(load_default=False)
+    delete_data = QueryBoolean(load_default=False)
 
 
 class DestroyResultSchema(Schema):
@@ -125,7 +125,7 @@ DeploymentPage = cursor_page_schema(DeploymentSchema, "DeploymentPage")
 
 
 class EnvironmentSettingsBody(ma.Schema):
-    auto_deploy = ma.fields.Boolean()
+    auto_deploy = Boolean()
     git_branch = Branch()
 
 

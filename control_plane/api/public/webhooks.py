@@ -6,7 +6,7 @@ from flask import current_app, request
 from flask.views import MethodView
 
 from control_plane.api.auth import current_key
-from control_plane.api.fields import Schema, UTCDateTime
+from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
 from control_plane.api.smorest import Blueprint
@@ -79,7 +79,7 @@ class WebhookCreateSchema(ma.Schema):
     project_id = ma.fields.UUID(allow_none=True, metadata={"description": (
         "Only this project's events. Null: organization-wide (organization-scoped keys only). "
         "Omitted: organization-wide, or the key's own project for a project-scoped key.")})
-    is_active = ma.fields.Boolean(load_default=True)
+    is_active = Boolean(load_default=True)
     format = ma.fields.String(validate=ma.validate.OneOf(svc.FORMATS), load_default="raw",
                               metadata=Format.metadata)
 
@@ -88,7 +88,7 @@ class WebhookUpdateSchema(ma.Schema):
     url = Url()
     events = Events()
     description = Description
-    is_active = ma.fields.Boolean(metadata={
+    is_active = Boolean(metadata={
         "description": "`true` re-enables a paused webhook and sets `failure_count` to 0."})
     format = Format
 
