@@ -4,6 +4,7 @@ import logging
 from dataclasses import dataclass
 
 from flask import Flask, jsonify, request
+from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SessionInterface
 from werkzeug.exceptions import HTTPException
 
@@ -32,6 +33,7 @@ def create_app(config=None):
     app = Flask("control_plane")
     app.config.update(settings)
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
+    app.json = _JSONProvider(app)
     app.json.sort_keys = False
     app.session_interface = _NoSessions()  # an API: no cookie session to open per request
 
@@ -67,6 +69,11 @@ def create_app(config=None):
     register_ops(app)
     app.register_blueprint(installer)
     return app
+
+
+class _JSONProvider(DefaultJSONProvider):
+    def loads(self, s, **kwargs):
+        return safe_input.loads(s)  # request.get_json parses as the API's bodies do
 
 
 class _NoSessions(SessionInterface):
