@@ -8,7 +8,7 @@ import os
 import socket
 import urllib.parse
 
-from agent.errors import EngineTimeout, EngineUnreachable
+from agent.errors import EngineError, EngineTimeout, EngineUnreachable
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 
@@ -84,14 +84,14 @@ def exec_output(container_id, cmd, timeout=30):
     """(exit code, standard output) of `cmd` run inside a running container."""
     def call():
         status, body = _request("POST", f"/containers/{container_id}/exec", timeout,
-                                {"Cmd": cmd, "AttachStdout": True, "AttachStderr": True})
+                                {"Cmd": cmd, "AttachStdout": True, "AttachStderr": False})
         if status != 201:
-            raise EngineUnreachable(f"the container engine answered {status} to an exec")
+            raise EngineError(f"the container engine answered {status} to an exec")
         exec_id = json.loads(body)["Id"]
         status, stream = _request("POST", f"/exec/{exec_id}/start", timeout,
                                   {"Detach": False, "Tty": False})
         if status != 200:
-            raise EngineUnreachable(f"the container engine answered {status} to an exec")
+            raise EngineError(f"the container engine answered {status} to an exec")
         status, body = _get(f"/exec/{exec_id}/json", timeout)
         return json.loads(body).get("ExitCode"), _stdout(stream)
     return _engine_call(call)
@@ -99,7 +99,7 @@ def exec_output(container_id, cmd, timeout=30):
 
 def _stdout(stream):
     """Standard output from the engine's multiplexed stream: frames of an 8-byte
-    header (stream 1 = stdout, 2 = stderr; big-endian length) and their bytes."""
+    header (stream 1 = stdout; big-endian length) and their bytes."""
     out, i = [], 0
     while i + 8 <= len(stream):
         kind, size = stream[i], int.from_bytes(stream[i + 4:i + 8], "big")
