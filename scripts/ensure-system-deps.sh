@@ -2,7 +2,8 @@
 # Installs the Debian packages a target needs, only when they are missing.
 #   venv: what `python3 -m venv` needs
 #   test: PostgreSQL and Redis servers (the tests start their own instances), the
-#         Docker engine, and debootstrap (builds the local test images)
+#         Docker engine, debootstrap (builds the local test images) and Chromium
+#         (renders the API docs pages)
 set -eu
 
 apt_install() {
@@ -31,6 +32,8 @@ test)
     command -v dockerd >/dev/null 2>&1 || [ -x /usr/sbin/dockerd ] || missing="$missing docker.io"
     command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] ||
         missing="$missing debootstrap"
+    # Headless browser for the API docs pages test.
+    command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
     [ -z "$missing" ] || apt_install $missing
     ;;
 *)

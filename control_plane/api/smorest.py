@@ -7,7 +7,7 @@ from apispec import BasePlugin
 from flask_smorest import Api
 from webargs.flaskparser import FlaskParser, is_json_request
 
-from control_plane import safe_input
+from control_plane import docs_ui, safe_input
 from control_plane.api.idempotency import IDEMPOTENT_MARKER
 from control_plane.errors import HTTP_CODES
 
@@ -76,11 +76,33 @@ class Blueprint(flask_smorest.Blueprint):
                                  *args, **kwargs)
 
 
+def null_only_alternative(converter, field, ret, **kwargs):
+    """apispec writes a nullable nested object (OpenAPI 3.0) as `anyOf: [ref, {type:
+    object, nullable: true}]`, whose second branch admits any object: the nested
+    schema's required fields and closed properties then say nothing. Narrowed to null."""
+    for branch in ret.get("anyOf", ()):
+        if branch == {"type": "object", "nullable": True}:
+            branch["enum"] = [None]
+    return {}
+
+
 class BerthApi(Api):
     ERROR_SCHEMA = ErrorSchema
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ma_plugin.converter.add_attribute_function(null_only_alternative)
+
     def handle_http_exception(self, error):
         return http_error_body(error)
+
+    # The docs pages: our templates (charset, no inline script) and headers.
+    def _openapi_swagger_ui(self):
+        return docs_ui.render("swagger_ui.html", self, swagger_ui_url=self._swagger_ui_url,
+                              swagger_ui_config=self.config.get("OPENAPI_SWAGGER_UI_CONFIG", {}))
+
+    def _openapi_redoc(self):
+        return docs_ui.render("redoc.html", self, redoc_url=self._redoc_url)
 
 
 RATE_LIMIT_HEADERS = {
@@ -110,6 +132,31 @@ IDEMPOTENCY_REPLAYED_HEADER = {
     },
 }
 
+# What an HTTPS URL field documents: a host name with a top-level label of letters,
+# an optional port, a path. The servers take more (IP literals, query strings),
+# but a generator or a client following this pattern writes only URLs they accept.
+HTTPS_URL_PATTERN = (r"^https://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,3}"
+                     r"[A-Za-z]{2,24}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~%/-]*)?$")
+
+
+def confirm_delete_header(what):
+    """The X-Confirm-Delete header, as `@blp.doc(**...)` (the service checks it:
+    absent or other than `true` is 400 `confirm_required`)."""
+    return {"parameters": [{
+        "in": "header", "name": "X-Confirm-Delete", "required": True,
+        "description": f"Must be exactly `true` to {what}; otherwise 400 `confirm_required`.",
+        "schema": {"type": "string", "enum": ["true"]}}]}
+
+
+# Idempotency rule 5: a key first used on another operation replays that one's
+# response (status and body); an idempotent operation can so answer any other's.
+REPLAY_DESCRIPTION = ("Replayed (idempotency rule 5): the `X-Idempotency-Key` was first used on "
+                      "another operation, whose response this is, with `X-Idempotency-Replayed: "
+                      "true`.")
+CREATED_REPLAY_SCHEMA = {"anyOf": [{"$ref": f"#/components/schemas/{name}"}
+                                   for name in ("Project", "Environment", "WebhookCreated")]}
+
+
 ERROR_RESPONSES = {
     "400": "Bad request",
     "401": "Missing, invalid, revoked (`invalid_api_key`, `missing_api_key`, `key_revoked`) or expired (`key_expired`) key",
@@ -117,7 +164,10 @@ ERROR_RESPONSES = {
     "404": "Not found, or outside the key's organization or project (`not_found`)",
     "409": "Conflict (`key_has_no_owner`, `idempotency_key_in_use`, resource-specific codes)",
     "422": "Invalid fields (`validation_error`, with `details`)",
-    "429": "Rate limit exceeded (`rate_limit_exceeded`); `Retry-After` header and `retry_after` field",
+    "429": "Rate limit exceeded: the key's own (`rate_limit_exceeded`), a per-target one "
+           "(`target_rate_limit`: metrics and runtime logs per server, environment and "
+           "organization) or the webhook-mutation one (`webhook_rate_limit`); `Retry-After` "
+           "header and `retry_after` field",
 }
 
 

@@ -1,5 +1,6 @@
 """The public API at /api/public/v1 (API keys)."""
 
+from control_plane import docs_ui
 from control_plane.api.smorest import BerthApi, StandardResponses
 
 PREFIX = "/api/public/v1"
@@ -22,10 +23,15 @@ def register(app):
         "PUBLIC_OPENAPI_URL_PREFIX": PREFIX,
         "PUBLIC_OPENAPI_JSON_PATH": "openapi.json",
         "PUBLIC_OPENAPI_SWAGGER_UI_PATH": "/docs",
-        "PUBLIC_OPENAPI_SWAGGER_UI_URL": "https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        # Served from this package (control_plane/docs_ui), never from a CDN.
+        "PUBLIC_OPENAPI_SWAGGER_UI_URL": docs_ui.asset_url("swagger-ui/"),
+        # No validator badge: it would send the document's URL to a public service.
+        "PUBLIC_OPENAPI_SWAGGER_UI_CONFIG": {"validatorUrl": None},
         "PUBLIC_OPENAPI_REDOC_PATH": "/redoc",
-        "PUBLIC_OPENAPI_REDOC_URL": "https://cdn.jsdelivr.net/npm/redoc/bundles/redoc.standalone.js",
+        "PUBLIC_OPENAPI_REDOC_URL": docs_ui.asset_url("redoc/redoc.standalone.js"),
     })
+    if "docs_ui" not in app.blueprints:
+        app.register_blueprint(docs_ui.blp)
     api = BerthApi(app, config_prefix="PUBLIC", spec_kwargs={
         "extra_plugins": [StandardResponses()],
         "info": {"description": DESCRIPTION},
