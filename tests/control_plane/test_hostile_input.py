@@ -248,3 +248,35 @@ def test_cli_refuses_a_name_it_cannot_store(tmp_path):
     proc = subprocess.run([BERTH, "admin", "org", "create", "--name", "acme"],
                           env=env, capture_output=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+# --- over a real socket -------------------------------------------------------------
+
+def test_served_process_refuses_hostile_bodies_and_query(tmp_path):
+    """The real `berth serve`: the bytes as a client sends them, same answers."""
+    import requests
+
+    from tests.serve import Served
+
+    served = Served(tmp_path / "data")
+    boot = served.admin("bootstrap")
+    served.start()
+    try:
+        h = {"Authorization": f"Bearer {boot['key']}", "Content-Type": "application/json"}
+        server = served.admin("server", "create", "--name", "s", "--provider", "p",
+                              "--cpu-cores", "2", "--ram-mb", "2048", "--disk-gb", "20",
+                              "--org", boot["organization_id"])["id"]
+        url = served.url + P + "/projects"
+        for body in (json.dumps({"name": "a\x00", "server_id": server}),
+                     json.dumps({"name": "a\ud800", "server_id": server}),
+                     '{"name": ' + "[" * DEEP + "]" * DEEP + "}",
+                     '{"name": ' + "1" * 4301 + "}"):
+            r = requests.post(url, data=body.encode(), headers=h, timeout=10)
+            assert r.status_code == 400 and set(r.json()) == {"error", "message"}, r.text
+        r = requests.get(url + "?cursor=%00", headers=h, timeout=10)
+        assert r.status_code == 400 and r.json()["error"] == "bad_request", r.text
+        r = requests.get(url, headers=h, timeout=10)
+        assert r.json()["pagination"]["total"] == 0
+    finally:
+        log = served.stop()
+    assert "Traceback" not in log
