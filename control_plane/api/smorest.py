@@ -158,7 +158,9 @@ CREATED_REPLAY_SCHEMA = {"anyOf": [{"$ref": f"#/components/schemas/{name}"}
 
 
 ERROR_RESPONSES = {
-    "400": "Bad request",
+    "400": "Bad request (`bad_request`: a body that is not JSON, nests deeper than 64 levels "
+           "or has a number longer than 100 characters; text with a NUL or an unpaired "
+           "surrogate in the body, query, path or headers)",
     "401": "Missing, invalid, revoked (`invalid_api_key`, `missing_api_key`, `key_revoked`) or expired (`key_expired`) key",
     "403": "The key may not do this (`write_access_required`, `org_scope_required`, `project_scoped_key`, capability codes)",
     "404": "Not found, or outside the key's organization or project (`not_found`)",
