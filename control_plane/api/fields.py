@@ -66,10 +66,13 @@ def Name(**kwargs):  # noqa: N802 - a field factory reads like a field class
 
 
 def Branch(**kwargs):  # noqa: N802
-    # Git ref names: no spaces or control characters, within the spec's 255.
+    # Git ref names: no spaces or control characters, within the spec's 255. The
+    # spaces are spelled out: `\s` is not the same set in Python and in the
+    # ECMAScript regexes of the OpenAPI document (\x85, \ufeff).
     return ma.fields.String(validate=[
         ma.validate.Length(1, 255),
-        ma.validate.Regexp(r"^[^\s~^:?*\[\\\x00-\x1f\x7f]+$",
+        ma.validate.Regexp(r"^[^\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
+                           r"\u3000\ufeff~^:?*\[\\\x00-\x1f\x7f]+$",
                            error="Not a valid Git branch name."),
     ], **kwargs)
 

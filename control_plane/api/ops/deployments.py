@@ -256,7 +256,7 @@ class DeploymentById(MethodView):
 @blp.route("/projects/<uuid:project_id>/environments/<uuid:env_id>")
 class EnvironmentSettings(MethodView):
     @errors(403)
-    @blp.arguments(EnvironmentSettingsBody)
+    @blp.arguments(EnvironmentSettingsBody, required=False)  # no body: nothing changes
     @blp.response(200, OpsEnvironmentSchema)
     def patch(self, body, project_id, env_id):
         """Change an environment's deployment settings

@@ -54,9 +54,9 @@ class GitPushResultSchema(ma.Schema):
     skipped = ma.fields.List(ma.fields.Nested(GitPushSkippedSchema))
 
 
-def _header(name, description, required=False):
+def _header(name, description, required=False, **schema):
     return {"in": "header", "name": name, "required": required, "description": description,
-            "schema": {"type": "string"}}
+            "schema": {"type": "string", **schema}}
 
 
 DOC = {
@@ -70,7 +70,8 @@ DOC = {
                 "and GitLab's `X-Gitlab-Token` (the secret itself) are accepted on their "
                 "providers."),
         _header("X-Git-Event", "`push` deploys; other events (`ping`, …) are answered 200 and "
-                "ignored. Also `X-GitHub-Event`, `X-Gitea-Event`, `X-Gitlab-Event`.", True),
+                "ignored. Also `X-GitHub-Event`, `X-Gitea-Event`, `X-Gitlab-Event`.", True,
+                minLength=1),
         _header("X-Git-Delivery", "Unique per delivery; a repeated id is handled once. Also "
                 "`X-GitHub-Delivery`, `X-Gitea-Delivery`, GitLab's `Idempotency-Key` or "
                 "`X-Gitlab-Event-UUID`. Required for push events."),
@@ -78,11 +79,14 @@ DOC = {
     "requestBody": {"required": True, "content": {"application/json": {"schema": {
         "type": "object", "required": ["ref", "repository", "commits"],
         "properties": {
-            "ref": {"type": "string", "example": "refs/heads/main"},
-            "after": {"type": "string", "description": "The new head commit"},
-            "repository": {"type": "object", "required": ["full_name"],
-                           "properties": {"full_name": {"type": "string",
-                                                        "example": "acme/erp"}}},
+            "ref": {"type": "string", "minLength": 1, "maxLength": 1024,
+                    "example": "refs/heads/main"},
+            "after": {"type": "string", "pattern": "^[0-9a-fA-F]{7,64}$",
+                      "description": "The new head commit"},
+            "repository": {"type": "object", "required": ["full_name"], "properties": {
+                "full_name": {"type": "string", "maxLength": 255,
+                              "pattern": r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$",
+                              "example": "acme/erp"}}},
             "commits": {"type": "array", "items": {"type": "object"}},
         }}}}},
 }

@@ -22,7 +22,8 @@ class VersionField(ma.fields.String):
 
 class ChangelogArgs(offset_args(20)):
     since_version = VersionField(load_default=None, metadata={
-        "description": "Only releases newer than this `<major>.<minor>.<patch>`"})
+        "description": "Only releases newer than this `<major>.<minor>.<patch>`",
+        "pattern": svc.VERSION_RE.pattern})
     since_date = ma.fields.Date(load_default=None, metadata={
         "description": "Only releases on or after this `YYYY-MM-DD`"})
 

@@ -9,7 +9,12 @@ from control_plane import states
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
-from control_plane.api.smorest import Blueprint
+from control_plane.api.smorest import (
+    CREATED_REPLAY_SCHEMA,
+    REPLAY_DESCRIPTION,
+    Blueprint,
+    confirm_delete_header,
+)
 from control_plane.services import environments as svc
 
 blp = Blueprint("environments", __name__, description="Environments")
@@ -97,11 +102,6 @@ class TaskAcceptedSchema(Schema):
     poll_url = ma.fields.String(required=True)
 
 
-class ConfirmHeader(ma.Schema):
-    x_confirm_delete = ma.fields.String(data_key="X-Confirm-Delete", metadata={
-        "description": "Must be exactly `true`."})
-
-
 class TaskSchema(Schema):
     task_id = ma.fields.UUID(attribute="id", required=True)
     status = ma.fields.Function(lambda d: states.TASK_STATUS.get(d.status, d.status))
@@ -131,6 +131,7 @@ class Environments(MethodView):
 
     @idempotent
     @blp.arguments(EnvironmentCreateSchema)
+    @blp.alt_response(202, schema=TaskAcceptedSchema, description=REPLAY_DESCRIPTION)
     @blp.response(201, EnvironmentSchema)
     def post(self, body, project_id):
         """Create an environment (status `deploying`); its first deployment is queued."""
@@ -144,16 +145,16 @@ class EnvironmentById(MethodView):
     def get(self, env_id):
         return svc.get_environment(current_key(), env_id)
 
-    @blp.arguments(EnvironmentUpdateSchema)
+    @blp.arguments(EnvironmentUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, EnvironmentSchema)
     def patch(self, body, env_id):
         """Rename an environment or change its branch (full-access key); omitted
         fields stay. A new branch applies on the next deploy: nothing redeploys now."""
         return svc.update_environment(current_key(), env_id, body)
 
-    @blp.arguments(ConfirmHeader, location="headers", unknown=ma.EXCLUDE)
+    @blp.doc(**confirm_delete_header("delete the environment"))
     @blp.response(202, TaskAcceptedSchema)
-    def delete(self, _headers, env_id):
+    def delete(self, env_id):
         """Delete an environment (`X-Confirm-Delete: true`): a task that removes its
         containers, database and filestore."""
         return svc.delete_environment(current_key(), env_id,
@@ -164,6 +165,7 @@ class EnvironmentById(MethodView):
 @blp.route("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
 class EnvironmentAction(MethodView):
     @idempotent
+    @blp.alt_response(201, schema=CREATED_REPLAY_SCHEMA, description=REPLAY_DESCRIPTION)
     @blp.response(202, TaskAcceptedSchema)
     def post(self, env_id, action):
         """Run an action as a task (full-access key; accepts `X-Idempotency-Key`)."""

@@ -7,10 +7,24 @@ from flask.views import MethodView
 
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
-from control_plane.api.smorest import Blueprint
+from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services import monitoring as svc
 
 blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")
+
+# Live reads go through the server's agent: what it answers when the agent cannot.
+METRICS_UNAVAILABLE = ("`metrics_unavailable`: the server or its monitoring agent did not "
+                       "return metrics (not connected, or an error). Retry in a minute.")
+NOT_READY = ("`no_server` (the environment has no server yet), `environment_not_ready` "
+             "(pending, cloning or deploying)")
+
+
+def live_errors(*responses):
+    def decorate(view):
+        for status, description in responses:
+            view = blp.alt_response(status, schema=ErrorSchema, description=description)(view)
+        return view
+    return decorate
 
 
 def _berth():
@@ -76,6 +90,7 @@ class RuntimeLogSchema(Schema):
 
 @blp.route("/servers/<uuid:server_id>/metrics")
 class ServerMetrics(MethodView):
+    @live_errors((502, METRICS_UNAVAILABLE))
     @blp.response(200, ServerMetricsSchema)
     def get(self, server_id):
         """Live host metrics of a server the organization owns (6 per minute per server)."""
@@ -84,6 +99,7 @@ class ServerMetrics(MethodView):
 
 @blp.route("/environments/<uuid:env_id>/metrics")
 class EnvironmentMetrics(MethodView):
+    @live_errors((409, NOT_READY), (502, METRICS_UNAVAILABLE))
     @blp.response(200, EnvironmentMetricsSchema)
     def get(self, env_id):
         """Live metrics of the environment's own containers."""
@@ -92,6 +108,11 @@ class EnvironmentMetrics(MethodView):
 
 @blp.route("/environments/<uuid:env_id>/runtime-logs")
 class RuntimeLogs(MethodView):
+    @live_errors((409, NOT_READY + ", `container_not_found` (deploy to create it)"),
+                 (502, "`server_unreachable`: the server or its container engine could not "
+                       "be reached"),
+                 (504, "`engine_timeout`: the container engine did not answer within 20 "
+                       "seconds"))
     @blp.arguments(RuntimeLogArgs, location="query")
     @blp.response(200, RuntimeLogSchema)
     def get(self, args, env_id):

@@ -8,7 +8,12 @@ from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, HttpsUrl, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
-from control_plane.api.smorest import Blueprint
+from control_plane.api.smorest import (
+    HTTPS_URL_PATTERN,
+    REPLAY_DESCRIPTION,
+    Blueprint,
+    confirm_delete_header,
+)
 from control_plane.services import projects as svc
 
 blp = Blueprint("projects", __name__, description="Projects")
@@ -29,10 +34,14 @@ ErpVersion = ma.fields.String(validate=ma.validate.Regexp(
     r"^\d{1,4}\.\d{1,4}$", error="Must be <major>.<minor>, e.g. 17.0."), allow_none=True)
 
 
+def RepoUrl():  # noqa: N802
+    return HttpsUrl(allow_none=True, metadata={"pattern": HTTPS_URL_PATTERN})
+
+
 class ProjectCreateSchema(ma.Schema):
     name = Name(required=True)
     server_id = ma.fields.UUID(required=True)
-    git_repo_url = HttpsUrl(allow_none=True)
+    git_repo_url = RepoUrl()
     default_branch = Branch(load_default="main")
     erp_version = ErpVersion
 
@@ -40,16 +49,10 @@ class ProjectCreateSchema(ma.Schema):
 class ProjectUpdateSchema(ma.Schema):
     name = Name()
     default_branch = Branch()
-    git_repo_url = HttpsUrl(allow_none=True)
+    git_repo_url = RepoUrl()
 
 
 ProjectPage = cursor_page_schema(ProjectSchema, "ProjectPage")
-
-
-class ConfirmHeader(ma.Schema):
-    # Checked by the service (400 confirm_required), declared here for the docs.
-    x_confirm_delete = ma.fields.String(data_key="X-Confirm-Delete", metadata={
-        "description": "Must be exactly `true`."})
 
 
 @blp.route("/projects")
@@ -63,6 +66,7 @@ class Projects(MethodView):
 
     @idempotent
     @blp.arguments(ProjectCreateSchema)
+    @blp.alt_response(202, schema="TaskAccepted", description=REPLAY_DESCRIPTION)
     @blp.response(201, ProjectSchema)
     def post(self, body):
         """Create a project (full-access, organization-scoped key). Accepts `X-Idempotency-Key`."""
@@ -75,14 +79,14 @@ class ProjectById(MethodView):
     def get(self, project_id):
         return svc.get_project(current_key(), project_id)
 
-    @blp.arguments(ProjectUpdateSchema)
+    @blp.arguments(ProjectUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, ProjectSchema)
     def patch(self, body, project_id):
         """Change name, default branch or repository; omitted fields stay."""
         return svc.update_project(current_key(), project_id, body)
 
-    @blp.arguments(ConfirmHeader, location="headers", unknown=ma.EXCLUDE)
+    @blp.doc(**confirm_delete_header("delete the project"))
     @blp.response(204)
-    def delete(self, _headers, project_id):
+    def delete(self, project_id):
         """Soft-delete a project (full-access, organization-scoped key; `X-Confirm-Delete: true`)."""
         svc.delete_project(current_key(), project_id, request.headers.get("X-Confirm-Delete"))

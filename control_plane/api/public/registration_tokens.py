@@ -63,7 +63,7 @@ class TokenListEntrySchema(Schema):
 
 @blp.route("/servers/registration-tokens")
 class RegistrationTokens(MethodView):
-    @blp.arguments(TokenCreateSchema)
+    @blp.arguments(TokenCreateSchema, required=False)  # every field has a default
     @blp.response(201, TokenCreatedSchema)
     def post(self, body):
         """Create a single-use token for adding a server (org-scoped, full-access key

@@ -9,7 +9,7 @@ from control_plane.api.auth import current_key
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
-from control_plane.api.smorest import Blueprint
+from control_plane.api.smorest import HTTPS_URL_PATTERN, REPLAY_DESCRIPTION, Blueprint
 from control_plane.services import webhooks as svc
 
 blp = Blueprint(
@@ -37,14 +37,18 @@ EVENTS_DOC = ("Event names, 1 to 10, distinct: " + ", ".join(f"`{e}`" for e in s
 def Url(**kwargs):  # noqa: N802 - a field factory
     return ma.fields.String(validate=ma.validate.Length(1, 2048), metadata={
         "description": "HTTPS only, at most 2048 characters; private IP literals are refused "
-                       "(422 `invalid_webhook_url`)."}, **kwargs)
+                       "(422 `invalid_webhook_url`).", "pattern": HTTPS_URL_PATTERN}, **kwargs)
 
 
 def Events(**kwargs):  # noqa: N802
     return ma.fields.List(
         ma.fields.String(validate=ma.validate.OneOf(
-            svc.ACCEPTED, error="Unknown event {input!r}; accepted: {choices}.")),
-        validate=ma.validate.Length(1, svc.MAX_EVENTS), metadata={"description": EVENTS_DOC},
+            svc.ACCEPTED, error="Unknown event {input!r}; accepted: {choices}."),
+            # The document lists the names only: an alias and its name in one list
+            # are a repeat, which uniqueItems cannot see.
+            metadata={"enum": list(svc.EVENTS)}),
+        validate=ma.validate.Length(1, svc.MAX_EVENTS),
+        metadata={"description": EVENTS_DOC, "uniqueItems": True},
         **kwargs)
 
 
@@ -141,6 +145,7 @@ class Webhooks(MethodView):
 
     @idempotent
     @blp.arguments(WebhookCreateSchema)
+    @blp.alt_response(202, schema="TaskAccepted", description=REPLAY_DESCRIPTION)
     @blp.response(201, WebhookCreatedSchema)
     def post(self, body):
         """Create a webhook (full-access key); its `secret` is in this response only.
@@ -157,7 +162,7 @@ class WebhookById(MethodView):
     def get(self, webhook_id):
         return svc.get_webhook(current_key(), webhook_id)
 
-    @blp.arguments(WebhookUpdateSchema)
+    @blp.arguments(WebhookUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, WebhookSchema)
     def patch(self, body, webhook_id):
         """Change a webhook (full-access key); omitted fields stay, `events` replaces

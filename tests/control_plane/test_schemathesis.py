@@ -1,0 +1,184 @@
+"""`st run --checks all` against a real `berth serve`, on both surfaces and both
+databases: the OpenAPI documents say what the server does, and the server keeps
+to them (no 500, every status, header and body declared, valid input accepted,
+invalid input refused, no request served without credentials).
+
+Real ids of an organization's resources are offered to the fuzzer half of the
+time (schemathesis dictionaries), so operations reach their views rather than
+only 404; DELETEs get none, so they do not remove what the others test."""
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.serve import Served
+
+ST = str(Path(sys.executable).with_name("st"))
+HOOKS_DIR = str(Path(__file__).parent)
+MAX_EXAMPLES = 12
+SEED = 20261123
+
+# A syntactically valid cursor that this list did not sign is a 400
+# `invalid_cursor`, and so is a state the spec forbids an action in (retry of a
+# deployment that did not fail, rule 2; cancel, rule 3; rollback, rule 5): a
+# schema cannot say which ids are in which state. Everything else valid is 2xx
+# (or 401/403/404/409/429, which schemathesis allows).
+ACCEPTED_400 = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
+STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)$"
+                r"|^/api/(public/)?v1/(projects|servers|support/tickets|deployments)$")
+# An environment larger than its server is a 422 `exceeds_server_capacity`: the
+# limit is the chosen server's, not the schema's.
+CAPACITY = r"^/api/public/v1/projects/\{project_id\}/environments$"
+ACCEPTED_422 = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
+# No agent is connected in this test: live reads and destroys answer their
+# documented 502 / 504 (the server or its agent did not answer). 500 stays a failure.
+LIVE = (r"^/api/public/v1/(servers|environments)/\{[a-z_]+\}/(metrics|runtime-logs)$"
+        r"|^/api/v1/deployments/environment/\{environment_id\}/destroy$")
+GATEWAY_ERRORS = ["2xx", "3xx", "4xx", "502", "504"]
+
+
+def _toml(value):
+    return json.dumps(value)  # TOML basic strings and arrays of them are JSON's
+
+
+def _config(ids):
+    lines = []
+    for name, values in ids.items():
+        lines += [f"[dictionaries.{name}]", f"values = {_toml(values)}", ""]
+    bindings = ", ".join(f'"path.{name}" = {{ dictionary = "{name}", probability = 0.5 }}'
+                         for name in ids)
+    lines += ["[[operations]]", 'include-method-regex = "^(GET|POST|PATCH)$"',
+              f"parameters = {{ {bindings} }}", "",
+              "[[operations]]", f"include-path-regex = {_toml(STATEFUL_400)}",
+              f"checks.positive_data_acceptance.expected-statuses = {_toml(ACCEPTED_400)}", "",
+              "[[operations]]", f"include-path-regex = {_toml(CAPACITY)}",
+              'include-method = "POST"',
+              f"checks.positive_data_acceptance.expected-statuses = {_toml(ACCEPTED_422)}", "",
+              "[[operations]]", f"include-path-regex = {_toml(LIVE)}",
+              f"checks.not_a_server_error.expected-statuses = {_toml(GATEWAY_ERRORS)}", ""]
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def live(backend, tmp_path, request):
+    env = {"CP_WEBHOOK_TIMEOUT_SECONDS": "2"}
+    if backend == "postgres":
+        env["CP_DATABASE_URL"] = request.getfixturevalue("postgres").create_database(
+            f"berth_st_{uuid.uuid4().hex[:12]}")
+    served = Served(tmp_path / "data", env)
+    boot = served.admin("bootstrap")
+    org = boot["organization_id"]
+    server = served.admin("server", "create", "--org", org, "--name", "s1", "--provider", "p",
+                          "--cpu-cores", "4", "--ram-mb", "8192", "--disk-gb", "100")
+    user = served.admin("user", "create", "--org", org, "--name", "u", "--email", "u@example.com",
+                        "--permission", "project.environments.deploy",
+                        "--permission", "project.deployments.cancel")
+    ticket = served.admin("ticket", "create", "--org", org, "--subject", "s",
+                          "--description", "d")
+    served.admin("release", "add", "--version", "1.2.3", "--date", "2026-01-02", "--title", "t",
+                 "--highlight", "h", "--added", "x")
+    tokens = [served.admin("user", "token", user["id"])["token"] for _ in range(4)]
+    read_keys, write_keys = _keys(served, org)
+    served.start()
+    key = {"Authorization": f"Bearer {boot['key']}"}
+    api = served.url + "/api/public/v1"
+
+    def post(path, body):
+        r = requests.post(api + path, json=body, headers=key, timeout=30)
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    project = post("/projects", {"name": "p", "server_id": server["id"]})
+    env_ = post(f"/projects/{project['id']}/environments", {"name": "e"})
+    webhook = post("/webhooks", {"url": "https://hooks.example.com/berth",
+                                 "events": ["deploy.failed"]})
+    token = post("/servers/registration-tokens", {})
+    task = requests.get(f"{api}/environments/{env_['id']}/logs", headers=key,
+                        timeout=30).json()["task_id"]
+    ids = {"project_id": [project["id"]], "env_id": [env_["id"]], "environment_id": [env_["id"]],
+           "server_id": [server["id"]], "ticket_id": [ticket["id"]],
+           "webhook_id": [webhook["id"]], "token_id": [token["token_id"]],
+           "task_id": [task], "deployment_id": [task]}
+    (tmp_path / "schemathesis.toml").write_text(_config(ids))
+    files = {}
+    for name, values in (("read", read_keys), ("write", write_keys), ("tokens", tokens)):
+        files[name] = tmp_path / f"{name}.keys"
+        files[name].write_text("\n".join(values))
+    served.fuzz_files, served.fuzz_dir = files, tmp_path
+    yield served
+    served.stop()
+
+
+def _keys(served, org):
+    """Enough keys that the fuzzer stays mostly under the fixed per-key limits. Made
+    through the service layer on the same database (a `berth admin` process each
+    would take minutes); the organization and everything else come from the CLI."""
+    from control_plane.app import create_app
+    from control_plane.services import keys
+
+    app = create_app({"DATA_DIR": served.env["CP_DATA_DIR"],
+                      "DATABASE_URL": served.env.get("CP_DATABASE_URL") or None})
+    expires = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(days=1)
+
+    def make(key_type, n):
+        return [keys.create_key(org, f"{key_type}{i}", key_type, "organization",
+                                expires_at=expires, server_registration=True,
+                                support_tickets=True)[1] for i in range(n)]
+
+    with app.extensions["berth"].db.connection_context():
+        return make("read_only", 20), make("full_access", 120)
+
+
+def _st(served, surface):
+    files = served.fuzz_files
+    reads, writes = ((files["read"], files["write"]) if surface == "public"
+                     else (files["tokens"], files["tokens"]))
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": "schemathesis_hooks",
+           "PYTHONPATH": HOOKS_DIR, "BERTH_FUZZ_READ_KEYS": str(reads),
+           "BERTH_FUZZ_WRITE_KEYS": str(writes)}
+    path = "/api/public/v1/openapi.json" if surface == "public" else "/api/v1/openapi.json"
+    return subprocess.run(
+        [ST, "--config-file", str(served.fuzz_dir / "schemathesis.toml"), "run",
+         served.url + path, "--checks", "all", "--max-examples", str(MAX_EXAMPLES),
+         "--seed", str(SEED), "--generation-database", "none", "--no-color",
+         "--request-timeout", "30", "--generation-codec", "utf-8",
+         "--generation-allow-x00", "false"],
+        env=env, cwd=served.fuzz_dir, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("surface", ["public", "ops"])
+def test_schemathesis_checks_all_pass_against_berth_serve(live, surface):
+    result = _st(live, surface)
+    assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-3000:]
+
+
+def test_idempotent_replay_of_another_operation_is_documented(live):
+    """Rule 5: an action given the key of an earlier project creation answers that
+    201 (replayed), which the action's document declares, body and headers."""
+    import schemathesis
+
+    key = {"Authorization": f"Bearer {live.fuzz_files['write'].read_text().split()[0]}",
+           "X-Idempotency-Key": f"replay-{uuid.uuid4()}"}
+    api = live.url + "/api/public/v1"
+    server_id = requests.get(api + "/servers", headers=key, timeout=10).json()["data"][0]["id"]
+    created = requests.post(api + "/projects", json={"name": "r", "server_id": server_id},
+                            headers=key, timeout=10)
+    first = requests.get(api + "/projects", headers=key, timeout=10).json()["data"][0]["id"]
+    envs = requests.get(f"{api}/projects/{first}/environments", headers=key, timeout=10)
+    action = requests.post(f"{api}/environments/{envs.json()[0]['id']}/actions/restart",
+                           headers=key, timeout=10)
+    assert created.status_code == 201 and action.status_code == 201, action.text
+    assert action.headers["X-Idempotency-Replayed"] == "true"
+    assert action.json() == created.json()
+    schema = schemathesis.openapi.from_url(api + "/openapi.json")
+    operation = schema["/api/public/v1/environments/{env_id}/actions/{action}"]["POST"]
+    assert "201" in operation.definition.raw["responses"]
+    operation.validate_response(action)
