@@ -109,14 +109,34 @@ apt_install() {  # apt_install PACKAGE...
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
-fetch() {  # fetch URL FILE
+# fetch URL FILE: fails on any HTTP error as curl -f would, but keeps the body, so
+# that the control plane's own explanation ({"error", "message"}) can be shown;
+# it is left in FETCH_ERROR.
+fetch() {
+    FETCH_ERROR=""
     if command -v curl >/dev/null 2>&1; then
-        curl -fsSL "$1" -o "$2"
+        # Network errors: curl says why itself (-sS) and fails.
+        code=$(curl -sSL -w '%{http_code}' "$1" -o "$2") || return 1
+        case "$code" in
+            2??) return 0 ;;
+        esac
+        FETCH_ERROR="HTTP $code: $(refusal_message "$2")"
+        return 1
     elif command -v wget >/dev/null 2>&1; then
+        if wget --help 2>&1 | grep -q content-on-error; then
+            wget -q --content-on-error "$1" -O "$2" && return 0
+            FETCH_ERROR=$(refusal_message "$2")
+            return 1
+        fi
         wget -q "$1" -O "$2"
     else
         die "curl or wget is required"
     fi
+}
+
+refusal_message() {  # refusal_message FILE: the "message" of a JSON error body
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["message"])' "$1" \
+        2>/dev/null || head -c 300 "$1" 2>/dev/null | tr -d '\000-\037' || true
 }
 
 install_agent() {
@@ -128,7 +148,7 @@ install_agent() {
     trap 'rm -rf "$WORK"' EXIT
     say "downloading the agent from $CONTROL_PLANE"
     fetch "$CONTROL_PLANE/agent/wheelhouse.tar" "$WORK/wheelhouse.tar" \
-        || die "could not download the agent packages from $CONTROL_PLANE"
+        || die "could not download the agent packages from $CONTROL_PLANE${FETCH_ERROR:+: $FETCH_ERROR}"
     mkdir "$WORK/wheels"
     tar -xf "$WORK/wheelhouse.tar" -C "$WORK/wheels"
     PYTHON=python3

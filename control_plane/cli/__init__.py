@@ -52,10 +52,12 @@ def migrate():
 def serve(http_addr, grpc_addr):
     """Embedded mode: migrate, then HTTP, the agent gateway and the scheduler in one process."""
     from control_plane import migrate as migrations
+    from control_plane.installer import start_building
     from control_plane.server import run_http
 
     app = make_app()
     migrations.upgrade(app.extensions["berth"].db)
+    start_building(app)
     start_gateway_thread(app, *parse_hostport(grpc_addr, 50051))
     scheduler = _scheduler(app).start_in_thread()
     try:
@@ -138,18 +140,25 @@ def gateway(grpc_addr):
 @click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
 def web(http_addr):
     """Scale-out: one HTTP process (run `berth migrate` first)."""
+    from control_plane.installer import start_building
     from control_plane.server import run_http
 
-    run_http(make_app(), *parse_hostport(http_addr, 8000))
+    app = make_app()
+    start_building(app)
+    run_http(app, *parse_hostport(http_addr, 8000))
 
 
 @cli.command()
 def wheelhouse():
     """Build the agent packages servers install from (into the data dir)."""
-    from control_plane.installer import build_wheelhouse
+    from control_plane import wheelhouse as wh
 
     app = make_app()
-    click.echo(f"built {build_wheelhouse(app.config)}")
+    try:
+        path = wh.build_locked(app.config["DATA_DIR"], force=True)
+    except wh.BuildFailed as exc:
+        raise click.ClickException(f"cannot build the agent packages: {exc}") from None
+    click.echo(f"built {path}")
 
 
 def main():

@@ -1,0 +1,227 @@
+"""The agent wheelhouse: the `berth` distribution and its dependencies as wheels,
+in one tar in the data dir, which new servers install from (no PyPI needed there).
+
+`berth wheelhouse` builds it in the foreground; `berth serve` and `berth web` build
+it in a background thread at start when it is missing or stale (built from other
+agent code, or for another Python), so a fresh control plane serves the
+`install_command` without a manual step. One build at a time per data dir (a file
+lock); the state is kept for `/agent/wheelhouse.tar` to explain a 503."""
+
+import fcntl
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from packaging.version import Version
+
+from control_plane.errors import ApiError
+
+# Where `pip wheel` builds `berth` from: the checkout of an editable install.
+SOURCE = Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT_SECONDS = 900
+RETRY_AFTER_FAILURE_SECONDS = 60
+SOURCE_FILES = ("pyproject.toml", "README.md", "agent", "control_plane")
+
+
+class BuildFailed(Exception):
+    """The wheelhouse cannot be built; the message says why, for people."""
+
+
+def tar_path(data_dir):
+    return Path(data_dir) / "wheelhouse.tar"
+
+
+def _stamp_path(data_dir):
+    return Path(data_dir) / "wheelhouse.json"
+
+
+def fingerprint(source=SOURCE):
+    """What the wheelhouse depends on: the agent's code, the package metadata, and
+    the Python version and CPU its binary wheels are for."""
+    digest = hashlib.sha256(f"{sys.version_info[:2]} {platform.machine()}".encode())
+    files = [source / "pyproject.toml", *sorted((source / "agent").rglob("*"))]
+    for path in files:
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _has_source(source):
+    return (source / "pyproject.toml").is_file() and (source / "agent").is_dir()
+
+
+def is_current(data_dir, source=SOURCE):
+    """The tar exists and was built from this code (without a source tree to build
+    from, any existing tar is what there is)."""
+    if not tar_path(data_dir).is_file():
+        return False
+    if not _has_source(source):
+        return True
+    try:
+        stamp = json.loads(_stamp_path(data_dir).read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("fingerprint") == fingerprint(source)
+
+
+def _build_isolation_args():
+    """Build `berth` with the venv's own setuptools when it is new enough for
+    pyproject.toml's build-system; otherwise let pip fetch one in isolation."""
+    try:
+        if Version(importlib.metadata.version("setuptools")) >= Version("69"):
+            importlib.metadata.version("wheel")
+            return ["--no-build-isolation"]
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return []
+
+
+def _pip_reason(stderr):
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR:")]
+    return (errors[-1] if errors else lines[-1] if lines else "no output")[:500]
+
+
+def build(data_dir, source=SOURCE):
+    """Build the tar into the data dir (atomically replaced). Raises BuildFailed."""
+    data_dir = Path(data_dir)
+    if not _has_source(source):
+        raise BuildFailed(f"no Berth source tree at {source} to build the agent packages "
+                          "from; run `berth wheelhouse` where Berth is installed from its "
+                          "source (pip install -e)")
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target, print_ = tar_path(data_dir), fingerprint(source)
+    with tempfile.TemporaryDirectory() as tmp:
+        # Built from a copy: setuptools writes build/ and *.egg-info next to the
+        # sources, and files left there from older code would end up in the wheel.
+        copy = Path(tmp) / "src"
+        copy.mkdir()
+        for name in SOURCE_FILES:
+            if (source / name).is_dir():
+                shutil.copytree(source / name, copy / name,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            elif (source / name).is_file():
+                shutil.copy2(source / name, copy / name)
+        wheels = Path(tmp) / "wheels"
+        command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                   *_build_isolation_args(), "--wheel-dir", str(wheels), str(copy)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise BuildFailed(f"pip wheel took longer than {BUILD_TIMEOUT_SECONDS} s") from None
+        except OSError as exc:
+            raise BuildFailed(f"cannot run pip: {exc}") from None
+        if done.returncode != 0:
+            raise BuildFailed(f"pip wheel failed: {_pip_reason(done.stderr)}")
+        partial = target.with_suffix(".tar.partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as tar:
+            for wheel in sorted(wheels.glob("*.whl")):
+                tar.add(wheel, arcname=wheel.name)
+        partial.replace(target)
+    stamp = {"fingerprint": print_, "built_at": time.time()}
+    fd = os.open(_stamp_path(data_dir), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(stamp, fh)
+    return target
+
+
+class _Lock:
+    """One build at a time per data dir, across processes (`serve`, `web`s, the CLI)."""
+
+    def __init__(self, data_dir):
+        self.path = Path(data_dir) / "wheelhouse.lock"
+
+    def __enter__(self):
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the lock
+
+
+def build_locked(data_dir, source=SOURCE, force=False):
+    with _Lock(data_dir):
+        if not force and is_current(data_dir, source):
+            return tar_path(data_dir)
+        return build(data_dir, source)
+
+
+class Background:
+    """The state a server process keeps of the wheelhouse (app.extensions)."""
+
+    def __init__(self, data_dir, source=SOURCE):
+        self.data_dir, self.source = Path(data_dir), source
+        self._lock = threading.Lock()
+        self.thread = None
+        self.error = None  # why the last build failed
+        self.failed_at = 0.0
+
+    def ensure(self, check_stale=True):
+        """Start a build unless one runs, the tar is there (and current, with
+        `check_stale`), or the last one failed less than a minute ago. Returns at
+        once. Staleness is checked at start only: code changed under a running
+        server does not take its wheelhouse away mid-install."""
+        with self._lock:
+            if self.thread is not None and self.thread.is_alive():
+                return
+            if self.error and time.monotonic() - self.failed_at < RETRY_AFTER_FAILURE_SECONDS:
+                return
+            if (is_current(self.data_dir, self.source) if check_stale
+                    else tar_path(self.data_dir).is_file() and not self.error):
+                return
+            self.thread = threading.Thread(target=self._run, name="wheelhouse", daemon=True)
+            self.thread.start()
+
+    def _run(self):
+        print("berth: building the agent wheelhouse in the background", file=sys.stderr,
+              flush=True)
+        try:
+            path = build_locked(self.data_dir, self.source)
+        except Exception as exc:  # every failure is shown to whoever asks for the tar
+            self.error = str(exc) if isinstance(exc, BuildFailed) else f"{type(exc).__name__}: {exc}"
+            self.failed_at = time.monotonic()
+            print(f"berth: the agent wheelhouse could not be built: {self.error}",
+                  file=sys.stderr, flush=True)
+            return
+        self.error = None
+        print(f"berth: agent wheelhouse ready ({path})", file=sys.stderr, flush=True)
+
+    def unavailable(self):
+        """The 503 to answer while the tar cannot be served, or None."""
+        self.ensure(check_stale=False)
+        building = self.thread is not None and self.thread.is_alive()
+        if building:
+            return ApiError("The agent packages are being built; try again in a minute.",
+                            status=503, code="wheelhouse_building", headers={"Retry-After": "30"})
+        if self.error:
+            return ApiError(f"The agent packages could not be built: {self.error}. The control "
+                            "plane retries within a minute; its operator can run "
+                            "`berth wheelhouse` to see the error.",
+                            status=503, code="wheelhouse_build_failed",
+                            headers={"Retry-After": str(RETRY_AFTER_FAILURE_SECONDS)})
+        if not tar_path(self.data_dir).is_file():
+            return _missing()
+        return None
+
+
+def _missing():
+    return ApiError("The agent packages are not built yet: run `berth wheelhouse`.",
+                    status=503, code="wheelhouse_missing")
+
+
+def unavailable_without_builder(data_dir):
+    return None if tar_path(data_dir).is_file() else _missing()
