@@ -163,6 +163,10 @@ class Compiled:
                  for (name, conv), v in zip(columns, row, strict=True)}
                 for row in cursor.fetchall()]
 
+    def exists(self, *args, shape=()):
+        sql, order, _ = self._render(shape, len(args))
+        return database.execute_sql(sql, [args[i] for i in order]).fetchone() is not None
+
     def scalar(self, *args, shape=()):
         sql, order, _ = self._render(shape, len(args))
         return database.execute_sql(sql, [args[i] for i in order]).fetchone()[0]

@@ -11,10 +11,10 @@ from control_plane.services import keys
 def authenticate_request():
     raw = keys.presented_key(request.headers.get("Authorization"),
                              request.headers.get("X-API-Key"))
-    key = keys.authenticate(raw)
+    extensions = current_app.extensions
+    key = keys.authenticate(raw, extensions["berth_keys"])
     g.api_key = key
-    limiter = current_app.extensions["berth"].limiter
-    g.rate_state = limiter.hit(ratelimit.PER_KEY[key.key_type], "key", key.public_id)
+    g.rate_state = extensions["berth"].limiter.hit(ratelimit.PER_KEY[key.key_type], "key", key.public_id)
     keys.authorize_method(key, request.method)
 
 
@@ -39,6 +39,7 @@ def init_app(app, prefix, open_paths):
     counted and stamped too, and a read-only key's PUT is a 403), except the
     documentation at `open_paths`."""
     open_paths = {f"{prefix}/{p.strip('/')}" for p in open_paths}
+    app.extensions["berth_keys"] = keys.KeyCache()
 
     def guarded():
         return request.path.startswith(prefix + "/") and request.path.rstrip("/") not in open_paths
