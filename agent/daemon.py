@@ -131,9 +131,11 @@ class Agent:
     def _start_disk_meter(self):
         """A pass at start, then every interval; each report goes on the current
         stream (without one, it waits for the next stream's welcome)."""
-        def measure():
-            from agent.disk_usage import DiskMeter, interval_seconds, lower_priority
+        # Imported here, not in the thread: what compiling it allocates would stay
+        # in the thread's own malloc arena (~0.4 MB of resident memory).
+        from agent.disk_usage import DiskMeter, interval_seconds, lower_priority
 
+        def measure():
             lower_priority()
             meter, every = DiskMeter(stop=self.stop), interval_seconds()
             while not self.stop.is_set():

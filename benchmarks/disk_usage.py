@@ -27,8 +27,8 @@ def main():
     parser.add_argument("--size", type=int, default=2048, help="bytes per file")
     args = parser.parse_args()
 
-    from agent import disk_usage
-    from agent.disk_usage import Tree
+    from agent import disk_walk
+    from agent.disk_walk import Tree
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "filestore"
@@ -50,8 +50,8 @@ def main():
         _, changed = timed(tree.measure)
         assert tree.walks == 2
         print(f"{args.files} files of {args.size} B in 256 directories: {figure / 2**20:.1f} MB "
-              f"allocated (pauses of {disk_usage.PACE_SLEEP_S * 1000:g} ms every "
-              f"{disk_usage.PACE_EVERY} entries included)")
+              f"allocated (pauses of {disk_walk.PACE_SLEEP_S * 1000:g} ms every "
+              f"{disk_walk.PACE_EVERY} entries included)")
         print(f"  first walk:          {full * 1000:8.1f} ms")
         print(f"  unchanged tree:      {quiet * 1000:8.1f} ms (directories read, no file stat)")
         print(f"  after one new file:  {changed * 1000:8.1f} ms (check, then a full walk)")

@@ -6,8 +6,9 @@ import uuid
 
 import pytest
 
-from agent import disk_usage
-from agent.disk_usage import DiskMeter, Tree
+from agent import disk_usage, disk_walk
+from agent.disk_usage import DiskMeter
+from agent.disk_walk import Tree
 from tests.agent_support import wait_for
 
 ENV_ID = "0f0e0d0c-0b0a-4909-8807-060504030201"
@@ -71,7 +72,7 @@ def test_quiet_tree_is_not_walked_again_until_a_directory_changes(tmp_path, old_
     assert tree.measure() < first and tree.walks == walks + 1
     old_mtimes(root)
     tree.measure()
-    tree.walked_at -= disk_usage.FULL_WALK_S + 1
+    tree.walked_at -= disk_walk.FULL_WALK_S + 1
     tree.measure()
     assert tree.walks == walks + 3
 
