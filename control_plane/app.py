@@ -35,6 +35,8 @@ def create_app(config=None):
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
     app.json = _JSONProvider(app)
     app.json.sort_keys = False
+    # `//` in a path is a JSON 404, not werkzeug's redirect (which has an HTML body).
+    app.url_map.merge_slashes = False
     app.session_interface = _NoSessions()  # an API: no cookie session to open per request
 
     security.configure(settings["SECRET_KEY"])

@@ -20,10 +20,20 @@ class Config:
     SECRET_KEY = None  # None: generated into DATA_DIR on first start
     APPS_DOMAIN = "apps.localhost"
     WEBHOOK_ALLOW_PRIVATE = False
+    # `berth serve` / `berth web` build a missing or stale agent wheelhouse in the
+    # background at start (off: only `berth wheelhouse` builds it).
+    WHEELHOUSE_AUTO_BUILD = True
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"
     HTTP_THREADS = 16
+    # Seconds a client has to send a request's headers, all of them (also how long
+    # an idle keep-alive connection stays open), and then its body.
+    HTTP_HEADER_TIMEOUT = 10
+    HTTP_BODY_TIMEOUT = 30
+    # Open HTTP connections beyond this are closed at once (the open file limit
+    # is raised to fit it at start).
+    HTTP_MAX_CONNECTIONS = 10000
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -58,6 +68,9 @@ def _coerce(default, raw):
     return raw
 
 
+_POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS")
+
+
 def load(overrides=None, environ=None):
     """Return the settings as a dict: defaults < CP_* environment < overrides."""
     environ = os.environ if environ is None else environ
@@ -68,6 +81,9 @@ def load(overrides=None, environ=None):
             settings[name] = _coerce(default, raw)
     settings.update(overrides or {})
     retry_delays(settings["WEBHOOK_RETRY_DELAYS"])  # refuse to start on a bad value
+    for name in _POSITIVE:
+        if not (isinstance(settings[name], int) and settings[name] > 0):
+            raise ValueError(f"CP_{name} must be a positive integer, got {settings[name]!r}")
     settings["DATA_DIR"] = str(Path(settings["DATA_DIR"]).resolve())
     tighten(Path(settings["DATA_DIR"]))
     if not settings["SECRET_KEY"]:

@@ -1,22 +1,207 @@
-"""The WSGI server `berth serve` and `berth web` use (waitress: threaded, pure Python)."""
+"""The HTTP server `berth serve` and `berth web` use: tornado's HTTP/1.1 server on
+asyncio, the Flask app on a thread pool (CP_HTTP_THREADS).
 
+One event loop holds idle and slow connections for the price of a socket each,
+and the request headers have a total deadline (CP_HTTP_HEADER_TIMEOUT), so slow
+clients can neither use up the worker threads nor hold a connection for ever.
+Beyond CP_HTTP_MAX_CONNECTIONS open connections, new ones are closed at once:
+running out of file descriptors would stop the whole process."""
+
+import asyncio
+import json
+import logging
+import resource
+import signal
+import socket
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
-from waitress.server import create_server
+from tornado.httpserver import HTTPServer
+from tornado.iostream import UnsatisfiableReadError
+from tornado.netutil import bind_sockets
+from tornado.wsgi import WSGIContainer
+
+from control_plane.config import Config
+
+MAX_HEADER_BYTES = 64 * 1024
+# Bodies up to the app's own limit plus this reach Flask, which answers the
+# spec's 413; larger ones are refused here, before they are read.
+BODY_HEADROOM = 64 * 1024
+FD_RESERVE = 256  # descriptors kept for the database, the gateway, files
+STOP_GRACE_SECONDS = 20  # in-flight requests get this long to finish on SIGTERM
+LINGER_SECONDS = 2  # after an error answer, how long unread input is drained
+LINGER_BYTES = 256 * 1024
+
+log = logging.getLogger("berth")
+# WSGIContainer logs every 4xx as a warning; with no logging set up that would
+# reach stderr (waitress logged no requests either). Configured handlers still get it.
+logging.getLogger("tornado.access").addHandler(logging.NullHandler())
 
 
 def run_http(app, host, port):
-    server = create_server(app, host=host, port=port, threads=app.config["HTTP_THREADS"],
-                           ident="berth", clear_untrusted_proxy_headers=True)
+    """Serve `app` until SIGTERM or SIGINT; prints the bound address (port 0: any)."""
+    asyncio.run(_serve(app, host, port))
+
+
+async def _serve(app, host, port):
+    cfg = {**vars(Config), **app.config}  # an app without Berth's settings gets the defaults
+    executor = ThreadPoolExecutor(cfg["HTTP_THREADS"], thread_name_prefix="berth-http")
+    container = _Container(app, executor=executor)
+    server = _Server(container, max_connections=_connection_cap(cfg["HTTP_MAX_CONNECTIONS"]),
+                     idle_connection_timeout=cfg["HTTP_HEADER_TIMEOUT"],
+                     body_timeout=cfg["HTTP_BODY_TIMEOUT"], max_header_size=MAX_HEADER_BYTES,
+                     max_body_size=(cfg.get("MAX_CONTENT_LENGTH") or 0) + BODY_HEADROOM)
+    sockets = bind_sockets(port, host, backlog=1024)
+    server.add_sockets(sockets)
     # Tests and scripts read the bound port from this line (port 0 picks one).
-    print(f"berth: listening on http://{_fmt(host)}:{server.effective_port}",
+    print(f"berth: listening on http://{_fmt(host)}:{sockets[0].getsockname()[1]}",
           file=sys.stderr, flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    if threading.current_thread() is threading.main_thread():  # else: serves until exit
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    server.stop()  # no new connections
+    for _ in range(STOP_GRACE_SECONDS * 10):
+        if not container.in_flight:
+            break
+        await asyncio.sleep(0.1)
+    await server.close_all_connections()
+    executor.shutdown(wait=False, cancel_futures=True)
+
+
+class _Container(WSGIContainer):
+    """Counts the requests being answered, so a stop can wait for them."""
+
+    in_flight = 0
+
+    async def handle_request(self, request):
+        self.in_flight += 1
+        try:
+            await super().handle_request(request)
+        finally:
+            self.in_flight -= 1
+
+
+class _Server(HTTPServer):
+    def initialize(self, *args, max_connections, **kwargs):
+        super().initialize(*args, **kwargs)
+        self.max_connections, self.open_connections = max_connections, 0
+
+    def handle_stream(self, stream, address):
+        if self.open_connections >= self.max_connections:
+            stream.close()
+            return
+        self.open_connections += 1
+        _answer_errors_in_json(stream)
+        super().handle_stream(stream, address)
+
+    def on_close(self, server_conn):
+        self.open_connections -= 1
+        super().on_close(server_conn)
+
+
+# tornado answers a malformed request with these literal bytes, written from inside
+# HTTP1Connection._read_message_inner (no hook), and closes a connection whose
+# headers outgrow max_header_size without a word. The API promises JSON error
+# bodies: the stream's write swaps the one, its close adds the other.
+# tests/control_plane/test_http_server.py fails if a tornado upgrade changes this.
+_TORNADO_400 = b"HTTP/1.1 400 Bad Request\r\n\r\n"
+_TOO_LARGE = ("Content-Length too long", "chunked body too large", "Body too long")
+
+
+def _answer_errors_in_json(stream):
+    write, close = stream.write, stream.close
+    answered = False
+
+    def json_write(data):
+        nonlocal answered
+        if data == _TORNADO_400:
+            # Called in tornado's `except HTTPInputError` block: that error says why.
+            reason = str(sys.exc_info()[1] or "malformed request")
+            data = (_answer(413, "payload_too_large", "The request body is too large.")
+                    if reason.startswith(_TOO_LARGE)
+                    else _answer(400, "bad_request", f"Malformed HTTP request: {reason[:200]}"))
+            answered = True
+        return write(data)
+
+    def json_close(exc_info=False):
+        if stream.closed():
+            return close(exc_info)
+        if isinstance(exc_info, UnsatisfiableReadError):  # headers past MAX_HEADER_BYTES
+            try:
+                stream.socket.send(_answer(400, "bad_request", "The request headers exceed "
+                                           f"{MAX_HEADER_BYTES} bytes."))
+            except OSError:
+                pass
+        elif not answered:
+            return close(exc_info)
+        _linger(stream.socket)
+        return close(exc_info)
+
+    stream.write, stream.close = json_write, json_close
+
+
+def _answer(status, code, message):
+    body = json.dumps({"error": code, "message": message}).encode()
+    reason = {400: "Bad Request", 413: "Content Too Large"}[status]
+    return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+
+
+def _linger(sock):
+    """Close after an error answer without losing it: closing a socket with unread
+    input makes the kernel send a reset, which can destroy the answer before the
+    client reads it. Shut our side, drain what the client still sends (bounded),
+    then close; a duplicate descriptor keeps the socket open past tornado's close."""
     try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+        dup = sock.dup()
+        dup.shutdown(socket.SHUT_WR)
+    except OSError:
+        return
+    loop = asyncio.get_running_loop()
+    left = [LINGER_BYTES]
+
+    def done():
+        loop.remove_reader(dup)
+        dup.close()
+
+    def drain():
+        try:
+            data = dup.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        left[0] -= len(data)
+        if not data or left[0] <= 0:
+            timer.cancel()
+            done()
+
+    loop.add_reader(dup, drain)
+    timer = loop.call_later(LINGER_SECONDS, done)
+
+
+def _connection_cap(wanted):
+    """Raise the soft descriptor limit toward the hard one; the connection cap is
+    what fits under it with FD_RESERVE to spare."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = wanted + FD_RESERVE
+    if soft != resource.RLIM_INFINITY and soft < need:
+        new = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return wanted
+    cap = max(1, soft - FD_RESERVE)
+    print(f"berth: at most {cap} HTTP connections (open file limit {soft})",
+          file=sys.stderr, flush=True)
+    return cap
 
 
 def _fmt(host):

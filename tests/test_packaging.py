@@ -20,12 +20,12 @@ def _resolve(target, tmp_path):
 def test_agent_install_has_no_control_plane_dependencies(tmp_path):
     names = _resolve(".", tmp_path)
     assert {"grpcio", "protobuf", "psutil", "docker"} <= names
-    assert not names & {"flask", "peewee", "boto3", "flask-smorest", "marshmallow", "waitress"}
+    assert not names & {"flask", "peewee", "boto3", "flask-smorest", "marshmallow", "tornado"}
 
 
 def test_server_extra_brings_the_control_plane(tmp_path):
     names = _resolve(".[server]", tmp_path)
-    assert {"flask", "flask-smorest", "peewee", "waitress", "limits"} <= names
+    assert {"flask", "flask-smorest", "peewee", "tornado", "limits"} <= names
 
 
 def test_console_scripts_exist():
