@@ -126,6 +126,30 @@ def uuid_text(value):
     return value
 
 
+def _is_uuid(field):
+    target = field.rel_field if isinstance(field, peewee.ForeignKeyField) else field
+    return isinstance(target, peewee.UUIDField)
+
+
+_UUID_AS_TEXT = None
+
+
+def _execute_text_uuids(sql, params):
+    """PostgreSQL: run with uuid columns read as their text, which is what a list
+    shows; psycopg2 would build a uuid.UUID per value (peewee registers that
+    globally) only for the response to turn it back into text."""
+    global _UUID_AS_TEXT
+    import psycopg2.extensions as ext
+
+    if _UUID_AS_TEXT is None:
+        _UUID_AS_TEXT = ext.new_type((2950,), "BERTH_UUID_TEXT", lambda value, cursor: value)
+    cursor = database.cursor()
+    ext.register_type(_UUID_AS_TEXT, cursor)
+    with peewee.__exception_wrapper__:
+        cursor.execute(sql, params)
+    return cursor
+
+
 class Compiled:
     """A query rendered to SQL once per dialect and shape, then run with fresh
     parameters. peewee takes ~20x longer to render a SELECT than SQLite takes to
@@ -154,11 +178,15 @@ class Compiled:
     def dicts(self, model, *args, shape=(), text_ids=False):
         hit = self._render(shape, len(args), variant=text_ids)
         sql, order, columns = hit
-        cursor = database.execute_sql(sql, [args[i] for i in order])
+        params = [args[i] for i in order]
+        text_uuids = text_ids and not is_sqlite()
+        cursor = _execute_text_uuids(sql, params) if text_uuids else database.execute_sql(sql, params)
         if columns is None:  # label -> converter, resolved once
             by_column = {f.column_name: f for f in model._meta.sorted_fields}
-            columns = hit[2] = [(d[0], _converter(by_column.get(d[0]), text_ids))
-                                for d in cursor.description]
+            columns = hit[2] = [
+                (d[0], None if text_uuids and _is_uuid(by_column.get(d[0]))
+                 else _converter(by_column.get(d[0]), text_ids))
+                for d in cursor.description]
         return [{name: conv(v) if conv and v is not None else v
                  for (name, conv), v in zip(columns, row, strict=True)}
                 for row in cursor.fetchall()]
