@@ -26,11 +26,11 @@ class Schema(ma.Schema):
             plan = self._dump_plan = [
                 (f.data_key if f.data_key is not None else name,
                  f.attribute if f.attribute is not None else name, f, f._CHECK_ATTRIBUTE,
-                 isinstance(f, ma.fields.UUID))
+                 _unchanged_types(f))
                 for name, f in self.dump_fields.items()]
         get = obj.get if type(obj) is dict else (lambda a, d: self.get_attribute(obj, a, d))
         out = self.dict_class()
-        for key, attr, field, check, uuid_field in plan:
+        for key, attr, field, check, unchanged in plan:
             value = None
             if check:
                 value = get(attr, ma.missing)
@@ -39,10 +39,24 @@ class Schema(ma.Schema):
                     value = default() if callable(default) else default
                     if value is ma.missing:
                         continue
-            # Ids of list rows arrive as text already (db.Compiled, text_ids).
-            out[key] = (value if uuid_field and type(value) is str
+            out[key] = (value if type(value) in unchanged
                         else field._serialize(value, attr, obj))
         return out
+
+
+def _unchanged_types(field):
+    """The value types `field._serialize` returns as they are: no call for them.
+    Ids of list rows arrive as text already (db.Compiled, text_ids)."""
+    impl = type(field)._serialize
+    if impl in (ma.fields.String._serialize, ma.fields.UUID._serialize):
+        return (str, type(None))
+    if impl is ma.fields.Number._serialize and field.num_type is int and not field.as_string:
+        return (int, type(None))
+    if impl is ma.fields.Field._serialize:  # Boolean, Raw: no conversion at all
+        return (bool, int, str, type(None))
+    if impl is UTCDateTime._serialize:
+        return (type(None),)
+    return ()
 
 
 class UTCDateTime(ma.fields.DateTime):

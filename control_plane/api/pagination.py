@@ -31,6 +31,7 @@ class CursorMeta(ma.Schema):
 
 def cursor_page_schema(item_schema, name):
     return type(name, (ma.Schema,), {
-        "data": ma.fields.List(ma.fields.Nested(item_schema), required=True),
+        # Nested many, not List(Nested): one dump of all rows, not one per row.
+        "data": ma.fields.Nested(item_schema, many=True, required=True),
         "pagination": ma.fields.Nested(CursorMeta, required=True),
     })
