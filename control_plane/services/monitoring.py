@@ -8,6 +8,7 @@ from limits import RateLimitItemPerMinute
 
 from agent.rpc.v1 import agent_pb2 as pb
 from control_plane import clock
+from control_plane.db import database
 from control_plane.errors import ApiError, Conflict, NotFound
 from control_plane.models import Environment, Server
 from control_plane.services import environments
@@ -110,25 +111,31 @@ DISK_FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
 def record_disk_usage(server_id, report):
     """Store an agent's DiskReport: the latest figures of each of its environments.
     Only environments placed on that server are written (an agent speaks for its
-    own server only); a figure the agent left unset keeps the stored one; a
-    report older than the stored one (a re-send) changes nothing."""
+    own server only); a figure the agent left unset (or sent negative) keeps the
+    stored one; a report older than the stored one (a re-send) changes nothing."""
     now = clock.now()
-    for item in report.environments:
-        try:
-            env_id = uuid.UUID(item.environment_id)
-        except ValueError:
-            continue
-        at = now
-        if item.measured_at_unix_ms > 0:  # the agent's clock, never ahead of ours
-            at = min(now, dt.datetime.fromtimestamp(item.measured_at_unix_ms / 1000, dt.UTC)
-                     .replace(tzinfo=None))
-        values = {getattr(Environment, f"disk_{name}"): getattr(item, name)
-                  for name in DISK_FIGURES if item.HasField(name)}
-        values[Environment.disk_measured_at] = at
-        Environment.update(values).where(
-            Environment.id == env_id, Environment.server == server_id, Environment.is_active,
-            Environment.disk_measured_at.is_null() | (Environment.disk_measured_at <= at),
-        ).execute()
+    with database.atomic():  # one commit for the server's environments
+        for item in report.environments:
+            try:
+                env_id = uuid.UUID(item.environment_id)
+            except ValueError:
+                continue
+            values = {getattr(Environment, f"disk_{name}"): getattr(item, name)
+                      for name in DISK_FIGURES if item.HasField(name) and getattr(item, name) >= 0}
+            values[Environment.disk_measured_at] = at = _agent_time(item.measured_at_unix_ms, now)
+            Environment.update(values).where(
+                Environment.id == env_id, Environment.server == server_id, Environment.is_active,
+                Environment.disk_measured_at.is_null() | (Environment.disk_measured_at <= at),
+            ).execute()
+
+
+def _agent_time(unix_ms, now):
+    """The agent's clock, never ahead of ours (and ours when it makes no sense)."""
+    try:
+        at = dt.datetime.fromtimestamp(unix_ms / 1000, dt.UTC).replace(tzinfo=None)
+    except (OverflowError, OSError, ValueError):
+        return now
+    return min(now, at) if unix_ms > 0 else now
 
 
 def _stats(found, role):

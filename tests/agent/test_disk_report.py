@@ -136,3 +136,18 @@ def test_partial_report_keeps_earlier_figures_and_a_late_one_changes_nothing(cli
     assert (disk["database_bytes"], disk["filestore_bytes"], disk["addons_bytes"]) == (
         8_000_000, 30, 40)
     assert third <= dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def test_nonsense_in_a_report_is_not_stored(client, setup):
+    """A negative figure is not a size; a time out of range is not a time: the
+    figure keeps its stored value, the time is the control plane's."""
+    _, _, _, env, raw, agent = setup
+    agent.send(_report({"environment_id": str(env.id), "database_bytes": 5_000_000,
+                        "measured_at_unix_ms": _ms(-10)}))
+    first = _measured(env.id)
+    agent.send(_report({"environment_id": str(env.id), "database_bytes": -1,
+                        "filestore_bytes": 64, "measured_at_unix_ms": 2**62}))
+    _measured(env.id, after=first)
+    disk = _disk(client, env, raw)
+    assert (disk["database_bytes"], disk["filestore_bytes"]) == (5_000_000, 64)
+    # The stream is still up: the agent answered the metrics request above.
