@@ -20,6 +20,8 @@ def wheelhouse_path(config):
 def start_building(app):
     """`berth serve` / `berth web`: build a missing or stale wheelhouse in the
     background while requests are served."""
+    if not app.config["WHEELHOUSE_AUTO_BUILD"]:
+        return None
     builder = app.extensions["wheelhouse"] = wh.Background(app.config["DATA_DIR"])
     builder.ensure()
     return builder

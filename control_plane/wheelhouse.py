@@ -7,6 +7,8 @@ agent code, or for another Python), so a fresh control plane serves the
 `install_command` without a manual step. One build at a time per data dir (a file
 lock); the state is kept for `/agent/wheelhouse.tar` to explain a 503."""
 
+import atexit
+import contextlib
 import fcntl
 import hashlib
 import importlib.metadata
@@ -92,6 +94,38 @@ def _pip_reason(stderr):
     return (errors[-1] if errors else lines[-1] if lines else "no output")[:500]
 
 
+_running = set()  # pip processes of this one, ended when it exits
+
+
+@atexit.register
+def _end_builds():
+    for proc in list(_running):
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)  # reaped here: nobody else would
+
+
+def _run_pip(command):
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        raise BuildFailed(f"cannot run pip: {exc}") from None
+    _running.add(proc)
+    try:
+        with contextlib.suppress(OSError):  # in the background: after the requests
+            os.setpriority(os.PRIO_PROCESS, proc.pid, 10)
+        try:
+            _, stderr = proc.communicate(timeout=BUILD_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise BuildFailed(f"pip wheel took longer than {BUILD_TIMEOUT_SECONDS} s") from None
+        return proc.returncode, stderr
+    finally:
+        _running.discard(proc)
+
+
 def build(data_dir, source=SOURCE):
     """Build the tar into the data dir (atomically replaced). Raises BuildFailed."""
     data_dir = Path(data_dir)
@@ -115,15 +149,9 @@ def build(data_dir, source=SOURCE):
         wheels = Path(tmp) / "wheels"
         command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
                    *_build_isolation_args(), "--wheel-dir", str(wheels), str(copy)]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  timeout=BUILD_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise BuildFailed(f"pip wheel took longer than {BUILD_TIMEOUT_SECONDS} s") from None
-        except OSError as exc:
-            raise BuildFailed(f"cannot run pip: {exc}") from None
-        if done.returncode != 0:
-            raise BuildFailed(f"pip wheel failed: {_pip_reason(done.stderr)}")
+        returncode, stderr = _run_pip(command)
+        if returncode != 0:
+            raise BuildFailed(f"pip wheel failed: {_pip_reason(stderr)}")
         partial = target.with_suffix(".tar.partial")
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as tar:

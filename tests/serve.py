@@ -16,7 +16,10 @@ BERTH = str(Path(sys.executable).with_name("berth"))
 
 class Served:
     def __init__(self, data_dir, extra_env=None):
-        self.env = {**os.environ, "CP_DATA_DIR": str(data_dir), **(extra_env or {})}
+        # No background wheelhouse build (a pip run) in every served test; the tests
+        # of that build turn it on, the installer's tests run `berth wheelhouse`.
+        self.env = {**os.environ, "CP_DATA_DIR": str(data_dir),
+                    "CP_WHEELHOUSE_AUTO_BUILD": "0", **(extra_env or {})}
         self.log_path = Path(data_dir) / "serve.log"
         Path(data_dir).mkdir(parents=True, exist_ok=True)
 

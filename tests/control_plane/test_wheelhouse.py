@@ -7,10 +7,13 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import time
 import zipfile
+from pathlib import Path
 
+import psutil
 import pytest
 import requests
 
@@ -19,6 +22,7 @@ from tests.serve import BERTH, Served
 pytestmark = pytest.mark.slow
 
 WHEELHOUSE = "/agent/wheelhouse.tar"
+AUTO = {"CP_WHEELHOUSE_AUTO_BUILD": "1"}  # the default; tests/serve.py turns it off
 
 
 def _offline_pip(tmp_path):
@@ -38,7 +42,7 @@ def _wait_for(url, predicate, timeout):
 
 
 def test_a_fresh_serve_builds_the_wheelhouse_without_a_manual_step(tmp_path):
-    served = Served(tmp_path / "data").start()
+    served = Served(tmp_path / "data", AUTO).start()
     try:
         first = requests.get(served.url + WHEELHOUSE, timeout=30)
         if first.status_code != 200:  # still building: explained, and the API answers
@@ -66,7 +70,7 @@ def test_a_stale_wheelhouse_is_rebuilt_at_start(tmp_path):
     with tarfile.open(data / "wheelhouse.tar", "w") as tar:
         tar.addfile(tarfile.TarInfo("berth-0.0.1-py3-none-any.whl"), io.BytesIO(b""))
     (data / "wheelhouse.json").write_text(json.dumps({"fingerprint": "older agent code"}))
-    served = Served(data).start()
+    served = Served(data, AUTO).start()
     try:
         r = _wait_for(served.url + WHEELHOUSE, lambda r: r.status_code == 200, timeout=240)
     finally:
@@ -77,7 +81,7 @@ def test_a_stale_wheelhouse_is_rebuilt_at_start(tmp_path):
 
 
 def test_a_failed_build_is_explained_and_the_installer_prints_it(tmp_path):
-    served = Served(tmp_path / "data", _offline_pip(tmp_path)).start()
+    served = Served(tmp_path / "data", {**AUTO, **_offline_pip(tmp_path)}).start()
     try:
         r = _wait_for(served.url + WHEELHOUSE,
                       lambda r: r.json()["error"] != "wheelhouse_building", timeout=240)
@@ -114,3 +118,44 @@ def test_berth_wheelhouse_fails_with_a_message_not_a_traceback(tmp_path):
     assert "cannot build the agent packages: pip wheel failed" in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     assert not (tmp_path / "data" / "wheelhouse.tar").exists()
+
+
+def test_berth_wheelhouse_builds_where_setuptools_is_old_and_wheel_missing(tmp_path):
+    """A plain `python -m venv` (Python 3.11's own setuptools 65, no wheel package)
+    with Berth installed editable: the build falls back to pip's build isolation."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    have = subprocess.run([py, "-c", "import importlib.metadata as m\n"
+                           "for n in ('setuptools', 'wheel'):\n"
+                           "    try: print(n, m.version(n))\n"
+                           "    except m.PackageNotFoundError: print(n, 'missing')"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "wheel missing" in have and not any(
+        line.split()[1] != "missing" and int(line.split()[1].split(".")[0]) >= 69
+        for line in have.splitlines() if line.startswith("setuptools")), have
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([py, "-m", "pip", "install", "--quiet", "-e", f"{root}[server]"],
+                   check=True, capture_output=True, timeout=600)
+    env = {**os.environ, "CP_DATA_DIR": str(tmp_path / "data")}
+    r = subprocess.run([str(venv / "bin" / "berth"), "wheelhouse"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with tarfile.open(tmp_path / "data" / "wheelhouse.tar") as tar:
+        assert any(n.startswith("berth-0.1") for n in tar.getnames())
+
+
+def test_stopping_serve_mid_build_ends_the_pip_run(tmp_path):
+    served = Served(tmp_path / "data", AUTO).start()
+    try:
+        deadline = time.monotonic() + 30
+        pips = []
+        while not pips and time.monotonic() < deadline:
+            pips = [p for p in psutil.Process(served.proc.pid).children()
+                    if "wheel" in p.cmdline()]
+            time.sleep(0.1)
+        assert pips, "no pip wheel run started"
+    finally:
+        served.stop()
+    gone, alive = psutil.wait_procs(pips, timeout=0.5)  # killed, not left to finish
+    assert not alive
