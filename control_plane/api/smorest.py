@@ -151,11 +151,25 @@ IDEMPOTENCY_REPLAYED_HEADER = {
     },
 }
 
-# What an HTTPS URL field documents: a host name with a top-level label of letters,
-# an optional port, a path. The servers take more (IP literals, query strings),
-# but a generator or a client following this pattern writes only URLs they accept.
+def _letters_except(word):
+    """A regex for words of letters of the same length as `word`, other than `word`
+    in any case (no lookahead: a pattern generators and every engine read alike)."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    alternatives = []
+    for i, char in enumerate(word):
+        same = "".join(f"[{c.upper()}{c.lower()}]" for c in word[:i])
+        other = "".join(c for c in letters if c.lower() != char.lower())
+        alternatives.append(f"{same}[{other}][A-Za-z]{{{len(word) - i - 1}}}")
+    return "|".join(alternatives)
+
+
+# What an HTTPS URL field documents: a host name with a top-level label of letters
+# (not `localhost`, a loopback name webhooks refuse), an optional port, a path. The
+# servers take more (IP literals, query strings), but a generator or a client
+# following this pattern writes only URLs they accept.
 HTTPS_URL_PATTERN = (r"^https://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,3}"
-                     r"[A-Za-z]{2,24}(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~%/-]*)?$")
+                     rf"([A-Za-z]{{2,8}}|[A-Za-z]{{10,24}}|{_letters_except('localhost')})"
+                     r"(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~%/-]*)?$")
 
 
 def confirm_delete_header(what):
