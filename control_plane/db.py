@@ -117,13 +117,24 @@ def _converter(field, text_ids):
     return field.python_value
 
 
+_UUID_TEXTS = {}  # SQLite's hex -> canonical text: list pages show the same ids again and again
+_UUID_TEXTS_MAX = 65536
+
+
 def uuid_text(value):
     """'0123…cdef' (SQLite's 32 hex digits) or PostgreSQL's text -> canonical UUID text."""
     if type(value) is not str:
         return str(value)
-    if len(value) == 32:
-        return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
-    return value
+    text = _UUID_TEXTS.get(value)
+    if text is not None:
+        return text
+    if len(value) != 32:
+        return value
+    if len(_UUID_TEXTS) >= _UUID_TEXTS_MAX:  # bounded; ids are not secrets
+        _UUID_TEXTS.clear()
+    text = _UUID_TEXTS[value] = (
+        f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}")
+    return text
 
 
 def _is_uuid(field):
@@ -187,9 +198,15 @@ class Compiled:
                 (d[0], None if text_uuids and _is_uuid(by_column.get(d[0]))
                  else _converter(by_column.get(d[0]), text_ids))
                 for d in cursor.description]
-        return [{name: conv(v) if conv and v is not None else v
-                 for (name, conv), v in zip(columns, row, strict=True)}
-                for row in cursor.fetchall()]
+        names = [name for name, _ in columns]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        for name, conv in columns:  # column by column: most columns need nothing
+            if conv is not None:
+                for row in rows:
+                    value = row[name]
+                    if value is not None:
+                        row[name] = conv(value)
+        return rows
 
     def exists(self, *args, shape=()):
         sql, order, _ = self._render(shape, len(args))
