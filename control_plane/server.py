@@ -18,6 +18,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from tornado.httpserver import HTTPServer
+from tornado.httputil import HTTPHeaders, ResponseStartLine
+from tornado.ioloop import IOLoop
 from tornado.iostream import UnsatisfiableReadError
 from tornado.netutil import bind_sockets
 from tornado.wsgi import WSGIContainer
@@ -73,16 +75,47 @@ async def _serve(app, host, port):
 
 
 class _Container(WSGIContainer):
-    """Counts the requests being answered, so a stop can wait for them."""
+    """WSGIContainer, with the app called and its whole answer read in one trip to
+    a worker thread (tornado's makes one more per chunk: each trip waits for the
+    GIL, which the event loop and the workers share), and a count of the requests
+    being answered, so that a stop can wait for them."""
 
     in_flight = 0
 
     async def handle_request(self, request):
         self.in_flight += 1
         try:
-            await super().handle_request(request)
+            loop = IOLoop.current()
+            status, headers, body = await loop.run_in_executor(
+                self.executor, self._call, self.environ(request))
+            code, reason = status.split(" ", 1)
+            names = {name.lower() for name, _ in headers}
+            if code != "304" and "content-length" not in names:
+                headers.append(("Content-Length", str(len(body))))
+            out = HTTPHeaders()
+            for name, value in headers:
+                out.add(name, value)
+            request.connection.write_headers(ResponseStartLine("HTTP/1.1", int(code), reason),
+                                             out, chunk=body)
+            request.connection.finish()
         finally:
             self.in_flight -= 1
+
+    def _call(self, environ):
+        answer = {}
+
+        def start_response(status, headers, exc_info=None):
+            answer["status"], answer["headers"] = status, headers
+            return chunks.append
+
+        chunks = []
+        result = self.wsgi_application(environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+        return answer["status"], answer["headers"], b"".join(chunks)
 
 
 class _Server(HTTPServer):
