@@ -1,6 +1,7 @@
 """Schema fields shared by the API modules."""
 
 import datetime as dt
+import operator
 
 import marshmallow as ma
 
@@ -19,18 +20,39 @@ class Schema(ma.Schema):
         return super().get_attribute(obj, attr, default)
 
     def _serialize(self, obj, *, many=False):
-        if many and obj is not None:
-            return [self._serialize(item) for item in obj]
         plan = self.__dict__.get("_dump_plan")
         if plan is None:
-            plan = self._dump_plan = [
+            fields = [
                 (f.data_key if f.data_key is not None else name,
                  f.attribute if f.attribute is not None else name, f, f._CHECK_ATTRIBUTE,
                  _unchanged_types(f))
                 for name, f in self.dump_fields.items()]
+            attrs = [attr for _, attr, _, _, _ in fields]
+            # Dict rows holding every attribute (list pages) are read in one C call.
+            getter = (operator.itemgetter(*attrs) if len(attrs) > 1
+                      else (lambda o: (o[attrs[0]],)) if attrs else (lambda o: ()))
+            plan = self._dump_plan = (fields, getter, [key for key, *_ in fields],
+                                      all(check for *_, check, _ in fields))
+        if many and obj is not None:
+            return [self._dump_one(item, plan) for item in obj]
+        return self._dump_one(obj, plan)
+
+    def _dump_one(self, obj, plan):
+        fields, getter, keys, all_read = plan
+        if all_read and type(obj) is dict:
+            try:
+                out = dict(zip(keys, getter(obj), strict=True))
+            except KeyError:
+                pass  # a missing attribute: the loop below applies dump_default
+            else:
+                for key, attr, field, _, unchanged in fields:
+                    value = out[key]
+                    if type(value) not in unchanged:
+                        out[key] = field._serialize(value, attr, obj)
+                return out
         get = obj.get if type(obj) is dict else (lambda a, d: self.get_attribute(obj, a, d))
         out = self.dict_class()
-        for key, attr, field, check, unchanged in plan:
+        for key, attr, field, check, unchanged in fields:
             value = None
             if check:
                 value = get(attr, ma.missing)
