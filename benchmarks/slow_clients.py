@@ -111,6 +111,12 @@ def start_serve(data_dir):
     raise RuntimeError(f"berth serve did not start:\n{log.read()[-2000:]}")
 
 
+def server_cpu(proc):
+    """CPU seconds the server process has used (Linux: /proc)."""
+    fields = Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def line(name, r):
     return f"{name:<9}: {r[0]:.0f} req/s  p50 {r[1]:.1f} ms  p99 {r[2]:.1f} ms"
 
@@ -157,14 +163,17 @@ def main():
                 while held.value < args.slow and time.monotonic() < deadline:
                     time.sleep(0.1)
                 cuts_before, held_before = cuts.value, held.value
+            cpu, t = server_cpu(server[0]), time.monotonic()
             r = bench.run_round(ctx, server[2], PATH, key_slices, i * (bench.WARMUP + cap), cap,
                                 args.seconds)
+            cpu = (server_cpu(server[0]) - cpu) / (time.monotonic() - t)
             rounds[kind].append(r)
-            extra = ""
+            # How much CPU the server got: a shared machine can starve it in any round.
+            extra = f"  server CPU {cpu:.0%} of a core"
             if kind == "slow":
-                extra = (f"  ({held_before} slow connections held at the start, "
-                         f"{held.value} at the end, {cuts.value - cuts_before} cut "
-                         "by the server and reopened)")
+                extra += (f"; {held_before} slow connections held at the start, "
+                          f"{held.value} at the end, {cuts.value - cuts_before} cut "
+                          "by the server and reopened")
                 hold.clear()
                 while held.value and time.monotonic() < deadline + 60:
                     time.sleep(0.1)
