@@ -78,7 +78,7 @@ class Parser(FlaskParser):
         if hit is not None:
             return dict(hit[1])
         loaded = super().parse(argmap, req, location=location, **kwargs)
-        if not argmap._hooks and not any(callable(f.load_default)
+        if not any(argmap._hooks.values()) and not any(callable(f.load_default)
                                          for f in argmap.load_fields.values()):
             self._EMPTY_QUERY[id(argmap)] = (argmap, dict(loaded))  # keeps the id's schema alive
         return loaded
