@@ -97,7 +97,14 @@ def _not_blank(value):
         raise ma.ValidationError("Must not be blank.")
 
 
+# For the OpenAPI document: at least one character str.strip() keeps (JSON Schema
+# patterns match anywhere), the whitespace spelled out as in Branch.
+NOT_BLANK_PATTERN = (r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
+                     r"\u205f\u3000]")
+
+
 def Name(**kwargs):  # noqa: N802 - a field factory reads like a field class
+    kwargs["metadata"] = {"pattern": NOT_BLANK_PATTERN, **kwargs.get("metadata", {})}
     return ma.fields.String(validate=[ma.validate.Length(1, 255), _not_blank], **kwargs)
 
 
