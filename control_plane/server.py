@@ -34,6 +34,7 @@ FD_RESERVE = 256  # descriptors kept for the database, the gateway, files
 STOP_GRACE_SECONDS = 20  # in-flight requests get this long to finish on SIGTERM
 LINGER_SECONDS = 2  # after an error answer, how long unread input is drained
 LINGER_BYTES = 256 * 1024
+STREAM_AFTER = 256 * 1024  # larger answers are sent in pieces of about this size
 
 log = logging.getLogger("berth")
 # WSGIContainer logs every 4xx as a warning; with no logging set up that would
@@ -75,47 +76,80 @@ async def _serve(app, host, port):
 
 
 class _Container(WSGIContainer):
-    """WSGIContainer, with the app called and its whole answer read in one trip to
-    a worker thread (tornado's makes one more per chunk: each trip waits for the
-    GIL, which the event loop and the workers share), and a count of the requests
-    being answered, so that a stop can wait for them."""
+    """WSGIContainer, with the app called and an answer of up to STREAM_AFTER bytes
+    read in one trip to a worker thread (tornado's makes one more per chunk: each
+    trip waits for the GIL, which the event loop and the workers share); a larger
+    answer (the agent wheelhouse) goes out chunk by chunk, never whole in memory.
+    It counts the requests being answered, so that a stop can wait for them."""
 
     in_flight = 0
 
     async def handle_request(self, request):
         self.in_flight += 1
+        loop = IOLoop.current()
+        rest = None
         try:
-            loop = IOLoop.current()
-            status, headers, body = await loop.run_in_executor(
+            status, headers, body, rest = await loop.run_in_executor(
                 self.executor, self._call, self.environ(request))
             code, reason = status.split(" ", 1)
             names = {name.lower() for name, _ in headers}
-            if code != "304" and "content-length" not in names:
+            if rest is None and code != "304" and "content-length" not in names:
                 headers.append(("Content-Length", str(len(body))))
             out = HTTPHeaders()
             for name, value in headers:
                 out.add(name, value)
-            request.connection.write_headers(ResponseStartLine("HTTP/1.1", int(code), reason),
-                                             out, chunk=body)
-            request.connection.finish()
+            conn = request.connection
+            await conn.write_headers(ResponseStartLine("HTTP/1.1", int(code), reason), out,
+                                     chunk=body)
+            while rest is not None:
+                chunk = await loop.run_in_executor(self.executor, _next_chunks, rest)
+                if chunk is None:
+                    break
+                await conn.write(chunk)  # waits while the client is slower than us
+            conn.finish()
         finally:
             self.in_flight -= 1
+            if rest is not None:
+                await loop.run_in_executor(self.executor, _close, rest)
 
     def _call(self, environ):
+        """(status, headers, body, None), or the first STREAM_AFTER bytes and the
+        iterator that still holds the rest."""
         answer = {}
 
         def start_response(status, headers, exc_info=None):
             answer["status"], answer["headers"] = status, headers
             return chunks.append
 
-        chunks = []
+        chunks, size = [], 0
         result = self.wsgi_application(environ, start_response)
         try:
-            chunks.extend(result)
-        finally:
-            if hasattr(result, "close"):
-                result.close()
-        return answer["status"], answer["headers"], b"".join(chunks)
+            for chunk in result:
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > STREAM_AFTER:  # the caller sends the rest, then closes it
+                    return answer["status"], answer["headers"], b"".join(chunks), result
+        except BaseException:
+            _close(result)
+            raise
+        _close(result)
+        return answer["status"], answer["headers"], b"".join(chunks), None
+
+
+def _close(result):
+    if hasattr(result, "close"):
+        result.close()
+
+
+def _next_chunks(iterator):
+    """About STREAM_AFTER bytes of what is left, or None at the end."""
+    chunks, size = [], 0
+    for chunk in iterator:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= STREAM_AFTER:
+            break
+    return b"".join(chunks) if chunks else None
 
 
 class _Server(HTTPServer):

@@ -274,3 +274,27 @@ def test_a_signal_stops_the_server_cleanly(tmp_path, signal_name):
         tricklers.close()
     log = s.stop()
     assert "server.py" not in log and "tornado" not in log  # no error from the HTTP side
+
+
+def test_a_large_answer_is_sent_whole_in_pieces(tmp_path):
+    """Answers past the one-trip size (the agent wheelhouse) stream out chunk by
+    chunk; the client gets every byte, in order, with the announced length."""
+    import hashlib
+    import os
+
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "wheelhouse.tar").write_bytes(data)
+    s = _serve(tmp_path)
+    try:
+        with requests.get(s.url + "/agent/wheelhouse.tar", stream=True, timeout=30) as r:
+            assert r.status_code == 200
+            assert int(r.headers["Content-Length"]) == len(data)
+            digest, pieces = hashlib.sha256(), 0
+            for piece in r.iter_content(64 * 1024):
+                digest.update(piece)
+                pieces += 1
+        assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+        assert requests.get(s.url + "/healthz", timeout=5).json() == {"status": "ok"}
+    finally:
+        s.stop()
