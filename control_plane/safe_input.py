@@ -92,6 +92,19 @@ def _join(path, key):
     return f"{path}[{key}]" if type(key) is int else f"{path}.{key}" if path else key
 
 
+def storable(value):
+    """What an agent reports is kept, not refused (a container's output may hold a
+    NUL): text, and the text inside a parsed JSON result, with each character that
+    no database can store replaced by U+FFFD."""
+    if type(value) is str:
+        return _UNSTORABLE.sub("\ufffd", value) if _UNSTORABLE.search(value) else value
+    if type(value) is dict:
+        return {storable(k): storable(v) for k, v in value.items()}
+    if type(value) is list:
+        return [storable(v) for v in value]
+    return value
+
+
 def check_request(request):
     """Query string, path values and headers of a Flask request, before any view
     or authentication reads them (keys are hashed, but an idempotency key or a Git

@@ -16,6 +16,7 @@ import grpc
 from agent.rpc.v1 import agent_pb2 as pb
 from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane.errors import ApiError
+from control_plane.safe_input import storable
 from control_plane.services import agents, commands, monitoring
 
 log = logging.getLogger("berth.gateway")
@@ -308,15 +309,15 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         elif kind == "log":
             line = message.log
             await asyncio.to_thread(commands.append_logs, session.server_id, [
-                (line.command_id, line.seq, line.level, line.message)])
+                (line.command_id, line.seq, line.level, storable(line.message))])
         elif kind == "disk":
             await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
                                     message.disk)
         elif kind == "result":
             r = message.result
-            result = json.loads(r.result_json) if r.result_json else None
+            result = storable(json.loads(r.result_json)) if r.result_json else None
             await asyncio.to_thread(commands.record_result, session.server_id,
-                                    r.command_id, r.ok, result, r.error)
+                                    r.command_id, r.ok, result, storable(r.error))
 
 
 def _credential(context):
