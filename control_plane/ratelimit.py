@@ -4,13 +4,14 @@ Redis when CP_REDIS_URL is set (every web process then sees one count).
 One mechanism serves the per-key limits and the per-target ones (metrics,
 runtime logs, webhook mutations): `hit(limit, namespace, *ids)`."""
 
+import bisect
 import math
 import threading
 import time
 from dataclasses import dataclass
 
 from limits import RateLimitItemPerMinute, storage, strategies
-from limits.storage.memory import MemoryStorage
+from limits.storage.memory import Entry, MemoryStorage
 
 from control_plane.errors import RateLimited
 
@@ -41,6 +42,19 @@ class _MemoryStorage(MemoryStorage):
             self.timer.daemon = True
             self.timer.start()
 
+    def hit_with_window(self, key, limit, expiry):
+        """limits' acquire_entry and get_moving_window (a hit of one) in one call
+        under one lock: (allowed, window start, entries in the window)."""
+        self._MemoryStorage__schedule_expiry()
+        with self.locks[key]:
+            events = self.events.setdefault(key, [])
+            now = time.time()
+            allowed = not (len(events) >= limit and events[limit - 1].atime >= now - expiry)
+            if allowed:
+                events.insert(0, Entry(expiry))
+            count = bisect.bisect_left(events, -(now - expiry), key=lambda e: -e.atime)
+            return allowed, (events[count - 1].atime if count else now), count
+
 
 class RateLimiter:
     def __init__(self, redis_url=None):
@@ -50,10 +64,16 @@ class RateLimiter:
 
     def hit(self, limit, namespace, *ids, code="rate_limit_exceeded", message=None):
         """Count one request; raise RateLimited (429) when the window is full."""
-        allowed = self.strategy.hit(limit, namespace, *ids)
-        stats = self.strategy.get_window_stats(limit, namespace, *ids)
-        reset_in = max(1, math.ceil(stats.reset_time - time.time()))
-        state = WindowState(limit.amount, max(0, stats.remaining), reset_in)
+        if isinstance(self.storage, _MemoryStorage):  # one call instead of two
+            expiry = limit.get_expiry()
+            allowed, start, count = self.storage.hit_with_window(
+                limit.key_for(namespace, *ids), limit.amount, expiry)
+            reset_time, remaining = start + expiry, limit.amount - count
+        else:
+            allowed = self.strategy.hit(limit, namespace, *ids)
+            reset_time, remaining = self.strategy.get_window_stats(limit, namespace, *ids)
+        reset_in = max(1, math.ceil(reset_time - time.time()))
+        state = WindowState(limit.amount, max(0, remaining), reset_in)
         if not allowed:
             raise RateLimited(reset_in, message, code=code, headers=headers_for(state))
         return state
