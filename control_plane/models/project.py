@@ -14,3 +14,8 @@ class Project(BaseModel):
     server = peewee.ForeignKeyField(Server, null=True, backref="projects")
     updated_at = DateTimeField(null=True)
     deleted_at = DateTimeField(null=True, index=True)  # soft delete
+
+    class Meta:
+        # The projects list: an organization's active projects in list order
+        # (migration 0003).
+        indexes = ((("organization", "deleted_at", "created_at", "id"), False),)
