@@ -208,6 +208,11 @@ class Compiled:
                         row[name] = conv(value)
         return rows
 
+    def row(self, *args, shape=()):
+        """The first row as the driver returns it (no conversion), or None."""
+        sql, order, _ = self._render(shape, len(args), variant="raw")
+        return database.execute_sql(sql, [args[i] for i in order]).fetchone()
+
     def exists(self, *args, shape=()):
         sql, order, _ = self._render(shape, len(args))
         return database.execute_sql(sql, [args[i] for i in order]).fetchone() is not None

@@ -62,17 +62,20 @@ _BY_DIGEST = Compiled(lambda digest, shape: ApiKey.select(
     ApiKey.id, ApiKey.public_id, ApiKey.organization, ApiKey.key_type, ApiKey.scope,
     ApiKey.project, ApiKey.server_registration, ApiKey.support_tickets, ApiKey.owner,
     ApiKey.expires_at, ApiKey.revoked_at, ApiKey.deleted_at).where(ApiKey.key_hash == digest))
-# Whether a remembered key is still neither revoked nor deleted (the only changes a
-# key's row ever sees): one indexed read that returns no columns to convert.
-_STILL_ACTIVE = Compiled(lambda digest, shape: ApiKey.select(ApiKey.id).where(
-    ApiKey.key_hash == digest, ApiKey.revoked_at.is_null(), ApiKey.deleted_at.is_null()))
+# What of a remembered key's row can change (revocation, deletion, and anything an
+# operator may alter: type, scope, capabilities, owner, expiry), read as the driver
+# returns it: one indexed read, compared with what was read when it was remembered.
+_MUTABLE = Compiled(lambda digest, shape: ApiKey.select(
+    ApiKey.key_type, ApiKey.scope, ApiKey.project, ApiKey.server_registration,
+    ApiKey.support_tickets, ApiKey.owner, ApiKey.expires_at, ApiKey.revoked_at,
+    ApiKey.deleted_at).where(ApiKey.key_hash == digest))
 
 
 class KeyCache:
     """Keys that authenticated, by digest, so that a request spends one small read
-    on its key instead of loading and building it. Every hit still asks the
-    database whether the key was revoked or deleted since (by any process) and
-    checks its expiry against the clock, so the cache cannot outlive either: it
+    on its key instead of loading and building it. Every hit still reads the key's
+    row as it is now (any process may have revoked, deleted or changed it) and
+    checks its expiry against the clock, so the cache cannot outlive a change: it
     saves work, never a check. Bounded: emptied when full."""
 
     MAX = 4096
@@ -81,19 +84,25 @@ class KeyCache:
         self._keys = {}
 
     def get(self, digest):
-        key = self._keys.get(digest)
-        if key is None:
+        entry = self._keys.get(digest)
+        if entry is None:
             return None
+        key, seen = entry
         if (key.expires_at is not None and key.expires_at <= clock.now()) \
-                or not _STILL_ACTIVE.exists(digest):
-            self._keys.pop(digest, None)  # the full lookup says why it fails
+                or _MUTABLE.row(digest) != seen:
+            self._keys.pop(digest, None)  # the full lookup says why it fails, or reloads
             return None
         return key
 
-    def put(self, digest, key):
+    def seen(self, digest):
+        """Read before the key is loaded: a change between the two reads then
+        shows as a difference on the next hit, never as a stale key kept."""
+        return _MUTABLE.row(digest)
+
+    def put(self, digest, key, seen):
         if len(self._keys) >= self.MAX:
             self._keys.clear()
-        self._keys[digest] = key
+        self._keys[digest] = (key, seen)
 
 
 def authenticate(raw, cache=None):
@@ -107,6 +116,7 @@ def authenticate(raw, cache=None):
     key = cache.get(digest) if cache is not None else None
     if key is not None:
         return key
+    seen = cache.seen(digest) if cache is not None else None
     rows = _BY_DIGEST.dicts(ApiKey, digest)
     key = ApiKey(**rows[0]) if rows else None
     if key is None or key.deleted_at is not None or not raw.startswith(KEY_PREFIX[key.key_type]):
@@ -115,8 +125,8 @@ def authenticate(raw, cache=None):
         raise Unauthorized("The API key was revoked.", code="key_revoked")
     if key.expires_at is not None and key.expires_at <= clock.now():
         raise Unauthorized("The API key has expired.", code="key_expired")
-    if cache is not None:
-        cache.put(digest, key)
+    if cache is not None and seen is not None:
+        cache.put(digest, key, seen)
     return key
 
 
