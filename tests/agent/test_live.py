@@ -51,6 +51,14 @@ def test_environment_metrics_of_its_own_containers(client, live, labeled_contain
     labeled_container(env.id, "postgres", ["sleep", "600"])
     labeled_container("00000000-0000-0000-0000-00000000beef", "erp", ["sleep", "600"])
     connect()
+
+    def measured():  # the agent's first disk measurement (an exec in the postgres
+        # container, which its CPU figure would show) is over
+        r = client.get(f"{P}/environments/{env.id}/metrics", headers=auth(raw))
+        assert r.status_code == 200, r.json
+        return r.json if r.json["disk"]["measured_at"] else None
+
+    wait_for(measured, timeout=30, interval=0.5, what="the first disk measurement")
     r = client.get(f"{P}/environments/{env.id}/metrics", headers=auth(raw))
     assert r.status_code == 200, r.json
     body = r.json
