@@ -109,18 +109,24 @@ def start_server(kind, data_dir, env):
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", kind,
                              "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=log,
                             env=env)
-    deadline = time.monotonic() + 30
+    return proc, log, wait_listening(proc, log, kind, timeout=30)
+
+
+def wait_listening(proc, log, what, timeout):
+    """The port a server subprocess prints it listens on (its stderr goes to `log`);
+    kills it and raises with the log's tail if it does not start in time."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         log.seek(0)
         match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", log.read())
         if match:
-            return proc, log, int(match.group(1))
+            return int(match.group(1))
         time.sleep(0.05)
     proc.kill()
     log.seek(0)
     tail = log.read()[-2000:]
     log.close()
-    raise RuntimeError(f"{kind} server did not start:\n{tail}")
+    raise RuntimeError(f"{what} did not start:\n{tail}")
 
 
 # --- data ---------------------------------------------------------------------

@@ -21,7 +21,6 @@ import argparse
 import math
 import multiprocessing
 import os
-import re
 import resource
 import selectors
 import shutil
@@ -99,16 +98,7 @@ def start_serve(data_dir):
     log = open(os.path.join(data_dir, "serve.log"), "w+")  # closed by the caller
     proc = subprocess.Popen([BERTH, "serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        log.seek(0)
-        match = re.search(r"listening on http://127\.0\.0\.1:(\d+)", log.read())
-        if match:
-            return proc, log, int(match.group(1))
-        time.sleep(0.05)
-    proc.kill()
-    log.seek(0)
-    raise RuntimeError(f"berth serve did not start:\n{log.read()[-2000:]}")
+    return proc, log, bench.wait_listening(proc, log, "berth serve", timeout=60)
 
 
 def server_cpu(proc):
