@@ -62,6 +62,9 @@ class Session:
         self.woken = False
         self.resync = True  # the first delivery also re-sends acked commands still open
         self.hello = loop.create_future()
+        self.reader = None  # the task reading what the agent sends
+        self.connecting = None  # future of the connection's start (agents.mark_connected)
+        self.release = None  # the task releasing the stream, once it ended
 
     def wake(self):
         if not self.woken:
@@ -235,8 +238,11 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown agent credential")
         server_id = str(server.id)
         session = Session(server_id, self.loop)
-        since = None
-        reader = asyncio.create_task(self._read(session, request_iterator))
+        session.reader = asyncio.create_task(self._read(session, request_iterator))
+        # When a client dies, grpc cancels this stream's task, maybe while the
+        # generator is not running its `finally`: the RPC's end releases it too.
+        context.add_done_callback(lambda _: self.loop.call_soon_threadsafe(
+            self._release, session))
         try:
             hello = await asyncio.wait_for(session.hello, 30)  # the agent speaks first
             previous = self.sessions.get(server_id)
@@ -245,7 +251,10 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             self.sessions[server_id] = session
             if self.relay is not None:
                 await self.relay.hold(server_id)
-            since = await asyncio.to_thread(agents.mark_connected, server_id, hello.facts)
+            # Shielded: the release awaits the same future, even after a cancel here.
+            session.connecting = asyncio.ensure_future(
+                asyncio.to_thread(agents.mark_connected, server_id, hello.facts))
+            await asyncio.shield(session.connecting)
             yield pb.ControlMessage(welcome=pb.Welcome(
                 server_id=server_id, heartbeat_seconds=agents.HEARTBEAT_SECONDS))
             session.wake()  # whatever was queued while the agent was away
@@ -262,16 +271,34 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         except (TimeoutError, asyncio.CancelledError):
             return
         finally:
-            reader.cancel()
-            if self.sessions.get(server_id) is session:  # not replaced by a newer stream
-                del self.sessions[server_id]
-                if self.relay is not None:
-                    await self.relay.release(server_id)
-            for reply in session.pending.values():
-                if not reply.done():
-                    reply.set_exception(NotConnected(server_id))
-            if since is not None:
-                await asyncio.to_thread(agents.mark_disconnected, server_id, since)
+            await asyncio.shield(self._release(session))
+
+    def _release(self, session):
+        """The stream's release, started once as its own task: the cancel that grpc
+        sends when the client is gone must not stop it half way (the clearing of
+        the connected mark was lost that way)."""
+        if session.release is None:
+            session.release = self.loop.create_task(self._released(session))
+        return session.release
+
+    async def _released(self, session):
+        """Forget the stream, fail its pending live requests and, if it marked
+        the server connected, clear that mark."""
+        session.reader.cancel()
+        server_id = session.server_id
+        if self.sessions.get(server_id) is session:  # not replaced by a newer stream
+            del self.sessions[server_id]
+            if self.relay is not None:
+                await self.relay.release(server_id)
+        for reply in session.pending.values():
+            if not reply.done():
+                reply.set_exception(NotConnected(server_id))
+        if session.connecting is not None:
+            try:
+                since = await session.connecting
+            except Exception:  # the mark was never written
+                return
+            await asyncio.to_thread(agents.mark_disconnected, server_id, since)
 
     async def _read(self, session, request_iterator):
         """Everything the agent sends; the Hello is handed to Connect via the outbox."""

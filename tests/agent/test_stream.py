@@ -1,6 +1,10 @@
 """The agent's stream to the gateway: authentication, durable commands
 delivered once and executed at most once, reconnects."""
 
+import subprocess
+import sys
+import time
+
 import grpc
 import pytest
 
@@ -10,7 +14,7 @@ from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services import commands
-from tests.agent_support import registered_server, wait_for
+from tests.agent_support import polled_get, registered_server, wait_for
 
 
 def connected(server_id):
@@ -19,7 +23,7 @@ def connected(server_id):
 
 def _listed(client, raw, server_id):
     from tests.conftest import auth
-    rows = client.get("/api/public/v1/servers", headers=auth(raw)).json["data"]
+    rows = polled_get(client, "/api/public/v1/servers", auth(raw))["data"]
     return next(r for r in rows if r["id"] == str(server_id))
 
 
@@ -42,8 +46,48 @@ def test_agent_connects_and_reports_status(client, world, agents, gateway):
     row = Server.get_by_id(server.id)
     assert row.agent_version == "0.1.0" and row.hostname
     agent.kill()
-    wait_for(lambda: _listed(client, raw, server.id)["connected"] is False, timeout=20,
+    wait_for(lambda: _listed(client, raw, server.id)["connected"] is False, timeout=20, interval=0.5,
              what="GET /servers shows the agent gone")
+
+
+# A client that connects, says hello, prints the welcome, beats once and waits to be killed.
+VANISHING_CLIENT = """
+import sys, threading, grpc
+from agent.rpc.v1 import agent_pb2 as pb, agent_pb2_grpc as pb_grpc
+def messages():
+    yield pb.AgentMessage(hello=pb.Hello())
+    welcomed.wait()
+    yield pb.AgentMessage(heartbeat=pb.Heartbeat())
+    threading.Event().wait()
+welcomed = threading.Event()
+stream = pb_grpc.AgentGatewayStub(grpc.insecure_channel(sys.argv[1])).Connect(
+    messages(), metadata=[("authorization", "Bearer " + sys.stdin.readline().strip())])
+kind = next(stream).WhichOneof("body")
+welcomed.set()
+print(kind, flush=True)
+threading.Event().wait()
+"""
+
+
+def test_a_stream_whose_client_is_killed_is_marked_disconnected(world, gateway):
+    """Again and again: when a killed client's stream ends, grpc cancels the stream's
+    task while the gateway is clearing the connected mark, which must still be cleared."""
+    server, credential = registered_server(world.org())
+    for attempt in range(12):
+        proc = subprocess.Popen([sys.executable, "-c", VANISHING_CLIENT,
+                                 f"127.0.0.1:{gateway.port}"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            proc.stdin.write(credential + "\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "welcome"
+            wait_for(lambda: connected(server.id), what="connected")
+            time.sleep(0.5)  # the heartbeat is in
+        finally:
+            proc.kill()
+            proc.wait(10)
+        wait_for(lambda: Server.get_by_id(server.id).connected_since is None, timeout=10,
+                 what=f"connected mark cleared (attempt {attempt})")
 
 
 def test_unknown_credential_is_refused(world, gateway):
