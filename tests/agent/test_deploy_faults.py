@@ -17,7 +17,7 @@ from agent.environments import DeployError, Environments
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services import environments as env_svc
-from tests.agent_support import registered_server, wait_for
+from tests.agent_support import polled_get, registered_server, wait_for
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -109,8 +109,8 @@ def test_port_clash_reason_reaches_the_task_log(client, app, world, agents, tmp_
     agents(server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root)})
     try:
         wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
-        task = wait_for(lambda: (t := client.get(f"{P}/deployments/{command.deployment_id}",
-                                                 headers=reader).json)["status"]
+        task = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{command.deployment_id}",
+                                                 reader))["status"]
                         in ("completed", "failed") and t, timeout=120, interval=0.3,
                         what="deployment finished")
         assert task["status"] == "failed"

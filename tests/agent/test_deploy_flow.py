@@ -10,7 +10,7 @@ import pytest
 from agent.environments import Environments
 from control_plane.models import AgentCommand, Event, Project, Server
 from control_plane.services import agents as agent_svc
-from tests.agent_support import registered_server, wait_for
+from tests.agent_support import polled_get, registered_server, wait_for
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -70,7 +70,7 @@ def test_create_environment_deploys_it(client, app, deployable, docker_client):
 
     status = client.get(f"{P}/environments/{env['id']}/status", headers=auth(raw)).json
     task = status["last_deploy"]["id"]
-    done = wait_for(lambda: (t := client.get(f"{P}/deployments/{task}", headers=auth(raw)).json)
+    done = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", auth(raw)))
                     ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
                     what="deployment finished")
     assert done["status"] == "completed", done
@@ -107,7 +107,7 @@ def test_unknown_branch_fails_with_a_readable_reason(client, deployable):
     created.append(r.json["id"])
     task = client.get(f"{P}/environments/{r.json['id']}/status",
                       headers=auth(raw)).json["last_deploy"]["id"]
-    done = wait_for(lambda: (t := client.get(f"{P}/deployments/{task}", headers=auth(raw)).json)
+    done = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", auth(raw)))
                     ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
                     what="deployment finished")
     assert done["status"] == "failed" and "no-such-branch" in done["error_message"]
@@ -123,7 +123,7 @@ def _finish(client, accepted):
     assert body["status"] == "queued"
     assert body["poll_url"] == f"/api/public/v1/deployments/{body['task_id']}"
     reader = auth(deployable_keys.reader)
-    return wait_for(lambda: (t := client.get(body["poll_url"], headers=reader).json)
+    return wait_for(lambda: (t := polled_get(client, body["poll_url"], reader))
                     ["status"] in ("completed", "failed") and t, timeout=120, interval=0.3,
                     what="task finished")
 
@@ -139,7 +139,7 @@ def test_actions_and_delete(client, deployable, docker_client):
     busy = client.post(f"{base}/actions/restart", headers=auth(raw))
     assert busy.status_code == 409 and busy.json["error"] == "task_in_progress"
     reader = auth(deployable_keys.reader)
-    wait_for(lambda: client.get(f"{P}/deployments/{first}", headers=reader).json["status"]
+    wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
              == "completed", timeout=120, interval=0.3, what="first deploy")
 
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
@@ -176,7 +176,7 @@ def test_a_failed_start_leaves_the_environment_in_error(client, deployable, dock
     base = f"{P}/environments/{env['id']}"
     reader = auth(deployable_keys.reader)
     first = client.get(f"{base}/status", headers=reader).json["last_deploy"]["id"]
-    wait_for(lambda: client.get(f"{P}/deployments/{first}", headers=reader).json["status"]
+    wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
              == "completed", timeout=120, interval=0.3, what="first deploy")
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
         "status"] == "completed"
@@ -222,8 +222,8 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
                          reply.credential, env={"BERTH_AGENT_ENV_ROOT": str(root)}).start()
     reader = auth(world.key(org, "read_only")[0])
     try:
-        env = wait_for(lambda: next(iter(client.get(
-            f"{P}/projects/{project.id}/environments?status=running", headers=reader).json), None),
+        env = wait_for(lambda: next(iter(polled_get(
+            client, f"{P}/projects/{project.id}/environments?status=running", reader)), None),
             timeout=120, interval=0.5, what="auto-deployed environment running")
         assert env["name"] == "Production" and env["server_id"] == reply.server_id
         task = client.get(f"{P}/environments/{env['id']}/status",

@@ -13,7 +13,7 @@ import pytest
 from agent.environments import Environments
 from control_plane.models import Environment, Project, Server
 from control_plane.services import agents as agent_svc
-from tests.agent_support import AGENT, registered_server, wait_for
+from tests.agent_support import AGENT, polled_get, registered_server, wait_for
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -53,8 +53,7 @@ def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_cli
     try:
         task = client.get(f"{P}/environments/{env_id}/status",
                           headers=auth(reader)).json["last_deploy"]["id"]
-        done = wait_for(lambda: (t := client.get(f"{P}/deployments/{task}", headers=auth(reader))
-                                 .json)["status"] in ("completed", "failed") and t,
+        done = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", auth(reader)))["status"] in ("completed", "failed") and t,
                         timeout=120, interval=0.5, what="deployment finished")
         assert done["status"] == "completed", done
         yield env_id, reader, root / env_id, agent
