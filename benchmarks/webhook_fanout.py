@@ -132,7 +132,8 @@ def main():
     from control_plane import migrate, scheduler, secretbox
     from control_plane.app import create_app
     from control_plane.models import Project, Webhook
-    from control_plane.services import orgs, webhooks
+    from control_plane.services import orgs
+    from control_plane.services.webhooks import subscriptions
 
     data_dir = tempfile.mkdtemp(prefix="berth-bench-webhooks-")
     settings = {"DATA_DIR": data_dir, "SECRET_KEY": "bench", "WEBHOOK_ALLOW_PRIVATE": True,
@@ -145,8 +146,8 @@ def main():
     org = orgs.create_org(f"bench-{os.getpid()}")
     project = Project.create(organization=org, name="bench", default_branch="main")
     Webhook.create(organization=org, url=url + "/hook", events=["deploy.completed"],
-                   secret_encrypted=secretbox.seal(webhooks.new_secret(),
-                                                   webhooks.SECRET_PURPOSE))
+                   secret_encrypted=secretbox.seal(subscriptions.new_secret(),
+                                                   subscriptions.SECRET_PURPOSE))
     sched = scheduler.Scheduler(scheduler.jobs(settings)).start_in_thread()
     try:
         rows = [phase("burst", parent, org, project, args.events, None),

@@ -24,12 +24,13 @@ class Job:
 
 def jobs(settings):
     """Every periodic job of the control plane; adding one is one line here."""
-    from control_plane.services import housekeeping, reaper, webhook_delivery
+    from control_plane.services import housekeeping, reaper
+    from control_plane.services.webhooks import delivery
 
     return [
         Job("reaper", settings["REAPER_INTERVAL_SECONDS"], reaper.reap),
         Job("webhooks", float(settings["WEBHOOK_POLL_SECONDS"]),
-            lambda: webhook_delivery.run(settings, linger=webhook_delivery.LINGER_SECONDS)),
+            lambda: delivery.run(settings, linger=delivery.LINGER_SECONDS)),
         Job("housekeeping", 3600, housekeeping.run),
     ]
 

@@ -10,7 +10,7 @@ from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
 from control_plane.api.smorest import HTTPS_URL_PATTERN, REPLAY_DESCRIPTION, Blueprint
-from control_plane.services import webhooks as svc
+from control_plane.services.webhooks import subscriptions as svc
 
 blp = Blueprint(
     "webhooks", __name__, description=(

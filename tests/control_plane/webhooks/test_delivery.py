@@ -16,7 +16,8 @@ import standardwebhooks
 from control_plane import config, secretbox
 from control_plane.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.services import deployments, webhook_delivery, webhook_url, webhooks
+from control_plane.services import deployments
+from control_plane.services.webhooks import delivery, subscriptions, urls
 from tests.agent_support import wait_for
 from tests.conftest import auth
 from tests.serve import Served
@@ -41,10 +42,10 @@ def receiver(https_receiver, settings):  # noqa: F811
 
 def hook(org, url, events=("deploy.completed",), fmt="raw", project=None, active=True):
     """A webhook row with a sealed Standard Webhooks secret: (webhook, secret)."""
-    secret = webhooks.new_secret()
+    secret = subscriptions.new_secret()
     w = Webhook.create(organization=org, project=project, url=url, events=list(events),
                        format=fmt, is_active=active,
-                       secret_encrypted=secretbox.seal(secret, webhooks.SECRET_PURPOSE))
+                       secret_encrypted=secretbox.seal(secret, subscriptions.SECRET_PURPOSE))
     return w, secret
 
 
@@ -70,7 +71,7 @@ def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_
     project = world.project(org)
     w, secret = hook(org, receiver.url + "/in")
     ev = event(org, project)
-    assert webhook_delivery.run(settings) == 1
+    assert delivery.run(settings) == 1
     (got,) = receiver.wait_for(1)
     assert got.path == "/in" and got.method == "POST"
     assert got.headers["Content-Type"] == "application/json"
@@ -82,7 +83,7 @@ def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_
     headers = {k: v for k, v in got.headers.items()}
     assert standardwebhooks.Webhook(secret).verify(got.body, headers) == body(got)
     with pytest.raises(standardwebhooks.WebhookVerificationError):
-        standardwebhooks.Webhook(webhooks.new_secret()).verify(got.body, headers)
+        standardwebhooks.Webhook(subscriptions.new_secret()).verify(got.body, headers)
     assert body(got) == {
         "event_id": str(ev.event_id), "event": "deploy.completed",
         "timestamp": ev.created_at.isoformat(timespec="milliseconds") + "Z",
@@ -95,7 +96,7 @@ def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_
     w = Webhook.get_by_id(w.id)
     assert w.failure_count == 0 and w.last_triggered_at == fake_clock.now
     assert Event.get_by_id(ev.id).fanned_out
-    assert webhook_delivery.run(settings) == 0  # nothing twice
+    assert delivery.run(settings) == 0  # nothing twice
 
 
 def test_deploy_flow_events_carry_their_documented_data(app, world, settings, receiver):
@@ -108,7 +109,7 @@ def test_deploy_flow_events_carry_their_documented_data(app, world, settings, re
         d = deployments.start(env, project, settings, trigger="manual", kind="redeploy")
     deployments.on_ack(d.id)
     deployments.on_result(d.id, True, {}, None)
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     got = {b["event"]: b for b in map(body, receiver.wait_for(3))}
     ids = {"environment_id": str(env.id), "project_id": str(project.id)}
     assert got["deploy.started"]["data"] == {**ids, "task_id": str(d.id)}
@@ -131,7 +132,7 @@ def test_chat_formats_have_their_layout_and_colour(app, world, settings, receive
     for fmt in ("blocks", "cards", "embed"):
         hook(org, f"{receiver.url}/{fmt}", events=[name], fmt=fmt)
     ev = event(org, project, name, status=name.split(".")[1])
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     got = {r.path.strip("/"): r for r in receiver.wait_for(3)}
     assert set(got) == {"blocks", "cards", "embed"}
     for r in got.values():
@@ -173,7 +174,7 @@ def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
     receiver.respond(500, 500, 500, then=200)
     delays = []
     for attempt, nominal in enumerate((30, 300, 1800), start=1):
-        webhook_delivery.run(settings)
+        delivery.run(settings)
         assert len(receiver.wait_for(attempt)) == attempt
         d = delivery_of(w)
         assert (d.status, d.attempt_count, d.response_status) == ("retrying", attempt, 500)
@@ -182,9 +183,9 @@ def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
         assert nominal * 0.9 <= delay <= nominal * 1.1
         delays.append(delay)
         fake_clock.advance(seconds=nominal * 0.85)  # not yet due
-        assert webhook_delivery.run(settings) == 0
+        assert delivery.run(settings) == 0
         fake_clock.advance(seconds=delay - nominal * 0.85)
-    assert webhook_delivery.run(settings) == 1
+    assert delivery.run(settings) == 1
     got = receiver.wait_for(4)
     assert len(got) == 4
     assert {body(r)["event_id"] for r in got} == {str(ev.event_id)}
@@ -197,7 +198,7 @@ def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
 
 
 def _round(settings, fake_clock, hours=3):
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     fake_clock.advance(hours=hours)
 
 
@@ -213,7 +214,7 @@ def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
         _round(settings, fake_clock)
     late = event(org, project)  # still has attempts left when the webhook pauses
     assert Webhook.get_by_id(w.id).failure_count == 0
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     assert len(receiver.wait_for(51)) == 51
     rows = list(WebhookDelivery.select().where(WebhookDelivery.webhook == w.id))
     failed = [r for r in rows if r.event_id != late.id]
@@ -225,7 +226,7 @@ def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
     # Paused: the pending retry waits, and a new event is not queued for it.
     fake_clock.advance(hours=3)
     unsent = event(org, project)
-    assert webhook_delivery.run(settings) == 0
+    assert delivery.run(settings) == 0
     assert len(receiver.requests) == 51
     assert not WebhookDelivery.select().where(WebhookDelivery.event == unsent.id).exists()
     # Re-enabled by PATCH: the pending one goes out, and succeeds.
@@ -233,7 +234,7 @@ def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
     raw, _key = world.key(org)
     r = client.patch(f"{P}/webhooks/{w.id}", headers=auth(raw), json={"is_active": True})
     assert r.status_code == 200, r.json
-    assert webhook_delivery.run(settings) == 1
+    assert delivery.run(settings) == 1
     assert body(receiver.wait_for(52)[-1])["event_id"] == str(late.event_id)
     w = Webhook.get_by_id(w.id)
     assert (w.is_active, w.failure_count) == (True, 0)
@@ -246,7 +247,7 @@ def test_a_redirect_is_a_failure_and_is_not_followed(app, world, settings, recei
     w, _ = hook(org, receiver.url + "/old")
     receiver.redirect(receiver.url + "/new", path="/old")
     event(org, project)
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     time.sleep(0.3)
     assert [r.path for r in receiver.requests] == ["/old"]
     d = delivery_of(w)
@@ -255,8 +256,8 @@ def test_a_redirect_is_a_failure_and_is_not_followed(app, world, settings, recei
 
 
 def test_a_receiver_slower_than_the_timeout_is_a_failure(app, world, settings, receiver):
-    assert webhook_delivery.timeout_of({"WEBHOOK_TIMEOUT_SECONDS": "60"}) == 10.0
-    assert webhook_delivery.timeout_of({}) == 10.0
+    assert delivery.timeout_of({"WEBHOOK_TIMEOUT_SECONDS": "60"}) == 10.0
+    assert delivery.timeout_of({}) == 10.0
     settings["WEBHOOK_TIMEOUT_SECONDS"] = "1"
     org = world.org()
     project = world.project(org)
@@ -264,7 +265,7 @@ def test_a_receiver_slower_than_the_timeout_is_a_failure(app, world, settings, r
     receiver.hang(8)
     event(org, project)
     started = time.monotonic()
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     assert time.monotonic() - started < 5
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
@@ -286,7 +287,7 @@ def test_two_workers_racing_send_each_delivery_once_per_due_time(app, world, fak
         def worker():
             try:
                 barrier.wait()
-                webhook_delivery.run(settings)
+                delivery.run(settings)
             except Exception as exc:  # surfaced below
                 errors.append(exc)
             finally:
@@ -315,11 +316,11 @@ def test_a_lapsed_claim_is_taken_over(app, world, fake_clock, settings, receiver
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     event(org, project)
-    webhook_delivery.fan_out()
-    assert len(webhook_delivery.claim_due()) == 1  # a worker that died holding it
-    assert webhook_delivery.run(settings) == 0
-    fake_clock.advance(seconds=webhook_delivery.CLAIM_SECONDS + 1)
-    assert webhook_delivery.run(settings) == 1
+    delivery.fan_out()
+    assert len(delivery.claim_due()) == 1  # a worker that died holding it
+    assert delivery.run(settings) == 0
+    fake_clock.advance(seconds=delivery.CLAIM_SECONDS + 1)
+    assert delivery.run(settings) == 1
     assert delivery_of(w).status == "delivered"
 
 
@@ -334,7 +335,7 @@ def test_webhooks_get_the_events_they_match_only(app, world, settings, receiver)
     hook(org, receiver.url + "/alias", events=["deployment.completed"])
     hook(other_org, receiver.url + "/other-org")
     event(org, a)
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     time.sleep(0.3)
     assert sorted(r.path for r in receiver.requests) == ["/alias", "/org-wide", "/project-a"]
 
@@ -345,10 +346,10 @@ def test_delivery_log_keeps_the_50_most_recent(app, client, world, fake_clock, s
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     first = [event(org, project) for _ in range(30)]
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     fake_clock.advance(minutes=1)
     second = [event(org, project) for _ in range(30)]
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     assert len(receiver.wait_for(60)) == 60
     kept = {d.event_id for d in WebhookDelivery.select().where(WebhookDelivery.webhook == w.id)}
     assert len(kept) == 50
@@ -428,8 +429,8 @@ def test_a_burst_keeps_the_newest_50_deliveries_in_event_order(app, client, worl
     w, _ = hook(org, receiver.url)
     burst = [event(org, project) for _ in range(60)]
     assert [e.created_at for e in burst] == sorted({e.created_at for e in burst})
-    assert webhook_delivery.fan_out() == 60  # one turn
-    webhook_delivery.run(settings)
+    assert delivery.fan_out() == 60  # one turn
+    delivery.run(settings)
     assert len(receiver.wait_for(60)) == 60
     event_of = {d.id: d.event_id for d in WebhookDelivery.select()}
     assert sorted(event_of.values()) == sorted(e.id for e in burst[10:])
@@ -443,17 +444,17 @@ def test_a_name_resolving_to_a_private_address_is_refused_when_sending(
         app, world, settings, receiver, monkeypatch):
     """Stored by name (allowed when saved: DNS can change), refused at send time
     because the name now resolves to loopback; nothing reaches the receiver."""
-    from control_plane.services import webhook_net
+    from control_plane.services.webhooks import net
 
     settings["WEBHOOK_ALLOW_PRIVATE"] = False
-    monkeypatch.setattr(webhook_net, "resolve", lambda host, port: ["127.0.0.1"])
+    monkeypatch.setattr(net, "resolve", lambda host, port: ["127.0.0.1"])
     org = world.org()
     project = world.project(org)
     url = f"https://rebind.example.test:{receiver.port}/in"
-    assert webhook_url.check_url(url) == url
+    assert urls.check_url(url) == url
     w, _ = hook(org, url)
     event(org, project)
-    assert webhook_delivery.run(settings) == 1
+    assert delivery.run(settings) == 1
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
     assert d.error_reason == ("refused: rebind.example.test resolves to 127.0.0.1 "
@@ -468,18 +469,18 @@ def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings,
         config.load({"DATA_DIR": str(tmp_path)}, environ={"CP_WEBHOOK_RETRY_DELAYS": "30,5m"})
     loaded = config.load({"DATA_DIR": str(tmp_path)},
                          environ={"CP_WEBHOOK_RETRY_DELAYS": "1, 2.5"})
-    assert webhook_delivery.retry_delays(loaded) == (1.0, 2.5)
-    assert webhook_delivery.retry_delays({}) == (30, 300, 1800, 7200)
+    assert delivery.retry_delays(loaded) == (1.0, 2.5)
+    assert delivery.retry_delays({}) == (30, 300, 1800, 7200)
     # Settings changed after loading: the job refuses before sending anything.
     org = world.org()
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     event(org, project)
-    webhook_delivery.fan_out()  # a delivery due now
+    delivery.fan_out()  # a delivery due now
     for bad in ("30,-1", "nan", "30,,300", "soon"):
         settings["WEBHOOK_RETRY_DELAYS"] = bad
         with pytest.raises(ValueError, match="CP_WEBHOOK_RETRY_DELAYS"):
-            webhook_delivery.run(settings)
+            delivery.run(settings)
     time.sleep(0.3)
     assert receiver.requests == []
     d = delivery_of(w)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "webhook_fanout.py"
+SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "webhook_fanout.py"
 
 
 @pytest.mark.slow

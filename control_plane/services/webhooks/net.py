@@ -1,7 +1,7 @@
 """The SSRF-safe HTTPS sender of outgoing webhooks.
 
 `post(url, body, headers)` resolves the host once (`resolve`, replaceable in
-tests), refuses non-public addresses (`webhook_url.blocked_reason`), connects only
+tests), refuses non-public addresses (`urls.blocked_reason`), connects only
 to the address it checked (no second resolution), verifies the certificate against
 the URL's host name, never follows redirects, bounds the whole exchange by
 `timeout` and never raises for network problems: it returns a `SendResult`.
@@ -23,7 +23,7 @@ import certifi
 import urllib3
 from urllib3.connection import HTTPSConnection
 
-from control_plane.services.webhook_url import blocked_reason, literal_refusal, parse
+from control_plane.services.webhooks.urls import blocked_reason, literal_refusal, parse
 
 SNIPPET_CHARS = 1000
 MAX_RESPONSE_BYTES = 64 * 1024

@@ -16,7 +16,7 @@ from control_plane.db import database, for_update
 from control_plane.errors import Conflict, Forbidden, NotFound, Unprocessable
 from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
 from control_plane.pagination import offset_page
-from control_plane.services import webhook_net, webhook_payloads, webhook_url
+from control_plane.services.webhooks import net, payloads, urls
 
 SECRET_PURPOSE = "webhook-secret"
 MAX_PER_ORG = 100
@@ -72,7 +72,7 @@ def normalize_events(names):
 
 
 def _check_url(url, settings):
-    return webhook_url.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
+    return urls.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
 
 
 def _visible(key):
@@ -217,8 +217,8 @@ def ping(key, settings, webhook_id):
         "data": {"webhook_id": str(webhook.id),
                  "message": "Test ping from Berth: this webhook is reachable."},
     }
-    body, headers = webhook_payloads.render(webhook, envelope, secret)
-    result = webhook_net.post(webhook.url, body, headers, timeout=PING_TIMEOUT,
+    body, headers = payloads.render(webhook, envelope, secret)
+    result = net.post(webhook.url, body, headers, timeout=PING_TIMEOUT,
                               allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
                               ca_bundle=settings["WEBHOOK_CA_BUNDLE"])
     message = None

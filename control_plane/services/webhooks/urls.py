@@ -4,7 +4,7 @@
   characters both as sent and as stored, a host, no userinfo, no IP literal that is
   not globally reachable unicast, in any spelling a resolver accepts).
 - `blocked_reason(ip)`: the address rule the sender applies again to every address a
-  name resolves to at send time (`webhook_net`).
+  name resolves to at send time (`net`).
 """
 
 import dataclasses
@@ -14,7 +14,7 @@ import socket
 import urllib.parse
 
 from control_plane.errors import Unprocessable
-from control_plane.services import special_addresses
+from control_plane.services.webhooks import special_addresses
 
 MAX_URL_LENGTH = 2048
 

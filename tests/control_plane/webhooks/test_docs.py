@@ -10,10 +10,11 @@ import pytest
 from control_plane import secretbox
 from control_plane.db import database
 from control_plane.models import Webhook
-from control_plane.services import deployments, webhook_delivery, webhooks
+from control_plane.services import deployments
+from control_plane.services.webhooks import delivery, subscriptions
 from tests.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "webhooks.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks.md"
 
 
 def doc_code():
@@ -33,15 +34,15 @@ def test_the_documented_receiver_code_verifies_a_real_delivery(app, world, https
     settings["WEBHOOK_CA_BUNDLE"] = trust_ca
     org = world.org()
     project = world.project(org)
-    secret = webhooks.new_secret()
+    secret = subscriptions.new_secret()
     Webhook.create(organization=org, url=https_receiver.url + "/hook",
                    events=["environment.created"],
-                   secret_encrypted=secretbox.seal(secret, webhooks.SECRET_PURPOSE))
+                   secret_encrypted=secretbox.seal(secret, subscriptions.SECRET_PURPOSE))
     with database.atomic():
         ev = deployments.record_event(org.id, project.id, "environment.created",
                                       {"environment_id": "e", "project_id": str(project.id),
                                        "name": "staging"})
-    webhook_delivery.run(settings)
+    delivery.run(settings)
     (got,) = https_receiver.wait_for(1)
     headers = dict(got.headers.items())
 
@@ -53,7 +54,7 @@ def test_the_documented_receiver_code_verifies_a_real_delivery(app, world, https
     with pytest.raises(invalid):  # a changed body
         code["handle"](got.body.replace(b"staging", b"prod"), headers, secret)
     with pytest.raises(invalid):  # another secret
-        code["handle"](got.body, headers, webhooks.new_secret())
+        code["handle"](got.body, headers, subscriptions.new_secret())
     with pytest.raises(invalid):  # a replay after the 5 minute tolerance
         code["verify_standard_signature"](got.body, headers, secret, now=time.time() + 301)
     code["verify_standard_signature"](got.body, headers, secret, now=time.time() + 250)

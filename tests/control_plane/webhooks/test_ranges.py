@@ -11,7 +11,7 @@ import ipaddress
 import pytest
 
 from control_plane.models import Webhook
-from control_plane.services import special_addresses, webhook_net, webhook_url
+from control_plane.services.webhooks import net, special_addresses, urls
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -75,22 +75,22 @@ def test_every_table_entry_is_tested_and_each_address_hits_its_own_entry():
                          ids=_ids(INSIDE) + RESERVED_V6)
 def test_delivery_refuses_every_special_range(monkeypatch, address, iana):
     ip = ipaddress.ip_address(address)
-    reason = webhook_url.blocked_reason(ip)
+    reason = urls.blocked_reason(ip)
     assert reason, f"{address} ({iana}) passed the address check"
     # An IP literal: refused before any connection.
-    result = webhook_net.post(f"https://{_host(address)}:9443/", b"{}", {}, timeout=2)
+    result = net.post(f"https://{_host(address)}:9443/", b"{}", {}, timeout=2)
     assert not result.ok and result.status_code is None
     assert result.error.startswith(f"refused: {ip.compressed} is a"), result.error
     # A name resolving to it (checked again at send time).
-    monkeypatch.setattr(webhook_net, "resolve", lambda host, port: [address])
-    result = webhook_net.post("https://hooks.example.test/", b"{}", {}, timeout=2)
+    monkeypatch.setattr(net, "resolve", lambda host, port: [address])
+    result = net.post("https://hooks.example.test/", b"{}", {}, timeout=2)
     assert result.error == f"refused: hooks.example.test resolves to {ip} ({reason})"
 
 
 @pytest.mark.parametrize("address", OUTSIDE)
 def test_addresses_just_outside_the_ranges_pass(address):
-    assert webhook_url.blocked_reason(ipaddress.ip_address(address)) is None
-    assert webhook_url.check_url(f"https://{_host(address)}/h")
+    assert urls.blocked_reason(ipaddress.ip_address(address)) is None
+    assert urls.check_url(f"https://{_host(address)}/h")
 
 
 @pytest.mark.parametrize("address", [a for a, _ in INSIDE] + RESERVED_V6)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from control_plane.errors import Unprocessable
-from control_plane.services import webhook_net, webhook_url
+from control_plane.services.webhooks import net, urls
 from tests import webhook_receiver
 
 # The receiver's fixtures, by name.
@@ -36,7 +36,7 @@ HEADERS = {"Content-Type": "application/json"}
     ("https://bücher.example/", "https://xn--bcher-kva.example/"),
 ])
 def test_check_url_accepts_public_https(url, normalized):
-    assert webhook_url.check_url(url) == normalized
+    assert urls.check_url(url) == normalized
 
 
 @pytest.mark.parametrize("url", [
@@ -62,16 +62,16 @@ def test_check_url_accepts_public_https(url, normalized):
 ])
 def test_check_url_rejects_malformed(url):
     with pytest.raises(Unprocessable) as info:
-        webhook_url.check_url(url)
+        urls.check_url(url)
     assert info.value.code == "invalid_webhook_url"
     assert info.value.status == 422
 
 
 def test_check_url_length_limit_is_2048():
     base = "https://example.com/"
-    assert webhook_url.check_url(base + "a" * (2048 - len(base)))
+    assert urls.check_url(base + "a" * (2048 - len(base)))
     with pytest.raises(Unprocessable):
-        webhook_url.check_url(base + "a" * (2049 - len(base)))
+        urls.check_url(base + "a" * (2049 - len(base)))
 
 
 PRIVATE_LITERALS = [
@@ -89,7 +89,7 @@ PRIVATE_LITERALS = [
 @pytest.mark.parametrize("host", PRIVATE_LITERALS)
 def test_check_url_rejects_private_literals(host):
     with pytest.raises(Unprocessable) as info:
-        webhook_url.check_url(f"https://{host}/hook")
+        urls.check_url(f"https://{host}/hook")
     assert info.value.code == "invalid_webhook_url"
     assert "public address" in info.value.message
 
@@ -97,19 +97,19 @@ def test_check_url_rejects_private_literals(host):
 @pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "[::ffff:127.0.0.1]",
                                   "10.0.0.5", "localhost"])
 def test_check_url_allow_private_skips_only_the_address_rule(host):
-    assert webhook_url.check_url(f"https://{host}:8443/h", allow_private=True)
+    assert urls.check_url(f"https://{host}:8443/h", allow_private=True)
     with pytest.raises(Unprocessable):
-        webhook_url.check_url(f"http://{host}/h", allow_private=True)
+        urls.check_url(f"http://{host}/h", allow_private=True)
 
 
 def test_check_url_normalizes_legacy_ipv4_spellings_under_allow_private():
-    assert webhook_url.check_url("https://0x7f.1/", allow_private=True) == "https://127.0.0.1/"
+    assert urls.check_url("https://0x7f.1/", allow_private=True) == "https://127.0.0.1/"
 
 
 # --- post: delivery -------------------------------------------------------------------
 
 def test_post_delivers_to_real_https_receiver(https_receiver, trust_ca):
-    result = webhook_net.post(https_receiver.url + "/hook", BODY,
+    result = net.post(https_receiver.url + "/hook", BODY,
                               {**HEADERS, "X-SVC-Signature": "sha256=abc"},
                               allow_private=True, ca_bundle=trust_ca)
     assert result.ok and result.error is None
@@ -123,7 +123,7 @@ def test_post_delivers_to_real_https_receiver(https_receiver, trust_ca):
 
 
 def test_post_by_host_name_verifies_certificate_for_the_name(https_receiver, trust_ca):
-    result = webhook_net.post(https_receiver.localhost_url + "/n?x=1", BODY, HEADERS,
+    result = net.post(https_receiver.localhost_url + "/n?x=1", BODY, HEADERS,
                               allow_private=True, ca_bundle=trust_ca)
     assert result.ok, result.error
     received = https_receiver.requests[-1]
@@ -133,7 +133,7 @@ def test_post_by_host_name_verifies_certificate_for_the_name(https_receiver, tru
 
 def test_receiver_verifies_signature(https_receiver, trust_ca):
     signature = "sha256=" + hmac.new(b"whsec_x", BODY, hashlib.sha256).hexdigest()
-    webhook_net.post(https_receiver.url, BODY, {"X-SVC-Signature": signature},
+    net.post(https_receiver.url, BODY, {"X-SVC-Signature": signature},
                      allow_private=True, ca_bundle=trust_ca)
     received = https_receiver.requests[-1]
     assert https_receiver.verify(received, "whsec_x")
@@ -142,7 +142,7 @@ def test_receiver_verifies_signature(https_receiver, trust_ca):
 
 def test_post_reports_http_errors_and_status_sequences(https_receiver, trust_ca):
     https_receiver.respond(500, 503, then=204)
-    results = [webhook_net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
+    results = [net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
                                 ca_bundle=trust_ca) for _ in range(3)]
     assert [(r.ok, r.status_code, r.error) for r in results] == [
         (False, 500, "HTTP 500"), (False, 503, "HTTP 503"), (True, 204, None)]
@@ -151,7 +151,7 @@ def test_post_reports_http_errors_and_status_sequences(https_receiver, trust_ca)
 
 def test_post_does_not_follow_redirects(https_receiver, trust_ca):
     https_receiver.redirect("https://93.184.216.34/elsewhere", path="/r")
-    result = webhook_net.post(https_receiver.url + "/r", BODY, HEADERS,
+    result = net.post(https_receiver.url + "/r", BODY, HEADERS,
                               allow_private=True, ca_bundle=trust_ca)
     assert not result.ok
     assert result.status_code == 302
@@ -162,7 +162,7 @@ def test_post_does_not_follow_redirects(https_receiver, trust_ca):
 def test_post_times_out_on_hanging_receiver(https_receiver, trust_ca):
     https_receiver.hang(5)
     started = time.monotonic()
-    result = webhook_net.post(https_receiver.url, BODY, HEADERS, timeout=1,
+    result = net.post(https_receiver.url, BODY, HEADERS, timeout=1,
                               allow_private=True, ca_bundle=trust_ca)
     assert time.monotonic() - started < 2.5
     assert not result.ok and result.status_code is None
@@ -171,7 +171,7 @@ def test_post_times_out_on_hanging_receiver(https_receiver, trust_ca):
 
 
 def test_post_reports_tls_error_without_the_ca(https_receiver):
-    result = webhook_net.post(https_receiver.url, BODY, HEADERS, allow_private=True)
+    result = net.post(https_receiver.url, BODY, HEADERS, allow_private=True)
     assert not result.ok and result.status_code is None
     assert result.error.startswith("TLS error: ")
     assert "certificate" in result.error or "issuer" in result.error
@@ -180,8 +180,8 @@ def test_post_reports_tls_error_without_the_ca(https_receiver):
 
 def test_post_reports_tls_error_for_a_name_not_in_the_certificate(
         https_receiver, trust_ca, monkeypatch):
-    monkeypatch.setattr(webhook_net, "resolve", lambda host, port: ["127.0.0.1"])
-    result = webhook_net.post(f"https://hooks.example.com:{https_receiver.port}/", BODY,
+    monkeypatch.setattr(net, "resolve", lambda host, port: ["127.0.0.1"])
+    result = net.post(f"https://hooks.example.com:{https_receiver.port}/", BODY,
                               HEADERS, allow_private=True, ca_bundle=trust_ca)
     assert result.error.startswith("TLS error: ")
     assert "hooks.example.com" in result.error or "match" in result.error
@@ -191,15 +191,15 @@ def test_post_reports_tls_error_for_a_name_not_in_the_certificate(
 def test_post_connection_refused(https_receiver, trust_ca):
     port = https_receiver.port
     https_receiver.close()
-    result = webhook_net.post(f"https://127.0.0.1:{port}/", BODY, HEADERS,
+    result = net.post(f"https://127.0.0.1:{port}/", BODY, HEADERS,
                               allow_private=True, ca_bundle=trust_ca)
     assert (result.ok, result.status_code, result.error) == (False, None,
                                                              "connection refused")
 
 
 def test_post_reads_at_most_a_snippet(https_receiver, trust_ca, monkeypatch):
-    monkeypatch.setattr(webhook_net, "SNIPPET_CHARS", 5)
-    result = webhook_net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
+    monkeypatch.setattr(net, "SNIPPET_CHARS", 5)
+    result = net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
                               ca_bundle=trust_ca)
     assert result.body_snippet == '{"ok"'
 
@@ -209,7 +209,7 @@ def test_post_reuses_connections_and_is_thread_safe(https_receiver, trust_ca):
 
     def send():
         for _ in range(10):
-            results.append(webhook_net.post(https_receiver.url, BODY, HEADERS,
+            results.append(net.post(https_receiver.url, BODY, HEADERS,
                                             allow_private=True, ca_bundle=trust_ca))
 
     threads = [threading.Thread(target=send) for _ in range(4)]
@@ -229,7 +229,7 @@ def test_post_reuses_connections_and_is_thread_safe(https_receiver, trust_ca):
     ("169.254.169.254", "169.254.169.254"), ("0x7f.1", "127.0.0.1"), ("[::1]", "::1"),
 ])
 def test_post_refuses_private_literals(https_receiver, trust_ca, host, shown):
-    result = webhook_net.post(f"https://{host}:{https_receiver.port}/", BODY, HEADERS,
+    result = net.post(f"https://{host}:{https_receiver.port}/", BODY, HEADERS,
                               ca_bundle=trust_ca)
     assert not result.ok and result.status_code is None
     assert result.error.startswith(f"refused: {shown} is a ")
@@ -237,16 +237,16 @@ def test_post_refuses_private_literals(https_receiver, trust_ca, host, shown):
 
 
 def test_post_refuses_localhost_without_allow_private(https_receiver, trust_ca):
-    result = webhook_net.post(https_receiver.localhost_url, BODY, HEADERS, ca_bundle=trust_ca)
+    result = net.post(https_receiver.localhost_url, BODY, HEADERS, ca_bundle=trust_ca)
     assert result.error.startswith("refused: localhost")
     assert https_receiver.requests == []
 
 
 def test_post_refuses_a_name_resolving_to_loopback(https_receiver, trust_ca, monkeypatch):
     calls = []
-    monkeypatch.setattr(webhook_net, "resolve",
+    monkeypatch.setattr(net, "resolve",
                         lambda host, port: calls.append((host, port)) or ["127.0.0.1"])
-    result = webhook_net.post(f"https://rebind.example.test:{https_receiver.port}/", BODY,
+    result = net.post(f"https://rebind.example.test:{https_receiver.port}/", BODY,
                               HEADERS, ca_bundle=trust_ca)
     assert result.error == ("refused: rebind.example.test resolves to 127.0.0.1 "
                             "(loopback address)")
@@ -261,17 +261,17 @@ def test_post_refuses_a_name_resolving_to_loopback(https_receiver, trust_ca, mon
     ("0.0.0.0", "unspecified address"), ("fe80::1%eth0", "link-local address"),
 ])
 def test_post_refuses_names_resolving_to_non_public_addresses(monkeypatch, address, reason):
-    monkeypatch.setattr(webhook_net, "resolve", lambda host, port: [address])
-    result = webhook_net.post("https://hooks.example.test/", BODY, HEADERS)
+    monkeypatch.setattr(net, "resolve", lambda host, port: [address])
+    result = net.post("https://hooks.example.test/", BODY, HEADERS)
     assert not result.ok
     assert result.error.startswith("refused: hooks.example.test resolves to ")
     assert result.error.endswith(f"({reason})")
 
 
 def test_post_refuses_when_any_resolved_address_is_private(monkeypatch):
-    monkeypatch.setattr(webhook_net, "resolve",
+    monkeypatch.setattr(net, "resolve",
                         lambda host, port: ["93.184.216.34", "192.168.0.10"])
-    result = webhook_net.post("https://mixed.example.test/", BODY, HEADERS)
+    result = net.post("https://mixed.example.test/", BODY, HEADERS)
     assert result.error == ("refused: mixed.example.test resolves to 192.168.0.10 "
                             "(private address)")
 
@@ -281,17 +281,17 @@ def test_post_connects_only_to_the_address_it_resolved_once(
     """DNS rebinding: one resolution, and the connection goes to that address (the
     socket module's own resolver is never asked for the name again)."""
     calls = []
-    monkeypatch.setattr(webhook_net, "resolve",
+    monkeypatch.setattr(net, "resolve",
                         lambda host, port: calls.append(host) or ["127.0.0.1"])
-    real_getaddrinfo = webhook_net.socket.getaddrinfo
+    real_getaddrinfo = net.socket.getaddrinfo
 
     def guarded_getaddrinfo(host, *args, **kwargs):
         assert host != "localhost", "the name was resolved a second time"
         return real_getaddrinfo(host, *args, **kwargs)
 
-    monkeypatch.setattr(webhook_net.socket, "getaddrinfo", guarded_getaddrinfo)
+    monkeypatch.setattr(net.socket, "getaddrinfo", guarded_getaddrinfo)
     for _ in range(2):
-        result = webhook_net.post(https_receiver.localhost_url + "/once", BODY, HEADERS,
+        result = net.post(https_receiver.localhost_url + "/once", BODY, HEADERS,
                                   allow_private=True, ca_bundle=trust_ca)
         assert result.ok, result.error
     assert calls == ["localhost", "localhost"]  # one resolution per send
@@ -300,23 +300,23 @@ def test_post_connects_only_to_the_address_it_resolved_once(
 
 def test_post_tries_the_next_checked_address_when_one_refuses(https_receiver, trust_ca,
                                                                monkeypatch):
-    monkeypatch.setattr(webhook_net, "resolve", lambda host, port: ["127.0.0.2", "127.0.0.1"])
-    result = webhook_net.post(https_receiver.localhost_url, BODY, HEADERS,
+    monkeypatch.setattr(net, "resolve", lambda host, port: ["127.0.0.2", "127.0.0.1"])
+    result = net.post(https_receiver.localhost_url, BODY, HEADERS,
                               allow_private=True, ca_bundle=trust_ca)
     assert result.ok, result.error
 
 
 def test_post_dns_failure_is_a_result(monkeypatch):
     def fail(host, port):
-        raise webhook_net.socket.gaierror(-2, "Name or service not known")
-    monkeypatch.setattr(webhook_net, "resolve", fail)
-    result = webhook_net.post("https://nowhere.example.test/", BODY, HEADERS)
+        raise net.socket.gaierror(-2, "Name or service not known")
+    monkeypatch.setattr(net, "resolve", fail)
+    result = net.post("https://nowhere.example.test/", BODY, HEADERS)
     assert not result.ok and result.status_code is None
     assert result.error.startswith("DNS lookup failed for nowhere.example.test")
 
 
 def test_post_invalid_url_is_a_result():
-    result = webhook_net.post("http://example.com/", BODY, HEADERS)
+    result = net.post("http://example.com/", BODY, HEADERS)
     assert not result.ok and result.error == "invalid URL: the URL must use https"
 
 
@@ -345,7 +345,7 @@ def test_post_total_time_is_bounded_against_a_slow_drip(head):
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     started = time.monotonic()
-    result = webhook_net.post(f"https://127.0.0.1:{listener.getsockname()[1]}/", BODY,
+    result = net.post(f"https://127.0.0.1:{listener.getsockname()[1]}/", BODY,
                               HEADERS, timeout=1, allow_private=True, ca_bundle=ca_path)
     elapsed = time.monotonic() - started
     stop.set()
@@ -356,10 +356,10 @@ def test_post_total_time_is_bounded_against_a_slow_drip(head):
 
 
 def test_closed_receiver_refuses_even_kept_alive_connections(https_receiver, trust_ca):
-    assert webhook_net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
+    assert net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
                             ca_bundle=trust_ca).ok
     https_receiver.close()
-    result = webhook_net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
+    result = net.post(https_receiver.url, BODY, HEADERS, allow_private=True,
                               ca_bundle=trust_ca)
     assert (result.ok, result.status_code, result.error) == (False, None,
                                                              "connection refused")

@@ -9,7 +9,7 @@ import pytest
 
 from control_plane import secretbox
 from control_plane.models import Event, IdempotencyRecord, Webhook, WebhookDelivery
-from control_plane.services import webhooks as svc
+from control_plane.services.webhooks import subscriptions as svc
 from tests.conftest import auth, new_uuid
 from tests.webhook_receiver import Receiver, https_receiver, trust_ca  # noqa: F401 - fixtures
 

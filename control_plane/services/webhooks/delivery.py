@@ -26,7 +26,7 @@ import peewee
 from control_plane import clock, config
 from control_plane.db import database, is_sqlite
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.services import webhook_payloads
+from control_plane.services.webhooks import net, payloads, subscriptions
 
 log = logging.getLogger("berth.webhooks")
 
@@ -192,15 +192,13 @@ def timeout_of(settings):
 
 def send(job, settings):
     """One attempt; never raises. Returns (delivery, webhook, SendResult-like)."""
-    from control_plane.services import webhook_net, webhooks
-
     delivery, hook, event = job
     try:
-        secret = webhooks.secret_of(hook)
+        secret = subscriptions.secret_of(hook)
         if secret is None:
             return delivery, hook, _Failure("the signing secret cannot be read; rotate it")
-        body, headers = webhook_payloads.render(hook, envelope(event), secret)
-        return delivery, hook, webhook_net.post(
+        body, headers = payloads.render(hook, envelope(event), secret)
+        return delivery, hook, net.post(
             hook.url, body, headers, timeout=timeout_of(settings),
             allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
             ca_bundle=settings.get("WEBHOOK_CA_BUNDLE"))
