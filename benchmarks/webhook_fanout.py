@@ -62,8 +62,8 @@ def percentile(values, p):
 def produce(org, project, n, rate):
     """n events, committed BATCH at a time (paced to `rate` events/s if given):
     {event_id: commit time}."""
+    from control_plane import events
     from control_plane.db import database
-    from control_plane.services import deployments
 
     created, started = {}, time.time()
     for i in range(0, n, BATCH):
@@ -72,7 +72,7 @@ def produce(org, project, n, rate):
             if delay > 0:
                 time.sleep(delay)
         with database.atomic():
-            ids = [str(deployments.record_event(org.id, project.id, "deploy.completed", {
+            ids = [str(events.record_event(org.id, project.id, events.Name.DEPLOY_COMPLETED, {
                 "environment_id": "bench", "project_id": str(project.id), "task_id": str(j),
                 "status": "completed", "duration_seconds": 1}).event_id)
                 for j in range(i, min(n, i + BATCH))]
@@ -129,7 +129,7 @@ def main():
     proc.start()
     url, ca_path = parent.recv()
 
-    from control_plane import migrate, scheduler, secretbox
+    from control_plane import events, migrate, scheduler, secretbox
     from control_plane.app import create_app
     from control_plane.models import Project, Webhook
     from control_plane.services import orgs
@@ -145,7 +145,7 @@ def main():
     settings = app.extensions["berth"].settings
     org = orgs.create_org(f"bench-{os.getpid()}")
     project = Project.create(organization=org, name="bench", default_branch="main")
-    Webhook.create(organization=org, url=url + "/hook", events=["deploy.completed"],
+    Webhook.create(organization=org, url=url + "/hook", events=[events.Name.DEPLOY_COMPLETED.value],
                    secret_encrypted=secretbox.seal(subscriptions.new_secret(),
                                                    subscriptions.SECRET_PURPOSE))
     sched = scheduler.Scheduler(scheduler.jobs(settings)).start_in_thread()

@@ -8,7 +8,7 @@ cancelled is kept in `extra_data.cancelled_by` (user id and name) and in a
 warning line of the task log (name only); a `deploy.cancelled` event goes to the
 outbox. Never the e-mail address: read-only keys of the organization read both."""
 
-from control_plane import clock, states
+from control_plane import clock, events, states
 from control_plane.db import database
 from control_plane.errors import BadRequest
 from control_plane.models import Deployment, Environment, TaskLogLine
@@ -42,11 +42,9 @@ def cancel(user, deployment_id):
         commands.withdraw(d.id, f"cancelled by {user.name}")
         log_line(d.id, "warning", f"Cancelled by {user.name}: running steps were "
                                   "not stopped and partial changes were not undone.")
-        project, org_id = env.project, env.project.organization_id
+        org_id = env.project.organization_id
         restored = _restore(env, d, org_id)
-        deployments.record_event(org_id, project.id, "deploy.cancelled", {
-            "environment_id": str(env.id), "project_id": str(project.id), "task_id": str(d.id),
-            "status": "cancelled", "cancelled_by": str(user.id), "environment_status": restored})
+        events.record_cancelled(d, org_id, user.id, restored)
     return {"message": f"Deployment {d.id} (version {d.version}) cancelled by {user.name}; "
                        f"the environment is {restored}."}
 
@@ -79,5 +77,5 @@ def _restore(env, cancelled, org_id):
     deployments.set_environment_status(env, status, org_id)
     if destroyed:  # deployed again after a destroy, then cancelled: destroyed again
         Environment.update(is_active=False).where(Environment.id == env.id).execute()
-        deployments.record_deleted(env.id, env.project_id, org_id)
+        events.record_deleted(env.id, env.project_id, org_id)
     return status

@@ -4,15 +4,10 @@ and the statuses the agent's acknowledgement and result move it through."""
 from limits import RateLimitItemPerMinute
 from peewee import fn
 
-from control_plane import clock, states
+from control_plane import clock, events, states
 from control_plane.db import after_commit, database
-from control_plane.models import Deployment, Environment, Event, Project
+from control_plane.models import Deployment, Environment, Project
 from control_plane.services import addon_repositories, commands
-
-
-def record_event(org_id, project_id, name, data):
-    """Outbox: written in the caller's transaction; webhooks fan it out later."""
-    return Event.create(organization=org_id, project=project_id, name=name, data=data)
 
 
 def set_environment_status(env, target, org_id):
@@ -23,9 +18,7 @@ def set_environment_status(env, target, org_id):
     previous, env.status, env.updated_at = env.status, target, clock.now()
     Environment.update(status=target, updated_at=env.updated_at).where(
         Environment.id == env.id).execute()
-    record_event(org_id, env.project_id, "environment.status_changed",
-                 {"environment_id": str(env.id), "project_id": str(env.project_id),
-                  "from": previous, "to": target})
+    events.record_status_changed(env, org_id, previous, target)
 
 
 # kind -> (agent command, environment status while it runs, status once it succeeded)
@@ -117,9 +110,7 @@ def on_ack(deployment_id):
         if not claimed:
             return  # cancelled meanwhile
         project = Project.get_by_id(d.project_id)
-        record_event(project.organization_id, project.id, "deploy.started",
-                     {"environment_id": str(d.environment_id), "project_id": str(project.id),
-                      "task_id": str(d.id)})
+        events.record_started(d, project.organization_id)
 
 
 def on_result(deployment_id, ok, result, error):
@@ -155,10 +146,10 @@ def on_result(deployment_id, ok, result, error):
         if ok and done_status == "deleted":
             Environment.update(is_active=False, erp_container=None, db_container=None).where(
                 Environment.id == env.id).execute()
-            record_deleted(env.id, project.id, project.organization_id)
+            events.record_deleted(env.id, project.id, project.organization_id)
         set_environment_status(env, done_status if ok else failed_status(d.kind),
                                project.organization_id)
-        record_finished(d, project.organization_id, ok, now)
+        events.record_finished(d, project.organization_id, ok, now)
 
 
 def with_addon_commits(config, commits):
@@ -169,17 +160,3 @@ def with_addon_commits(config, commits):
         return config
     return {**config, "addon_repositories": [{**repo, "commit": sha}
                                              for repo, sha in zip(repos, commits, strict=True)]}
-
-
-def record_finished(d, org_id, ok, now):
-    """`deploy.completed` or `deploy.failed` for a task that ended (any kind)."""
-    record_event(org_id, d.project_id, "deploy.completed" if ok else "deploy.failed",
-                 {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
-                  "task_id": str(d.id), "status": "completed" if ok else "failed",
-                  "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())})
-
-
-def record_deleted(env_id, project_id, org_id):
-    """The environment left the API (deleted, destroyed, or its project deleted)."""
-    record_event(org_id, project_id, "environment.deleted",
-                 {"environment_id": str(env_id), "project_id": str(project_id)})

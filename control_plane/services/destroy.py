@@ -18,7 +18,7 @@ import time
 
 from peewee import fn
 
-from control_plane import clock, states
+from control_plane import clock, events, states
 from control_plane.db import database
 from control_plane.errors import ApiError
 from control_plane.models import Deployment, Environment, Project, Server
@@ -114,6 +114,6 @@ def _settle(d, env, org_id, ok, result, error):
         env.is_active = False
         Environment.update(is_active=False, erp_container=None, db_container=None,
                            updated_at=now).where(Environment.id == env.id).execute()
-        deployments.record_deleted(env.id, env.project_id, org_id)
+        events.record_deleted(env.id, env.project_id, org_id)
     deployments.set_environment_status(env, "pending" if ok else "failed", org_id)
-    deployments.record_finished(d, org_id, ok, now)
+    events.record_finished(d, org_id, ok, now)

@@ -1,7 +1,7 @@
 """Environments: one ERP instance of a project, with its own database,
 containers and URL, on the project's server."""
 
-from control_plane import clock, states
+from control_plane import clock, events, states
 from control_plane.db import database, for_update
 from control_plane.errors import Conflict, NotFound, Unprocessable
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
@@ -72,9 +72,7 @@ def _create(project, server_id, settings, *, name, branch, environment_type, tri
         status=states.check("environment", None, "deploying"),
         branch=branch or project.default_branch or "main", updated_at=clock.now(),
         **(allocation or {}))
-    deployments.record_event(project.organization_id, project.id, "environment.created",
-                             {"environment_id": str(env.id), "project_id": str(project.id),
-                              "name": env.name})
+    events.record_created(env, project.organization_id)
     deployments.start(env, project, settings, trigger=trigger, triggered_by=triggered_by)
     return env
 

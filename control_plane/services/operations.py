@@ -10,7 +10,7 @@ Order of the checks, everywhere: 404 (missing or another organization), 403
 or a move the environment's table refuses), 429 (per-organization limits).
 A refused request changes nothing and uses no rate-limit slot."""
 
-from control_plane import clock, states
+from control_plane import clock, events, states
 from control_plane.db import database, for_update
 from control_plane.errors import BadRequest, Conflict, NotFound
 from control_plane.models import Deployment, Environment, Project
@@ -94,9 +94,7 @@ def _begin(env, kind, org_id):
     if not env.is_active:  # it comes back to the API: receivers see it created again
         env.is_active = True
         Environment.update(is_active=True).where(Environment.id == env.id).execute()
-        deployments.record_event(org_id, env.project_id, "environment.created",
-                                 {"environment_id": str(env.id), "project_id": str(env.project_id),
-                                  "name": env.name})
+        events.record_created(env, org_id)
 
 
 def _new(env, user, berth, *, kind="deploy", trigger="manual", retry=False, **start):

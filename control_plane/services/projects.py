@@ -2,12 +2,11 @@
 
 from peewee import fn
 
-from control_plane import clock
+from control_plane import clock, events
 from control_plane.db import database
 from control_plane.errors import BadRequest, Conflict, Forbidden, NotFound
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
-from control_plane.services import deployments
 from control_plane.services.scope import require_org_scope, scoped_page
 
 BUSY_STATUSES = ("running", "deploying")
@@ -94,4 +93,4 @@ def delete_project(key, project_id, confirm):
         Environment.update(is_active=False, updated_at=now).where(
             Environment.project == project_id).execute()
         for env_id in gone:
-            deployments.record_deleted(env_id, project_id, key.organization_id)
+            events.record_deleted(env_id, project_id, key.organization_id)

@@ -17,7 +17,7 @@ import logging
 
 from peewee import fn
 
-from control_plane import clock, states
+from control_plane import clock, events, states
 from control_plane.db import database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
 from control_plane.services import commands, deployments
@@ -81,5 +81,5 @@ def reap_one(deployment_id, status, now):
         env = Environment.get_by_id(d.environment_id)
         if env.status in TRANSIENT:
             deployments.set_environment_status(env, "error", project.organization_id)
-        deployments.record_finished(d, project.organization_id, False, now)
+        events.record_finished(d, project.organization_id, False, now)
     return True

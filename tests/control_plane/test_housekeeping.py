@@ -4,6 +4,7 @@ on both database backends."""
 
 import uuid
 
+from control_plane import events
 from control_plane.models import Event, IdempotencyRecord, TaskLogLine, Webhook, WebhookDelivery
 from control_plane.services import deployments, housekeeping
 from tests.conftest import auth
@@ -59,9 +60,9 @@ def test_events_go_once_no_webhook_needs_them(app, world, fake_clock):
     project = world.project(org)
     hook = Webhook.create(organization=org, url="https://hooks.example.com/x",
                           events=["deploy.completed"], secret_encrypted="x")
-    done = deployments.record_event(org.id, project.id, "deploy.completed", {})
-    owed = deployments.record_event(org.id, project.id, "deploy.completed", {})
-    waiting = deployments.record_event(org.id, project.id, "deploy.completed", {})
+    done = events.record_event(org.id, project.id, "deploy.completed", {})
+    owed = events.record_event(org.id, project.id, "deploy.completed", {})
+    waiting = events.record_event(org.id, project.id, "deploy.completed", {})
     Event.update(fanned_out=True).where(Event.id.in_([done.id, owed.id])).execute()
     WebhookDelivery.create(webhook=hook, event=owed, status="retrying")
 

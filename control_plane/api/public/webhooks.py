@@ -10,6 +10,7 @@ from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
 from control_plane.api.smorest import HTTPS_URL_PATTERN, REPLAY_DESCRIPTION, Blueprint
+from control_plane.events import SUBSCRIBABLE
 from control_plane.services.webhooks import subscriptions as svc
 
 blp = Blueprint(
@@ -29,7 +30,7 @@ def _settings():
     return current_app.extensions["berth"].settings
 
 
-EVENTS_DOC = ("Event names, 1 to 10, distinct: " + ", ".join(f"`{e}`" for e in svc.EVENTS)
+EVENTS_DOC = ("Event names, 1 to 10, distinct: " + ", ".join(f"`{e}`" for e in SUBSCRIBABLE)
               + ". The aliases `deployment.started`, `deployment.completed`, `deployment.failed`, "
               "`deployment.cancelled` are accepted and stored as the `deploy.*` name.")
 
@@ -46,7 +47,7 @@ def Events(**kwargs):  # noqa: N802
             svc.ACCEPTED, error="Unknown event {input!r}; accepted: {choices}."),
             # The document lists the names only: an alias and its name in one list
             # are a repeat, which uniqueItems cannot see.
-            metadata={"enum": list(svc.EVENTS)}),
+            metadata={"enum": list(SUBSCRIBABLE)}),
         validate=ma.validate.Length(1, svc.MAX_EVENTS),
         metadata={"description": EVENTS_DOC, "uniqueItems": True},
         **kwargs)

@@ -25,6 +25,7 @@ import peewee
 
 from control_plane import clock, config
 from control_plane.db import database, is_sqlite
+from control_plane.events import canonical
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services.webhooks import net, payloads, subscriptions
 
@@ -33,7 +34,6 @@ log = logging.getLogger("berth.webhooks")
 JITTER = 0.1
 CLAIM_SECONDS = 60
 PAUSE_AFTER = 10  # consecutive failed deliveries
-DELIVERY_LOG = 50
 MAX_TIMEOUT = 10.0  # spec: the receiver answers within 10 s
 POOL_SIZE = 16  # sending threads
 # Claimed at once; two batches in flight: at most 4 rounds of 10 s before the last
@@ -44,8 +44,6 @@ TURN_SECONDS = 20  # one scheduler turn stops taking new work after this
 LINGER_SECONDS = 2.0  # the scheduler's turns: how long to keep looking after work
 LINGER_POLL = 0.05
 SNIPPET = 1000  # characters of the answer kept
-ALIASES = {f"deployment.{s}": f"deploy.{s}" for s in ("started", "completed", "failed",
-                                                       "cancelled")}
 
 
 def run(settings, linger=0.0):
@@ -133,7 +131,7 @@ def _active_hooks(org_ids):
 def matches(hook, event):
     if hook.project_id is not None and hook.project_id != event.project_id:
         return False
-    return event.name in {ALIASES.get(n, n) for n in hook.events or ()}
+    return event.name in {canonical(n) for n in hook.events or ()}
 
 
 # -- delivery -----------------------------------------------------------------------
@@ -301,7 +299,7 @@ def _settle_webhook(hook_id, outcomes, now):
                     hook_id, PAUSE_AFTER)
 
 
-def prune(hook_id, keep=DELIVERY_LOG):
+def prune(hook_id, keep=subscriptions.DELIVERY_LOG):
     """Finished deliveries beyond the `keep` most recent go; pending ones stay
     (they are still owed to the receiver)."""
     recent = (WebhookDelivery.select(WebhookDelivery.id)

@@ -18,26 +18,12 @@ import hashlib
 import hmac
 import json
 
-from control_plane import clock
+from control_plane import clock, events
 
 USER_AGENT = "Berth-Webhooks/1"
 SECRET_PREFIX = "whsec_"
 
 GREEN, RED, GREY = "#2EB67D", "#E01E5A", "#9E9E9E"
-
-TITLES = {
-    "deploy.started": "Deployment started",
-    "deploy.completed": "Deployment completed",
-    "deploy.failed": "Deployment failed",
-    "deploy.cancelled": "Deployment cancelled",
-    "environment.created": "Environment created",
-    "environment.deleted": "Environment deleted",
-    "environment.status_changed": "Environment status changed",
-    "automation_rule.triggered": "Automation rule triggered",
-    "automation_rule.completed": "Automation rule completed",
-    "automation_rule.failed": "Automation rule failed",
-    "ping": "Test ping",
-}
 
 # data key -> label, in display order; keys not listed here are shown after them.
 LABELS = (
@@ -97,19 +83,19 @@ def tone(envelope) -> str:
         return "success"
     if event.endswith(".failed"):
         return "failure"
-    if event == "environment.status_changed":
+    if event == events.Name.ENVIRONMENT_STATUS_CHANGED:
         to = str(data.get("to", ""))
         return "success" if to in SUCCESS else "failure" if to in FAILURE else "neutral"
     return "neutral"
 
 
 def title(envelope) -> str:
-    return TITLES.get(envelope["event"], envelope["event"])
+    return events.title(envelope["event"])
 
 
 def summary(envelope) -> str:
     data = envelope.get("data") or {}
-    if envelope["event"] == "environment.status_changed" and "to" in data:
+    if envelope["event"] == events.Name.ENVIRONMENT_STATUS_CHANGED and "to" in data:
         return f"Environment status: {data.get('from') or '-'} → {data['to']}"
     if "name" in data:
         return f"{title(envelope)}: {data['name']}"

@@ -2,7 +2,8 @@
 delete), their signing secret, the synchronous test ping and the delivery log.
 
 Events are stored under their `deploy.*` spelling (the names Event rows
-carry); the `deployment.*` aliases are accepted and normalized."""
+carry); the `deployment.*` aliases are accepted and normalized (control_plane/events.py
+holds both)."""
 
 import base64
 import datetime as dt
@@ -14,6 +15,7 @@ from limits import RateLimitItemPerMinute
 from control_plane import clock, secretbox, states
 from control_plane.db import database, for_update
 from control_plane.errors import Conflict, Forbidden, NotFound, Unprocessable
+from control_plane.events import ALIASES, SUBSCRIBABLE, Name, canonical
 from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
 from control_plane.pagination import offset_page
 from control_plane.services.webhooks import net, payloads, urls
@@ -21,19 +23,13 @@ from control_plane.services.webhooks import net, payloads, urls
 SECRET_PURPOSE = "webhook-secret"
 MAX_PER_ORG = 100
 MAX_EVENTS = 10
-DELIVERY_LOG = 50
+DELIVERY_LOG = 50  # deliveries listed per webhook, and kept by the delivery job
 PING_TIMEOUT = 10
 FORMATS = ("raw", "blocks", "cards", "embed")
 # Create, update, delete, test, rotate-secret: per API key, on top of its own limit.
 MUTATIONS = RateLimitItemPerMinute(10)
 
-EVENTS = (
-    "deploy.started", "deploy.completed", "deploy.failed", "deploy.cancelled",
-    "environment.created", "environment.deleted", "environment.status_changed",
-    "automation_rule.triggered", "automation_rule.completed", "automation_rule.failed",
-)
-ALIASES = {f"deployment.{s}": f"deploy.{s}" for s in ("started", "completed", "failed", "cancelled")}
-ACCEPTED = EVENTS + tuple(ALIASES)
+ACCEPTED = SUBSCRIBABLE + tuple(ALIASES)
 
 
 def count_mutation(key, limiter):
@@ -60,15 +56,15 @@ def normalize_events(names):
         raise Unprocessable(f"Unknown event name(s): {', '.join(unknown)}. Accepted: "
                             f"{', '.join(ACCEPTED)}.", code="validation_error",
                             details={"json": {"events": [f"Unknown: {', '.join(unknown)}"]}})
-    events = [ALIASES.get(n, n) for n in names]
-    if not 1 <= len(events) <= MAX_EVENTS:
+    names = [canonical(n) for n in names]
+    if not 1 <= len(names) <= MAX_EVENTS:
         raise Unprocessable(f"events must hold 1 to {MAX_EVENTS} names.", code="validation_error",
                             details={"json": {"events": [f"1 to {MAX_EVENTS} names."]}})
-    if len(set(events)) != len(events):
+    if len(set(names)) != len(names):
         raise Unprocessable("events must not repeat a name (aliases count as their deploy.* name).",
                             code="validation_error",
                             details={"json": {"events": ["Duplicate names."]}})
-    return events
+    return names
 
 
 def _check_url(url, settings):
@@ -212,7 +208,7 @@ def ping(key, settings, webhook_id):
         return {"success": False, "status_code": 0, "duration_ms": 0,
                 "message": "The webhook's secret cannot be read; rotate it."}
     envelope = {
-        "event_id": str(uuid.uuid4()), "event": "ping", "timestamp": _iso_now(),
+        "event_id": str(uuid.uuid4()), "event": Name.PING.value, "timestamp": _iso_now(),
         "organization_id": str(webhook.organization_id),
         "data": {"webhook_id": str(webhook.id),
                  "message": "Test ping from Berth: this webhook is reachable."},

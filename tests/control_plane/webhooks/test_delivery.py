@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 import standardwebhooks
 
-from control_plane import config, secretbox
+from control_plane import config, events, secretbox
 from control_plane.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services import deployments
@@ -53,7 +53,7 @@ def event(org, project, name="deploy.completed", **data):
     data = {"environment_id": "env-1", "project_id": str(project.id), "task_id": "task-1",
             "status": "completed", "duration_seconds": 42, **data}
     with database.atomic():
-        deployments.record_event(org.id, project.id, name, data)
+        events.record_event(org.id, project.id, name, data)
     return Event.select().order_by(Event.created_at.desc()).first()
 
 

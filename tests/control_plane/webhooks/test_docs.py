@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import secretbox
+from control_plane import events, secretbox
 from control_plane.db import database
 from control_plane.models import Webhook
-from control_plane.services import deployments
 from control_plane.services.webhooks import delivery, subscriptions
 from tests.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
@@ -39,7 +38,7 @@ def test_the_documented_receiver_code_verifies_a_real_delivery(app, world, https
                    events=["environment.created"],
                    secret_encrypted=secretbox.seal(secret, subscriptions.SECRET_PURPOSE))
     with database.atomic():
-        ev = deployments.record_event(org.id, project.id, "environment.created",
+        ev = events.record_event(org.id, project.id, "environment.created",
                                       {"environment_id": "e", "project_id": str(project.id),
                                        "name": "staging"})
     delivery.run(settings)

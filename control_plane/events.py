@@ -1,0 +1,105 @@
+"""The event outbox: what happened, written as an `Event` row in the transaction of
+the change that caused it (so an event exists exactly when its change committed);
+the webhook delivery job (services/webhooks/delivery.py) fans it out later.
+
+Every event name is defined here once (`Name`, with the title chat messages show),
+and each event's payload is built here once (`record_*`; docs/webhooks.md lists
+them for receivers). Below the services: it imports models only."""
+
+from enum import StrEnum
+
+from control_plane.models import Event
+
+
+class Name(StrEnum):
+    """An event's name as receivers see it, and its title."""
+
+    def __new__(cls, value, title):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.label = title
+        return member
+
+    DEPLOY_STARTED = "deploy.started", "Deployment started"
+    DEPLOY_COMPLETED = "deploy.completed", "Deployment completed"
+    DEPLOY_FAILED = "deploy.failed", "Deployment failed"
+    DEPLOY_CANCELLED = "deploy.cancelled", "Deployment cancelled"
+    ENVIRONMENT_CREATED = "environment.created", "Environment created"
+    ENVIRONMENT_DELETED = "environment.deleted", "Environment deleted"
+    ENVIRONMENT_STATUS_CHANGED = "environment.status_changed", "Environment status changed"
+    AUTOMATION_RULE_TRIGGERED = "automation_rule.triggered", "Automation rule triggered"
+    AUTOMATION_RULE_COMPLETED = "automation_rule.completed", "Automation rule completed"
+    AUTOMATION_RULE_FAILED = "automation_rule.failed", "Automation rule failed"
+    # Sent by a webhook's test endpoint only: never stored, not subscribable.
+    PING = "ping", "Test ping"
+
+
+# What a webhook may subscribe to, in the order the API documents them.
+SUBSCRIBABLE = tuple(n.value for n in Name if n is not Name.PING)
+# The spec's `deployment.*` spellings, accepted on input and stored as `deploy.*`.
+ALIASES = {"deployment." + n.value.removeprefix("deploy."): n.value
+           for n in Name if n.value.startswith("deploy.")}
+
+
+def canonical(name):
+    """The stored spelling of a subscribable name or of its alias."""
+    return ALIASES.get(name, name)
+
+
+def title(name):
+    """The title of a known event; an unknown name stands for itself."""
+    try:
+        return Name(name).label
+    except ValueError:
+        return name
+
+
+def record_event(org_id, project_id, name, data):
+    """One outbox row, in the caller's transaction; `name` must be a `Name`."""
+    return Event.create(organization=org_id, project=project_id, name=Name(name).value,
+                        data=data)
+
+
+def record_created(env, org_id):
+    """`environment.created`: a new environment, or a destroyed one deployed again."""
+    return record_event(org_id, env.project_id, Name.ENVIRONMENT_CREATED,
+                        {"environment_id": str(env.id), "project_id": str(env.project_id),
+                         "name": env.name})
+
+
+def record_status_changed(env, org_id, previous, target):
+    return record_event(org_id, env.project_id, Name.ENVIRONMENT_STATUS_CHANGED,
+                        {"environment_id": str(env.id), "project_id": str(env.project_id),
+                         "from": previous, "to": target})
+
+
+def record_deleted(env_id, project_id, org_id):
+    """The environment left the API (deleted, destroyed, or its project deleted)."""
+    return record_event(org_id, project_id, Name.ENVIRONMENT_DELETED,
+                        {"environment_id": str(env_id), "project_id": str(project_id)})
+
+
+def record_started(d, org_id):
+    """`deploy.started`: the agent has the task's command."""
+    return record_event(org_id, d.project_id, Name.DEPLOY_STARTED,
+                        {"environment_id": str(d.environment_id),
+                         "project_id": str(d.project_id), "task_id": str(d.id)})
+
+
+def record_finished(d, org_id, ok, now):
+    """`deploy.completed` or `deploy.failed` for a task that ended (any kind)."""
+    return record_event(
+        org_id, d.project_id, Name.DEPLOY_COMPLETED if ok else Name.DEPLOY_FAILED,
+        {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
+         "task_id": str(d.id), "status": "completed" if ok else "failed",
+         "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())})
+
+
+def record_cancelled(d, org_id, cancelled_by, environment_status):
+    """`deploy.cancelled`: `cancelled_by` is the user's id; the environment's
+    status is the one the cancel left it in."""
+    return record_event(org_id, d.project_id, Name.DEPLOY_CANCELLED,
+                        {"environment_id": str(d.environment_id),
+                         "project_id": str(d.project_id), "task_id": str(d.id),
+                         "status": "cancelled", "cancelled_by": str(cancelled_by),
+                         "environment_status": environment_status})
