@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from control_plane import config as config_mod
 from control_plane import db as db_mod
 from control_plane import safe_input, security
+from control_plane.agent_link import AgentLink
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
 from control_plane.ratelimit import RateLimiter
@@ -26,7 +27,9 @@ class Berth:
     settings: dict
     db: object
     limiter: RateLimiter
-    gateway: object = None  # the agent gateway, when it runs in this process
+    # The way to the agents: the gateway when it runs in this process, else the
+    # Redis relay (scale-out), else None.
+    gateway: AgentLink | None = None
 
 
 def create_app(config=None):

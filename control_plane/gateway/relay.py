@@ -14,13 +14,14 @@ import redis
 import redis.asyncio as aioredis
 
 from agent.rpc.v1 import agent_pb2 as pb
+from control_plane.agent_link import NotConnected
 
 log = logging.getLogger("berth.relay")
 REPLY_TTL = 60
 
 
 class RedisRelay:
-    """The web side: same interface as the embedded Gateway (`call`, `wake`)."""
+    """The web side: an `agent_link.AgentLink`, as the embedded Gateway is."""
 
     def __init__(self, url):
         self.redis = redis.Redis.from_url(url)
@@ -29,8 +30,6 @@ class RedisRelay:
         request.correlation_id = uuid.uuid4().hex
         reply_key = f"berth:reply:{request.correlation_id}"
         if not self.redis.publish(f"berth:live:{server_id}", request.SerializeToString()):
-            from control_plane.gateway.server import NotConnected
-
             raise NotConnected(str(server_id))  # no gateway holds its stream
         got = self.redis.blpop([reply_key], timeout=max(1, round(timeout)))
         if got is None:
@@ -44,7 +43,9 @@ class RedisRelay:
 
 
 class GatewaySubscriber:
-    """The gateway side: answers relayed requests for the streams it holds."""
+    """The gateway side: answers relayed requests for the streams it holds. `gateway`
+    is the Gateway (`wake_local` and `ask`, called on its loop); this module does
+    not import it."""
 
     def __init__(self, url, gateway):
         self.url, self.gateway = url, gateway
@@ -74,7 +75,7 @@ class GatewaySubscriber:
         request.ParseFromString(data)
         correlation = request.correlation_id
         try:
-            reply = await self.gateway._call(server_id, request, 25)
+            reply = await self.gateway.ask(server_id, request, 25)
         except Exception as exc:  # not held any more, timed out: the caller times out too
             log.info("relayed request for %s not answered: %s", server_id, exc)
             return

@@ -3,7 +3,8 @@ connected server.
 
 Database work runs in worker threads (peewee is synchronous); the event loop
 only moves messages. HTTP threads reach a connected agent through
-`Gateway.call()` (live requests) and `Gateway.wake()` (new durable commands)."""
+`Gateway.call()` (live requests) and `Gateway.wake()` (new durable commands):
+the gateway is an `agent_link.AgentLink`."""
 
 import asyncio
 import json
@@ -15,6 +16,8 @@ import grpc
 
 from agent.rpc.v1 import agent_pb2 as pb
 from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+from control_plane import agent_link
+from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
 from control_plane.safe_input import storable
 from control_plane.services import agents, commands, monitoring
@@ -41,10 +44,6 @@ REGISTER_ERRORS = {  # domain code -> gRPC status
     "token_revoked": grpc.StatusCode.PERMISSION_DENIED,
     "token_consumed": grpc.StatusCode.ALREADY_EXISTS,
 }
-
-
-class NotConnected(Exception):
-    """The server has no live stream to this gateway."""
 
 
 WAKE = object()  # in a session's outbox: look for due commands
@@ -79,7 +78,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         self.redis_url = redis_url  # set: other processes reach our streams via Redis
         self.relay = None  # answers relayed requests for our streams
         self.remote = None  # reaches streams other gateway processes hold
-        if redis_url:
+        if redis_url:  # the relay (and redis, ~7 MB) is loaded only when configured
             from control_plane.gateway.relay import RedisRelay
 
             self.remote = RedisRelay(redis_url)
@@ -200,10 +199,11 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 return self.remote.call(server_id, request, timeout)
             raise NotConnected(str(server_id))
         future = asyncio.run_coroutine_threadsafe(
-            self._call(str(server_id), request, timeout), self.loop)
+            self.ask(str(server_id), request, timeout), self.loop)
         return future.result(timeout + 5)
 
-    async def _call(self, server_id, request, timeout):
+    async def ask(self, server_id, request, timeout):
+        """On the loop: a live request to a stream held here (`call` and the relay)."""
         session = self.sessions.get(server_id)
         if session is None:
             raise NotConnected(server_id)
@@ -339,7 +339,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 (line.command_id, line.seq, line.level, storable(line.message))])
         elif kind == "disk":
             await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
-                                    message.disk)
+                                    agent_link.disk_usage(message.disk))
         elif kind == "result":
             r = message.result
             result = storable(json.loads(r.result_json)) if r.result_json else None

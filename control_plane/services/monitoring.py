@@ -6,8 +6,8 @@ import uuid
 
 from limits import RateLimitItemPerMinute
 
-from agent.rpc.v1 import agent_pb2 as pb
-from control_plane import clock
+from control_plane import agent_link, clock
+from control_plane.agent_link import NotConnected
 from control_plane.db import database
 from control_plane.errors import ApiError, Conflict, NotFound
 from control_plane.models import Environment, Server
@@ -32,15 +32,14 @@ def _now_ms():
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _ask(berth, server_id, request, timeout, unreachable, timed_out=None):
-    """One live request through the gateway. `unreachable` is raised when the
-    agent cannot be asked; `timed_out` (default: the same) when it is too slow."""
-    from control_plane.gateway.server import NotConnected
-
+def _ask(berth, read, *args, unreachable, timed_out=None):
+    """One live read through the agent link (`read`: one of agent_link's). `unreachable`
+    is raised when the agent cannot be asked; `timed_out` (default: the same) when
+    it is too slow."""
     if berth.gateway is None:
         raise unreachable
     try:
-        return berth.gateway.call(server_id, request, timeout)
+        return read(berth.gateway, *args)
     except NotConnected:
         raise unreachable from None
     except TimeoutError:
@@ -48,9 +47,10 @@ def _ask(berth, server_id, request, timeout, unreachable, timed_out=None):
 
 
 def server_status(m):
-    if m.cpu_percent >= 95 or m.memory_percent >= 95 or m.disk_percent >= 90:
+    cpu, memory, disk = m["cpu_percent"], m["memory_percent"], m["disk_percent"]
+    if cpu >= 95 or memory >= 95 or disk >= 90:
         return "critical"
-    if m.cpu_percent >= 80 or m.memory_percent >= 80 or m.disk_percent >= 80:
+    if cpu >= 80 or memory >= 80 or disk >= 80:
         return "warning"
     return "healthy"
 
@@ -65,14 +65,12 @@ def server_metrics(key, server_id, berth):
             Environment.is_active).exists()):
         raise NotFound("Server not found.")
     berth.limiter.hit_target(PER_SERVER, "metrics:server", server.id.hex)
-    reply = _ask(berth, server.id, pb.LiveRequest(host_metrics=pb.HostMetricsRequest()),
-                 METRICS_TIMEOUT, Unavailable())
-    if reply.error_code or not reply.HasField("host_metrics"):
+    reply = _ask(berth, agent_link.host_metrics, server.id, METRICS_TIMEOUT,
+                 unreachable=Unavailable())
+    if reply.error_code or reply.data is None:
         raise Unavailable()
-    m = reply.host_metrics
-    return {"server_id": server.id, "status": server_status(m), **{
-        f.name: getattr(m, f.name) for f in pb.HostMetrics.DESCRIPTOR.fields},
-        "queried_at": _now_ms()}
+    return {"server_id": server.id, "status": server_status(reply.data), **reply.data,
+            "queried_at": _now_ms()}
 
 
 def _ready(key, environment_id, berth, limit, namespace):
@@ -90,14 +88,13 @@ def _ready(key, environment_id, berth, limit, namespace):
 
 def environment_metrics(key, environment_id, berth):
     env = _ready(key, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
-    reply = _ask(berth, env.server_id, pb.LiveRequest(container_metrics=pb.ContainerMetricsRequest(
-        environment_id=str(env.id))), METRICS_TIMEOUT, Unavailable())
+    reply = _ask(berth, agent_link.container_metrics, env.server_id, env.id, METRICS_TIMEOUT,
+                 unreachable=Unavailable())
     if reply.error_code:
         raise Unavailable()
-    found = reply.container_metrics
     return {
         "environment_id": env.id, "status": env.status,
-        "erp": _stats(found, "erp"), "postgres": _stats(found, "postgres"),
+        "erp": reply.data["erp"], "postgres": reply.data["postgres"],
         "disk": {"allocated_gb": env.disk_gb or 0, "database_bytes": env.disk_database_bytes,
                  "filestore_bytes": env.disk_filestore_bytes,
                  "addons_bytes": env.disk_addons_bytes, "measured_at": env.disk_measured_at},
@@ -105,24 +102,23 @@ def environment_metrics(key, environment_id, berth):
     }
 
 
-DISK_FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
-
-
 def record_disk_usage(server_id, report):
-    """Store an agent's DiskReport: the latest figures of each of its environments.
-    Only environments placed on that server are written (an agent speaks for its
-    own server only); a figure the agent left unset (or sent negative) keeps the
-    stored one; a report older than the stored one (a re-send) changes nothing."""
+    """Store an agent's disk report (agent_link.disk_usage): the latest figures of
+    each of its environments. Only environments placed on that server are written
+    (an agent speaks for its own server only); a figure the agent left unset (or
+    sent negative) keeps the stored one; a report older than the stored one (a
+    re-send) changes nothing."""
     now = clock.now()
     with database.atomic():  # one commit for the server's environments
-        for item in report.environments:
+        for item in report:
             try:
-                env_id = uuid.UUID(item.environment_id)
+                env_id = uuid.UUID(item["environment_id"])
             except ValueError:
                 continue
-            values = {getattr(Environment, f"disk_{name}"): getattr(item, name)
-                      for name in DISK_FIGURES if item.HasField(name) and getattr(item, name) >= 0}
-            values[Environment.disk_measured_at] = at = _agent_time(item.measured_at_unix_ms, now)
+            values = {getattr(Environment, f"disk_{name}"): item[name]
+                      for name in agent_link.DISK_FIGURES if item.get(name, -1) >= 0}
+            values[Environment.disk_measured_at] = at = _agent_time(item["measured_at_unix_ms"],
+                                                                    now)
             Environment.update(values).where(
                 Environment.id == env_id, Environment.server == server_id, Environment.is_active,
                 Environment.disk_measured_at.is_null() | (Environment.disk_measured_at <= at),
@@ -138,24 +134,15 @@ def _agent_time(unix_ms, now):
     return min(now, at) if unix_ms > 0 else now
 
 
-def _stats(found, role):
-    if not found.HasField(role):
-        return None
-    s = getattr(found, role)
-    return {"status": s.status, **{
-        name: getattr(s, name) if s.HasField(name) else None
-        for name in ("cpu_percent", "memory_used_bytes", "memory_limit_bytes", "memory_percent")}}
-
-
 def runtime_logs(key, environment_id, source, lines, berth):
     env = _ready(key, environment_id, berth, LOGS_PER_ENVIRONMENT, "logs:environment")
     unreachable = ApiError("The server or its container engine could not be reached.",
                            status=502, code="server_unreachable")
     timed_out = ApiError("The container engine did not answer within 20 seconds.",
                          status=504, code="engine_timeout")
-    reply = _ask(berth, env.server_id, pb.LiveRequest(runtime_logs=pb.RuntimeLogsRequest(
-        environment_id=str(env.id), source="erp" if source == "container" else source,
-        lines=lines)), LOGS_TIMEOUT, unreachable, timed_out)
+    reply = _ask(berth, agent_link.runtime_logs, env.server_id, env.id,
+                 "erp" if source == "container" else source, lines, LOGS_TIMEOUT,
+                 unreachable=unreachable, timed_out=timed_out)
     if reply.error_code == "container_not_found":
         raise Conflict("The container does not exist on the server. Deploy to create it.",
                        code="container_not_found")
@@ -163,6 +150,6 @@ def runtime_logs(key, environment_id, source, lines, berth):
         raise timed_out
     if reply.error_code:
         raise unreachable
-    logs = reply.runtime_logs
-    return {"environment_id": env.id, "source": source, "lines": logs.lines,
-            "truncated": logs.truncated, "log": logs.log, "fetched_at": _now_ms()}
+    logs = reply.data
+    return {"environment_id": env.id, "source": source, "lines": logs["lines"],
+            "truncated": logs["truncated"], "log": logs["log"], "fetched_at": _now_ms()}

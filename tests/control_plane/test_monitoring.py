@@ -122,9 +122,11 @@ def test_twenty_per_organization_per_server(client, world, setup):
 ])
 def test_server_status_thresholds(cpu, memory, disk, expected):
     """Spec: warning at CPU or memory >= 80% or disk >= 80%; critical at CPU or
-    memory >= 95% or disk >= 90%. Fed the protocol message the agent sends."""
+    memory >= 95% or disk >= 90%. Fed the protocol message the agent sends, as the
+    agent link hands it to the services."""
     from agent.rpc.v1 import agent_pb2 as pb
+    from control_plane.agent_link import host_metrics_data
     from control_plane.services.monitoring import server_status
 
     m = pb.HostMetrics(cpu_percent=cpu, memory_percent=memory, disk_percent=disk)
-    assert server_status(m) == expected
+    assert server_status(host_metrics_data(m)) == expected

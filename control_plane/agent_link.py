@@ -1,0 +1,83 @@
+"""The services' way to the agents, below them: `AgentLink` is what `Berth.gateway`
+holds, the in-process gateway (gateway/server.py) or the Redis relay
+(gateway/relay.py). Live reads go through the functions here, which build the
+protocol request and turn the reply into plain data: services never handle
+protobuf messages nor import the gateway."""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from agent.rpc.v1 import agent_pb2 as pb
+
+
+class NotConnected(Exception):
+    """No gateway holds a live stream to the server."""
+
+
+class AgentLink(Protocol):
+    def call(self, server_id, request: pb.LiveRequest, timeout: float) -> pb.LiveReply:
+        """Send a live request and wait for its reply (blocking, thread-safe).
+        Raises NotConnected, or TimeoutError after `timeout` seconds."""
+
+    def wake(self, server_id) -> None:
+        """Durable commands are queued for the server: deliver them now if it is
+        connected (else the gateway's poll or the next connection does)."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A live reply: `error_code` is empty when the agent answered; `data` holds
+    the answer's fields (None when the reply carries no body of the kind asked)."""
+
+    error_code: str
+    data: dict | None
+
+
+HOST_METRICS = tuple(f.name for f in pb.HostMetrics.DESCRIPTOR.fields)
+CONTAINER_FIGURES = ("cpu_percent", "memory_used_bytes", "memory_limit_bytes", "memory_percent")
+DISK_FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
+
+
+def host_metrics(link: AgentLink, server_id, timeout) -> Reply:
+    reply = link.call(server_id, pb.LiveRequest(host_metrics=pb.HostMetricsRequest()), timeout)
+    if not reply.HasField("host_metrics"):
+        return Reply(reply.error_code, None)
+    return Reply(reply.error_code, host_metrics_data(reply.host_metrics))
+
+
+def host_metrics_data(m: pb.HostMetrics) -> dict:
+    return {name: getattr(m, name) for name in HOST_METRICS}
+
+
+def container_metrics(link: AgentLink, server_id, environment_id, timeout) -> Reply:
+    """`erp` and `postgres`: each container's figures, None when it does not exist."""
+    reply = link.call(server_id, pb.LiveRequest(container_metrics=pb.ContainerMetricsRequest(
+        environment_id=str(environment_id))), timeout)
+    found = reply.container_metrics
+    return Reply(reply.error_code, {role: _stats(found, role) for role in ("erp", "postgres")})
+
+
+def _stats(found, role):
+    if not found.HasField(role):
+        return None
+    s = getattr(found, role)
+    return {"status": s.status, **{name: getattr(s, name) if s.HasField(name) else None
+                                   for name in CONTAINER_FIGURES}}
+
+
+def runtime_logs(link: AgentLink, server_id, environment_id, source, lines, timeout) -> Reply:
+    """`log`, `lines` and `truncated` of a container's output (`source`: erp | postgres)."""
+    reply = link.call(server_id, pb.LiveRequest(runtime_logs=pb.RuntimeLogsRequest(
+        environment_id=str(environment_id), source=source, lines=lines)), timeout)
+    logs = reply.runtime_logs
+    return Reply(reply.error_code,
+                 {"log": logs.log, "lines": logs.lines, "truncated": logs.truncated})
+
+
+def disk_usage(report: pb.DiskReport) -> list[dict]:
+    """An agent's DiskReport: per environment its id, `measured_at_unix_ms` and the
+    figures it took (one it could not take this time is left out)."""
+    return [{"environment_id": item.environment_id,
+             "measured_at_unix_ms": item.measured_at_unix_ms,
+             **{name: getattr(item, name) for name in DISK_FIGURES if item.HasField(name)}}
+            for item in report.environments]
