@@ -71,6 +71,16 @@ def _coerce(default, raw):
 _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS")
 
 
+IMAGE_SETTINGS = ("ERP_IMAGE", "POSTGRES_IMAGE")
+
+
+def images(settings):
+    """The image settings a deployment's command names (ERP_IMAGE a template on the
+    project's version), taken once at start-up by what deploys outside a request:
+    the gateway, for a registration's auto_deploy."""
+    return {name: settings[name] for name in IMAGE_SETTINGS}
+
+
 def load(overrides=None, environ=None):
     """Return the settings as a dict: defaults < CP_* environment < overrides."""
     environ = os.environ if environ is None else environ

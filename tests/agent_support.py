@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import security
+from control_plane import config, security
 from control_plane.gateway.server import Gateway
 from control_plane.models import Server
 
@@ -42,7 +42,7 @@ def polled_get(client, url, headers):
 
 @pytest.fixture
 def gateway(app):
-    gw = Gateway(settings=app.extensions["berth"].settings)
+    gw = Gateway(images=config.images(app.extensions["berth"].settings))
     port = gw.start_in_thread("127.0.0.1:0")
     app.extensions["berth"].gateway = gw
     app.config["GRPC_PUBLIC_ADDRESS"] = f"127.0.0.1:{port}"

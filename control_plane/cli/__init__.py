@@ -93,12 +93,13 @@ def scheduler_command():
 def _gateway(app):
     from pathlib import Path
 
+    from control_plane import config
     from control_plane.gateway.server import Gateway
 
     cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
     tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
     return Gateway(tls=tls, redis_url=app.config["REDIS_URL"],
-                   settings=app.extensions["berth"].settings)
+                   images=config.images(app.extensions["berth"].settings))
 
 
 def start_gateway_thread(app, host, port):

@@ -72,9 +72,10 @@ class Session:
 
 
 class Gateway(pb_grpc.AgentGatewayServicer):
-    def __init__(self, tls=None, redis_url=None, settings=None):
+    def __init__(self, tls=None, redis_url=None, images=None):
         self.tls = tls  # (cert_pem, key_pem) or None
-        self.settings = settings  # images for a registration's auto_deploy
+        # config.images(): what a registration's auto_deploy names (None: no auto_deploy)
+        self.images = images
         self.redis_url = redis_url  # set: other processes reach our streams via Redis
         self.relay = None  # answers relayed requests for our streams
         self.remote = None  # reaches streams other gateway processes hold
@@ -226,7 +227,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             server, credential = await asyncio.to_thread(
                 registration.consume_token, request.token, hostname=facts.hostname,
                 cpu_cores=facts.cpu_cores, ram_mb=facts.ram_mb, disk_gb=facts.disk_gb,
-                settings=self.settings)
+                images=self.images)
         except ApiError as exc:
             await context.abort(REGISTER_ERRORS.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT),
                                 f"{exc.code}: {exc.message}")

@@ -105,16 +105,16 @@ def create_environment(key, project_id, *, name, berth, branch=None,
     return env
 
 
-def auto_deploy(spec, server, settings):
+def auto_deploy(spec, server, images):
     """A registration token's `auto_deploy`, applied as its server registers (inside
     that transaction): an environment of the project on the new server. The agent
-    receives its deployment as soon as it connects."""
+    receives its deployment as soon as it connects. `images`: config.images()."""
     project = Project.get_or_none(Project.id == spec["project_id"],
                                   Project.organization == server.organization_id,
                                   Project.deleted_at.is_null())
     if project is None:
         return None  # the project went away since the token was made: nothing to deploy
-    return _create(project, server.id, settings, name=spec.get("environment_name") or "production",
+    return _create(project, server.id, images, name=spec.get("environment_name") or "production",
                    branch=spec.get("branch"),
                    environment_type=spec.get("environment_type") or "production",
                    trigger="auto_deploy")

@@ -205,7 +205,7 @@ def _refusal(token, now):
 
 
 def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_name=None,
-                  settings=None):
+                  images=None):
     """Trade a token for a Server and its agent credential (returned once).
 
     The claim is one conditional UPDATE (pending and unexpired -> consumed) in
@@ -234,8 +234,8 @@ def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_nam
             cpu_cores=cpu_cores, ram_mb=ram_mb, disk_gb=disk_gb, hostname=hostname,
             agent_credential_hash=security.digest(credential), created_at=now)
         RegistrationToken.update(server=server).where(RegistrationToken.id == token.id).execute()
-        if token.auto_deploy and settings is not None:
+        if token.auto_deploy and images is not None:
             from control_plane.services import environments
 
-            environments.auto_deploy(token.auto_deploy, server, settings)
+            environments.auto_deploy(token.auto_deploy, server, images)
     return server, credential

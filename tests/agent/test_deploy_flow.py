@@ -203,10 +203,12 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
 
     from agent.rpc.v1 import agent_pb2 as pb
     from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+    from control_plane import config
     from tests.agent_support import AgentProcess
 
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
+    gateway.images = config.images(settings)  # as read at start-up with these settings
     org = world.org()
     project = world.project(org)
     raw, _ = world.key(org, server_registration=True)
