@@ -23,7 +23,9 @@ serve: install
 	$(BIN)/berth admin bootstrap
 	$(BIN)/berth serve
 
+# The import contracts first (pyproject.toml): seconds, and a broken layer fails fast.
 test: install
+	$(BIN)/lint-imports
 	@scripts/ensure-system-deps.sh test
 	@scripts/start-dockerd.sh
 	@scripts/build-test-images.sh
@@ -40,6 +42,7 @@ proto: install
 lint: install
 	$(BIN)/pip install --quiet ruff
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .import_linter_cache
