@@ -47,6 +47,7 @@ def _ask(berth, read, *args, unreachable, timed_out=None):
 
 
 def server_status(m):
+    """`m`: the host metrics as agent_link.host_metrics returns them."""
     cpu, memory, disk = m["cpu_percent"], m["memory_percent"], m["disk_percent"]
     if cpu >= 95 or memory >= 95 or disk >= 90:
         return "critical"
