@@ -57,6 +57,8 @@ def test_attempts_reset_after_a_welcome_and_since_keeps_the_first_failure(tmp_pa
 
     monkeypatch.setattr(agent, "_session", session)
     monkeypatch.setattr(daemon, "backoff", backoff)
+    # The disk meter's first pass would take a time from the same fake clock.
+    monkeypatch.setattr(agent, "_start_disk_meter", lambda: None)
     agent.run_forever()
     agent.pool.shutdown()
     assert seen == [
