@@ -1,37 +1,29 @@
 """The database: SQLite (WAL) by default, PostgreSQL when CP_DATABASE_URL says so."""
 
-import contextlib
+import logging
 import os
-import threading
 from pathlib import Path
 
 import peewee
 from playhouse.pool import PooledPostgresqlDatabase
 
 database = peewee.DatabaseProxy()
-_local = threading.local()
+log = logging.getLogger("berth.db")
 
 
 def after_commit(fn):
-    """Run `fn` once the work around it has committed: at once outside a
-    transaction, else when the enclosing `deferring()` block ends without error
-    (e.g. wake the gateway only once the command it should send is visible)."""
-    queue = getattr(_local, "after_commit", None)
-    if queue is not None and database.in_transaction():
-        queue.append(fn)
-    else:
-        fn()
+    """Run `fn` once the transaction around it has committed, in every thread
+    (requests, scheduler jobs, the gateway's workers): a service wakes the gateway
+    inside its transaction and the wake happens only on commit; a rollback drops
+    it. Outside a transaction it runs at once. A callback that fails is logged:
+    the change it follows is already committed."""
+    def guarded():
+        try:
+            fn()
+        except Exception:
+            log.exception("an after-commit callback failed")
 
-
-@contextlib.contextmanager
-def deferring():
-    _local.after_commit = queue = []
-    try:
-        yield
-    finally:
-        _local.after_commit = None
-    for fn in queue:  # only reached when the block did not raise
-        fn()
+    database.after_commit(guarded)
 
 
 def make_database(settings):

@@ -24,7 +24,8 @@ class Job:
 
 def jobs(settings):
     """Every periodic job of the control plane; adding one is one line here."""
-    from control_plane.services import housekeeping, reaper
+    from control_plane.services import housekeeping
+    from control_plane.services.deploys import reaper
     from control_plane.services.webhooks import delivery
 
     return [

@@ -15,7 +15,7 @@ import peewee
 from flask import Response, g, request
 
 from control_plane import clock, secretbox
-from control_plane.db import database, deferring, for_update
+from control_plane.db import database, for_update
 from control_plane.errors import BadRequest, Conflict
 from control_plane.models import IdempotencyRecord
 
@@ -110,7 +110,7 @@ def idempotent(view):
         if replay:
             return _replay(rec)
         try:
-            with deferring(), database.atomic():  # the view's wake-ups wait for the commit
+            with database.atomic():  # the view's wake-ups wait for this commit
                 response = view(*args, **kwargs)
                 if 200 <= response.status_code < 300:
                     _finish(rec, response)

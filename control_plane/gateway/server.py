@@ -20,7 +20,8 @@ from control_plane import agent_link
 from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
 from control_plane.safe_input import storable
-from control_plane.services import agents, commands, monitoring
+from control_plane.services import agents, monitoring
+from control_plane.services.deploys import lifecycle, queue
 
 log = logging.getLogger("berth.gateway")
 
@@ -117,7 +118,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         while True:
             await asyncio.sleep(POLL_SECONDS)
             try:
-                due = await asyncio.to_thread(commands.servers_with_pending)
+                due = await asyncio.to_thread(queue.servers_with_pending)
             except Exception:
                 log.exception("polling for commands failed")
                 continue
@@ -332,11 +333,11 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 reply.set_result(message.reply)
         elif kind == "ack":
             session.in_flight.discard(message.ack.command_id)
-            await asyncio.to_thread(commands.mark_acked, session.server_id,
+            await asyncio.to_thread(lifecycle.record_ack, session.server_id,
                                     message.ack.command_id)
         elif kind == "log":
             line = message.log
-            await asyncio.to_thread(commands.append_logs, session.server_id, [
+            await asyncio.to_thread(queue.append_logs, session.server_id, [
                 (line.command_id, line.seq, line.level, storable(line.message))])
         elif kind == "disk":
             await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
@@ -344,7 +345,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         elif kind == "result":
             r = message.result
             result = storable(json.loads(r.result_json)) if r.result_json else None
-            await asyncio.to_thread(commands.record_result, session.server_id,
+            await asyncio.to_thread(lifecycle.record_result, session.server_id,
                                     r.command_id, r.ok, result, storable(r.error))
 
 
@@ -361,11 +362,11 @@ def _due_commands(session):
     never came: the agent re-sends a result from its journal, or one saying that
     a restart interrupted the command."""
     out = []
-    due = commands.undelivered(session.server_id, exclude=session.in_flight,
+    due = queue.undelivered(session.server_id, exclude=session.in_flight,
                                resync=session.resync)
     session.resync = False
     for command in due:
-        commands.mark_delivered(command.id)
+        queue.mark_delivered(command.id)
         session.in_flight.add(command.id.hex)
         out.append(pb.ControlMessage(command=pb.Command(
             id=command.id.hex, kind=command.kind, payload_json=json.dumps(command.payload))))

@@ -2,10 +2,10 @@
 containers and URL, on the project's server."""
 
 from control_plane import clock, events, states
-from control_plane.db import database, for_update
-from control_plane.errors import Conflict, NotFound, Unprocessable
+from control_plane.db import database
+from control_plane.errors import BadRequest, Conflict, NotFound, Unprocessable
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
-from control_plane.services import deployments
+from control_plane.services.deploys import access, actions, lifecycle
 from control_plane.services.scope import projects_for
 
 
@@ -32,39 +32,23 @@ def environments_of(key, project_id, status=None):
     return list(query.order_by(Environment.created_at, Environment.id)), project
 
 
-def get_environment(key, environment_id, *, lock=False):
-    """An active environment in the key's scope (404 otherwise); `lock` holds its
-    row until the transaction ends, so two tasks cannot both find it idle."""
-    query = (Environment.select(Environment, Project).join(Project)
-             .where(Environment.id == environment_id, Environment.is_active,
-                    Project.organization == key.organization_id, Project.deleted_at.is_null()))
-    if key.project_scoped:
-        query = query.where(Project.id == key.project_id)
-    env = (for_update(query, of=Environment) if lock else query).first()
-    if env is None:
-        raise NotFound("Environment not found.")
-    return env
+def get_environment(key, environment_id):
+    return access.environment_for_key(key, environment_id)
 
 
 def update_environment(key, environment_id, changes):
     """`changes` holds only the fields the client sent (`name`, `branch`). A new
-    branch is used by the next deployment; nothing is redeployed now, and a task
-    already queued keeps the branch it was queued with."""
+    branch is used by the next deployment; nothing is redeployed now."""
     with database.atomic():
-        env = get_environment(key, environment_id)  # in scope, or 404
+        env = access.environment_for_key(key, environment_id)  # in scope, or 404
         fields = {f: changes[f] for f in ("name", "branch") if f in changes}
         if "name" in fields:
             fields["name"] = fields["name"].strip()
-        if fields:
-            fields["updated_at"] = clock.now()
-            Environment.update(**fields).where(Environment.id == env.id).execute()
-            for field, value in fields.items():
-                setattr(env, field, value)
-        return env
+        return access.update_environment(env, fields)
 
 
 def _create(project, server_id, settings, *, name, branch, environment_type, trigger,
-            triggered_by=None, allocation=None):
+            triggered_by=None, allocation=None, gateway=None):
     """Inside the caller's transaction: the environment (`deploying`) and its first
     deployment, queued for the server's agent."""
     env = Environment.create(
@@ -73,7 +57,8 @@ def _create(project, server_id, settings, *, name, branch, environment_type, tri
         branch=branch or project.default_branch or "main", updated_at=clock.now(),
         **(allocation or {}))
     events.record_created(env, project.organization_id)
-    deployments.start(env, project, settings, trigger=trigger, triggered_by=triggered_by)
+    lifecycle.start(env, project, settings, trigger=trigger, triggered_by=triggered_by,
+                    gateway=gateway)
     return env
 
 
@@ -97,12 +82,10 @@ def create_environment(key, project_id, *, name, berth, branch=None,
         if project.server_id is None:
             raise Conflict("The project has no server to deploy on.", code="no_server")
         _check_allocation(allocation, Server.get_by_id(project.server_id))
-        deployments.count_requested(berth, project.organization_id)
-        env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
-                      environment_type=environment_type, trigger="manual",
-                      triggered_by=key.owner_id, allocation=allocation)
-    deployments.wake(berth, env.server_id)
-    return env
+        actions.count_requested(berth, project.organization_id)
+        return _create(project, project.server_id, berth.settings, name=name, branch=branch,
+                       environment_type=environment_type, trigger="manual",
+                       triggered_by=key.owner_id, allocation=allocation, gateway=berth.gateway)
 
 
 def auto_deploy(spec, server, images):
@@ -165,30 +148,17 @@ def act(key, environment_id, action, *, berth):
     """An action (or deletion) as a task: 202 at once, the work on the server.
     One queued-or-running task per environment (409 task_in_progress)."""
     with database.atomic():
-        env = get_environment(key, environment_id, lock=True)
-        if deployments.in_progress(env.id):
-            raise Conflict("A task is already queued or running for this environment.",
-                           code="task_in_progress")
-        _, while_running, when_done = deployments.KINDS[action]
-        org = env.project.organization_id
-        if while_running:
-            deployments.set_environment_status(env, while_running, org)
-        elif env.status != when_done:
-            states.check("environment", env.status, when_done)  # e.g. stop only what runs
-        deployments.count_requested(berth, org)
-        task = deployments.start(env, env.project, berth.settings, trigger="manual",
-                                 kind=action, triggered_by=key.owner_id)
-    deployments.wake(berth, env.server_id)
+        env = access.environment_for_key(key, environment_id, lock=True)
+        task = actions.act(env, action, key.owner_id, berth=berth,
+                           conflict=actions.TASK_IN_PROGRESS)
     return {"task_id": task.id, "status": "queued", "environment_id": env.id,
             "poll_url": f"/api/public/v1/deployments/{task.id}"}
 
 
 def delete_environment(key, environment_id, confirm, *, berth):
     """Irreversible: containers, database and filestore go (202 with the task)."""
-    get_environment(key, environment_id)  # 404 before 400
+    access.environment_for_key(key, environment_id)  # 404 before 400
     if confirm != "true":
-        from control_plane.errors import BadRequest
-
         raise BadRequest("Send the header 'X-Confirm-Delete: true' to delete an environment.",
                          code="confirm_required")
     return act(key, environment_id, "delete", berth=berth)

@@ -23,8 +23,8 @@ from control_plane.models import (
     GitWebhookSecret,
     Project,
 )
-from control_plane.services import deployments
 from control_plane.services.addon_repositories import full_name_of
+from control_plane.services.deploys import lifecycle
 
 LIMIT = RateLimitItemPerMinute(30)  # spec: incoming push webhook, 30 requests per minute
 SECRET_PURPOSE = "git-webhook-secret"
@@ -244,8 +244,7 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
     if not delivery_id or len(delivery_id) > 255:
         raise BadRequest(f"The {provider.delivery_headers[0]} header is missing or too long.",
                          code="missing_header")
-    results, duplicate = _handle_once(projects, provider_name, delivery_id, repo, push,
-                                      berth.settings)
+    results, duplicate = _handle_once(projects, provider_name, delivery_id, repo, push, berth)
     for result in results:
         summary["deployments"] += result["deployments"]
         summary["skipped"] += result["skipped"]
@@ -253,13 +252,10 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
         "This delivery was already handled; nothing was done again." if duplicate else
         f"{len(summary['deployments'])} deployment(s) queued, "
         f"{len(summary['skipped'])} environment(s) skipped."))
-    if not duplicate and berth.gateway is not None:
-        for server_id in {s for r in results for s in r.pop("_wake", [])}:
-            berth.gateway.wake(server_id)
     return summary, state
 
 
-def _handle_once(projects, provider_name, delivery_id, repo, push, settings):
+def _handle_once(projects, provider_name, delivery_id, repo, push, berth):
     """The per-project results and whether they are a stored duplicate. The delivery
     row is inserted first: a concurrent duplicate waits on its unique index, then
     reads the first one's result."""
@@ -271,9 +267,8 @@ def _handle_once(projects, provider_name, delivery_id, repo, push, settings):
                         for p in projects]
                 results = []
                 for p, row in zip(projects, rows, strict=True):
-                    result = _deploy_project(p, repo, push, settings, provider_name, delivery_id)
-                    stored = {k: v for k, v in result.items() if not k.startswith("_")}
-                    GitDelivery.update(result=stored).where(GitDelivery.id == row.id).execute()
+                    result = _deploy_project(p, repo, push, berth, provider_name, delivery_id)
+                    GitDelivery.update(result=result).where(GitDelivery.id == row.id).execute()
                     GitDelivery.delete().where(
                         GitDelivery.project == p.id,
                         GitDelivery.created_at < clock.now() - DELIVERY_RETENTION).execute()
@@ -290,8 +285,9 @@ def _handle_once(projects, provider_name, delivery_id, repo, push, settings):
     raise AssertionError("unreachable")
 
 
-def _deploy_project(project, repo, push, settings, provider_name, delivery_id):
-    """Inside the caller's transaction: queue the deployments one project's push asks for."""
+def _deploy_project(project, repo, push, berth, provider_name, delivery_id):
+    """Inside the caller's transaction: queue the deployments one project's push asks
+    for (the gateway is woken once it commits)."""
     own_repo = full_name_of(project.git_repo_url) == repo
     addon_push = (AddonRepository.select().where(
         AddonRepository.project == project.id, AddonRepository.full_name == repo,
@@ -300,7 +296,7 @@ def _deploy_project(project, repo, push, settings, provider_name, delivery_id):
     envs = for_update(Environment.select().where(
         Environment.project == project.id, Environment.is_active, Environment.auto_deploy)
         .order_by(Environment.id))
-    result = {"deployments": [], "skipped": [], "_wake": []}
+    result = {"deployments": [], "skipped": []}
     for env in envs:
         if own_repo and (env.branch or project.default_branch or "main") == push.branch:
             commit, source = push.commit, "project"
@@ -313,22 +309,21 @@ def _deploy_project(project, repo, push, settings, provider_name, delivery_id):
         if reason:
             result["skipped"].append({**ids, **reason})
             continue
-        deployments.set_environment_status(env, "deploying", project.organization_id)
-        d = deployments.start(env, project, settings, trigger="git_push", commit=commit,
-                              extra_data={"git_push": {
-                                  "provider": provider_name, "delivery_id": delivery_id,
-                                  "repository": repo, "branch": push.branch,
-                                  "commit": push.commit}})
+        lifecycle.begin(env, "deploy", project.organization_id)
+        d = lifecycle.start(env, project, berth.settings, trigger="git_push", commit=commit,
+                            gateway=berth.gateway, extra_data={"git_push": {
+                                "provider": provider_name, "delivery_id": delivery_id,
+                                "repository": repo, "branch": push.branch,
+                                "commit": push.commit}})
         result["deployments"].append({**ids, "deployment_id": str(d.id), "source": source,
                                       "git_commit": commit})
-        result["_wake"].append(env.server_id)
     return result
 
 
 def _not_deployable(env):
     if env.server_id is None:
         return {"reason": "no_server", "message": "The environment has no server."}
-    if deployments.in_progress(env.id):
+    if lifecycle.in_progress(env.id):
         return {"reason": "deployment_in_progress",
                 "message": "A deployment is already pending or running; push again or "
                            "deploy once it has finished."}

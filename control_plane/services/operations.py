@@ -1,160 +1,61 @@
 """Deployment operations (the /api/v1 surface): retry, cancel, rollback, deploy,
-manual deployments, the deployment list and per-environment settings.
+destroy, manual deployments, the deployment list and per-environment settings.
 
-Each change is one function and one transaction: the checks, the deployment
-record, its durable agent command and its events; the gateway is woken after
-the commit. Cancel and destroy live in services/cancel.py and services/destroy.py.
+Each change is one transaction: the environment resolved and locked (`access`),
+then the action (`deploys/actions.py`) with this surface's conflict code,
+`deployment_in_progress`; the gateway is woken when it commits.
 
 Order of the checks, everywhere: 404 (missing or another organization), 403
 (permission), 400 (the deployment's status), 409 (one deployment at a time,
 or a move the environment's table refuses), 429 (per-organization limits).
 A refused request changes nothing and uses no rate-limit slot."""
 
-from control_plane import clock, events, states
-from control_plane.db import database, for_update
-from control_plane.errors import BadRequest, Conflict, NotFound
-from control_plane.models import Deployment, Environment, Project
+import time
+
+from control_plane import states
+from control_plane.db import database
+from control_plane.errors import ApiError, NotFound
+from control_plane.models import Deployment, Project
 from control_plane.pagination import CursorList
-from control_plane.services import deployments, users
+from control_plane.services.deploys import access, actions
 
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
-CODE_KINDS = ("deploy", "redeploy")  # the kinds that put code on the server
+CONFLICT = actions.DEPLOYMENT_IN_PROGRESS
 STATUSES = ("pending", "queued", "building", "deploying", "running", "success", "failed",
             "cancelled", "rolled_back", "destroyed")
-
-
-# --- lookups ------------------------------------------------------------------
-
-def _visible():
-    """Environments this surface knows: active ones, and destroyed ones (inactive,
-    `pending`), which may be deployed again. Not those deleted through the public
-    API, nor any of a deleted project."""
-    return (Environment.select(Environment, Project).join(Project)
-            .where(Project.deleted_at.is_null(),
-                   Environment.is_active | (Environment.status == "pending")))
-
-
-def environment(user, environment_id, permission, *, lock=False):
-    """An environment of the user's organization (404 otherwise), the permission
-    checked (403); `lock` holds its row until the transaction ends."""
-    query = _visible().where(Environment.id == environment_id)
-    env = (for_update(query, of=Environment) if lock else query).first()
-    if env is None:
-        raise NotFound("Environment not found.")
-    users.require(user, permission, env.project.organization_id)
-    return env
-
-
-def deployment_for_change(user, deployment_id, permission):
-    """(deployment, its environment locked); read again under the lock."""
-    d = (Deployment.select(Deployment, Project).join(Project)
-         .where(Deployment.id == deployment_id, Project.deleted_at.is_null()).first())
-    if d is None:
-        raise NotFound("Deployment not found.")
-    users.require(user, permission, d.project.organization_id)
-    try:
-        env = environment(user, d.environment_id, permission, lock=True)
-    except NotFound:
-        raise NotFound("Deployment not found.") from None
-    return Deployment.get_by_id(d.id), env
+rollbackable = actions.rollbackable
+POLL_SECONDS = 0.2  # destroy's wait for the agent
 
 
 def get_deployment(user, deployment_id):
-    d = (Deployment.select(Deployment, Project).join(Project)
-         .where(Deployment.id == deployment_id, Project.deleted_at.is_null()).first())
-    if d is None:
-        raise NotFound("Deployment not found.")
-    users.require(user, None, d.project.organization_id)
-    return d
-
-
-def rollbackable(d):
-    """A rollback target: a successful deployment of code whose flag allows it.
-    Reads model objects and list rows (dicts) alike."""
-    get = d.get if isinstance(d, dict) else (lambda name: getattr(d, name))
-    return get("status") == "success" and get("kind") in CODE_KINDS and bool(get("can_rollback"))
-
-
-# --- the shared steps of every new deployment -----------------------------------
-
-def refuse_if_busy(env):
-    if deployments.in_progress(env.id):
-        raise Conflict("A deployment is already pending or running for this environment.",
-                       code="deployment_in_progress")
-
-
-def _begin(env, kind, org_id):
-    """The environment's move for a new task, as the public actions make it; a
-    destroyed environment that is deployed again becomes active again."""
-    _, while_running, when_done = deployments.KINDS[kind]
-    if while_running:
-        deployments.set_environment_status(env, while_running, org_id)
-    elif env.status != when_done:
-        states.check("environment", env.status, when_done)
-    if not env.is_active:  # it comes back to the API: receivers see it created again
-        env.is_active = True
-        Environment.update(is_active=True).where(Environment.id == env.id).execute()
-        events.record_created(env, org_id)
-
-
-def _new(env, user, berth, *, kind="deploy", trigger="manual", retry=False, **start):
-    """Inside the caller's transaction: checks, limits, the record and its command."""
-    org_id = env.project.organization_id
-    refuse_if_busy(env)
-    _begin(env, kind, org_id)
-    deployments.count_requested(berth, org_id, retry=retry)
-    return deployments.start(env, env.project, berth.settings, trigger=trigger, kind=kind,
-                             triggered_by=user.id, **start)
+    return access.deployment_for_user(user, deployment_id)
 
 
 def _set_branch(env, git_branch):
     """A branch given with a deploy becomes the environment's branch."""
     if git_branch and git_branch != env.branch:
-        env.branch, env.updated_at = git_branch, clock.now()
-        Environment.update(branch=env.branch, updated_at=env.updated_at).where(
-            Environment.id == env.id).execute()
+        access.update_environment(env, {"branch": git_branch})
 
-
-# --- operations ---------------------------------------------------------------
 
 def retry(user, deployment_id, berth):
-    """A failed deployment again: same kind, branch, commit, image and configuration,
-    next version, `extra_data.retry_of`. A retried rollback stays a rollback."""
     with database.atomic():
-        d, env = deployment_for_change(user, deployment_id, DEPLOY)
-        if d.status != "failed":
-            raise BadRequest(f"Only a failed deployment can be retried; this one is {d.status}.",
-                             code="deployment_not_failed")
-        if d.kind == "destroy":
-            raise BadRequest("A destroy is not retried; call destroy again.",
-                             code="deployment_not_failed")
-        extra = {k: v for k, v in d.extra_data.items() if k in ("rollback_to", "rollback_to_version")}
-        new = _new(env, user, berth, kind=d.kind, retry=True,
-                   trigger="rollback" if d.trigger == "rollback" else "manual",
-                   branch=d.git_branch, commit=d.git_commit, image=d.image_tag, config=d.config,
-                   rollback_from=d.rollback_from_id, extra_data={**extra, "retry_of": str(d.id)})
-    deployments.wake(berth, env.server_id)
-    return new
+        d, env = access.deployment_for_change(user, deployment_id, DEPLOY)
+        return actions.retry(d, env, user.id, berth=berth, conflict=CONFLICT)
 
 
 def rollback(user, deployment_id, berth):
-    """Back TO a successful deployment: its commit, branch, image and configuration
-    (data and schema stay as they are)."""
     with database.atomic():
-        target, env = deployment_for_change(user, deployment_id, DEPLOY)
-        if not rollbackable(target):
-            why = (f"it is {target.status}" if target.status != "success" else
-                   "it deployed no code" if target.kind not in CODE_KINDS else
-                   "it is marked as not available for rollback")
-            raise BadRequest(f"Cannot roll back to this deployment: {why}.",
-                             code="rollback_not_allowed")
-        new = _new(env, user, berth, trigger="rollback", branch=target.git_branch,
-                   commit=target.git_commit, image=target.image_tag, config=target.config,
-                   rollback_from=target.id,
-                   extra_data={"rollback_to": str(target.id),
-                               "rollback_to_version": target.version})
-    deployments.wake(berth, env.server_id)
-    return new
+        target, env = access.deployment_for_change(user, deployment_id, DEPLOY)
+        return actions.rollback(target, env, user.id, berth=berth, conflict=CONFLICT)
+
+
+def cancel(user, deployment_id):
+    """Returns `{message}`; see actions.cancel."""
+    with database.atomic():
+        d, _env = access.deployment_for_change(user, deployment_id, CANCEL)
+        restored = actions.cancel(d, user)
+    return {"message": f"Deployment {d.id} (version {d.version}) cancelled by {user.name}; "
+                       f"the environment is {restored}."}
 
 
 def deploy_environment(user, environment_id, *, berth, force=False, git_branch=None):
@@ -163,38 +64,35 @@ def deploy_environment(user, environment_id, *, berth, force=False, git_branch=N
     returned). With `force`, always a new `redeploy`: the ERP container is
     replaced, the database and filestore are kept."""
     with database.atomic():
-        env = environment(user, environment_id, DEPLOY, lock=True)
-        refuse_if_busy(env)
+        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
+        actions.refuse_if_busy(env, CONFLICT)
         if (not force and env.is_active and env.status == "running"
                 and git_branch in (None, env.branch)):
             latest = (Deployment.select().where(Deployment.environment == env.id)
                       .order_by(Deployment.version.desc()).first())
             return latest, True
         _set_branch(env, git_branch)
-        new = _new(env, user, berth, kind="redeploy" if force else "deploy")
-    deployments.wake(berth, env.server_id)
-    return new, False
+        return actions.act(env, "redeploy" if force else "deploy", user.id, berth=berth,
+                           conflict=CONFLICT), False
 
 
 def create_deployment(user, *, project_id, environment_id, berth, git_branch=None):
     """POST /deployments: a `manual` deployment of the environment (its branch, or
     `git_branch`, which then becomes the environment's branch)."""
     with database.atomic():
-        env = environment(user, environment_id, DEPLOY, lock=True)
+        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
             raise NotFound("The environment is not in this project.")
-        refuse_if_busy(env)
+        actions.refuse_if_busy(env, CONFLICT)
         _set_branch(env, git_branch)
-        new = _new(env, user, berth)
-    deployments.wake(berth, env.server_id)
-    return new
+        return actions.act(env, "deploy", user.id, berth=berth, conflict=CONFLICT)
 
 
 def update_environment(user, project_id, environment_id, changes):
     """`auto_deploy` and `git_branch` (the next deployment's branch); omitted
     fields stay. Nothing is deployed now."""
     with database.atomic():
-        env = environment(user, environment_id, DEPLOY, lock=True)
+        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
             raise NotFound("The environment is not in this project.")
         fields = {}
@@ -202,12 +100,50 @@ def update_environment(user, project_id, environment_id, changes):
             fields["auto_deploy"] = changes["auto_deploy"]
         if "git_branch" in changes:
             fields["branch"] = changes["git_branch"]
-        if fields:
-            fields["updated_at"] = clock.now()
-            Environment.update(**fields).where(Environment.id == env.id).execute()
-            for name, value in fields.items():
-                setattr(env, name, value)
-        return env
+        return access.update_environment(env, fields)
+
+
+# --- destroy --------------------------------------------------------------------
+
+def destroy(user, environment_id, *, berth, delete_data=False):
+    """DELETE /api/v1/deployments/environment/{id}/destroy: synchronous for the
+    caller, durable underneath. The task is recorded and queued (actions.destroy),
+    then the request waits (DESTROY_WAIT_SECONDS, default 60) for the agent's
+    result. When the wait runs out the answer is 504 `destroy_timeout`; the
+    command stays queued and the destroy completes when the agent answers."""
+    with database.atomic():
+        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
+        d = actions.destroy(env, user.id, berth=berth, conflict=CONFLICT,
+                            delete_data=delete_data)
+    return _await(d.id, berth.settings.get("DESTROY_WAIT_SECONDS", 60))
+
+
+def _await(deployment_id, wait_seconds):
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        d = Deployment.get_by_id(deployment_id)
+        if d.status == "destroyed":
+            return destroyed(d)
+        if d.status in states.DEPLOYMENT_TERMINAL:  # failed (by the agent, or reaped)
+            raise ApiError(f"The server could not destroy the environment: {d.error_message}",
+                           code="destroy_failed", status=502, deployment_id=str(d.id))
+        if time.monotonic() >= deadline:
+            raise ApiError(f"The server did not finish destroying the environment within "
+                           f"{wait_seconds} s. The destroy goes on: deployment {d.id} becomes "
+                           "`destroyed` when the agent answers.", code="destroy_timeout",
+                           status=504, deployment_id=str(d.id))
+        time.sleep(POLL_SECONDS)
+
+
+def destroyed(d):
+    extra = d.extra_data or {}
+    return {"message": f"Environment {d.environment_id} destroyed"
+                       + (" with its data." if extra.get("deleted_data") else
+                          "; its directory (add-ons, filestore, logs) was kept."),
+            "environment_id": d.environment_id, "deployment_id": d.id,
+            "deleted_containers": int(extra.get("deleted_containers") or 0),
+            "deleted_database": bool(extra.get("deleted_database")),
+            "deleted_data": bool(extra.get("deleted_data"))}
 
 
 # --- the list -----------------------------------------------------------------

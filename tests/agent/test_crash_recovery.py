@@ -29,7 +29,7 @@ from control_plane.models import (
     Server,
     TaskLogLine,
 )
-from control_plane.services import commands, reaper
+from control_plane.services.deploys import queue, reaper
 from tests.agent_support import AgentProcess, registered_server, wait_for
 from tests.conftest import World, auth
 from tests.serve import Served
@@ -330,7 +330,7 @@ def test_agent_gone_past_the_cut_off_is_reaped(plant):
     wait_for(lambda: plant.connected_since() not in (None, before), timeout=60,
              what="the agent reconnected")
     # A command queued now arrives after whatever the new stream carried first.
-    ping = commands.enqueue(plant.server.id, "ping")
+    ping = queue.enqueue(plant.server.id, "ping")
     wait_for(lambda: AgentCommand.get_by_id(ping.id).status == "succeeded", timeout=30,
              what="a later command done")
     # Its journal says it was interrupted; the withdrawn command is not asked for.

@@ -7,7 +7,7 @@ from control_plane.gateway.relay import RedisRelay
 from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
-from control_plane.services import commands
+from control_plane.services.deploys import queue
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
 
@@ -37,7 +37,7 @@ def test_live_request_reaches_an_agent_on_another_gateway(app, client, world, ag
     assert r.json["memory_total_bytes"] > 0
 
     # A wake-up crosses too: the command arrives without waiting for the poll.
-    command = commands.enqueue(server.id, "ping")
+    command = queue.enqueue(server.id, "ping")
     app.extensions["berth"].gateway.wake(server.id)
     wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=4,
              what="woken over Redis")

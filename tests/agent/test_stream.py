@@ -13,7 +13,7 @@ from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
-from control_plane.services import commands
+from control_plane.services.deploys import queue
 from tests.agent_support import polled_get, registered_server, wait_for
 
 
@@ -102,7 +102,7 @@ def test_unknown_credential_is_refused(world, gateway):
 
 def test_queued_command_is_delivered_on_connect_and_run_once(world, agents):
     server, credential = registered_server(world.org())
-    command = commands.enqueue(server.id, "ping")  # queued while the agent is away
+    command = queue.enqueue(server.id, "ping")  # queued while the agent is away
     agent = agents(server, credential)
     done = wait_for(lambda: (c := AgentCommand.get_by_id(command.id)).status == "succeeded" and c,
                     what="command done")
@@ -123,7 +123,7 @@ def test_command_queued_while_connected_arrives_at_once(world, agents, gateway):
     server, credential = registered_server(world.org())
     agents(server, credential)
     wait_for(lambda: connected(server.id), what="agent connected")
-    command = commands.enqueue(server.id, "ping")
+    command = queue.enqueue(server.id, "ping")
     gateway.wake(server.id)
     wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=4,
              what="command run without waiting for the poll")
@@ -131,7 +131,7 @@ def test_command_queued_while_connected_arrives_at_once(world, agents, gateway):
 
 def test_unknown_command_fails_with_reason(world, agents):
     server, credential = registered_server(world.org())
-    command = commands.enqueue(server.id, "no-such-thing")
+    command = queue.enqueue(server.id, "no-such-thing")
     agents(server, credential)
     done = wait_for(lambda: (c := AgentCommand.get_by_id(command.id)).status == "failed" and c,
                     what="command failed")
@@ -149,7 +149,7 @@ def test_agent_reconnects_after_gateway_restart(app, world, agents, gateway):
     second.start_in_thread(f"127.0.0.1:{port}")
     app.extensions["berth"].gateway = second
     try:
-        command = commands.enqueue(server.id, "ping")
+        command = queue.enqueue(server.id, "ping")
         wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=45,
                  what="reconnected and command delivered")
         assert agent.status()[0] == 0
@@ -264,7 +264,7 @@ def test_agent_reconnects_after_the_network_drops(world, agents, gateway):
                  what="connected through the link")
         before = gateway.sessions[str(server.id)]
         link.cut()
-        command = commands.enqueue(server.id, "ping")  # queued as the network drops
+        command = queue.enqueue(server.id, "ping")  # queued as the network drops
         wait_for(lambda: gateway.sessions.get(str(server.id)) not in (None, before), timeout=45,
                  what="a new stream after the drop")
         done = wait_for(lambda: (c := AgentCommand.get_by_id(command.id)).status == "succeeded"
@@ -284,7 +284,7 @@ def test_command_progress_lines_become_the_task_log(world, agents):
     env = world.environment(world.project(org, server), "deploying", server=server)
     deployment = Deployment.create(environment=env, project=env.project_id, version=1,
                                    trigger="manual", status="running")
-    command = commands.enqueue(server.id, "ping", deployment_id=deployment.id)
+    command = queue.enqueue(server.id, "ping", deployment_id=deployment.id)
     agents(server, credential)
     wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", what="done")
     lines = wait_for(lambda: list(TaskLogLine.select().where(
@@ -292,7 +292,7 @@ def test_command_progress_lines_become_the_task_log(world, agents):
     assert [(line.seq, line.level) for line in lines] == [(1, "info")]
     assert lines[0].message.startswith("pong from berth-agent")
     # The same line again (a redelivery after a reconnect) is kept once.
-    commands.append_logs(server.id, [(command.id.hex, 1, "info", "pong again")])
+    queue.append_logs(server.id, [(command.id.hex, 1, "info", "pong again")])
     assert TaskLogLine.select().where(TaskLogLine.deployment == deployment.id).count() == 1
 
 

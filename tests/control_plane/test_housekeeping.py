@@ -6,7 +6,8 @@ import uuid
 
 from control_plane import events
 from control_plane.models import Event, IdempotencyRecord, TaskLogLine, Webhook, WebhookDelivery
-from control_plane.services import deployments, housekeeping
+from control_plane.services import housekeeping
+from control_plane.services.deploys import lifecycle
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -14,11 +15,11 @@ P = "/api/public/v1"
 
 def finished_with_log(app, world, project, lines=3):
     env = world.environment(project, "deploying")
-    d = deployments.start(env, project, app.extensions["berth"].settings, trigger="manual")
-    deployments.on_ack(d.id)
+    d = lifecycle.start(env, project, app.extensions["berth"].settings, trigger="manual")
+    lifecycle.on_ack(d.id)
     for i in range(lines):
         TaskLogLine.create(deployment=d.id, seq=i, message=f"step {i}")
-    deployments.on_result(d.id, True, {}, None)
+    lifecycle.on_result(d.id, True, {}, None)
     return env, d
 
 

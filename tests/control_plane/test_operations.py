@@ -22,7 +22,8 @@ from control_plane.models import (
     TaskLogLine,
     UserToken,
 )
-from control_plane.services import commands, orgs
+from control_plane.services import orgs
+from control_plane.services.deploys import lifecycle, queue
 
 V1 = "/api/v1"
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
@@ -234,9 +235,9 @@ def test_cancel_a_pending_deployment(client, ops):
     assert event.data["task_id"] == d["id"] and event.data["cancelled_by"] == str(ops.user.id)
     # The queued command is withdrawn: never delivered.
     assert command_of(d["id"]).status == "withdrawn"
-    assert commands.undelivered(ops.server.id) == []
+    assert queue.undelivered(ops.server.id) == []
     # A late acknowledgement changes nothing.
-    commands.mark_acked(ops.server.id, command_of(d["id"]).id.hex)
+    lifecycle.record_ack(ops.server.id, command_of(d["id"]).id.hex)
     assert Deployment.get_by_id(d["id"]).status == "cancelled"
 
 
@@ -245,19 +246,19 @@ def test_a_late_result_does_not_change_a_cancelled_deployment(client, ops):
     ops.deployment(env, status="success")
     d = _queue(client, ops, env)
     command = command_of(d["id"])
-    commands.mark_delivered(command.id)
-    commands.mark_acked(ops.server.id, command.id.hex)
+    queue.mark_delivered(command.id)
+    lifecycle.record_ack(ops.server.id, command.id.hex)
     assert Deployment.get_by_id(d["id"]).status == "running"
     assert client.post(f"{V1}/deployments/{d['id']}/cancel", headers=ops.h).status_code == 200
     assert Environment.get_by_id(env.id).status == "running"
-    commands.record_result(ops.server.id, command.id.hex, True,
+    lifecycle.record_result(ops.server.id, command.id.hex, True,
                            {"git_commit": "f" * 40, "erp_container": "new"})
     row = Deployment.get_by_id(d["id"])
     assert row.status == "cancelled" and row.git_commit is None
     env = Environment.get_by_id(env.id)
     assert env.status == "running" and env.erp_container is None
     assert not Event.select().where(Event.name == "deploy.completed").exists()
-    commands.record_result(ops.server.id, command.id.hex, False, None, "late failure")
+    lifecycle.record_result(ops.server.id, command.id.hex, False, None, "late failure")
     assert Deployment.get_by_id(d["id"]).status == "cancelled"
 
 
@@ -485,13 +486,13 @@ class StandInAgent(threading.Thread):
         with database.connection_context():
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
-                due = commands.undelivered(self.server.id)
+                due = queue.undelivered(self.server.id)
                 if due:
                     command = self.seen = due[0]
-                    commands.mark_delivered(command.id)
-                    commands.mark_acked(self.server.id, command.id.hex)
+                    queue.mark_delivered(command.id)
+                    lifecycle.record_ack(self.server.id, command.id.hex)
                     time.sleep(self.delay)
-                    commands.record_result(self.server.id, command.id.hex, self.ok, self.result,
+                    lifecycle.record_result(self.server.id, command.id.hex, self.ok, self.result,
                                            None if self.ok else "the engine refused")
                     return
                 time.sleep(0.05)
@@ -572,7 +573,7 @@ def test_destroy_timeout_and_late_completion(client, app, ops):
     assert command_of(d).status == "queued"  # delivered when the agent comes back
     busy = client.post(f"{V1}/environments/{env.id}/deploy", headers=ops.h, json={"force": True})
     assert busy.status_code == 409
-    commands.record_result(ops.server.id, command_of(d).id.hex, True,
+    lifecycle.record_result(ops.server.id, command_of(d).id.hex, True,
                            {"deleted_containers": 1, "deleted_database": True,
                             "deleted_data": False})
     assert Deployment.get_by_id(d).status == "destroyed"
@@ -674,7 +675,7 @@ def test_a_retry_refused_by_the_deployment_limit_keeps_its_retry_slot(client, op
     r = client.post(f"{V1}/deployments/{failed.id}/retry", headers=ops.h)
     assert r.status_code == 429 and "deployments" in r.json["message"]
     limiter = client.application.extensions["berth"].limiter
-    from control_plane.services.deployments import RETRIES_PER_MINUTE
+    from control_plane.services.deploys.actions import RETRIES_PER_MINUTE
     assert limiter.strategy.get_window_stats(
         RETRIES_PER_MINUTE, "ops-retries", ops.org.id.hex).remaining == 10
 

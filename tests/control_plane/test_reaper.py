@@ -9,7 +9,7 @@ import pytest
 
 from control_plane.db import database
 from control_plane.models import AgentCommand, Deployment, Environment, Event, TaskLogLine
-from control_plane.services import commands, deployments, reaper
+from control_plane.services.deploys import lifecycle, queue, reaper
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -26,9 +26,9 @@ def org_setup(world):
 
 def queued(app, world, project, kind="deploy", env_status=None):
     """A task as `act` leaves it: the environment moved, the record and its command."""
-    _, while_running, _ = deployments.KINDS[kind]
+    while_running = lifecycle.KINDS[kind].while_running
     env = world.environment(project, env_status or while_running or "running")
-    d = deployments.start(env, project, app.extensions["berth"].settings, trigger="manual",
+    d = lifecycle.start(env, project, app.extensions["berth"].settings, trigger="manual",
                           kind=kind)
     return env, d
 
@@ -68,8 +68,8 @@ def test_stuck_deployment_fails_with_a_timeout(app, client, fake_clock, org_setu
     assert moves == [("deploying", "error")]
     # The command is withdrawn: the agent, when it connects, is not sent it.
     assert AgentCommand.get_by_id(command.id).status == "withdrawn"
-    assert commands.undelivered(command.server_id, resync=True) == []
-    assert str(command.server_id) not in commands.servers_with_pending()
+    assert queue.undelivered(command.server_id, resync=True) == []
+    assert str(command.server_id) not in queue.servers_with_pending()
     # No automatic retry; the environment can be deployed again by hand.
     assert Deployment.select().where(Deployment.environment == env["id"]).count() == 1
     again = client.post(f"{P}/environments/{env['id']}/actions/deploy", headers=auth(raw))
@@ -96,8 +96,8 @@ def test_a_running_deployment_counts_from_its_start(app, world, fake_clock, org_
     env, d = queued(app, world, project)
     command = AgentCommand.get(AgentCommand.deployment == d.id)
     fake_clock.advance(minutes=20)
-    commands.mark_delivered(command.id)
-    commands.mark_acked(command.server_id, command.id.hex)
+    queue.mark_delivered(command.id)
+    lifecycle.record_ack(command.server_id, command.id.hex)
     assert Deployment.get_by_id(d.id).status == "running"
     fake_clock.advance(minutes=29)
     assert reaper.reap() == []
@@ -147,15 +147,15 @@ def test_a_late_agent_reply_changes_nothing(app, world, fake_clock, org_setup):
     org, project, _, _ = org_setup
     env, d = queued(app, world, project)
     command = AgentCommand.get(AgentCommand.deployment == d.id)
-    commands.mark_delivered(command.id)
+    queue.mark_delivered(command.id)
     fake_clock.advance(minutes=31)
     assert reaper.reap() == [d.id]
 
     fake_clock.advance(minutes=5)
     server_id, cid = command.server_id, command.id.hex
-    commands.mark_acked(server_id, cid)  # the agent was slow, not gone
-    commands.append_logs(server_id, [(cid, 1, "info", "started PostgreSQL")])
-    commands.record_result(server_id, cid, True, {"erp_container": "c1", "db_container": "c2",
+    lifecycle.record_ack(server_id, cid)  # the agent was slow, not gone
+    queue.append_logs(server_id, [(cid, 1, "info", "started PostgreSQL")])
+    lifecycle.record_result(server_id, cid, True, {"erp_container": "c1", "db_container": "c2",
                                                  "git_commit": "a" * 40})
     after = Deployment.get_by_id(d.id)
     assert after.status == "failed" and after.started_at is None

@@ -9,8 +9,6 @@ from control_plane.api.fields import Boolean, Branch, QueryBoolean, Schema, UTCD
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, ErrorSchema
-from control_plane.services import cancel as cancel_svc
-from control_plane.services import destroy as destroy_svc
 from control_plane.services import operations as svc
 
 blp = init_blueprint(Blueprint("operations", __name__, description="Deployment operations"))
@@ -165,7 +163,7 @@ class Cancel(MethodView):
 
         Permission `project.deployments.cancel`. Running steps are not killed and
         partial changes stay; the environment returns to its last stable state."""
-        return cancel_svc.cancel(current_user(), deployment_id)
+        return svc.cancel(current_user(), deployment_id)
 
 
 @blp.route("/deployments/<uuid:deployment_id>/rollback")
@@ -216,7 +214,7 @@ class Destroy(MethodView):
         Removes the ERP and database containers, the database volume, the network
         and the configuration; with `delete_data=true` also the environment
         directory. Waits for the server (permission `project.environments.deploy`)."""
-        return destroy_svc.destroy(current_user(), environment_id, berth=_berth(), **args)
+        return svc.destroy(current_user(), environment_id, berth=_berth(), **args)
 
 
 @blp.route("/deployments")

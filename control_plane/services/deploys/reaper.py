@@ -17,24 +17,16 @@ import logging
 
 from peewee import fn
 
-from control_plane import clock, events, states
+from control_plane import clock
 from control_plane.db import database
-from control_plane.models import Deployment, Environment, Project, TaskLogLine
-from control_plane.services import commands, deployments
+from control_plane.models import Deployment
+from control_plane.services.deploys import lifecycle
 
 log = logging.getLogger("berth.reaper")
 
 CUTOFF = dt.timedelta(minutes=30)
 MESSAGE = "Deployment timed out after 30 minutes"
-ACTIVE = ("pending", "running")
 BATCH = 200  # per run; the next run takes the rest
-# Task-log lines the control plane writes are numbered from here (as a cancel's
-# are), after any of the agent's, so a late agent line never replaces ours.
-CONTROL_PLANE_SEQ = 1_000_000_000
-# The environment statuses a running task puts (or leaves) it in; a stuck task
-# moves them to `error`. Tasks that do not move the environment (restart,
-# start, stop) leave its status alone: nothing says what it is now.
-TRANSIENT = ("deploying", "pending", "destroying")
 
 
 def _last_progress():
@@ -45,7 +37,7 @@ def stuck(now=None):
     """(id, status) of deployments past the cut-off, oldest first."""
     cutoff = (now or clock.now()) - CUTOFF
     return list(Deployment.select(Deployment.id, Deployment.status)
-                .where(Deployment.status.in_(ACTIVE), _last_progress() < cutoff)
+                .where(Deployment.status.in_(lifecycle.ACTIVE), _last_progress() < cutoff)
                 .order_by(Deployment.created_at, Deployment.id).limit(BATCH).tuples())
 
 
@@ -61,25 +53,13 @@ def reap():
 
 def reap_one(deployment_id, status, now):
     """Claim and fail one deployment; False if someone else settled it first
-    (another scheduler, the agent's result, a cancel)."""
-    target = states.check("deployment", status, "failed")
+    (another scheduler, the agent's result, a cancel). Its environment goes to
+    `error` when the task had moved it (lifecycle.TRANSIENT)."""
     with database.atomic():
-        claimed = (Deployment.update(status=target, error_message=MESSAGE, completed_at=now,
-                                     updated_at=now)
-                   .where(Deployment.id == deployment_id, Deployment.status == status,
-                          _last_progress() < now - CUTOFF)
-                   .execute())
-        if claimed != 1:
+        d = Deployment.get_or_none(Deployment.id == deployment_id)
+        if d is None or d.status != status:
             return False
-        d = Deployment.get_by_id(deployment_id)
-        commands.withdraw(d.id, MESSAGE)
-        seq = max(CONTROL_PLANE_SEQ - 1, TaskLogLine.select(fn.MAX(TaskLogLine.seq))
-                  .where(TaskLogLine.deployment == d.id).scalar() or 0) + 1
-        TaskLogLine.create(deployment=d.id, seq=seq, level="error",
-                           message=f"{MESSAGE}: marked failed, not retried.")
-        project = Project.get_by_id(d.project_id)
-        env = Environment.get_by_id(d.environment_id)
-        if env.status in TRANSIENT:
-            deployments.set_environment_status(env, "error", project.organization_id)
-        events.record_finished(d, project.organization_id, False, now)
-    return True
+        outcome = lifecycle.Outcome("failed", error=MESSAGE, withdraw=MESSAGE,
+                                    log=("error", f"{MESSAGE}: marked failed, not retried."))
+        settled = lifecycle.settle(d, outcome, only_if=_last_progress() < now - CUTOFF, now=now)
+        return settled is not None

@@ -1,6 +1,9 @@
-"""Durable agent commands: stored in the same transaction as the change that
-needs them, delivered when the agent (re)connects, acknowledged, and executed
-at most once (the agent remembers what it has run)."""
+"""The durable agent-command queue: commands stored in the same transaction as
+the change that needs them, delivered when the agent (re)connects, acknowledged,
+and executed at most once (the agent remembers what it has run).
+
+It imports nothing above it: what an acknowledgement or a result means for a
+task is decided in `lifecycle` (record_ack, record_result), which calls this."""
 
 from control_plane import clock
 from control_plane.db import database
@@ -49,15 +52,12 @@ def _deployment_of(server_id, command_id):
 
 
 def mark_acked(server_id, command_id):
-    with database.atomic():
-        acked = (AgentCommand.update(status="acked", acked_at=clock.now())
-                 .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-                        AgentCommand.status.in_(PENDING)).execute())
-        deployment = acked and _deployment_of(server_id, command_id)
-        if deployment:
-            from control_plane.services import deployments
-
-            deployments.on_ack(deployment)
+    """The command's task (deployment id), or None when this changed nothing or
+    the command has no task; the caller settles what the acknowledgement means."""
+    acked = (AgentCommand.update(status="acked", acked_at=clock.now())
+             .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                    AgentCommand.status.in_(PENDING)).execute())
+    return _deployment_of(server_id, command_id) if acked else None
 
 
 def withdraw(deployment_id, reason):
@@ -71,20 +71,15 @@ def withdraw(deployment_id, reason):
                    AgentCommand.status.in_((*PENDING, "acked"))).execute())
 
 
-def record_result(server_id, command_id, ok, result=None, error=None):
-    """The command's result and what it settles, in one transaction: if settling
-    fails, the command stays unanswered and is asked for again on the next stream."""
-    with database.atomic():
-        recorded = (AgentCommand.update(status="succeeded" if ok else "failed",
-                                        completed_at=clock.now(),
-                                        result={"result": result, "error": error or None})
-                    .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-                           AgentCommand.status.not_in(("succeeded", "failed"))).execute())
-        deployment = recorded and _deployment_of(server_id, command_id)
-        if deployment:
-            from control_plane.services import deployments
-
-            deployments.on_result(deployment, ok, result, error)
+def mark_completed(server_id, command_id, ok, result=None, error=None):
+    """Store the agent's result on the command; returns its task (deployment id),
+    or None when this changed nothing (a result sent twice) or there is no task."""
+    recorded = (AgentCommand.update(status="succeeded" if ok else "failed",
+                                    completed_at=clock.now(),
+                                    result={"result": result, "error": error or None})
+                .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
+                       AgentCommand.status.not_in(("succeeded", "failed"))).execute())
+    return _deployment_of(server_id, command_id) if recorded else None
 
 
 LEVELS = ("info", "warning", "error")
