@@ -10,6 +10,7 @@ import pytest
 from control_plane.db import database
 from control_plane.models import AgentCommand
 from control_plane.services.deploys import lifecycle
+from tests.conftest import auth
 
 
 class Gateway:
@@ -35,6 +36,23 @@ def test_the_gateway_is_woken_on_commit_only(app, world):
         raise RuntimeError("the request failed after queueing")
     assert gateway.woken == [env.server_id]  # rolled back: nothing to send, no wake
     assert AgentCommand.select().count() == 1
+
+
+def test_a_request_wakes_the_gateway_once_it_committed(app, client, world):
+    """Through the API (plain, idempotent, and refused): one wake per queued task."""
+    org = world.org()
+    project = world.project(org)
+    env = world.environment(project, "running")
+    gateway = app.extensions["berth"].gateway = Gateway()
+    headers = auth(world.key(org)[0])
+    r = client.post(f"/api/public/v1/environments/{env.id}/actions/restart", headers=headers)
+    assert r.status_code == 202 and gateway.woken == [env.server_id]
+    r = client.post(f"/api/public/v1/environments/{env.id}/actions/restart", headers=headers)
+    assert r.status_code == 409 and gateway.woken == [env.server_id]  # refused: no wake
+    lifecycle.on_result(AgentCommand.get().deployment_id, True, {}, None)  # the restart is done
+    r = client.post(f"/api/public/v1/environments/{env.id}/actions/stop",
+                    headers={**headers, "X-Idempotency-Key": "stop-1"})
+    assert r.status_code == 202 and gateway.woken == [env.server_id] * 2
 
 
 def test_the_queue_imports_nothing_above_it():
