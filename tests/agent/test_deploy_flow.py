@@ -124,7 +124,7 @@ def _finish(client, accepted):
     assert body["poll_url"] == f"/api/public/v1/deployments/{body['task_id']}"
     reader = auth(deployable_keys.reader)
     return wait_for(lambda: (t := polled_get(client, body["poll_url"], reader))
-                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.3,
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
                     what="task finished")
 
 
@@ -140,11 +140,11 @@ def test_actions_and_delete(client, deployable, docker_client):
     assert busy.status_code == 409 and busy.json["error"] == "task_in_progress"
     reader = auth(deployable_keys.reader)
     wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
-             == "completed", timeout=120, interval=0.3, what="first deploy")
+             == "completed", timeout=120, interval=0.5, what="first deploy")
 
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
         "status"] == "completed"
-    assert client.get(base, headers=reader).json["status"] == "stopped"
+    assert polled_get(client, base, reader)["status"] == "stopped"
     label = {"label": f"berth.environment_id={env['id']}"}
     assert {c.status for c in docker_client.containers.list(all=True, filters=label)} == {"exited"}
     # An action whose end state is the current one is accepted, and changes nothing.
@@ -154,14 +154,14 @@ def test_actions_and_delete(client, deployable, docker_client):
     for action in ("start", "restart", "redeploy"):
         done = _finish(client, client.post(f"{base}/actions/{action}", headers=auth(raw)))
         assert done["status"] == "completed" and done["kind"] == action
-        assert client.get(base, headers=reader).json["status"] == "running"
+        assert polled_get(client, base, reader)["status"] == "running"
     assert client.post(f"{base}/actions/explode", headers=auth(raw)).status_code == 404
 
     r = client.delete(base, headers=auth(raw))
     assert r.status_code == 400 and r.json["error"] == "confirm_required"
     done = _finish(client, client.delete(base, headers={**auth(raw), "X-Confirm-Delete": "true"}))
     assert done["status"] == "completed" and done["kind"] == "delete"
-    assert client.get(base, headers=reader).status_code == 404
+    polled_get(client, base, reader, status=404)
     assert docker_client.containers.list(all=True, filters=label) == []
     assert "environment.deleted" in {e.name for e in Event.select().where(Event.organization == org.id)}
 
@@ -175,9 +175,9 @@ def test_a_failed_start_leaves_the_environment_in_error(client, deployable, dock
     created.append(env["id"])
     base = f"{P}/environments/{env['id']}"
     reader = auth(deployable_keys.reader)
-    first = client.get(f"{base}/status", headers=reader).json["last_deploy"]["id"]
+    first = polled_get(client, f"{base}/status", reader)["last_deploy"]["id"]
     wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
-             == "completed", timeout=120, interval=0.3, what="first deploy")
+             == "completed", timeout=120, interval=0.5, what="first deploy")
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
         "status"] == "completed"
     # Out of band, the environment's network goes: its containers cannot start.
@@ -185,7 +185,7 @@ def test_a_failed_start_leaves_the_environment_in_error(client, deployable, dock
 
     failed = _finish(client, client.post(f"{base}/actions/start", headers=auth(raw)))
     assert failed["status"] == "failed" and failed["error_message"]
-    assert client.get(base, headers=reader).json["status"] == "error"
+    assert polled_get(client, base, reader)["status"] == "error"
     changes = [(e.data["from"], e.data["to"]) for e in Event.select().where(
         Event.name == "environment.status_changed").order_by(Event.created_at)
         if e.data["environment_id"] == env["id"]]
@@ -194,7 +194,7 @@ def test_a_failed_start_leaves_the_environment_in_error(client, deployable, dock
     # The result was recorded and the stream carried on: the next task runs.
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
         "status"] == "completed"
-    assert client.get(base, headers=reader).json["status"] == "stopped"
+    assert polled_get(client, base, reader)["status"] == "stopped"
 
 
 def test_auto_deploy_applies_when_the_server_registers(client, app, world, gateway, tmp_path,
