@@ -65,6 +65,253 @@ class RateLimited(ApiError):
         )
 
 
+class BadGateway(ApiError):
+    status, code = 502, "bad_gateway"
+
+
+class ServiceUnavailable(ApiError):
+    status, code = 503, "service_unavailable"
+
+
+class GatewayTimeout(ApiError):
+    status, code = 504, "gateway_timeout"
+
+
+# --- named errors: one class per code the services raise --------------------
+
+# requests
+class InvalidCursor(BadRequest):
+    code = "invalid_cursor"
+
+
+class InvalidIdempotencyKey(BadRequest):
+    code = "invalid_idempotency_key"
+
+
+class IdempotencyKeyInUse(Conflict):
+    code = "idempotency_key_in_use"
+    message = "A request with this idempotency key is still being processed."
+
+
+class ConfirmRequired(BadRequest):
+    code = "confirm_required"
+
+
+class InvalidTransition(Conflict):
+    code = "invalid_transition"
+
+
+class TargetRateLimited(RateLimited):
+    code = "target_rate_limit"
+
+
+class WebhookRateLimited(RateLimited):
+    code = "webhook_rate_limit"
+
+
+# API keys, user tokens and scopes
+class MissingApiKey(Unauthorized):
+    code = "missing_api_key"
+
+
+class InvalidApiKey(Unauthorized):
+    code = "invalid_api_key"
+    message = "The API key is not valid."
+
+
+class KeyRevoked(Unauthorized):
+    code = "key_revoked"
+
+
+class KeyExpired(Unauthorized):
+    code = "key_expired"
+
+
+class KeyHasNoOwner(Conflict):
+    code = "key_has_no_owner"
+
+
+class KeyActive(Conflict):
+    code = "key_active"
+
+
+class MissingToken(Unauthorized):
+    code = "missing_token"
+
+
+class InvalidToken(Unauthorized):
+    code = "invalid_token"
+    message = "The token is not valid."
+
+
+class TokenExpired(Unauthorized):
+    code = "token_expired"
+
+
+class WriteAccessRequired(Forbidden):
+    code = "write_access_required"
+    message = "A full-access key is required for this request."
+
+
+class OrgScopeRequired(Forbidden):
+    code = "org_scope_required"
+
+
+class ProjectScopedKey(Forbidden):
+    code = "project_scoped_key"
+
+
+class PermissionDenied(Forbidden):
+    code = "permission_denied"
+
+
+class ServerRegistrationNotEnabled(Forbidden):
+    code = "server_registration_not_enabled"
+
+
+class SupportTicketsNotEnabled(Forbidden):
+    code = "support_tickets_not_enabled"
+
+
+# server registration
+class TokenInvalid(Unauthorized):
+    code = "token_invalid"
+    message = "This registration token is not valid."
+
+
+class TokenRevoked(Unauthorized):
+    code = "token_revoked"
+
+
+class TokenConsumed(Conflict):
+    code = "token_consumed"
+
+
+class ServerQuotaExceeded(Conflict):
+    code = "server_quota_exceeded"
+
+
+class InvalidFacts(Unprocessable):
+    code = "invalid_facts"
+
+
+# projects, environments and their tasks
+class EnvironmentsRunning(Conflict):
+    code = "environments_running"
+
+
+class NoServer(Conflict):
+    code = "no_server"
+
+
+class ExceedsServerCapacity(Unprocessable):
+    code = "exceeds_server_capacity"
+
+
+class TaskInProgress(Conflict):
+    code = "task_in_progress"
+
+
+class DeploymentInProgress(Conflict):
+    code = "deployment_in_progress"
+    message = "A deployment is already pending or running for this environment."
+
+
+class DeploymentNotFailed(BadRequest):
+    code = "deployment_not_failed"
+
+
+class DeploymentNotCancellable(BadRequest):
+    code = "deployment_not_cancellable"
+
+
+class RollbackNotAllowed(BadRequest):
+    code = "rollback_not_allowed"
+
+
+class ServerUnreachable(BadGateway):
+    code = "server_unreachable"
+
+
+class DestroyFailed(BadGateway):
+    code = "destroy_failed"
+
+
+class DestroyTimeout(GatewayTimeout):
+    code = "destroy_timeout"
+
+
+class EnvironmentNotReady(Conflict):
+    code = "environment_not_ready"
+
+
+class ContainerNotFound(Conflict):
+    code = "container_not_found"
+
+
+class EngineTimeout(GatewayTimeout):
+    code = "engine_timeout"
+
+
+# add-on repositories and git pushes
+class InvalidRepositoryUrl(BadRequest):
+    code = "invalid_repository_url"
+
+
+class InvalidBranch(BadRequest):
+    code = "invalid_branch"
+
+
+class InvalidFullName(BadRequest):
+    code = "invalid_full_name"
+
+
+class AddonRepositoryExists(Conflict):
+    code = "addon_repository_exists"
+
+
+class SecretExists(Conflict):
+    code = "secret_exists"
+
+
+class MissingHeader(BadRequest):
+    code = "missing_header"
+
+
+class InvalidPayload(BadRequest):
+    code = "invalid_payload"
+
+
+class MissingSignature(Unauthorized):
+    code = "missing_signature"
+
+
+class InvalidSignature(Unauthorized):
+    code = "invalid_signature"
+
+
+# outgoing webhooks
+class WebhookLimitReached(Conflict):
+    code = "webhook_limit_reached"
+
+
+class InvalidWebhookUrl(Unprocessable):
+    code = "invalid_webhook_url"
+
+
+# the agent's packages (wheelhouse)
+class WheelhouseBuilding(ServiceUnavailable):
+    code = "wheelhouse_building"
+
+
+class WheelhouseBuildFailed(ServiceUnavailable):
+    code = "wheelhouse_build_failed"
+
+
+class WheelhouseMissing(ServiceUnavailable):
+    code = "wheelhouse_missing"
+
+
 # Werkzeug/Flask HTTP errors (routing, method, body parsing) get a code too.
 HTTP_CODES = {
     400: "bad_request",

@@ -10,7 +10,7 @@ from peewee import fn
 
 from control_plane import security
 from control_plane.db import Compiled
-from control_plane.errors import BadRequest
+from control_plane.errors import InvalidCursor
 
 _TOTAL = "_berth_total"  # the page statement's column for the list's total
 
@@ -83,8 +83,7 @@ class CursorList:
                 raise BadSignature("filters changed")
             return datetime.datetime.fromisoformat(created_iso), uuid.UUID(last_id).hex
         except (BadSignature, ValueError, TypeError):
-            raise BadRequest("The cursor was not produced by this list.",
-                             code="invalid_cursor") from None
+            raise InvalidCursor("The cursor was not produced by this list.") from None
 
 
 def page_page(query, *, page, page_size):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from limits import RateLimitItemPerMinute, storage, strategies
 from limits.storage.memory import Entry, MemoryStorage
 
-from control_plane.errors import RateLimited
+from control_plane.errors import RateLimited, TargetRateLimited
 
 WINDOW_SECONDS = 60
 
@@ -62,8 +62,8 @@ class RateLimiter:
         # A moving window: no double bursts at window edges.
         self.strategy = strategies.MovingWindowRateLimiter(self.storage)
 
-    def hit(self, limit, namespace, *ids, code="rate_limit_exceeded", message=None):
-        """Count one request; raise RateLimited (429) when the window is full."""
+    def hit(self, limit, namespace, *ids, error=RateLimited, code=None, message=None):
+        """Count one request; raise `error` (a RateLimited, 429) when the window is full."""
         if isinstance(self.storage, _MemoryStorage):  # one call instead of two
             expiry = limit.get_expiry()
             allowed, start, count = self.storage.hit_with_window(
@@ -75,21 +75,21 @@ class RateLimiter:
         reset_in = max(1, math.ceil(reset_time - time.time()))
         state = WindowState(limit.amount, max(0, remaining), reset_in)
         if not allowed:
-            raise RateLimited(reset_in, message, code=code, headers=headers_for(state))
+            raise error(reset_in, message, code=code, headers=headers_for(state))
         return state
 
-    def hit_all(self, hits, *, code):
+    def hit_all(self, hits, *, error=RateLimited, code=None):
         """A slot of every (limit, namespace, ids, message) or of none: all are
         tested first, and the first full one raises RateLimited with its message."""
         for limit, namespace, ids, message in hits:
             if not self.strategy.test(limit, namespace, *ids):
-                self.hit(limit, namespace, *ids, code=code, message=message)  # raises
+                self.hit(limit, namespace, *ids, error=error, code=code, message=message)  # raises
         for limit, namespace, ids, message in hits:
-            self.hit(limit, namespace, *ids, code=code, message=message)
+            self.hit(limit, namespace, *ids, error=error, code=code, message=message)
 
     def hit_target(self, limit, namespace, *ids):
         """Per-target limits (per environment, server, organization): 429 `target_rate_limit`."""
-        return self.hit(limit, namespace, *ids, code="target_rate_limit",
+        return self.hit(limit, namespace, *ids, error=TargetRateLimited,
                         message="Too many requests for this target.")
 
     def reset(self):

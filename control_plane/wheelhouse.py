@@ -26,7 +26,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from control_plane.errors import ApiError
+from control_plane.errors import WheelhouseBuildFailed, WheelhouseBuilding, WheelhouseMissing
 
 # Where `pip wheel` builds `berth` from: the checkout of an editable install.
 SOURCE = Path(__file__).resolve().parents[1]
@@ -233,22 +233,21 @@ class Background:
         self.ensure(check_stale=False)
         building = self.thread is not None and self.thread.is_alive()
         if building:
-            return ApiError("The agent packages are being built; try again in a minute.",
-                            status=503, code="wheelhouse_building", headers={"Retry-After": "30"})
+            return WheelhouseBuilding("The agent packages are being built; try again in a "
+                                      "minute.", headers={"Retry-After": "30"})
         if self.error:
-            return ApiError(f"The agent packages could not be built: {self.error}. The control "
-                            "plane retries within a minute; its operator can run "
-                            "`berth wheelhouse` to see the error.",
-                            status=503, code="wheelhouse_build_failed",
-                            headers={"Retry-After": str(RETRY_AFTER_FAILURE_SECONDS)})
+            return WheelhouseBuildFailed(
+                f"The agent packages could not be built: {self.error}. The control "
+                "plane retries within a minute; its operator can run "
+                "`berth wheelhouse` to see the error.",
+                headers={"Retry-After": str(RETRY_AFTER_FAILURE_SECONDS)})
         if not tar_path(self.data_dir).is_file():
             return _missing()
         return None
 
 
 def _missing():
-    return ApiError("The agent packages are not built yet: run `berth wheelhouse`.",
-                    status=503, code="wheelhouse_missing")
+    return WheelhouseMissing("The agent packages are not built yet: run `berth wheelhouse`.")
 
 
 def unavailable_without_builder(data_dir):

@@ -16,7 +16,7 @@ from flask import Response, g, request
 
 from control_plane import clock, secretbox
 from control_plane.db import database, for_update
-from control_plane.errors import BadRequest, Conflict
+from control_plane.errors import IdempotencyKeyInUse, InvalidIdempotencyKey
 from control_plane.models import IdempotencyRecord
 
 TTL = dt.timedelta(hours=24)
@@ -53,15 +53,13 @@ def _claim(api_key, idem_key):
             if rec.state == "done":
                 return rec, True
             if rec.locked_until > now:
-                raise Conflict("A request with this idempotency key is still being processed.",
-                               code="idempotency_key_in_use")
+                raise IdempotencyKeyInUse()
             # The first request died without finishing: take its key over.
             rec.locked_until = now + _lease()
             rec.save(only=[IdempotencyRecord.locked_until])
             return rec, False
     except peewee.IntegrityError:  # a concurrent first request inserted it
-        raise Conflict("A request with this idempotency key is still being processed.",
-                       code="idempotency_key_in_use") from None
+        raise IdempotencyKeyInUse() from None
 
 
 def _finish(rec, response):
@@ -75,8 +73,7 @@ def _finish(rec, response):
                IdempotencyRecord.locked_until == rec.locked_until)
         .execute())
     if not won:
-        raise Conflict("A request with this idempotency key is still being processed.",
-                       code="idempotency_key_in_use")
+        raise IdempotencyKeyInUse()
 
 
 def _release(rec):
@@ -104,8 +101,7 @@ def idempotent(view):
             return view(*args, **kwargs)  # rule 6: ignored elsewhere
         idem_key = idem_key.strip()
         if not 1 <= len(idem_key) <= 255:
-            raise BadRequest("X-Idempotency-Key must be 1 to 255 characters.",
-                             code="invalid_idempotency_key")
+            raise InvalidIdempotencyKey("X-Idempotency-Key must be 1 to 255 characters.")
         rec, replay = _claim(g.api_key, idem_key)
         if replay:
             return _replay(rec)

@@ -9,7 +9,13 @@ import peewee
 
 from control_plane import clock
 from control_plane.db import database
-from control_plane.errors import BadRequest, Conflict, NotFound
+from control_plane.errors import (
+    AddonRepositoryExists,
+    InvalidBranch,
+    InvalidFullName,
+    InvalidRepositoryUrl,
+    NotFound,
+)
 from control_plane.models import AddonRepository, Project
 
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:(?P<path>.+)$")  # git@github.com:acme/erp.git
@@ -36,17 +42,16 @@ def full_name_of(url):
 def _check_url(url):
     url = (url or "").strip()
     if not url or len(url) > 2048 or url.startswith("-") or _UNSAFE.search(url):
-        raise BadRequest("The repository URL is not valid.", code="invalid_repository_url")
+        raise InvalidRepositoryUrl("The repository URL is not valid.")
     if full_name_of(url) is None:
-        raise BadRequest("The repository URL names no repository.",
-                         code="invalid_repository_url")
+        raise InvalidRepositoryUrl("The repository URL names no repository.")
     return url
 
 
 def _check_branch(branch):
     branch = (branch or "").strip()
     if not branch or len(branch) > 255 or branch.startswith("-") or _UNSAFE.search(branch):
-        raise BadRequest("The branch name is not valid.", code="invalid_branch")
+        raise InvalidBranch("The branch name is not valid.")
     return branch
 
 
@@ -60,7 +65,7 @@ def add(project_id, url, *, branch="main", full_name=None, auto_deploy=True):
     url, branch = _check_url(url), _check_branch(branch)
     name = (full_name or "").strip().strip("/").lower() or full_name_of(url)
     if len(name) > 255:
-        raise BadRequest("The repository's full name is too long.", code="invalid_full_name")
+        raise InvalidFullName("The repository's full name is too long.")
     with database.atomic():
         project = Project.get_or_none(Project.id == project_id, Project.deleted_at.is_null())
         if project is None:
@@ -71,8 +76,7 @@ def add(project_id, url, *, branch="main", full_name=None, auto_deploy=True):
                                               branch=branch, auto_deploy=auto_deploy,
                                               updated_at=clock.now())
         except peewee.IntegrityError:
-            raise Conflict(f"The project already has the add-on repository {name}.",
-                           code="addon_repository_exists") from None
+            raise AddonRepositoryExists(f"The project already has the add-on repository {name}.") from None
 
 
 def list_for(project_id):

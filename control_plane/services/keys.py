@@ -4,7 +4,17 @@ import secrets
 
 from control_plane import clock, security
 from control_plane.db import Compiled, database
-from control_plane.errors import ApiError, Conflict, Forbidden, NotFound, Unauthorized
+from control_plane.errors import (
+    BadRequest,
+    InvalidApiKey,
+    KeyActive,
+    KeyExpired,
+    KeyHasNoOwner,
+    KeyRevoked,
+    MissingApiKey,
+    NotFound,
+    WriteAccessRequired,
+)
 from control_plane.models import ApiKey, Organization, Project, User
 from control_plane.models.api_key import FULL_ACCESS, KEY_PREFIX, ORG_SCOPE, PROJECT_SCOPE
 
@@ -13,11 +23,11 @@ def create_key(org_id, name, key_type, scope, project_id=None, expires_at=None,
                server_registration=False, support_tickets=False, owner_id=None):
     """Returns (ApiKey, full key). The full key exists only in this return value."""
     if key_type not in KEY_PREFIX:
-        raise ApiError(f"type must be one of {', '.join(KEY_PREFIX)}")
+        raise BadRequest(f"type must be one of {', '.join(KEY_PREFIX)}")
     if scope not in (ORG_SCOPE, PROJECT_SCOPE):
-        raise ApiError("scope must be organization or project")
+        raise BadRequest("scope must be organization or project")
     if (scope == PROJECT_SCOPE) != (project_id is not None):
-        raise ApiError("a project-scoped key needs --project, and only it")
+        raise BadRequest("a project-scoped key needs --project, and only it")
     with database.atomic():
         org = Organization.get_or_none(Organization.id == org_id)
         if org is None:
@@ -30,9 +40,9 @@ def create_key(org_id, name, key_type, scope, project_id=None, expires_at=None,
                 User.id == owner_id, User.organization == org, User.deleted_at.is_null()).exists():
             raise NotFound("owner not found in that organization")
         if scope == PROJECT_SCOPE and server_registration:
-            raise ApiError("server registration needs an organization-scoped key")
+            raise BadRequest("server registration needs an organization-scoped key")
         if scope == PROJECT_SCOPE and support_tickets:
-            raise ApiError("support tickets need an organization-scoped key")
+            raise BadRequest("support tickets need an organization-scoped key")
         raw = KEY_PREFIX[key_type] + security.random_token(40)
         key = ApiKey.create(
             public_id="key_" + secrets.token_hex(8),
@@ -49,12 +59,11 @@ def presented_key(authorization, x_api_key):
     if authorization is not None:
         scheme, _, value = authorization.strip().partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
-            raise Unauthorized("Authorization must be 'Bearer <API key>'.", code="invalid_api_key")
+            raise InvalidApiKey("Authorization must be 'Bearer <API key>'.")
         return value.strip()
     if x_api_key is not None:
         return x_api_key.strip()
-    raise Unauthorized("Pass an API key as 'Authorization: Bearer <key>' or 'X-API-Key'.",
-                       code="missing_api_key")
+    raise MissingApiKey("Pass an API key as 'Authorization: Bearer <key>' or 'X-API-Key'.")
 
 
 # Runs on every request: compiled once (see db.Compiled), only the columns auth uses.
@@ -111,7 +120,7 @@ def authenticate(raw, cache=None):
     The lookup is by digest: timing reveals nothing about stored keys. The key
     returned may be shared with other requests (via `cache`): read it only."""
     if not raw.startswith(tuple(KEY_PREFIX.values())) or len(raw) > 128:
-        raise Unauthorized("The API key is not valid.", code="invalid_api_key")
+        raise InvalidApiKey()
     digest = security.digest(raw)
     key = cache.get(digest) if cache is not None else None
     if key is not None:
@@ -120,11 +129,11 @@ def authenticate(raw, cache=None):
     rows = _BY_DIGEST.dicts(ApiKey, digest)
     key = ApiKey(**rows[0]) if rows else None
     if key is None or key.deleted_at is not None or not raw.startswith(KEY_PREFIX[key.key_type]):
-        raise Unauthorized("The API key is not valid.", code="invalid_api_key")
+        raise InvalidApiKey()
     if key.revoked_at is not None:
-        raise Unauthorized("The API key was revoked.", code="key_revoked")
+        raise KeyRevoked("The API key was revoked.")
     if key.expires_at is not None and key.expires_at <= clock.now():
-        raise Unauthorized("The API key has expired.", code="key_expired")
+        raise KeyExpired("The API key has expired.")
     if cache is not None and seen is not None:
         cache.put(digest, key, seen)
     return key
@@ -135,13 +144,11 @@ def authorize_method(key, method):
     if method in ("GET", "HEAD", "OPTIONS"):
         return
     if key.key_type != FULL_ACCESS:
-        raise Forbidden("A full-access key is required for this request.",
-                        code="write_access_required")
+        raise WriteAccessRequired()
     if key.owner_id is not None:
         owner = User.get_or_none(User.id == key.owner_id)
         if owner is None or owner.deleted_at is not None:
-            raise Conflict("The user who created this key no longer exists. Rotate the key.",
-                           code="key_has_no_owner")
+            raise KeyHasNoOwner("The user who created this key no longer exists. Rotate the key.")
 
 
 def status_of(key):
@@ -177,6 +184,6 @@ def delete_key(public_id):
     with database.atomic():
         key = _get(public_id)
         if status_of(key) == "active":
-            raise Conflict("revoke the key before deleting it", code="key_active")
+            raise KeyActive("revoke the key before deleting it")
         key.deleted_at = clock.now()
         key.save(only=[ApiKey.deleted_at])

@@ -4,7 +4,7 @@ from peewee import fn
 
 from control_plane import clock, events
 from control_plane.db import database
-from control_plane.errors import BadRequest, Conflict, Forbidden, NotFound
+from control_plane.errors import ConfirmRequired, EnvironmentsRunning, NotFound, ProjectScopedKey
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
 from control_plane.services.scope import require_org_scope, scoped_page
@@ -74,17 +74,16 @@ def update_project(key, project_id, changes):
 def delete_project(key, project_id, confirm):
     """Soft delete; refused while an environment runs or deploys."""
     if key.project_scoped:
-        raise Forbidden("Project-scoped keys cannot delete projects.", code="project_scoped_key")
+        raise ProjectScopedKey("Project-scoped keys cannot delete projects.")
     with database.atomic():
         project = get_project(key, project_id)
         if confirm != "true":
-            raise BadRequest("Send the header 'X-Confirm-Delete: true' to delete a project.",
-                             code="confirm_required")
+            raise ConfirmRequired("Send the header 'X-Confirm-Delete: true' to delete a project.")
         busy = (Environment.select().where(Environment.project == project["id"], Environment.is_active,
                                            Environment.status.in_(BUSY_STATUSES)).count())
         if busy:
-            raise Conflict(f"{busy} environment(s) are running or deploying; stop them first.",
-                           code="environments_running")
+            raise EnvironmentsRunning(f"{busy} environment(s) are running or deploying; stop them "
+                                      "first.")
         now = clock.now()
         Project.update(deleted_at=now, updated_at=now).where(Project.id == project_id).execute()
         # Its remaining (stopped, failed...) environments go with it.

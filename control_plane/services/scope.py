@@ -1,7 +1,7 @@
 """What an API key can see: its organization, narrowed to one project for
 project-scoped keys. Anything else answers 404, as if it did not exist."""
 
-from control_plane.errors import Forbidden
+from control_plane.errors import OrgScopeRequired
 from control_plane.models import Project
 
 
@@ -15,7 +15,7 @@ def projects_for(key):
 
 def require_org_scope(key, message="This needs an organization-scoped key."):
     if key.project_scoped:
-        raise Forbidden(message, code="org_scope_required")
+        raise OrgScopeRequired(message)
 
 
 def scoped_page(listing, key, *, limit, cursor):

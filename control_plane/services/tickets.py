@@ -2,7 +2,7 @@
 
 from control_plane import clock
 from control_plane.db import database, for_update
-from control_plane.errors import ApiError, Forbidden, NotFound
+from control_plane.errors import BadRequest, NotFound, SupportTicketsNotEnabled
 from control_plane.models import Environment, Organization, Project, Server, Ticket, TicketComment
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.pagination import CursorList
@@ -14,8 +14,7 @@ PRIORITIES = ("low", "normal", "high", "urgent")
 def require_ticket_access(key):
     require_org_scope(key, "Support tickets need an organization-scoped key.")
     if not key.support_tickets:
-        raise Forbidden("Support tickets are not enabled for this key.",
-                        code="support_tickets_not_enabled")
+        raise SupportTicketsNotEnabled("Support tickets are not enabled for this key.")
 
 
 LISTED_FIELDS = (Ticket.id, Ticket.ticket_number, Ticket.subject, Ticket.status, Ticket.priority,
@@ -57,9 +56,9 @@ def create_ticket(*, org_id, subject, description, status="open", priority="norm
                   category="general", project_id=None, environment_id=None, server_id=None,
                   requester_email=None):
     if status not in TICKET_STATUSES:
-        raise ApiError(f"status must be one of {', '.join(TICKET_STATUSES)}")
+        raise BadRequest(f"status must be one of {', '.join(TICKET_STATUSES)}")
     if priority not in PRIORITIES:
-        raise ApiError(f"priority must be one of {', '.join(PRIORITIES)}")
+        raise BadRequest(f"priority must be one of {', '.join(PRIORITIES)}")
     with database.atomic():
         org = for_update(Organization.select().where(Organization.id == org_id)).first()
         if org is None:

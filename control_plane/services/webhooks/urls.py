@@ -13,7 +13,7 @@ import re
 import socket
 import urllib.parse
 
-from control_plane.errors import Unprocessable
+from control_plane.errors import InvalidWebhookUrl
 from control_plane.services.webhooks import special_addresses
 
 MAX_URL_LENGTH = 2048
@@ -119,9 +119,9 @@ def check_url(url, *, allow_private=False):
     try:
         target = parse(url)
     except ValueError as exc:
-        raise Unprocessable(f"Invalid webhook URL: {exc}.", code="invalid_webhook_url") from None
+        raise InvalidWebhookUrl(f"Invalid webhook URL: {exc}.") from None
     refusal = None if allow_private else literal_refusal(target)
     if refusal:
-        raise Unprocessable(f"Invalid webhook URL: {refusal}; webhooks must reach a "
-                            "public address.", code="invalid_webhook_url")
+        raise InvalidWebhookUrl(f"Invalid webhook URL: {refusal}; webhooks must reach a "
+                                "public address.")
     return target.url
