@@ -1,51 +1,186 @@
-"""Every state machine in one place: one declared transition table per
-resource. A move not in its table is refused with the error the spec names."""
+"""Every status and state machine in one place: a StrEnum per resource and one
+declared transition table each. A move not in its table is refused with the
+error the spec names.
 
-from control_plane.errors import ApiError, Conflict
+StrEnum members compare equal to their strings, so stored values, JSON and the
+public `status` fields are the same strings as before."""
+
+from enum import StrEnum
+
+from control_plane.errors import ApiError, InvalidTransition
+
+
+class EnvironmentStatus(StrEnum):
+    PENDING = "pending"          # created, never deployed yet
+    DEPLOYING = "deploying"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    ERROR = "error"
+    DESTROYING = "destroying"
+    DESTROYED = "destroyed"      # destroyed on the operations surface; may be deployed again
+    DELETED = "deleted"          # deleted on the public API; gone for good
+
+
+class DeploymentStatus(StrEnum):
+    """A deployment record, as the operations surface shows it."""
+    PENDING = "pending"
+    QUEUED = "queued"
+    BUILDING = "building"
+    DEPLOYING = "deploying"
+    RUNNING = "running"          # the agent acknowledged it
+    SUCCESS = "success"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ROLLED_BACK = "rolled_back"
+    DESTROYED = "destroyed"
+
+
+class TaskStatus(StrEnum):
+    """A deployment record, as the public API shows it (a "task")."""
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class CommandStatus(StrEnum):
+    """A durable agent command (services/commands.py)."""
+    QUEUED = "queued"
+    DELIVERED = "delivered"
+    ACKED = "acked"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    WITHDRAWN = "withdrawn"      # its deployment was cancelled or timed out
+
+
+class TokenStatus(StrEnum):
+    """A registration token. EXPIRED is never stored: a pending token past its
+    `expires_at` reads as expired."""
+    PENDING = "pending"
+    CONSUMED = "consumed"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
+class WebhookState(StrEnum):
+    """A webhook subscription, stored as its `is_active` flag."""
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+class DeliveryStatus(StrEnum):
+    RETRYING = "retrying"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class BackupStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TicketStatus(StrEnum):
+    OPEN = "open"
+    IN_PROGRESS = "in_progress"
+    WAITING_FOR_CUSTOMER = "waiting_for_customer"
+    WAITING_FOR_ADMIN = "waiting_for_admin"
+    RESOLVED = "resolved"
+    CLOSED = "closed"
+
+
+E, D, C, T = EnvironmentStatus, DeploymentStatus, CommandStatus, TokenStatus
 
 # environment: (from, to) pairs allowed; "*" means from any status.
 ENVIRONMENT = {
-    (None, "deploying"),                       # created: the initial deployment is queued
-    ("deploying", "running"), ("deploying", "failed"),
-    ("running", "deploying"), ("stopped", "deploying"), ("failed", "deploying"),
-    ("error", "deploying"),
-    ("running", "stopped"), ("stopped", "running"),
-    ("deploying", "error"), ("pending", "error"),   # stuck deployment (reaper)
-    ("destroying", "error"),                   # stuck deletion (reaper)
-    ("failed", "running"), ("error", "running"),  # started again after a failure
-    ("failed", "stopped"), ("error", "stopped"),
+    (None, E.DEPLOYING),                       # created: the initial deployment is queued
+    (E.DEPLOYING, E.RUNNING), (E.DEPLOYING, E.FAILED),
+    (E.RUNNING, E.DEPLOYING), (E.STOPPED, E.DEPLOYING), (E.FAILED, E.DEPLOYING),
+    (E.ERROR, E.DEPLOYING),
+    (E.RUNNING, E.STOPPED), (E.STOPPED, E.RUNNING),
+    (E.DEPLOYING, E.ERROR), (E.PENDING, E.ERROR),    # stuck deployment (reaper)
+    (E.DESTROYING, E.ERROR),                   # stuck deletion (reaper)
+    (E.FAILED, E.RUNNING), (E.ERROR, E.RUNNING),  # started again after a failure
+    (E.FAILED, E.STOPPED), (E.ERROR, E.STOPPED),
     # a start, stop or restart that failed on the server: the containers are not
     # in the state asked for (runtime error)
-    ("running", "error"), ("stopped", "error"), ("failed", "error"),
-    ("*", "destroying"), ("destroying", "pending"), ("destroying", "deleted"),
-    ("destroying", "failed"),
-    ("pending", "deploying"),                  # a destroyed environment deployed again
-    ("deploying", "stopped"), ("deploying", "pending"),  # cancel: back to the last stable state
+    (E.RUNNING, E.ERROR), (E.STOPPED, E.ERROR), (E.FAILED, E.ERROR),
+    ("*", E.DESTROYING), (E.DESTROYING, E.DELETED), (E.DESTROYING, E.FAILED),
+    (E.DESTROYING, E.DESTROYED), (E.DESTROYED, E.DEPLOYING),  # destroyed, deployed again
+    # Destroy wrote `pending` before DESTROYED existed; kept until it writes DESTROYED.
+    (E.DESTROYING, E.PENDING), (E.PENDING, E.DEPLOYING),
+    (E.DEPLOYING, E.STOPPED), (E.DEPLOYING, E.PENDING),  # cancel: back to the last stable state
 }
+
+# An environment is listed on the API unless destroyed or deleted; the indexed
+# `is_active` column mirrors this (see `is_active`).
+INACTIVE = frozenset({E.DESTROYED, E.DELETED})
+
+# How an environment's status reads where the spec fixes the values: a destroyed
+# environment is `pending` there ("destroy ... completes -> pending").
+PUBLIC_ENVIRONMENT_STATUS = {E.DESTROYED: E.PENDING}
 
 # deployment (the public API's "task")
 DEPLOYMENT = {
-    (None, "pending"),
-    ("pending", "running"),                    # the agent acknowledged it
-    ("pending", "success"), ("running", "success"),
-    ("pending", "failed"), ("running", "failed"),
-    ("pending", "cancelled"), ("running", "cancelled"),
-    (None, "destroyed"),
-    ("pending", "destroyed"), ("running", "destroyed"),  # destroy (operations surface) done
+    (None, D.PENDING),
+    (D.PENDING, D.RUNNING),                    # the agent acknowledged it
+    (D.PENDING, D.SUCCESS), (D.RUNNING, D.SUCCESS),
+    (D.PENDING, D.FAILED), (D.RUNNING, D.FAILED),
+    (D.PENDING, D.CANCELLED), (D.RUNNING, D.CANCELLED),
+    (None, D.DESTROYED),
+    (D.PENDING, D.DESTROYED), (D.RUNNING, D.DESTROYED),  # destroy (operations surface) done
 }
-DEPLOYMENT_TERMINAL = {"success", "failed", "cancelled", "destroyed"}
+DEPLOYMENT_TERMINAL = frozenset({D.SUCCESS, D.FAILED, D.CANCELLED, D.DESTROYED})
+DEPLOYMENT_IN_PROGRESS = (D.PENDING, D.RUNNING)
 
 # How a deployment's status reads as a task status on the public API.
-TASK_STATUS = {"pending": "queued", "queued": "queued", "building": "running",
-               "deploying": "running", "running": "running", "success": "completed",
-               "failed": "failed", "cancelled": "cancelled", "rolled_back": "completed",
-               "destroyed": "completed"}
+TASK_STATUS = {D.PENDING: TaskStatus.QUEUED, D.QUEUED: TaskStatus.QUEUED,
+               D.BUILDING: TaskStatus.RUNNING, D.DEPLOYING: TaskStatus.RUNNING,
+               D.RUNNING: TaskStatus.RUNNING, D.SUCCESS: TaskStatus.COMPLETED,
+               D.FAILED: TaskStatus.FAILED, D.CANCELLED: TaskStatus.CANCELLED,
+               D.ROLLED_BACK: TaskStatus.COMPLETED, D.DESTROYED: TaskStatus.COMPLETED}
+
+# agent command: queued -> delivered (again on each new stream) -> acked ->
+# succeeded | failed; withdrawn (its deployment was cancelled or timed out) from
+# any of the first three. A result that comes without an acknowledgement, or
+# after the withdrawal, is still recorded on the command.
+COMMAND = {
+    (None, C.QUEUED),
+    (C.QUEUED, C.DELIVERED), (C.DELIVERED, C.DELIVERED),
+    (C.QUEUED, C.ACKED), (C.DELIVERED, C.ACKED),
+    *((source, C.WITHDRAWN) for source in (C.QUEUED, C.DELIVERED, C.ACKED)),
+    *((source, result) for source in (C.QUEUED, C.DELIVERED, C.ACKED, C.WITHDRAWN)
+      for result in (C.SUCCEEDED, C.FAILED)),
+}
+COMMAND_UNDELIVERED = (C.QUEUED, C.DELIVERED)  # not acknowledged yet: sent on every stream
+
+# registration token: each move is one conditional UPDATE, so a token is
+# consumed or revoked at most once even under races. "expired" is derived.
+REGISTRATION_TOKEN = {
+    (None, T.PENDING),
+    (T.PENDING, T.CONSUMED),                   # the agent registers, before expiry
+    (T.PENDING, T.REVOKED),                    # DELETE, before expiry
+}
 
 # webhook (`is_active`): paused after 10 consecutive failed deliveries or by PATCH,
 # re-enabled by PATCH `is_active: true` (which also zeroes failure_count).
-WEBHOOK = {("active", "paused"), ("paused", "active")}
+WEBHOOK = {(WebhookState.ACTIVE, WebhookState.PAUSED),
+           (WebhookState.PAUSED, WebhookState.ACTIVE)}
 
-TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT, "webhook": WEBHOOK}
+# webhook delivery: retried with backoff until delivered or out of attempts.
+DELIVERY = {
+    (None, DeliveryStatus.RETRYING),
+    (DeliveryStatus.RETRYING, DeliveryStatus.RETRYING),
+    (DeliveryStatus.RETRYING, DeliveryStatus.DELIVERED),
+    (DeliveryStatus.RETRYING, DeliveryStatus.FAILED),
+}
+
+TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
+          "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY}
 
 
 def check(resource, current, target):
@@ -53,8 +188,7 @@ def check(resource, current, target):
     table = TABLES[resource]
     if (current, target) in table or ("*", target) in table:
         return target
-    raise Conflict(f"A {resource} cannot go from {current} to {target}.",
-                   code="invalid_transition")
+    raise InvalidTransition(f"A {resource} cannot go from {current} to {target}.")
 
 
 def can(resource, current, target):
@@ -63,3 +197,22 @@ def can(resource, current, target):
         return True
     except ApiError:
         return False
+
+
+def sources(resource, target):
+    """The statuses a move to `target` may start from, for the WHERE clause of a
+    conditional UPDATE (the table decides, the database makes it atomic)."""
+    return tuple(sorted(source for source, to in TABLES[resource]
+                        if to == target and source not in (None, "*")))
+
+
+def is_active(status):
+    return status not in INACTIVE
+
+
+def public_environment_status(status):
+    return PUBLIC_ENVIRONMENT_STATUS.get(status, status)
+
+
+def webhook_state(is_active):
+    return WebhookState.ACTIVE if is_active else WebhookState.PAUSED

@@ -5,9 +5,9 @@ from control_plane.models.environment import Environment
 from control_plane.models.org import Organization
 from control_plane.models.project import Project
 from control_plane.models.server import Server
+from control_plane.states import TicketStatus
 
-TICKET_STATUSES = ("open", "in_progress", "waiting_for_customer", "waiting_for_admin",
-                   "resolved", "closed")
+TICKET_STATUSES = tuple(TicketStatus)
 
 
 class Ticket(BaseModel):

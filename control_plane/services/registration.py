@@ -5,18 +5,27 @@ registration capability), shown once, and reserves one slot of the
 organization's server quota while it is pending. The agent trades it, once, for
 a Server and its own credential (`consume_token`, called by the gateway).
 
-Stored status is pending | consumed | revoked; "expired" is derived from
-`expires_at`. Moves: pending -> consumed (agent registers, before expiry),
-pending -> revoked (DELETE, before expiry). Each move is one conditional UPDATE,
-so a token is consumed or revoked at most once even under races."""
+Its statuses and moves are `states.TokenStatus` and `states.REGISTRATION_TOKEN`;
+each move is one conditional UPDATE whose WHERE clause the table gives."""
 
 import datetime as dt
 
 from peewee import fn
 
-from control_plane import clock, security
+from control_plane import clock, security, states
 from control_plane.db import database, for_update
-from control_plane.errors import ApiError, Conflict, Forbidden, NotFound, Unauthorized
+from control_plane.errors import (
+    InvalidFacts,
+    NotFound,
+    ServerQuotaExceeded,
+    ServerRegistrationNotEnabled,
+    TokenConsumed,
+    TokenExpired,
+    TokenInvalid,
+    TokenRevoked,
+    Unprocessable,
+    WriteAccessRequired,
+)
 from control_plane.models import ApiKey, Organization, Project, RegistrationToken, Server, User
 from control_plane.services.scope import require_org_scope
 
@@ -31,7 +40,8 @@ EXPIRY_CHOICES = {
     "48h": dt.timedelta(hours=48),
     "7d": dt.timedelta(days=7),
 }
-PENDING, CONSUMED, REVOKED, EXPIRED = "pending", "consumed", "revoked", "expired"
+PENDING, CONSUMED, REVOKED, EXPIRED = (states.TokenStatus.PENDING, states.TokenStatus.CONSUMED,
+                                       states.TokenStatus.REVOKED, states.TokenStatus.EXPIRED)
 MAX_FACT = 2**31 - 1  # the columns are 32-bit integers
 
 
@@ -40,12 +50,10 @@ MAX_FACT = 2**31 - 1  # the columns are 32-bit integers
 def require_registration_access(key, *, write=True):
     """The spec's order: read-only, then project scope, then the capability."""
     if write and key.read_only:
-        raise Forbidden("A full-access key is required for this request.",
-                        code="write_access_required")
+        raise WriteAccessRequired()
     require_org_scope(key, "Server registration needs an organization-scoped key.")
     if not key.server_registration:
-        raise Forbidden("Server registration is not enabled for this key.",
-                        code="server_registration_not_enabled")
+        raise ServerRegistrationNotEnabled("Server registration is not enabled for this key.")
 
 
 # --- API operations ----------------------------------------------------------
@@ -100,8 +108,7 @@ def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h"
     """Returns (RegistrationToken, raw token). The raw token exists only in this return value."""
     require_registration_access(key)
     if expires_in not in EXPIRY_CHOICES:
-        raise ApiError(f"expires_in must be one of {', '.join(EXPIRY_CHOICES)}.",
-                       status=422, code="validation_error")
+        raise Unprocessable(f"expires_in must be one of {', '.join(EXPIRY_CHOICES)}.")
     with database.atomic():
         # Token creations of one organization queue on its row: the count
         # below cannot be raced past the quota.
@@ -110,16 +117,17 @@ def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h"
         auto_deploy = _auto_deploy(key, auto_deploy)
         now = clock.now()
         if _slots_used(org.id, now) >= org.server_quota:
-            raise Conflict(f"The server quota ({org.server_quota}) is used up, counting "
-                           "pending registration tokens. Revoke an unused token or remove "
-                           "a server.", code="server_quota_exceeded")
+            raise ServerQuotaExceeded(f"The server quota ({org.server_quota}) is used up, "
+                                      "counting pending registration tokens. Revoke an "
+                                      "unused token or remove a server.")
         created_by, created_by_name = _created_by(key)
         raw = TOKEN_PREFIX + security.random_token(40)
         token = RegistrationToken.create(
             organization=org, token_hash=security.digest(raw),
             token_prefix=raw[:SHOWN_PREFIX_LENGTH],
             server_name=server_name.strip() if server_name else None,
-            ssh_username=ssh_username, auto_deploy=auto_deploy, status=PENDING,
+            ssh_username=ssh_username, auto_deploy=auto_deploy,
+            status=states.check("registration_token", None, PENDING),
             expires_at=now + EXPIRY_CHOICES[expires_in], created_by=created_by,
             created_by_name=created_by_name, created_at=now)
     return token, raw
@@ -147,7 +155,8 @@ def revoke_token(key, token_id):
         changed = RegistrationToken.update(status=REVOKED, revoked_at=now).where(
             RegistrationToken.id == token_id,
             RegistrationToken.organization == key.organization_id,
-            RegistrationToken.status == PENDING, RegistrationToken.expires_at > now).execute()
+            RegistrationToken.status.in_(states.sources("registration_token", REVOKED)),
+            RegistrationToken.expires_at > now).execute()
         if changed:
             return
         token = RegistrationToken.get_or_none(
@@ -181,27 +190,25 @@ def install_command(public_url, raw_token):
 def _facts(hostname, cpu_cores, ram_mb, disk_gb, server_name):
     hostname = (hostname or "").strip()[:255]
     if not hostname:
-        raise ApiError("The agent reported no hostname.", status=422, code="invalid_facts")
+        raise InvalidFacts("The agent reported no hostname.")
     for label, value, low in (("cpu_cores", cpu_cores, 1), ("ram_mb", ram_mb, 0),
                               ("disk_gb", disk_gb, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= MAX_FACT:
-            raise ApiError(f"The agent reported an invalid {label}: {value!r}.",
-                           status=422, code="invalid_facts")
+            raise InvalidFacts(f"The agent reported an invalid {label}: {value!r}.")
     server_name = (server_name or "").strip() or None
     if server_name is not None and len(server_name) > 255:
-        raise ApiError("server_name is longer than 255 characters.", status=422,
-                       code="invalid_facts")
+        raise InvalidFacts("server_name is longer than 255 characters.")
     return hostname, server_name
 
 
 def _refusal(token, now):
     if token.status == CONSUMED:
-        return Conflict("This registration token was already used.", code="token_consumed")
+        return TokenConsumed("This registration token was already used.")
     if token.status == REVOKED:
-        return Unauthorized("This registration token was revoked.", code="token_revoked")
+        return TokenRevoked("This registration token was revoked.")
     if token.expires_at <= now:
-        return Unauthorized("This registration token has expired.", code="token_expired")
-    return Unauthorized("This registration token is not valid.", code="token_invalid")
+        return TokenExpired("This registration token has expired.")
+    return TokenInvalid()
 
 
 def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_name=None,
@@ -215,15 +222,16 @@ def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_nam
     hostname, server_name = _facts(hostname, cpu_cores, ram_mb, disk_gb, server_name)
     raw_token = (raw_token or "").strip()
     if not raw_token.startswith(TOKEN_PREFIX) or len(raw_token) > 128:
-        raise Unauthorized("This registration token is not valid.", code="token_invalid")
+        raise TokenInvalid()
     digest = security.digest(raw_token)
     with database.atomic():
         token = RegistrationToken.get_or_none(RegistrationToken.token_hash == digest)
         if token is None:
-            raise Unauthorized("This registration token is not valid.", code="token_invalid")
+            raise TokenInvalid()
         now = clock.now()
         claimed = RegistrationToken.update(status=CONSUMED, consumed_at=now).where(
-            RegistrationToken.id == token.id, RegistrationToken.status == PENDING,
+            RegistrationToken.id == token.id,
+            RegistrationToken.status.in_(states.sources("registration_token", CONSUMED)),
             RegistrationToken.expires_at > now).execute()
         if not claimed:  # lost a race, or was never usable: say which
             raise _refusal(RegistrationToken.get_by_id(token.id), now)

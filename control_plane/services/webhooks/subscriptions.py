@@ -14,7 +14,13 @@ from limits import RateLimitItemPerMinute
 
 from control_plane import clock, secretbox, states
 from control_plane.db import database, for_update
-from control_plane.errors import Conflict, Forbidden, NotFound, Unprocessable
+from control_plane.errors import (
+    NotFound,
+    OrgScopeRequired,
+    Unprocessable,
+    WebhookLimitReached,
+    WebhookRateLimited,
+)
 from control_plane.events import ALIASES, SUBSCRIBABLE, Name, canonical
 from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
 from control_plane.pagination import offset_page
@@ -34,7 +40,7 @@ ACCEPTED = SUBSCRIBABLE + tuple(ALIASES)
 
 def count_mutation(key, limiter):
     """One webhook mutation by this key; 429 `webhook_rate_limit` past 10 in 60 s."""
-    limiter.hit(MUTATIONS, "webhook-mutations", key.public_id, code="webhook_rate_limit",
+    limiter.hit(MUTATIONS, "webhook-mutations", key.public_id, error=WebhookRateLimited,
                 message="Too many webhook changes with this key (10 per 60 s).")
 
 
@@ -54,15 +60,14 @@ def normalize_events(names):
     unknown = sorted({n for n in names if n not in ACCEPTED})
     if unknown:
         raise Unprocessable(f"Unknown event name(s): {', '.join(unknown)}. Accepted: "
-                            f"{', '.join(ACCEPTED)}.", code="validation_error",
+                            f"{', '.join(ACCEPTED)}.",
                             details={"json": {"events": [f"Unknown: {', '.join(unknown)}"]}})
     names = [canonical(n) for n in names]
     if not 1 <= len(names) <= MAX_EVENTS:
-        raise Unprocessable(f"events must hold 1 to {MAX_EVENTS} names.", code="validation_error",
+        raise Unprocessable(f"events must hold 1 to {MAX_EVENTS} names.",
                             details={"json": {"events": [f"1 to {MAX_EVENTS} names."]}})
     if len(set(names)) != len(names):
         raise Unprocessable("events must not repeat a name (aliases count as their deploy.* name).",
-                            code="validation_error",
                             details={"json": {"events": ["Duplicate names."]}})
     return names
 
@@ -104,8 +109,7 @@ def _project_for(key, project_id):
         project_id = key.project_id
     if project_id is None:
         if key.project_scoped:
-            raise Forbidden("Organization-wide webhooks need an organization-scoped key.",
-                            code="org_scope_required")
+            raise OrgScopeRequired("Organization-wide webhooks need an organization-scoped key.")
         return None
     if key.project_scoped and project_id != key.project_id:
         raise NotFound("Project not found.")
@@ -128,8 +132,7 @@ def create_webhook(key, settings, *, url, events, description="", project_id=_OW
         for_update(Organization.select().where(Organization.id == key.organization_id)).first()
         project = _project_for(key, project_id)
         if Webhook.select().where(Webhook.organization == key.organization_id).count() >= MAX_PER_ORG:
-            raise Conflict(f"The organization already has {MAX_PER_ORG} webhooks.",
-                           code="webhook_limit_reached")
+            raise WebhookLimitReached(f"The organization already has {MAX_PER_ORG} webhooks.")
         webhook = Webhook.create(
             organization=key.organization_id, project=project, url=url, events=events,
             description=description, format=format, is_active=is_active,
@@ -150,15 +153,12 @@ def update_webhook(key, settings, webhook_id, changes):
         if webhook is None:
             raise NotFound("Webhook not found.")
         if "is_active" in fields and fields["is_active"] != webhook.is_active:
-            states.check("webhook", _state(webhook.is_active), _state(fields["is_active"]))
+            states.check("webhook", states.webhook_state(webhook.is_active),
+                         states.webhook_state(fields["is_active"]))
             if fields["is_active"]:
                 fields["failure_count"] = 0
         Webhook.update(updated_at=clock.now(), **fields).where(Webhook.id == webhook.id).execute()
         return Webhook.get_by_id(webhook.id)
-
-
-def _state(is_active):
-    return "active" if is_active else "paused"
 
 
 def delete_webhook(key, webhook_id):
