@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from agent import __version__
+from agent import __version__, commands
 from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.rpc.v1 import agent_pb2 as pb
@@ -182,20 +182,7 @@ class Agent:
         self._send(outbox, _result(command.id, ok, result, error))
 
     def handle_command(self, kind, payload, log):
-        if kind == "ping":
-            log("info", f"pong from berth-agent {__version__}")
-            return {"pong": True, "agent_version": __version__}
-        if kind in ("deploy", "start", "stop", "restart", "destroy"):
-            from agent.environments import Environments
-
-            envs = Environments(self.docker())
-            if kind == "deploy":
-                return envs.deploy(payload, log)
-            if kind == "destroy":
-                return envs.destroy(payload["environment_id"], payload.get("delete_data", False),
-                                    log)
-            return getattr(envs, kind)(payload["environment_id"], log)
-        raise ValueError(f"unknown command kind {kind!r}")
+        return commands.run(self, kind, payload, log)
 
     # --- live requests -------------------------------------------------------
 

@@ -1,0 +1,55 @@
+"""The agent's command registry: each kind the control plane queues has one handler."""
+
+import pytest
+
+from agent import __version__, commands
+
+
+class Recorder:
+    calls = []
+
+    def __init__(self, docker_client):
+        self.docker_client = docker_client
+
+    def __getattr__(self, name):
+        return lambda *args: Recorder.calls.append((name, args)) or {"did": name}
+
+
+class FakeAgent:
+    def docker(self):
+        return "engine"
+
+
+def test_every_kind_has_one_handler():
+    assert set(commands.HANDLERS) == {"ping", "deploy", "start", "stop", "restart", "destroy"}
+
+
+def test_ping_answers_with_the_version():
+    lines = []
+    assert commands.run(FakeAgent(), "ping", {}, lambda *line: lines.append(line)) == {
+        "pong": True, "agent_version": __version__}
+    assert lines == [("info", f"pong from berth-agent {__version__}")]
+
+
+@pytest.mark.parametrize("kind, payload, expected", [
+    ("deploy", {"environment_id": "e1"}, ("deploy", ({"environment_id": "e1"},))),
+    ("start", {"environment_id": "e1"}, ("start", ("e1",))),
+    ("stop", {"environment_id": "e1"}, ("stop", ("e1",))),
+    ("restart", {"environment_id": "e1"}, ("restart", ("e1",))),
+    ("destroy", {"environment_id": "e1", "delete_data": True}, ("destroy", ("e1", True))),
+    ("destroy", {"environment_id": "e1"}, ("destroy", ("e1", False))),
+])
+def test_environment_commands_reach_their_method(monkeypatch, kind, payload, expected):
+    import agent.environments
+
+    monkeypatch.setattr(agent.environments, "Environments", Recorder)
+    Recorder.calls = []
+    log = object()
+    assert commands.run(FakeAgent(), kind, payload, log) == {"did": kind}
+    name, args = Recorder.calls[0]
+    assert (name, args[:-1]) == expected and args[-1] is log
+
+
+def test_an_unknown_kind_fails_the_command():
+    with pytest.raises(ValueError, match="unknown command kind 'backup'"):
+        commands.run(FakeAgent(), "backup", {}, lambda *line: None)
