@@ -4,11 +4,12 @@ the webhook delivery job (services/webhooks/delivery.py) fans it out later.
 
 Every event name is defined here once (`Name`, with the title chat messages show),
 and each event's payload is built here once (`record_*`; docs/webhooks.md lists
-them for receivers). Below the services: it imports models only."""
+them for receivers). Below the services: it imports models and states only."""
 
 from enum import StrEnum
 
 from control_plane.models import Event
+from control_plane.states import TaskStatus, public_environment_status
 
 
 class Name(StrEnum):
@@ -70,7 +71,8 @@ def record_created(env, org_id):
 def record_status_changed(env, org_id, previous, target):
     return record_event(org_id, env.project_id, Name.ENVIRONMENT_STATUS_CHANGED,
                         {"environment_id": str(env.id), "project_id": str(env.project_id),
-                         "from": previous, "to": target})
+                         "from": previous and public_environment_status(previous),
+                         "to": public_environment_status(target)})
 
 
 def record_deleted(env_id, project_id, org_id):
@@ -91,7 +93,7 @@ def record_finished(d, org_id, ok, now):
     return record_event(
         org_id, d.project_id, Name.DEPLOY_COMPLETED if ok else Name.DEPLOY_FAILED,
         {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
-         "task_id": str(d.id), "status": "completed" if ok else "failed",
+         "task_id": str(d.id), "status": TaskStatus.COMPLETED if ok else TaskStatus.FAILED,
          "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())})
 
 
@@ -101,5 +103,5 @@ def record_cancelled(d, org_id, cancelled_by, environment_status):
     return record_event(org_id, d.project_id, Name.DEPLOY_CANCELLED,
                         {"environment_id": str(d.environment_id),
                          "project_id": str(d.project_id), "task_id": str(d.id),
-                         "status": "cancelled", "cancelled_by": str(cancelled_by),
-                         "environment_status": environment_status})
+                         "status": TaskStatus.CANCELLED, "cancelled_by": str(cancelled_by),
+                         "environment_status": public_environment_status(environment_status)})

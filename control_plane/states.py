@@ -116,8 +116,9 @@ ENVIRONMENT = {
     (E.DEPLOYING, E.STOPPED), (E.DEPLOYING, E.PENDING),  # cancel: back to the last stable state
 }
 
-# An environment is listed on the API unless destroyed or deleted; the indexed
-# `is_active` column mirrors this (see `is_active`).
+# `Environment.is_active` is not a second state: it is false exactly when the
+# status is one of these or the environment's project was deleted (which leaves
+# the status as it was). It is stored for the indexed lists; see `is_active`.
 INACTIVE = frozenset({E.DESTROYED, E.DELETED})
 
 # How an environment's status reads where the spec fixes the values: a destroyed
@@ -206,8 +207,9 @@ def sources(resource, target):
                         if to == target and source not in (None, "*")))
 
 
-def is_active(status):
-    return status not in INACTIVE
+def is_active(status, project_deleted=False):
+    """What `Environment.is_active` holds for an environment in `status`."""
+    return status not in INACTIVE and not project_deleted
 
 
 def public_environment_status(status):

@@ -114,3 +114,29 @@ def test_database_from_the_first_migration_upgrades_with_its_rows(tmp_path, back
                 ("kept-org", 3)]
     finally:
         db.close_all() if hasattr(db, "close_all") else db.close()
+
+
+def test_destroyed_environments_get_their_own_status(app, world):
+    """0004: an inactive `pending` environment with a `destroyed` destroy record
+    becomes `destroyed`; a never-deployed one, or one of a deleted project, stays."""
+    import importlib
+
+    from control_plane.models import Deployment, Environment
+
+    step = importlib.import_module("control_plane.migrations.0004_environment_destroyed")
+    db = app.extensions["berth"].db
+    project = world.project(world.org())
+    destroyed = world.environment(project, status="pending", active=False)
+    Deployment.create(environment=destroyed, project=project, version=1, kind="destroy",
+                      trigger="destroy", status="destroyed")
+    never_deployed = world.environment(project, status="pending")
+    of_deleted_project = world.environment(project, status="pending", active=False)
+    deleted = world.environment(project, status="deleted", active=False)
+
+    step.up(None, db)
+    status = {e.id: e.status for e in Environment.select()}
+    assert status[destroyed.id] == "destroyed"
+    assert [status[e.id] for e in (never_deployed, of_deleted_project, deleted)] == [
+        "pending", "pending", "deleted"]
+    step.down(None, db)
+    assert Environment.get_by_id(destroyed.id).status == "pending"

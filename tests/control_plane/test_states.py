@@ -27,3 +27,75 @@ def test_refused_with_a_code(resource, current, target):
         states.check(resource, current, target)
     assert exc.value.status == 409 and exc.value.code == "invalid_transition"
     assert not states.can(resource, current, target)
+
+
+@pytest.mark.parametrize("resource, current, target", [
+    ("command", None, "queued"), ("command", "queued", "delivered"),
+    ("command", "delivered", "delivered"), ("command", "delivered", "acked"),
+    ("command", "acked", "succeeded"), ("command", "acked", "failed"),
+    ("command", "acked", "withdrawn"), ("command", "withdrawn", "failed"),
+    ("registration_token", None, "pending"), ("registration_token", "pending", "consumed"),
+    ("registration_token", "pending", "revoked"),
+    ("environment", "destroying", "destroyed"), ("environment", "destroyed", "deploying"),
+    ("delivery", "retrying", "delivered"),
+])
+def test_allowed_in_the_new_tables(resource, current, target):
+    assert states.check(resource, current, target) == target
+
+
+@pytest.mark.parametrize("resource, current, target", [
+    ("command", "succeeded", "failed"), ("command", "withdrawn", "acked"),
+    ("command", "acked", "delivered"), ("command", "succeeded", "withdrawn"),
+    ("registration_token", "consumed", "revoked"), ("registration_token", "revoked", "consumed"),
+    ("registration_token", "pending", "expired"),  # derived, never stored
+    ("environment", "destroyed", "running"), ("environment", "deleted", "deploying"),
+    ("delivery", "delivered", "retrying"),
+])
+def test_refused_in_the_new_tables(resource, current, target):
+    assert not states.can(resource, current, target)
+
+
+def test_sources_give_the_where_clause_of_a_move():
+    assert states.sources("command", "acked") == ("delivered", "queued")
+    assert states.sources("command", "withdrawn") == ("acked", "delivered", "queued")
+    assert set(states.sources("command", "succeeded")) == {"queued", "delivered", "acked",
+                                                           "withdrawn"}
+    assert states.sources("command", "delivered") == states.COMMAND_UNDELIVERED[::-1]
+    assert states.sources("registration_token", "consumed") == ("pending",)
+    assert states.sources("registration_token", "revoked") == ("pending",)
+
+
+ENUMS = {"environment": states.EnvironmentStatus, "deployment": states.DeploymentStatus,
+         "command": states.CommandStatus, "registration_token": states.TokenStatus,
+         "webhook": states.WebhookState, "delivery": states.DeliveryStatus}
+
+
+@pytest.mark.parametrize("resource", sorted(states.TABLES))
+def test_every_status_in_a_table_is_a_member_of_its_enum(resource):
+    members = set(ENUMS[resource])
+    for current, target in states.TABLES[resource]:
+        assert current in members | {None, "*"} and target in members
+
+
+def test_members_are_their_strings():
+    assert states.EnvironmentStatus.RUNNING == "running"
+    assert f"{states.CommandStatus.ACKED}" == "acked"
+    assert {"pending": 1}[states.TokenStatus.PENDING] == 1
+    assert states.TASK_STATUS["success"] == "completed"
+
+
+def test_destroyed_reads_pending_where_the_spec_fixes_the_status():
+    assert states.public_environment_status("destroyed") == "pending"
+    assert states.public_environment_status("running") == "running"
+    assert "destroyed" not in states.PUBLIC_ENVIRONMENT_STATUS.values()
+
+
+def test_is_active_is_declared_by_the_status_and_the_project():
+    assert states.is_active("running") and states.is_active("pending")
+    assert not states.is_active("destroyed") and not states.is_active("deleted")
+    assert not states.is_active("stopped", project_deleted=True)
+
+
+def test_no_status_nothing_produces():
+    """"paused" (an environment status in the spec) is produced by nothing."""
+    assert "paused" not in set(states.EnvironmentStatus)

@@ -24,10 +24,18 @@ def _domain():
     return current_app.config["APPS_DOMAIN"]
 
 
+class EnvironmentStatus(ma.fields.String):
+    """The stored status as the spec names it (a destroyed environment reads `pending`)."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return super()._serialize(value and states.public_environment_status(value), attr, obj,
+                                  **kwargs)
+
+
 class EnvironmentSchema(Schema):
     id = ma.fields.UUID(required=True)
     name = ma.fields.String(required=True)
-    status = ma.fields.String(required=True)
+    status = EnvironmentStatus(required=True)
     url = ma.fields.Function(lambda env: svc.url_of(env, _domain()), allow_none=True)
     erp_version = ma.fields.Function(lambda env: env.project.erp_version, allow_none=True)
     branch = ma.fields.String(allow_none=True)
@@ -75,7 +83,7 @@ class LastDeploySchema(Schema):
 
 class StatusSchema(Schema):
     environment_id = ma.fields.UUID(required=True)
-    status = ma.fields.String(required=True)
+    status = EnvironmentStatus(required=True)
     url = ma.fields.String(allow_none=True)
     container_running = ma.fields.Boolean(required=True)
     db_ready = ma.fields.Boolean(required=True)
