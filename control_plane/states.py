@@ -64,6 +64,13 @@ class TokenStatus(StrEnum):
     EXPIRED = "expired"
 
 
+class KeyStatus(StrEnum):
+    """An API key, derived from its `revoked_at` and `expires_at`."""
+    ACTIVE = "active"
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+
+
 class WebhookState(StrEnum):
     """A webhook subscription, stored as its `is_active` flag."""
     ACTIVE = "active"

@@ -13,6 +13,7 @@ from control_plane import safe_input
 from control_plane.cli import cli, make_app
 from control_plane.errors import ApiError
 from control_plane.models.org import PERMISSIONS
+from control_plane.states import TicketStatus
 
 
 @cli.group()
@@ -234,7 +235,7 @@ def ticket():
 @click.option("--org", "org_id", type=UUID_T, required=True)
 @click.option("--subject", required=True)
 @click.option("--description", required=True)
-@click.option("--status", default="open", show_default=True)
+@click.option("--status", default=TicketStatus.OPEN.value, show_default=True)
 @click.option("--priority", default="normal", show_default=True)
 @click.option("--category", default="general", show_default=True)
 @click.option("--project", "project_id", type=UUID_T)

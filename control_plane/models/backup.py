@@ -2,11 +2,12 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField
 from control_plane.models.environment import Environment
+from control_plane.states import BackupStatus
 
 
 class Backup(BaseModel):
     environment = peewee.ForeignKeyField(Environment, backref="backups")
-    status = peewee.CharField(max_length=16, default="pending", index=True)
+    status = peewee.CharField(max_length=16, default=BackupStatus.PENDING, index=True)
     backup_type = peewee.CharField(max_length=16, default="manual")
     database_size = peewee.BigIntegerField(default=0)
     filestore_size = peewee.BigIntegerField(default=0)

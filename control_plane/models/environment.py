@@ -4,6 +4,7 @@ from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import User
 from control_plane.models.project import Project
 from control_plane.models.server import Server
+from control_plane.states import CommandStatus, DeploymentStatus, EnvironmentStatus
 
 
 class Environment(BaseModel):
@@ -11,7 +12,7 @@ class Environment(BaseModel):
     server = peewee.ForeignKeyField(Server, null=True, backref="environments")
     name = peewee.CharField(max_length=255)
     environment_type = peewee.CharField(max_length=16, default="development")
-    status = peewee.CharField(max_length=16, default="pending", index=True)
+    status = peewee.CharField(max_length=16, default=EnvironmentStatus.PENDING, index=True)
     branch = peewee.CharField(max_length=255, null=True)
     auto_deploy = peewee.BooleanField(default=False)
     cpu_cores = peewee.FloatField(null=True)
@@ -22,7 +23,8 @@ class Environment(BaseModel):
     # Container references, cleared by destroy.
     erp_container = peewee.CharField(max_length=128, null=True)
     db_container = peewee.CharField(max_length=128, null=True)
-    # Inactive environments are destroyed or deleted; they are never listed.
+    # Inactive environments are destroyed or deleted, or their project is; they are
+    # never listed (states.is_active).
     is_active = peewee.BooleanField(default=True, index=True)
     # Last measured disk usage (not live).
     disk_database_bytes = peewee.BigIntegerField(null=True)
@@ -41,7 +43,7 @@ class Deployment(BaseModel):
     # deploy | redeploy | restart | start | stop | delete | destroy
     kind = peewee.CharField(max_length=16, default="deploy")
     trigger = peewee.CharField(max_length=16)
-    status = peewee.CharField(max_length=16, default="pending", index=True)
+    status = peewee.CharField(max_length=16, default=DeploymentStatus.PENDING, index=True)
     git_branch = peewee.CharField(max_length=255, null=True)
     git_commit = peewee.CharField(max_length=64, null=True)
     image_tag = peewee.CharField(max_length=255, null=True)
@@ -77,7 +79,7 @@ class AgentCommand(BaseModel):
     deployment = peewee.ForeignKeyField(Deployment, null=True, backref="commands")
     kind = peewee.CharField(max_length=32)
     payload = JSONField(default=dict)
-    status = peewee.CharField(max_length=16, default="queued", index=True)
+    status = peewee.CharField(max_length=16, default=CommandStatus.QUEUED, index=True)
     attempts = peewee.IntegerField(default=0)
     delivered_at = DateTimeField(null=True)
     acked_at = DateTimeField(null=True)

@@ -2,6 +2,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization, User
+from control_plane.states import TokenStatus
 
 
 class Server(BaseModel):
@@ -32,8 +33,8 @@ class RegistrationToken(BaseModel):
     server_name = peewee.CharField(max_length=255, null=True)
     ssh_username = peewee.CharField(max_length=64, default="root")
     auto_deploy = JSONField(null=True)
-    # pending | consumed | revoked; "expired" is derived from expires_at.
-    status = peewee.CharField(max_length=16, default="pending")
+    # states.TokenStatus; "expired" is derived from expires_at.
+    status = peewee.CharField(max_length=16, default=TokenStatus.PENDING)
     expires_at = DateTimeField()
     created_by = peewee.ForeignKeyField(User, null=True)
     created_by_name = peewee.CharField(max_length=255)

@@ -15,7 +15,7 @@ class Ticket(BaseModel):
     ticket_number = peewee.CharField(max_length=32, unique=True)
     subject = peewee.CharField(max_length=255)
     description = peewee.TextField()
-    status = peewee.CharField(max_length=32, default="open", index=True)
+    status = peewee.CharField(max_length=32, default=TicketStatus.OPEN, index=True)
     priority = peewee.CharField(max_length=16, default="normal")
     category = peewee.CharField(max_length=32, default="general")
     source = peewee.CharField(max_length=16, default="api")

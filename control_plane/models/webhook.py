@@ -5,6 +5,7 @@ import peewee
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization
 from control_plane.models.project import Project
+from control_plane.states import DeliveryStatus
 
 
 class Webhook(BaseModel):
@@ -35,7 +36,7 @@ class Event(BaseModel):
 class WebhookDelivery(BaseModel):
     webhook = peewee.ForeignKeyField(Webhook, backref="deliveries", on_delete="CASCADE")
     event = peewee.ForeignKeyField(Event)
-    status = peewee.CharField(max_length=16, default="retrying", index=True)
+    status = peewee.CharField(max_length=16, default=DeliveryStatus.RETRYING, index=True)
     attempt_count = peewee.IntegerField(default=0)
     next_attempt_at = DateTimeField(null=True, index=True)
     claimed_until = DateTimeField(null=True)

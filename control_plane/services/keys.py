@@ -17,6 +17,7 @@ from control_plane.errors import (
 )
 from control_plane.models import ApiKey, Organization, Project, User
 from control_plane.models.api_key import FULL_ACCESS, KEY_PREFIX, ORG_SCOPE, PROJECT_SCOPE
+from control_plane.states import KeyStatus
 
 
 def create_key(org_id, name, key_type, scope, project_id=None, expires_at=None,
@@ -153,10 +154,10 @@ def authorize_method(key, method):
 
 def status_of(key):
     if key.revoked_at is not None:
-        return "revoked"
+        return KeyStatus.REVOKED
     if key.expires_at is not None and key.expires_at <= clock.now():
-        return "expired"
-    return "active"
+        return KeyStatus.EXPIRED
+    return KeyStatus.ACTIVE
 
 
 def list_keys(org_id):
@@ -183,7 +184,7 @@ def delete_key(public_id):
     """Only revoked or expired keys can be deleted: an active key is revoked first."""
     with database.atomic():
         key = _get(public_id)
-        if status_of(key) == "active":
+        if status_of(key) == KeyStatus.ACTIVE:
             raise KeyActive("revoke the key before deleting it")
         key.deleted_at = clock.now()
         key.save(only=[ApiKey.deleted_at])

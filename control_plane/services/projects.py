@@ -8,8 +8,9 @@ from control_plane.errors import ConfirmRequired, EnvironmentsRunning, NotFound,
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
 from control_plane.services.scope import require_org_scope, scoped_page
+from control_plane.states import EnvironmentStatus
 
-BUSY_STATUSES = ("running", "deploying")
+BUSY_STATUSES = (EnvironmentStatus.RUNNING, EnvironmentStatus.DEPLOYING)
 
 
 def _listed(org, *project, shape):

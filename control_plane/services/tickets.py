@@ -7,6 +7,7 @@ from control_plane.models import Environment, Organization, Project, Server, Tic
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.pagination import CursorList
 from control_plane.services.scope import require_org_scope
+from control_plane.states import TicketStatus
 
 PRIORITIES = ("low", "normal", "high", "urgent")
 
@@ -52,7 +53,7 @@ def get_ticket(key, ticket_id):
     return ticket
 
 
-def create_ticket(*, org_id, subject, description, status="open", priority="normal",
+def create_ticket(*, org_id, subject, description, status=TicketStatus.OPEN, priority="normal",
                   category="general", project_id=None, environment_id=None, server_id=None,
                   requester_email=None):
     if status not in TICKET_STATUSES:
@@ -72,8 +73,8 @@ def create_ticket(*, org_id, subject, description, status="open", priority="norm
             subject=subject, description=description, status=status, priority=priority,
             category=category, source="staff", project=project_id, environment=environment_id,
             server=server_id, requester_email=requester_email, updated_at=now,
-            resolved_at=now if status == "resolved" else None,
-            closed_at=now if status == "closed" else None)
+            resolved_at=now if status == TicketStatus.RESOLVED else None,
+            closed_at=now if status == TicketStatus.CLOSED else None)
 
 
 def _check_links(org, project_id, environment_id, server_id):

@@ -28,6 +28,7 @@ from control_plane.db import database, is_sqlite
 from control_plane.events import canonical
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services.webhooks import net, payloads, subscriptions
+from control_plane.states import DeliveryStatus
 
 log = logging.getLogger("berth.webhooks")
 
@@ -111,7 +112,7 @@ def fan_out(limit=FANOUT_BATCH):
             # claims and the failure count follow the events, not random ids. Each
             # event costs an UPDATE (far over 1 us): the next turn's `now` is later.
             created = now + dt.timedelta(microseconds=i)
-            rows.extend({"webhook": hook.id, "event": event.id, "status": "retrying",
+            rows.extend({"webhook": hook.id, "event": event.id, "status": DeliveryStatus.RETRYING,
                          "next_attempt_at": now, "created_at": created}
                         for hook in hooks.get(event.organization_id, ())
                         if matches(hook, event))
@@ -157,7 +158,7 @@ def claim_due(limit=BATCH):
     D = WebhookDelivery
     unclaimed = D.claimed_until.is_null() | (D.claimed_until < now)
     due = (D.select(D.id)
-           .where(D.status == "retrying", D.next_attempt_at <= now, unclaimed,
+           .where(D.status == DeliveryStatus.RETRYING, D.next_attempt_at <= now, unclaimed,
                   D.webhook.in_(Webhook.select(Webhook.id)
                                 .where(Webhook.is_active == True)))  # noqa: E712
            .order_by(D.next_attempt_at, D.created_at, D.id).limit(limit))
@@ -167,7 +168,7 @@ def claim_due(limit=BATCH):
         due = due.for_update("FOR UPDATE SKIP LOCKED")
     with database.atomic():
         ids = [row.id for row in D.update(claimed_until=until)
-               .where(D.id.in_(due), D.status == "retrying", D.next_attempt_at <= now,
+               .where(D.id.in_(due), D.status == DeliveryStatus.RETRYING, D.next_attempt_at <= now,
                       unclaimed).returning(D.id).execute()]
         if not ids:
             return []
@@ -244,16 +245,16 @@ def record(results, delays):
                   "response_body": str(result.body_snippet)[:SNIPPET]
                   if result.body_snippet else None,
                   "error_reason": None if result.ok else (result.error or _reason(result)),
-                  "status": "retrying", "next_attempt_at": None}
+                  "status": DeliveryStatus.RETRYING, "next_attempt_at": None}
         outcome = outcomes.setdefault(hook.id, [])
         if result.ok:
-            fields["status"] = "delivered"
-            outcome.append("delivered")
+            fields["status"] = DeliveryStatus.DELIVERED
+            outcome.append(DeliveryStatus.DELIVERED)
         else:
             delay = next_delay(attempt, delays)
             if delay is None:
-                fields["status"] = "failed"
-                outcome.append("failed")
+                fields["status"] = DeliveryStatus.FAILED
+                outcome.append(DeliveryStatus.FAILED)
             else:
                 fields["next_attempt_at"] = now + dt.timedelta(seconds=delay)
         rows.append([WebhookDelivery._meta.fields[f].db_value(fields[f]) for f in _UPDATE_FIELDS]
@@ -282,14 +283,14 @@ def _reason(result):
 def _settle_webhook(hook_id, outcomes, now):
     """last_triggered_at; failure_count: consecutive deliveries that ended failed
     (a delivered one resets it); the tenth pauses the webhook."""
-    if "delivered" in outcomes:
-        last = len(outcomes) - 1 - outcomes[::-1].index("delivered")
-        count = outcomes[last + 1:].count("failed")
+    if DeliveryStatus.DELIVERED in outcomes:
+        last = len(outcomes) - 1 - outcomes[::-1].index(DeliveryStatus.DELIVERED)
+        count = outcomes[last + 1:].count(DeliveryStatus.FAILED)
     else:
-        count = Webhook.failure_count + outcomes.count("failed")
+        count = Webhook.failure_count + outcomes.count(DeliveryStatus.FAILED)
     Webhook.update(last_triggered_at=now, failure_count=count).where(
         Webhook.id == hook_id).execute()
-    if "failed" not in outcomes:
+    if DeliveryStatus.FAILED not in outcomes:
         return
     paused = (Webhook.update(is_active=False, updated_at=now)
               .where(Webhook.id == hook_id, Webhook.is_active == True,  # noqa: E712
@@ -307,5 +308,5 @@ def prune(hook_id, keep=subscriptions.DELIVERY_LOG):
               .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
               .limit(keep))
     WebhookDelivery.delete().where(WebhookDelivery.webhook == hook_id,
-                                   WebhookDelivery.status != "retrying",
+                                   WebhookDelivery.status != DeliveryStatus.RETRYING,
                                    WebhookDelivery.id.not_in(recent)).execute()

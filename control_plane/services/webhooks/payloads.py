@@ -18,7 +18,7 @@ import hashlib
 import hmac
 import json
 
-from control_plane import clock, events
+from control_plane import clock, events, states
 
 USER_AGENT = "Berth-Webhooks/1"
 SECRET_PREFIX = "whsec_"
@@ -35,8 +35,11 @@ LABELS = (
     ("message", "Message"), ("webhook_id", "Webhook"),
 )
 MAX_FIELDS = 10  # Slack's limit for section fields; kept for all three formats
-SUCCESS = {"completed", "success", "succeeded", "running", "delivered"}
-FAILURE = {"failed", "error"}
+# The colour of a chat message: the statuses, of any resource, that read as good or bad.
+SUCCESS = {states.TaskStatus.COMPLETED, states.DeploymentStatus.SUCCESS,
+           states.CommandStatus.SUCCEEDED, states.EnvironmentStatus.RUNNING,
+           states.DeliveryStatus.DELIVERED}
+FAILURE = {states.TaskStatus.FAILED, states.EnvironmentStatus.ERROR}
 
 
 def render(webhook, envelope: dict, secret: str) -> tuple[bytes, dict]:
