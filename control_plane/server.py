@@ -25,6 +25,7 @@ from tornado.netutil import bind_sockets
 from tornado.wsgi import WSGIContainer
 
 from control_plane.config import Config
+from control_plane.errors import HTTP_CODES
 
 MAX_HEADER_BYTES = 64 * 1024
 # Bodies up to the app's own limit plus this reach Flask, which answers the
@@ -188,9 +189,9 @@ def _answer_errors_in_json(stream):
         if data == _TORNADO_400:
             # Called in tornado's `except HTTPInputError` block: that error says why.
             reason = str(sys.exc_info()[1] or "malformed request")
-            data = (_answer(413, "payload_too_large", "The request body is too large.")
+            data = (_answer(413, "The request body is too large.")
                     if reason.startswith(_TOO_LARGE)
-                    else _answer(400, "bad_request", f"Malformed HTTP request: {reason[:200]}"))
+                    else _answer(400, f"Malformed HTTP request: {reason[:200]}"))
             answered = True
         return write(data)
 
@@ -199,7 +200,7 @@ def _answer_errors_in_json(stream):
             return close(exc_info)
         if isinstance(exc_info, UnsatisfiableReadError):  # headers past MAX_HEADER_BYTES
             try:
-                stream.socket.send(_answer(400, "bad_request", "The request headers exceed "
+                stream.socket.send(_answer(400, "The request headers exceed "
                                            f"{MAX_HEADER_BYTES} bytes."))
             except OSError:
                 pass
@@ -211,8 +212,8 @@ def _answer_errors_in_json(stream):
     stream.write, stream.close = json_write, json_close
 
 
-def _answer(status, code, message):
-    body = json.dumps({"error": code, "message": message}).encode()
+def _answer(status, message):
+    body = json.dumps({"error": HTTP_CODES[status], "message": message}).encode()
     reason = {400: "Bad Request", 413: "Content Too Large"}[status]
     return (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
