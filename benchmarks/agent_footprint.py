@@ -44,7 +44,8 @@ def main():
     from control_plane.app import create_app
     from control_plane.gateway.server import Gateway
     from control_plane.models import Server
-    from control_plane.services import agents, orgs
+    from control_plane.services import agents
+    from control_plane.services.accounts import orgs
 
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app({"DATA_DIR": tmp, "SECRET_KEY": "bench"})

@@ -119,7 +119,7 @@ def setup(n, data_dir):
     from control_plane.app import create_app
     from control_plane.db import database
     from control_plane.models import Server
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     app = create_app({"DATA_DIR": data_dir, "SECRET_KEY": "bench"})
     migrate.upgrade(app.extensions["berth"].db)

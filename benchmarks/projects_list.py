@@ -134,7 +134,9 @@ def wait_listening(proc, log, what, timeout):
 def setup(data_dir, n_keys):
     """Migrate, then 20 projects and n_keys read-only keys. Returns (rw key, ro keys)."""
     from control_plane import migrate
-    from control_plane.services import keys, orgs, projects, servers
+    from control_plane.services.accounts import keys, orgs
+    from control_plane.services.projects import projects
+    from control_plane.services.servers import servers
 
     app = berth_app(data_dir)
     db = app.extensions["berth"].db

@@ -132,7 +132,7 @@ def main():
     from control_plane import events, migrate, scheduler, secretbox
     from control_plane.app import create_app
     from control_plane.models import Project, Webhook
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
     from control_plane.services.webhooks import subscriptions
 
     data_dir = tempfile.mkdtemp(prefix="berth-bench-webhooks-")

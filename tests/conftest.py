@@ -100,22 +100,22 @@ class World:
         self.app = app
 
     def org(self, name=None, quota=10):
-        from control_plane.services import orgs
+        from control_plane.services.accounts import orgs
         return orgs.create_org(name or f"org-{next(_seq)}", quota)
 
     def user(self, org, permissions=()):
-        from control_plane.services import orgs
+        from control_plane.services.accounts import orgs
         n = next(_seq)
         return orgs.create_user(org.id, f"user{n}", f"user{n}@example.com", permissions)
 
     def key(self, org, key_type="full_access", scope="organization", project=None, **kw):
-        from control_plane.services import keys
+        from control_plane.services.accounts import keys
         key, raw = keys.create_key(org.id, f"key-{next(_seq)}", key_type, scope,
                                    project.id if project else None, **kw)
         return raw, key
 
     def server(self, org=None, name=None):
-        from control_plane.services import servers
+        from control_plane.services.servers import servers
         return servers.create_server(name=name or f"srv-{next(_seq)}", provider="hetzner",
                                      cpu_cores=4, ram_mb=8192, disk_gb=100,
                                      org_id=org.id if org else None)

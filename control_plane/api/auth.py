@@ -5,7 +5,7 @@ every response it gets, errors included."""
 from flask import current_app, g, request
 
 from control_plane import ratelimit
-from control_plane.services import keys
+from control_plane.services.accounts import keys
 
 
 def authenticate_request():

@@ -77,7 +77,7 @@ def org():
 @click.option("--name", required=True)
 @click.option("--server-quota", type=click.IntRange(min=0), default=10, show_default=True)
 def org_create(name, server_quota):
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     o = orgs.create_org(name, server_quota)
     return {"id": str(o.id), "name": o.name, "server_quota": o.server_quota}
@@ -94,7 +94,7 @@ def user():
 @click.option("--email", required=True)
 @click.option("--permission", "permissions", multiple=True, type=click.Choice(PERMISSIONS))
 def user_create(org_id, name, email, permissions):
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     u = orgs.create_user(org_id, name, email, permissions)
     return {"id": str(u.id), "name": u.name, "email": u.email, "permissions": u.permissions}
@@ -103,7 +103,7 @@ def user_create(org_id, name, email, permissions):
 @command(user, "token")
 @click.argument("user_id", type=UUID_T)
 def user_token(user_id):
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     return {"token": orgs.issue_user_token(user_id)}
 
@@ -111,7 +111,7 @@ def user_token(user_id):
 @command(user, "delete")
 @click.argument("user_id", type=UUID_T)
 def user_delete(user_id):
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     orgs.delete_user(user_id)
     return {"deleted": True}
@@ -120,7 +120,7 @@ def user_delete(user_id):
 @command(admin, "bootstrap")
 def bootstrap():
     """First organization and a full-access key, if there is no organization yet."""
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     made = orgs.bootstrap()
     if made is None:
@@ -162,7 +162,7 @@ def _parse_expiry(value):
 @click.option("--owner", "owner_id", type=UUID_T)
 def key_create(org_id, name, key_type, scope, project_id, expires_at, server_registration,
                support_tickets, owner_id):
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
 
     k, raw = keys.create_key(org_id, name, key_type, scope, project_id, _parse_expiry(expires_at),
                              server_registration, support_tickets, owner_id)
@@ -172,7 +172,7 @@ def key_create(org_id, name, key_type, scope, project_id, expires_at, server_reg
 @command(key, "list")
 @click.option("--org", "org_id", type=UUID_T, required=True)
 def key_list(org_id):
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
 
     return {"keys": [{"id": k.public_id, "name": k.name, "prefix": k.prefix, "type": k.key_type,
                       "scope": k.scope, "status": keys.status_of(k),
@@ -182,7 +182,7 @@ def key_list(org_id):
 @command(key, "revoke")
 @click.argument("key_id")
 def key_revoke(key_id):
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
 
     keys.revoke_key(key_id)
     return {"revoked": True}
@@ -192,7 +192,7 @@ def key_revoke(key_id):
 @click.argument("key_id")
 def key_delete(key_id):
     """Remove a revoked or expired key from the list."""
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
 
     keys.delete_key(key_id)
     return {"deleted": True}
@@ -215,7 +215,7 @@ def server():
 @click.option("--org", "org_id", type=UUID_T)
 @click.option("--shared", is_flag=True)
 def server_create(name, provider, region, cpu_cores, ram_mb, disk_gb, org_id, shared):
-    from control_plane.services import servers
+    from control_plane.services.servers import servers
 
     if (org_id is None) == (not shared):
         raise ApiError("give exactly one of --org ORG_ID and --shared")
@@ -242,7 +242,7 @@ def ticket():
 @click.option("--environment", "environment_id", type=UUID_T)
 @click.option("--server", "server_id", type=UUID_T)
 def ticket_create(**kwargs):
-    from control_plane.services import tickets
+    from control_plane.services.support import tickets
 
     t = tickets.create_ticket(**kwargs)
     return {"id": str(t.id), "ticket_number": t.ticket_number}
@@ -255,7 +255,7 @@ def ticket_create(**kwargs):
 @click.option("--from-support", is_flag=True)
 @click.option("--internal", is_flag=True, help="An internal note: never shown to the customer")
 def ticket_comment(ticket_id, author, content, from_support, internal):
-    from control_plane.services import tickets
+    from control_plane.services.support import tickets
 
     c = tickets.add_comment(ticket_id, author=author, content=content,
                             from_support=from_support, internal=internal)
@@ -277,7 +277,7 @@ def release():
 @click.option("--improved", multiple=True)
 @click.option("--fixed", multiple=True)
 def release_add(version, date, title, highlights, added, changed, improved, fixed):
-    from control_plane.services import releases
+    from control_plane.services.support import releases
 
     r = releases.add_release(version=version, date=date, title=title, highlights=highlights,
                              categories={"added": added, "changed": changed,

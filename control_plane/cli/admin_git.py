@@ -19,7 +19,7 @@ def project_webhook_secret(project_id, rotate):
     print the URL to configure with it."""
     from flask import current_app
 
-    from control_plane.services import git_push
+    from control_plane.services.deploys import git_push
 
     return git_push.issue_secret(project_id, rotate=rotate,
                                  public_url=current_app.config["PUBLIC_URL"])
@@ -38,7 +38,7 @@ def addon():
 @click.option("--auto-deploy/--no-auto-deploy", default=True, show_default=True,
               help="Redeploy the project's auto-deploy environments on a push to the branch")
 def addon_add(project_id, url, branch, full_name, auto_deploy):
-    from control_plane.services import addon_repositories as svc
+    from control_plane.services.projects import addon_repositories as svc
 
     return svc.to_dict(svc.add(project_id, url, branch=branch, full_name=full_name,
                                auto_deploy=auto_deploy))
@@ -47,7 +47,7 @@ def addon_add(project_id, url, branch, full_name, auto_deploy):
 @command(addon, "list")
 @click.option("--project", "project_id", type=UUID_T, required=True)
 def addon_list(project_id):
-    from control_plane.services import addon_repositories as svc
+    from control_plane.services.projects import addon_repositories as svc
 
     return {"addon_repositories": [svc.to_dict(a) for a in svc.list_for(project_id)]}
 
@@ -58,7 +58,7 @@ def addon_list(project_id):
 @click.option("--auto-deploy/--no-auto-deploy", default=None)
 @click.option("--active/--inactive", "is_active", default=None)
 def addon_update(addon_id, branch, auto_deploy, is_active):
-    from control_plane.services import addon_repositories as svc
+    from control_plane.services.projects import addon_repositories as svc
 
     return svc.to_dict(svc.update(addon_id, branch=branch, auto_deploy=auto_deploy,
                                   is_active=is_active))

@@ -20,8 +20,9 @@ from control_plane import agent_link
 from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
 from control_plane.safe_input import storable
-from control_plane.services import agents, monitoring
+from control_plane.services import agents
 from control_plane.services.deploys import lifecycle, queue
+from control_plane.services.servers import monitoring
 
 log = logging.getLogger("berth.gateway")
 
@@ -221,7 +222,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
     # --- RPCs ------------------------------------------------------------
 
     async def Register(self, request, context):  # noqa: N802 - gRPC method name
-        from control_plane.services import registration
+        from control_plane.services.servers import registration
 
         facts = request.facts
         try:

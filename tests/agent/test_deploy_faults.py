@@ -16,7 +16,7 @@ import pytest
 from agent.environments import DeployError, Environments
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
-from control_plane.services import environments as env_svc
+from control_plane.services.deploys import environments as env_svc
 from tests.agent_support import polled_get, registered_server, wait_for
 from tests.conftest import auth
 

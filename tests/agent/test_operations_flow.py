@@ -13,8 +13,9 @@ import pytest
 
 from agent.environments import Environments
 from control_plane.models import AgentCommand, Project, Server
-from control_plane.services import addon_repositories, orgs
 from control_plane.services import agents as agent_svc
+from control_plane.services.accounts import orgs
+from control_plane.services.projects import addon_repositories
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
 

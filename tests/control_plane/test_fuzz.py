@@ -17,7 +17,8 @@ from control_plane.app import create_app
 def fuzz_app(tmp_path_factory):
     app = create_app({"DATA_DIR": str(tmp_path_factory.mktemp("fuzz")), "SECRET_KEY": "fuzz"})
     migrate.upgrade(app.extensions["berth"].db)
-    from control_plane.services import keys, orgs, releases, tickets
+    from control_plane.services.accounts import keys, orgs
+    from control_plane.services.support import releases, tickets
     from tests.conftest import World
 
     world = World(app)
@@ -82,7 +83,7 @@ def test_public_api_conforms(api_schema, fuzz_app):
 def ops_schema(fuzz_app):
     from control_plane.models import Organization
     from control_plane.models.org import PERMISSIONS
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
 
     org = Organization.get(Organization.name == "fuzz")
     user = orgs.create_user(org.id, "fuzzer", "f@example.com", PERMISSIONS)

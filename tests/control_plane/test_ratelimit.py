@@ -52,7 +52,7 @@ def test_redis_storage_is_shared_between_processes(tmp_path, redis_server):
     migrate.upgrade(a.extensions["berth"].db)
     a.extensions["berth"].limiter.reset()
     with a.app_context():
-        from control_plane.services import keys, orgs
+        from control_plane.services.accounts import keys, orgs
         org = orgs.create_org("o")
         _, raw = keys.create_key(org.id, "k", "full_access", "organization")
     ca, cb = a.test_client(), b.test_client()

@@ -116,7 +116,7 @@ def _keys(served, org):
     through the service layer on the same database (a `berth admin` process each
     would take minutes); the organization and everything else come from the CLI."""
     from control_plane.app import create_app
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
 
     app = create_app({"DATA_DIR": served.env["CP_DATA_DIR"],
                       "DATABASE_URL": served.env.get("CP_DATABASE_URL") or None})

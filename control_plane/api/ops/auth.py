@@ -3,7 +3,7 @@ request (the incoming Git webhooks authenticate by signature instead)."""
 
 from flask import g, request
 
-from control_plane.services import users
+from control_plane.services.accounts import users
 
 
 def authenticate_request():

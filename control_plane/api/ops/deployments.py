@@ -9,7 +9,7 @@ from control_plane.api.fields import Boolean, Branch, QueryBoolean, Schema, UTCD
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, ErrorSchema
-from control_plane.services import operations as svc
+from control_plane.services.deploys import operations as svc
 
 blp = init_blueprint(Blueprint("operations", __name__, description="Deployment operations"))
 

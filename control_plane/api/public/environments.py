@@ -15,7 +15,7 @@ from control_plane.api.smorest import (
     Blueprint,
     confirm_delete_header,
 )
-from control_plane.services import environments as svc
+from control_plane.services.deploys import environments as svc
 
 blp = Blueprint("environments", __name__, description="Environments")
 

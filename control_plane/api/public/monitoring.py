@@ -8,7 +8,7 @@ from flask.views import MethodView
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.smorest import Blueprint, ErrorSchema
-from control_plane.services import monitoring as svc
+from control_plane.services.servers import monitoring as svc
 
 blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")
 

@@ -14,7 +14,7 @@ from control_plane.api.smorest import (
     Blueprint,
     confirm_delete_header,
 )
-from control_plane.services import projects as svc
+from control_plane.services.projects import projects as svc
 
 blp = Blueprint("projects", __name__, description="Projects")
 

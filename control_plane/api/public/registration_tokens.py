@@ -7,7 +7,7 @@ from flask.views import MethodView
 from control_plane.api.auth import current_key
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
 from control_plane.api.smorest import Blueprint
-from control_plane.services import registration as svc
+from control_plane.services.servers import registration as svc
 
 blp = Blueprint("registration_tokens", __name__,
                 description="Registration tokens (adding servers)")

@@ -8,7 +8,7 @@ from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
 from control_plane.services import agents
-from control_plane.services import servers as svc
+from control_plane.services.servers import servers as svc
 
 blp = Blueprint("servers", __name__, description="Servers")
 

@@ -9,7 +9,7 @@ from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
 from control_plane.models.ticket import TICKET_STATUSES
-from control_plane.services import tickets as svc
+from control_plane.services.support import tickets as svc
 
 blp = Blueprint("tickets", __name__, description="Support tickets (read-only)")
 

@@ -10,7 +10,7 @@ from control_plane import clock
 from control_plane.db import for_update
 from control_plane.errors import NotFound
 from control_plane.models import Deployment, Environment, Project
-from control_plane.services import users
+from control_plane.services.accounts import users
 
 
 def environment_for_key(key, environment_id, *, lock=False):

@@ -16,8 +16,8 @@ from peewee import fn
 from control_plane import clock, events, states
 from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
-from control_plane.services import addon_repositories
 from control_plane.services.deploys import queue
+from control_plane.services.projects import addon_repositories
 
 # Task-log lines the control plane writes are numbered from here, after any line
 # of the agent's, so neither ever replaces the other.

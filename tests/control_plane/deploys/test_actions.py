@@ -22,7 +22,7 @@ from control_plane.models import (
     TaskLogLine,
     UserToken,
 )
-from control_plane.services import orgs
+from control_plane.services.accounts import orgs
 from control_plane.services.deploys import lifecycle, queue
 
 V1 = "/api/v1"

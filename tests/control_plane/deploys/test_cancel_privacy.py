@@ -3,7 +3,7 @@ log and the deployment are read by every read-only key and every member of the
 organization."""
 
 from control_plane.models import Deployment, Environment
-from control_plane.services import orgs
+from control_plane.services.accounts import orgs
 from tests.conftest import auth
 
 V1, P = "/api/v1", "/api/public/v1"

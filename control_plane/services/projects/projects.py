@@ -7,7 +7,7 @@ from control_plane.db import database
 from control_plane.errors import ConfirmRequired, EnvironmentsRunning, NotFound, ProjectScopedKey
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
-from control_plane.services.scope import require_org_scope, scoped_page
+from control_plane.services.accounts.scope import require_org_scope, scoped_page
 from control_plane.states import EnvironmentStatus
 
 BUSY_STATUSES = (EnvironmentStatus.RUNNING, EnvironmentStatus.DEPLOYING)

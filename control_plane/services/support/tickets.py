@@ -6,7 +6,7 @@ from control_plane.errors import BadRequest, NotFound, SupportTicketsNotEnabled
 from control_plane.models import Environment, Organization, Project, Server, Ticket, TicketComment
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.pagination import CursorList
-from control_plane.services.scope import require_org_scope
+from control_plane.services.accounts.scope import require_org_scope
 from control_plane.states import TicketStatus
 
 PRIORITIES = ("low", "normal", "high", "urgent")

@@ -5,8 +5,8 @@ from control_plane import clock, events, states
 from control_plane.db import database
 from control_plane.errors import BadRequest, Conflict, NotFound, Unprocessable
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
+from control_plane.services.accounts.scope import projects_for
 from control_plane.services.deploys import access, actions, lifecycle
-from control_plane.services.scope import projects_for
 
 
 def url_of(env, apps_domain):

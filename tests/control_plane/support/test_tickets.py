@@ -20,13 +20,13 @@ COMMENT_KEYS = {"id", "author_name", "from_support", "content", "created_at"}
 
 
 def ticket(org, subject="Help", **kw):
-    from control_plane.services import tickets
+    from control_plane.services.support import tickets
     kw.setdefault("description", f"About {subject}")
     return tickets.create_ticket(org_id=org.id, subject=subject, **kw)
 
 
 def comment(t, author="Customer", content="hello", **kw):
-    from control_plane.services import tickets
+    from control_plane.services.support import tickets
     return tickets.add_comment(t.id, author=author, content=content, **kw)
 
 

@@ -5,7 +5,7 @@ from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Organization, User, UserToken
 from control_plane.models.org import PERMISSIONS
-from control_plane.services import keys
+from control_plane.services.accounts import keys
 
 
 def create_org(name, server_quota=10):

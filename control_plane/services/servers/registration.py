@@ -27,7 +27,7 @@ from control_plane.errors import (
     WriteAccessRequired,
 )
 from control_plane.models import ApiKey, Organization, Project, RegistrationToken, Server, User
-from control_plane.services.scope import require_org_scope
+from control_plane.services.accounts.scope import require_org_scope
 
 TOKEN_PREFIX = "srt_live_"
 CREDENTIAL_PREFIX = "agt_live_"
@@ -243,7 +243,7 @@ def consume_token(raw_token, *, hostname, cpu_cores, ram_mb, disk_gb, server_nam
             agent_credential_hash=security.digest(credential), created_at=now)
         RegistrationToken.update(server=server).where(RegistrationToken.id == token.id).execute()
         if token.auto_deploy and images is not None:
-            from control_plane.services import environments
+            from control_plane.services.deploys import environments
 
             environments.auto_deploy(token.auto_deploy, server, images)
     return server, credential

@@ -11,7 +11,7 @@ from control_plane.agent_link import NotConnected
 from control_plane.db import database
 from control_plane.errors import ApiError, Conflict, NotFound
 from control_plane.models import Environment, Server
-from control_plane.services import environments
+from control_plane.services.deploys import environments
 
 PER_SERVER = RateLimitItemPerMinute(6)  # server metrics, per server
 PER_ENVIRONMENT = RateLimitItemPerMinute(6)  # environment metrics, per environment

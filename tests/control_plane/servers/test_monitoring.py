@@ -126,7 +126,7 @@ def test_server_status_thresholds(cpu, memory, disk, expected):
     agent link hands it to the services."""
     from agent.rpc.v1 import agent_pb2 as pb
     from control_plane.agent_link import host_metrics_data
-    from control_plane.services.monitoring import server_status
+    from control_plane.services.servers.monitoring import server_status
 
     m = pb.HostMetrics(cpu_percent=cpu, memory_percent=memory, disk_percent=disk)
     assert server_status(host_metrics_data(m)) == expected

@@ -6,7 +6,7 @@ from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Environment, Organization, Project, Server
 from control_plane.pagination import CursorList
-from control_plane.services.scope import scoped_page
+from control_plane.services.accounts.scope import scoped_page
 
 
 def _listed(org, *project, shape):

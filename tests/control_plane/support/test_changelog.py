@@ -23,7 +23,7 @@ NEWEST_FIRST = ["2.0.0", "1.10.2", "1.10.0", "1.9.10", "1.9.0", "1.2.0", "0.9.9"
 
 
 def add(version, date, title=None, highlights=(), **categories):
-    from control_plane.services import releases
+    from control_plane.services.support import releases
     return releases.add_release(version=version, date=date, title=title or f"Release {version}",
                                 highlights=highlights, categories=categories)
 

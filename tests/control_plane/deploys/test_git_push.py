@@ -20,7 +20,8 @@ from control_plane.models import (
     GitDelivery,
     GitWebhookSecret,
 )
-from control_plane.services import addon_repositories, git_push
+from control_plane.services.deploys import git_push
+from control_plane.services.projects import addon_repositories
 
 URL = "/api/v1/webhooks"
 SHA1, SHA2 = "a" * 40, "b" * 40

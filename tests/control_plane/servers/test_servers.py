@@ -35,7 +35,7 @@ def test_own_and_shared_servers_never_another_organizations(client, world):
 
 
 def test_server_fields(client, world):
-    from control_plane.services import servers
+    from control_plane.services.servers import servers
     org = world.org()
     s = servers.create_server(name="db-1", provider="hetzner", region="fsn1", cpu_cores=8,
                               ram_mb=32768, disk_gb=500, org_id=org.id)
@@ -192,7 +192,7 @@ def test_default_page_size_is_20_and_limit_bounds(client, world):
 
 
 def test_foreign_or_garbage_cursor_is_400(client, world):
-    from control_plane.services import tickets
+    from control_plane.services.support import tickets
     org = world.org()
     for i in range(2):
         world.server(org)

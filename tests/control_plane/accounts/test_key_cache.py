@@ -49,7 +49,7 @@ def test_key_revoked_by_another_process_fails_on_the_next_request(client, world)
 
 
 def test_key_revoked_through_the_service_fails_on_the_next_request(client, world):
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
     org = world.org()
     raw, key = world.key(org, "full_access")
     warm(client, raw)
@@ -85,7 +85,7 @@ def test_deleted_key_fails_on_the_next_request(client, world, fake_clock):
     assert r.status_code == 401 and r.json["error"] == "invalid_api_key"
 
     # Expired (on the test's clock, which the CLI does not share), then deleted.
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
     fake_clock.now = expires
     keys.delete_key(expired.public_id)
     r = client.get(f"{P}/projects", headers=auth(raw_expired))

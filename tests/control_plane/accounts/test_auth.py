@@ -61,7 +61,7 @@ def test_expired_key_is_401_key_expired(client, world, fake_clock):
 
 
 def test_revoked_key_is_rejected(client, world):
-    from control_plane.services import keys
+    from control_plane.services.accounts import keys
     org = world.org()
     raw, key = world.key(org, "read_only")
     keys.revoke_key(key.public_id)
@@ -83,7 +83,7 @@ def test_read_only_key_cannot_write(client, world, method):
 
 
 def test_key_whose_owner_was_deleted_cannot_write(client, world):
-    from control_plane.services import orgs
+    from control_plane.services.accounts import orgs
     org = world.org()
     owner = world.user(org)
     server = world.server(org)

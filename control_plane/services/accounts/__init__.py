@@ -1,0 +1,1 @@
+"""Accounts: organizations, users, API keys and what a key can see."""

@@ -1,0 +1,1 @@
+"""Servers: their records, registration and monitoring."""
