@@ -210,6 +210,7 @@ class ExceedsServerCapacity(Unprocessable):
 
 class TaskInProgress(Conflict):
     code = "task_in_progress"
+    message = "A task is already queued or running for this environment."
 
 
 class DeploymentInProgress(Conflict):
@@ -251,6 +252,11 @@ class ContainerNotFound(Conflict):
 
 class EngineTimeout(GatewayTimeout):
     code = "engine_timeout"
+
+
+class MetricsUnavailable(BadGateway):
+    code = "metrics_unavailable"
+    message = "The server or its agent did not return metrics. Retry in a minute."
 
 
 # add-on repositories and git pushes

@@ -118,9 +118,9 @@ ENVIRONMENT = {
     (E.RUNNING, E.ERROR), (E.STOPPED, E.ERROR), (E.FAILED, E.ERROR),
     ("*", E.DESTROYING), (E.DESTROYING, E.DELETED), (E.DESTROYING, E.FAILED),
     (E.DESTROYING, E.DESTROYED), (E.DESTROYED, E.DEPLOYING),  # destroyed, deployed again
-    # Destroy wrote `pending` before DESTROYED existed; kept until it writes DESTROYED.
-    (E.DESTROYING, E.PENDING), (E.PENDING, E.DEPLOYING),
-    (E.DEPLOYING, E.STOPPED), (E.DEPLOYING, E.PENDING),  # cancel: back to the last stable state
+    (E.PENDING, E.DEPLOYING),                  # a first deployment cancelled, then deployed
+    # cancel: back to the last stable state (never deployed, stopped or destroyed)
+    (E.DEPLOYING, E.STOPPED), (E.DEPLOYING, E.PENDING), (E.DEPLOYING, E.DESTROYED),
 }
 
 # `Environment.is_active` is not a second state: it is false exactly when the

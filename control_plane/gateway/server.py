@@ -16,7 +16,7 @@ import grpc
 
 from agent.rpc.v1 import agent_pb2 as pb
 from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
-from control_plane import agent_link
+from control_plane import agent_link, errors
 from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
 from control_plane.safe_input import storable
@@ -41,10 +41,10 @@ SERVER_OPTIONS = [
 ]
 
 REGISTER_ERRORS = {  # domain code -> gRPC status
-    "token_invalid": grpc.StatusCode.UNAUTHENTICATED,
-    "token_expired": grpc.StatusCode.UNAUTHENTICATED,
-    "token_revoked": grpc.StatusCode.PERMISSION_DENIED,
-    "token_consumed": grpc.StatusCode.ALREADY_EXISTS,
+    errors.TokenInvalid.code: grpc.StatusCode.UNAUTHENTICATED,
+    errors.TokenExpired.code: grpc.StatusCode.UNAUTHENTICATED,
+    errors.TokenRevoked.code: grpc.StatusCode.PERMISSION_DENIED,
+    errors.TokenConsumed.code: grpc.StatusCode.ALREADY_EXISTS,
 }
 
 

@@ -16,7 +16,7 @@ blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")
 METRICS_UNAVAILABLE = ("`metrics_unavailable`: the server or its monitoring agent did not "
                        "return metrics (not connected, or an error). Retry in a minute.")
 NOT_READY = ("`no_server` (the environment has no server yet), `environment_not_ready` "
-             "(pending, cloning or deploying)")
+             "(pending or deploying)")
 
 
 def live_errors(*responses):

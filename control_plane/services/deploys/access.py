@@ -6,7 +6,7 @@ the one writer of an environment's own settings.
 `lock` holds the environment's row until the transaction ends, so two requests
 cannot both find it idle; `actions` then takes the resolved environment."""
 
-from control_plane import clock
+from control_plane import clock, states
 from control_plane.db import for_update
 from control_plane.errors import NotFound
 from control_plane.models import Deployment, Environment, Project
@@ -24,12 +24,13 @@ def environment_for_key(key, environment_id, *, lock=False):
 
 
 def _visible():
-    """Environments /api/v1 knows: active ones, and destroyed ones (inactive,
-    `pending`), which may be deployed again. Not those deleted through the public
+    """Environments /api/v1 knows: active ones, and destroyed ones (inactive),
+    which may be deployed again. Not those deleted through the public
     API, nor any of a deleted project."""
     return (Environment.select(Environment, Project).join(Project)
             .where(Project.deleted_at.is_null(),
-                   Environment.is_active | (Environment.status == "pending")))
+                   Environment.is_active
+                   | (Environment.status == states.EnvironmentStatus.DESTROYED)))
 
 
 def environment_for_user(user, environment_id, permission, *, lock=False):

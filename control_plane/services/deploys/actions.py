@@ -3,25 +3,22 @@ redeploy, restart, start, stop, delete), retry, rollback, cancel and destroy.
 
 Each takes an environment its caller already resolved and locked (see `access`),
 inside the caller's transaction, the actor, and the conflict code of the caller's
-surface (`task_in_progress` for the public API, `deployment_in_progress` for
-/api/v1). Order of the checks: the task's status (400), one task at a time (409),
+surface (`errors.TaskInProgress` for the public API, `errors.DeploymentInProgress`
+for /api/v1). Order of the checks: the task's status (400), one task at a time (409),
 the environment's table (409), the per-organization limits (429). A refused
 request changes nothing and uses no rate-limit slot; the gateway is woken when
 the transaction commits."""
 
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock
-from control_plane.errors import ApiError, BadRequest, Conflict
+from control_plane import clock, errors, states
 from control_plane.models import Deployment, Server
 from control_plane.services import agents
 from control_plane.services.deploys import lifecycle
 
-TASK_IN_PROGRESS = "task_in_progress"  # the public API
-DEPLOYMENT_IN_PROGRESS = "deployment_in_progress"  # /api/v1
-_BUSY = {TASK_IN_PROGRESS: "A task is already queued or running for this environment.",
-         DEPLOYMENT_IN_PROGRESS: "A deployment is already pending or running for this "
-                                 "environment."}
+D = states.DeploymentStatus
+TASK_IN_PROGRESS = errors.TaskInProgress  # the public API
+DEPLOYMENT_IN_PROGRESS = errors.DeploymentInProgress  # /api/v1
 CODE_KINDS = ("deploy", "redeploy")  # the kinds that put code on the server
 
 # Per organization (spec Limits), on every deployment a person asks for, on either
@@ -37,12 +34,13 @@ def count_requested(berth, org_id, *, retry=False):
     berth.limiter.hit_all(
         [(item, f"ops-{name}", (org_id.hex,),
           f"Too many {what} for this organization (at most {item.amount} a minute).")
-         for item, name, what in limits], code="target_rate_limit")
+         for item, name, what in limits], error=errors.TargetRateLimited)
 
 
 def refuse_if_busy(env, conflict):
+    """`conflict`: the surface's error class (TASK_IN_PROGRESS or DEPLOYMENT_IN_PROGRESS)."""
     if lifecycle.in_progress(env.id):
-        raise Conflict(_BUSY[conflict], code=conflict)
+        raise conflict()
 
 
 def act(env, kind, actor_id, *, berth, conflict, trigger="manual", retry=False, **start):
@@ -59,12 +57,11 @@ def act(env, kind, actor_id, *, berth, conflict, trigger="manual", retry=False, 
 def retry(d, env, actor_id, *, berth, conflict):
     """A failed deployment again: same kind, branch, commit, image and configuration,
     next version, `extra_data.retry_of`. A retried rollback stays a rollback."""
-    if d.status != "failed":
-        raise BadRequest(f"Only a failed deployment can be retried; this one is {d.status}.",
-                         code="deployment_not_failed")
+    if d.status != D.FAILED:
+        raise errors.DeploymentNotFailed(
+            f"Only a failed deployment can be retried; this one is {d.status}.")
     if d.kind == "destroy":
-        raise BadRequest("A destroy is not retried; call destroy again.",
-                         code="deployment_not_failed")
+        raise errors.DeploymentNotFailed("A destroy is not retried; call destroy again.")
     extra = {k: v for k, v in d.extra_data.items() if k in ("rollback_to", "rollback_to_version")}
     return act(env, d.kind, actor_id, berth=berth, conflict=conflict, retry=True,
                trigger="rollback" if d.trigger == "rollback" else "manual",
@@ -76,18 +73,17 @@ def rollbackable(d):
     """A rollback target: a successful deployment of code whose flag allows it.
     Reads model objects and list rows (dicts) alike."""
     get = d.get if isinstance(d, dict) else (lambda name: getattr(d, name))
-    return get("status") == "success" and get("kind") in CODE_KINDS and bool(get("can_rollback"))
+    return get("status") == D.SUCCESS and get("kind") in CODE_KINDS and bool(get("can_rollback"))
 
 
 def rollback(target, env, actor_id, *, berth, conflict):
     """Back TO a successful deployment: its commit, branch, image and configuration
     (data and schema stay as they are)."""
     if not rollbackable(target):
-        why = (f"it is {target.status}" if target.status != "success" else
+        why = (f"it is {target.status}" if target.status != D.SUCCESS else
                "it deployed no code" if target.kind not in CODE_KINDS else
                "it is marked as not available for rollback")
-        raise BadRequest(f"Cannot roll back to this deployment: {why}.",
-                         code="rollback_not_allowed")
+        raise errors.RollbackNotAllowed(f"Cannot roll back to this deployment: {why}.")
     return act(env, "deploy", actor_id, berth=berth, conflict=conflict, trigger="rollback",
                branch=target.git_branch, commit=target.git_commit, image=target.image_tag,
                config=target.config, rollback_from=target.id,
@@ -95,9 +91,10 @@ def rollback(target, env, actor_id, *, berth, conflict):
 
 
 def cancel(d, user):
-    """(The caller holds the task's environment locked.) The task is `cancelled` at once and the environment goes back to its last
-    stable state; returns that state. 400 unless the task is pending or running
-    (a deletion or destroy is never cancelled).
+    """(The caller holds the task's environment locked.) The task is `cancelled`
+    at once and the environment goes back to its last stable state (`destroyed`
+    after a destroy); returns that state. 400 unless the task is pending or
+    running (a deletion or destroy is never cancelled).
 
     Running steps are not killed and partial changes stay (the agent may finish
     what it started); commands the agent has not finished are withdrawn, so they
@@ -107,21 +104,20 @@ def cancel(d, user):
     the outbox. Never the e-mail address: read-only keys of the organization read
     both."""
     if d.status not in lifecycle.ACTIVE:
-        raise BadRequest(f"Only a pending or running deployment can be cancelled; this one "
-                         f"is {d.status}.", code="deployment_not_cancellable")
+        raise errors.DeploymentNotCancellable(
+            f"Only a pending or running deployment can be cancelled; this one is {d.status}.")
     if lifecycle.KINDS[d.kind].removes:
-        raise BadRequest("A deletion or destroy cannot be cancelled.",
-                         code="deployment_not_cancellable")
+        raise errors.DeploymentNotCancellable("A deletion or destroy cannot be cancelled.")
     now = clock.now()
     who = {"id": str(user.id), "name": user.name}
     restored = lifecycle.settle(d, lifecycle.Outcome(
-        "cancelled", fields={"extra_data": {**d.extra_data, "cancelled_by": who,
+        D.CANCELLED, fields={"extra_data": {**d.extra_data, "cancelled_by": who,
                                             "cancelled_at": now.isoformat() + "Z"}},
         withdraw=f"cancelled by {user.name}", cancelled_by=user.id,
         log=("warning", f"Cancelled by {user.name}: running steps were "
                         "not stopped and partial changes were not undone.")), now=now)
     if restored is None:  # the agent's result settled it between our read and this update
-        raise BadRequest("The deployment finished meanwhile.", code="deployment_not_cancellable")
+        raise errors.DeploymentNotCancellable("The deployment finished meanwhile.")
     return restored
 
 
@@ -129,25 +125,25 @@ def destroy(env, actor_id, *, berth, conflict, delete_data=False):
     """A `destroy` task (trigger `destroy`) with the environment `destroying`; the
     agent removes the ERP and database containers, the database volume, the
     network and the configuration file, and the environment directory too with
-    `delete_data`. On success the task is `destroyed` and the environment
-    `pending`, inactive, without container references. An environment never
-    placed on a server is destroyed at once; one whose server is not connected
-    is refused (502 `server_unreachable`) and nothing changes."""
+    `delete_data`. On success the task and the environment are `destroyed` (the
+    environment inactive, shown as `pending` where the spec fixes the status),
+    without container references. An environment never placed on a server is
+    destroyed at once; one whose server is not connected is refused (502
+    `server_unreachable`) and nothing changes."""
     org_id = env.project.organization_id
     refuse_if_busy(env, conflict)
     server = env.server_id and Server.get_or_none(Server.id == env.server_id,
                                                   Server.deleted_at.is_null())
     if env.server_id is not None and (server is None or not agents.is_connected(server)):
-        raise ApiError("The environment's server is not connected; nothing was destroyed. "
-                       "Try again once its agent is back.", code="server_unreachable",
-                       status=502)
+        raise errors.ServerUnreachable("The environment's server is not connected; nothing "
+                                       "was destroyed. Try again once its agent is back.")
     lifecycle.begin(env, "destroy", org_id)
     count_requested(berth, org_id)
     extra = {"delete_data": bool(delete_data)}
     if env.server_id is None:  # nothing to remove on a server
         d = lifecycle.new_record(env, env.project_id, kind="destroy", trigger="destroy",
                                  git_branch=env.branch, triggered_by=actor_id, extra_data=extra)
-        lifecycle.settle(d, lifecycle.Outcome("destroyed", result={}))
+        lifecycle.settle(d, lifecycle.Outcome(D.DESTROYED, result={}))
         return Deployment.get_by_id(d.id)
     return lifecycle.start(env, env.project, berth.settings, trigger="destroy", kind="destroy",
                            triggered_by=actor_id, delete_data=delete_data, extra_data=extra,

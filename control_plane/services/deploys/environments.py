@@ -3,7 +3,7 @@ containers and URL, on the project's server."""
 
 from control_plane import clock, events, states
 from control_plane.db import database
-from control_plane.errors import BadRequest, Conflict, NotFound, Unprocessable
+from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.deploys import access, actions, lifecycle
@@ -68,8 +68,7 @@ def _check_allocation(allocation, server):
                         ("disk_gb", "GB of disk")):
         total = getattr(server, field)
         if allocation.get(field) is not None and allocation[field] > total:
-            raise Unprocessable(f"{field}: the server has {total} {unit}.",
-                                code="exceeds_server_capacity")
+            raise ExceedsServerCapacity(f"{field}: the server has {total} {unit}.")
 
 
 def create_environment(key, project_id, *, name, berth, branch=None,
@@ -80,7 +79,7 @@ def create_environment(key, project_id, *, name, berth, branch=None,
     with database.atomic():
         project = _project(key, project_id)
         if project.server_id is None:
-            raise Conflict("The project has no server to deploy on.", code="no_server")
+            raise NoServer("The project has no server to deploy on.")
         _check_allocation(allocation, Server.get_by_id(project.server_id))
         actions.count_requested(berth, project.organization_id)
         return _create(project, project.server_id, berth.settings, name=name, branch=branch,
@@ -105,7 +104,7 @@ def auto_deploy(spec, server, images):
 
 def status_snapshot(key, environment_id, apps_domain):
     env = get_environment(key, environment_id)
-    running = env.status in ("running", "paused")
+    running = env.status == states.EnvironmentStatus.RUNNING
     last = (Deployment.select().where(Deployment.environment == env.id)
             .order_by(Deployment.version.desc()).first())
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
@@ -151,7 +150,7 @@ def act(key, environment_id, action, *, berth):
         env = access.environment_for_key(key, environment_id, lock=True)
         task = actions.act(env, action, key.owner_id, berth=berth,
                            conflict=actions.TASK_IN_PROGRESS)
-    return {"task_id": task.id, "status": "queued", "environment_id": env.id,
+    return {"task_id": task.id, "status": states.TaskStatus.QUEUED, "environment_id": env.id,
             "poll_url": f"/api/public/v1/deployments/{task.id}"}
 
 
@@ -159,6 +158,6 @@ def delete_environment(key, environment_id, confirm, *, berth):
     """Irreversible: containers, database and filestore go (202 with the task)."""
     access.environment_for_key(key, environment_id)  # 404 before 400
     if confirm != "true":
-        raise BadRequest("Send the header 'X-Confirm-Delete: true' to delete an environment.",
-                         code="confirm_required")
+        raise ConfirmRequired("Send the header 'X-Confirm-Delete: true' to delete an "
+                              "environment.")
     return act(key, environment_id, "delete", berth=berth)

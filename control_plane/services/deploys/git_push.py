@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import peewee
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, safe_input, secretbox, security, states
+from control_plane import clock, errors, safe_input, secretbox, security, states
 from control_plane.db import database, for_update
-from control_plane.errors import BadRequest, Conflict, NotFound, Unauthorized
+from control_plane.errors import NotFound
 from control_plane.models import (
     AddonRepository,
     Environment,
@@ -84,8 +84,9 @@ def issue_secret(project_id, *, rotate=False, public_url):
         row = for_update(GitWebhookSecret.select().where(
             GitWebhookSecret.project == project.id)).first()
         if row is not None and not rotate:
-            raise Conflict("The project already has a webhook secret; rotate it (--rotate) to "
-                           "get a new one; the old one then stops working.", code="secret_exists")
+            raise errors.SecretExists("The project already has a webhook secret; rotate it "
+                                      "(--rotate) to get a new one; the old one then stops "
+                                      "working.")
         try:
             with database.atomic():
                 if row is None:
@@ -94,8 +95,8 @@ def issue_secret(project_id, *, rotate=False, public_url):
                     GitWebhookSecret.update(secret_encrypted=sealed, rotated_at=clock.now()).where(
                         GitWebhookSecret.id == row.id).execute()
         except peewee.IntegrityError:
-            raise Conflict("The project's webhook secret was just created; rotate it to get "
-                           "a new one.", code="secret_exists") from None
+            raise errors.SecretExists("The project's webhook secret was just created; rotate "
+                                      "it to get a new one.") from None
     provider = provider_for(project.git_repo_url)
     return {"project_id": str(project.id), "secret": secret, "provider": provider,
             "url": f"{public_url.rstrip('/')}/api/v1/webhooks/{provider}?project_id={project.id}"}
@@ -167,8 +168,7 @@ def _signed_by(project, body, presented):
 def _event(provider, headers):
     event = _header(headers, provider.event_headers)
     if not event:
-        raise BadRequest(f"The {provider.event_headers[0]} header is missing.",
-                         code="missing_header")
+        raise errors.MissingHeader(f"The {provider.event_headers[0]} header is missing.")
     # GitLab says "Push Hook", "Tag Push Hook"; the others "push", "ping".
     return event.strip().lower().removesuffix(" hook").replace(" ", "_")[:64]
 
@@ -183,12 +183,12 @@ class Push:
 def _push(payload):
     ref = payload.get("ref")
     if not isinstance(ref, str) or not ref or len(ref) > 1024:
-        raise BadRequest("ref is missing or not a string.", code="invalid_payload")
+        raise errors.InvalidPayload("ref is missing or not a string.")
     if not isinstance(payload.get("commits"), list):
-        raise BadRequest("commits is missing or not an array.", code="invalid_payload")
+        raise errors.InvalidPayload("commits is missing or not an array.")
     after = payload.get("after")
     if after is not None and (not isinstance(after, str) or not _COMMIT.match(after)):
-        raise BadRequest("after is not a commit id.", code="invalid_payload")
+        raise errors.InvalidPayload("after is not a commit id.")
     deleted = payload.get("deleted") is True or (after is not None and not after.strip("0"))
     commit = after
     if commit is None:  # no `after`: the head commit, else the last commit listed
@@ -198,7 +198,7 @@ def _push(payload):
             commit = None
     branch = ref[len(_BRANCH_REF):] if ref.startswith(_BRANCH_REF) else None
     if branch is not None and (not branch or len(branch) > 255):
-        raise BadRequest("ref names no branch.", code="invalid_payload")
+        raise errors.InvalidPayload("ref names no branch.")
     return Push(branch, None if deleted else commit and commit.lower(), deleted)
 
 
@@ -216,16 +216,14 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
     state = berth.limiter.hit(LIMIT, "git-push", provider_name, remote_addr or "-", repo or "-")
     presented = _presented(provider, headers)
     if presented is None:
-        raise Unauthorized("The request is not signed (X-Hub-Signature-256).",
-                           code="missing_signature")
+        raise errors.MissingSignature("The request is not signed (X-Hub-Signature-256).")
     if problem:
-        raise BadRequest(problem, code="invalid_payload")
+        raise errors.InvalidPayload(problem)
     if repo is None:
-        raise BadRequest("repository.full_name is missing or not a repository name.",
-                         code="invalid_payload")
+        raise errors.InvalidPayload("repository.full_name is missing or not a repository name.")
     projects = [p for p in _candidates(repo, project_id) if _signed_by(p, body, presented)]
     if not projects:
-        raise Unauthorized("The signature does not match.", code="invalid_signature")
+        raise errors.InvalidSignature("The signature does not match.")
 
     event = _event(provider, headers)
     delivery_id = _header(headers, provider.delivery_headers)
@@ -242,8 +240,8 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
                               else "Only pushes to branches deploy.")
         return summary, state
     if not delivery_id or len(delivery_id) > 255:
-        raise BadRequest(f"The {provider.delivery_headers[0]} header is missing or too long.",
-                         code="missing_header")
+        raise errors.MissingHeader(
+            f"The {provider.delivery_headers[0]} header is missing or too long.")
     results, duplicate = _handle_once(projects, provider_name, delivery_id, repo, push, berth)
     for result in results:
         summary["deployments"] += result["deployments"]
@@ -322,12 +320,13 @@ def _deploy_project(project, repo, push, berth, provider_name, delivery_id):
 
 def _not_deployable(env):
     if env.server_id is None:
-        return {"reason": "no_server", "message": "The environment has no server."}
+        return {"reason": errors.NoServer.code, "message": "The environment has no server."}
     if lifecycle.in_progress(env.id):
-        return {"reason": "deployment_in_progress",
+        return {"reason": errors.DeploymentInProgress.code,
                 "message": "A deployment is already pending or running; push again or "
                            "deploy once it has finished."}
-    if env.status != "deploying" and not states.can("environment", env.status, "deploying"):
+    deploying = states.EnvironmentStatus.DEPLOYING
+    if env.status != deploying and not states.can("environment", env.status, deploying):
         return {"reason": "not_deployable",
                 "message": f"An environment that is {env.status} cannot be deployed."}
     return None

@@ -22,7 +22,8 @@ from control_plane.services.projects import addon_repositories
 # Task-log lines the control plane writes are numbered from here, after any line
 # of the agent's, so neither ever replaces the other.
 CONTROL_PLANE_SEQ = 1_000_000_000
-ACTIVE = ("pending", "running")
+E, D = states.EnvironmentStatus, states.DeploymentStatus
+ACTIVE = states.DEPLOYMENT_IN_PROGRESS
 
 
 # --- the kinds and their hooks --------------------------------------------------
@@ -69,7 +70,7 @@ class Kind:
     command: str  # the agent's command
     while_running: str | None  # the environment's status while it runs (None: unchanged)
     when_done: str  # the environment's status once it succeeded
-    succeeded: str = "success"  # the task's status once it succeeded
+    succeeded: str = D.SUCCESS  # the task's status once it succeeded
     task_fields: Callable = _code_fields  # (task, result) -> task fields on success
     on_success: Callable | None = None  # (env, result, org_id, now): the environment's effects
     failure: str = "the deployment failed"  # the error message when the agent gave none
@@ -82,18 +83,19 @@ class Kind:
     def failed(self):
         """A failed deploy or deletion leaves the environment `failed`; a failed
         start, stop or restart is a runtime error on a deployed environment."""
-        return "failed" if self.while_running else "error"
+        return E.FAILED if self.while_running else E.ERROR
 
 
 KINDS = {
-    "deploy": Kind("deploy", "deploying", "running", on_success=_containers),
-    "redeploy": Kind("deploy", "deploying", "running", on_success=_containers),
-    "restart": Kind("restart", None, "running"),
-    "start": Kind("start", None, "running"),
-    "stop": Kind("stop", None, "stopped"),
-    "delete": Kind("destroy", "destroying", "deleted", on_success=_removed),
-    # the /api/v1 destroy: the environment stays known (inactive, `pending`)
-    "destroy": Kind("destroy", "destroying", "pending", succeeded="destroyed",
+    "deploy": Kind("deploy", E.DEPLOYING, E.RUNNING, on_success=_containers),
+    "redeploy": Kind("deploy", E.DEPLOYING, E.RUNNING, on_success=_containers),
+    "restart": Kind("restart", None, E.RUNNING),
+    "start": Kind("start", None, E.RUNNING),
+    "stop": Kind("stop", None, E.STOPPED),
+    "delete": Kind("destroy", E.DESTROYING, E.DELETED, on_success=_removed),
+    # the /api/v1 destroy: the environment stays known (inactive, `destroyed`) and
+    # may be deployed again
+    "destroy": Kind("destroy", E.DESTROYING, E.DESTROYED, succeeded=D.DESTROYED,
                     task_fields=_destroy_fields, on_success=_removed,
                     failure="the destroy failed"),
 }
@@ -144,7 +146,7 @@ def new_record(env, project_id, **fields):
     version = (Deployment.select(fn.MAX(Deployment.version))
                .where(Deployment.environment == env.id).scalar() or 0) + 1
     return Deployment.create(environment=env, project=project_id, version=version,
-                             status=states.check("deployment", None, "pending"), **fields)
+                             status=states.check("deployment", None, D.PENDING), **fields)
 
 
 def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, commit=None,
@@ -199,10 +201,10 @@ def on_ack(deployment_id):
     """The agent has the command: the task is running."""
     with database.atomic():
         d = Deployment.get_or_none(Deployment.id == deployment_id)
-        if d is None or d.status != "pending":
+        if d is None or d.status != D.PENDING:
             return
         now = clock.now()
-        claimed = (Deployment.update(status=states.check("deployment", d.status, "running"),
+        claimed = (Deployment.update(status=states.check("deployment", d.status, D.RUNNING),
                                      started_at=now, updated_at=now)
                    .where(Deployment.id == d.id, Deployment.status == d.status).execute())
         if not claimed:
@@ -217,7 +219,7 @@ def on_result(deployment_id, ok, result, error):
         if d is None or d.status in states.DEPLOYMENT_TERMINAL:
             return  # cancelled or reaped meanwhile: the late result changes nothing
         kind = KINDS[d.kind]
-        settle(d, Outcome(kind.succeeded if ok else "failed", result=result or {}, error=error))
+        settle(d, Outcome(kind.succeeded if ok else D.FAILED, result=result or {}, error=error))
 
 
 # --- settling -------------------------------------------------------------------
@@ -236,13 +238,13 @@ class Outcome:
 
     @property
     def ok(self):
-        return self.status in ("success", "destroyed")
+        return self.status in (D.SUCCESS, D.DESTROYED)
 
 
 # The environment statuses a task puts (or leaves) it in: a timed-out task moves
 # them to `error`. Tasks that do not move the environment (restart, start, stop)
 # leave its status alone: nothing says what it is now.
-TRANSIENT = ("deploying", "pending", "destroying")
+TRANSIENT = (E.DEPLOYING, E.PENDING, E.DESTROYING)
 
 
 def settle(d, outcome, *, only_if=None, now=None):
@@ -257,7 +259,7 @@ def settle(d, outcome, *, only_if=None, now=None):
         fields["started_at"] = d.started_at or now
     if outcome.ok:
         fields.update(kind.task_fields(d, outcome.result))
-    elif outcome.status == "failed":
+    elif outcome.status == D.FAILED:
         fields["error_message"] = (outcome.error or kind.failure)[:2000]
     claim = Deployment.update(**fields).where(Deployment.id == d.id, Deployment.status == d.status)
     if only_if is not None:
@@ -270,7 +272,7 @@ def settle(d, outcome, *, only_if=None, now=None):
         log_line(d.id, *outcome.log)
     env = Environment.get_by_id(d.environment_id)
     org_id = Project.get_by_id(d.project_id).organization_id
-    if outcome.status == "cancelled":
+    if outcome.status == D.CANCELLED:
         status = _restore(env, d, org_id)
         events.record_cancelled(d, org_id, outcome.cancelled_by, status)
         return status
@@ -281,7 +283,7 @@ def settle(d, outcome, *, only_if=None, now=None):
     elif outcome.result is not None:  # the agent failed it
         move_environment(env, kind.failed, org_id)
     elif env.status in TRANSIENT:  # timed out
-        move_environment(env, "error", org_id)
+        move_environment(env, E.ERROR, org_id)
     events.record_finished(d, org_id, outcome.ok, now)
     return env.status
 
@@ -297,12 +299,14 @@ def last_stable_status(env_id, excluding):
     """What the newest settled deployment (success, failed or destroyed) left the
     environment as; `pending` when there is none (never provisioned)."""
     last = (Deployment.select().where(Deployment.environment == env_id, Deployment.id != excluding,
-                                      Deployment.status.in_(("success", "failed", "destroyed")))
+                                      Deployment.status.in_((D.SUCCESS, D.FAILED, D.DESTROYED)))
             .order_by(Deployment.version.desc()).first())
-    if last is None or last.status == "destroyed":
-        return "pending", last is not None
-    if last.status == "failed":
-        return "failed", False
+    if last is None:
+        return E.PENDING, False
+    if last.status == D.DESTROYED:
+        return E.DESTROYED, True
+    if last.status == D.FAILED:
+        return E.FAILED, False
     return KINDS[last.kind].when_done, False
 
 

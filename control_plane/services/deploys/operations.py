@@ -14,15 +14,14 @@ import time
 
 from control_plane import states
 from control_plane.db import database
-from control_plane.errors import ApiError, NotFound
+from control_plane.errors import DestroyFailed, DestroyTimeout, NotFound
 from control_plane.models import Deployment, Project
 from control_plane.pagination import CursorList
 from control_plane.services.deploys import access, actions
 
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
 CONFLICT = actions.DEPLOYMENT_IN_PROGRESS
-STATUSES = ("pending", "queued", "building", "deploying", "running", "success", "failed",
-            "cancelled", "rolled_back", "destroyed")
+STATUSES = tuple(status.value for status in states.DeploymentStatus)
 rollbackable = actions.rollbackable
 POLL_SECONDS = 0.2  # destroy's wait for the agent
 
@@ -66,7 +65,7 @@ def deploy_environment(user, environment_id, *, berth, force=False, git_branch=N
     with database.atomic():
         env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
         actions.refuse_if_busy(env, CONFLICT)
-        if (not force and env.is_active and env.status == "running"
+        if (not force and env.is_active and env.status == states.EnvironmentStatus.RUNNING
                 and git_branch in (None, env.branch)):
             latest = (Deployment.select().where(Deployment.environment == env.id)
                       .order_by(Deployment.version.desc()).first())
@@ -122,16 +121,16 @@ def _await(deployment_id, wait_seconds):
     deadline = time.monotonic() + wait_seconds
     while True:
         d = Deployment.get_by_id(deployment_id)
-        if d.status == "destroyed":
+        if d.status == states.DeploymentStatus.DESTROYED:
             return destroyed(d)
         if d.status in states.DEPLOYMENT_TERMINAL:  # failed (by the agent, or reaped)
-            raise ApiError(f"The server could not destroy the environment: {d.error_message}",
-                           code="destroy_failed", status=502, deployment_id=str(d.id))
+            raise DestroyFailed(f"The server could not destroy the environment: "
+                                f"{d.error_message}", deployment_id=str(d.id))
         if time.monotonic() >= deadline:
-            raise ApiError(f"The server did not finish destroying the environment within "
-                           f"{wait_seconds} s. The destroy goes on: deployment {d.id} becomes "
-                           "`destroyed` when the agent answers.", code="destroy_timeout",
-                           status=504, deployment_id=str(d.id))
+            raise DestroyTimeout(f"The server did not finish destroying the environment within "
+                                 f"{wait_seconds} s. The destroy goes on: deployment {d.id} "
+                                 "becomes `destroyed` when the agent answers.",
+                                 deployment_id=str(d.id))
         time.sleep(POLL_SECONDS)
 
 

@@ -5,13 +5,13 @@ and executed at most once (the agent remembers what it has run).
 It imports nothing above it: what an acknowledgement or a result means for a
 task is decided in `lifecycle` (record_ack, record_result), which calls this."""
 
-from control_plane import clock
+from control_plane import clock, states
 from control_plane.db import database
 from control_plane.models import AgentCommand, TaskLogLine
 
-# queued -> delivered -> acked -> succeeded | failed; withdrawn (the deployment was
-# cancelled or timed out) from any of the first three
-PENDING = ("queued", "delivered")
+C = states.CommandStatus
+# The moves are states.COMMAND's; each WHERE clause below starts from its sources.
+UNDELIVERED = states.COMMAND_UNDELIVERED
 
 
 def enqueue(server_id, kind, payload=None, deployment_id=None):
@@ -26,7 +26,7 @@ def undelivered(server_id, exclude=(), resync=False):
     (a new stream), also those it acknowledged but whose result never arrived
     (lost with a dropped stream or a killed process): the agent answers those
     from its journal, never by running them again."""
-    statuses = (*PENDING, "acked") if resync else PENDING
+    statuses = (*UNDELIVERED, C.ACKED) if resync else UNDELIVERED
     query = (AgentCommand.select()
              .where(AgentCommand.server == server_id, AgentCommand.status.in_(statuses))
              .order_by(AgentCommand.created_at, AgentCommand.id))
@@ -36,14 +36,15 @@ def undelivered(server_id, exclude=(), resync=False):
 def servers_with_pending():
     """Ids (str) of the servers that have commands not yet acknowledged."""
     rows = (AgentCommand.select(AgentCommand.server).distinct()
-            .where(AgentCommand.status.in_(PENDING)).tuples())
+            .where(AgentCommand.status.in_(UNDELIVERED)).tuples())
     return {str(server_id) for (server_id,) in rows}
 
 
 def mark_delivered(command_id):
-    (AgentCommand.update(status="delivered", delivered_at=clock.now(),
+    (AgentCommand.update(status=C.DELIVERED, delivered_at=clock.now(),
                          attempts=AgentCommand.attempts + 1)
-     .where(AgentCommand.id == command_id, AgentCommand.status.in_(PENDING)).execute())
+     .where(AgentCommand.id == command_id,
+            AgentCommand.status.in_(states.sources("command", C.DELIVERED))).execute())
 
 
 def _deployment_of(server_id, command_id):
@@ -54,9 +55,9 @@ def _deployment_of(server_id, command_id):
 def mark_acked(server_id, command_id):
     """The command's task (deployment id), or None when this changed nothing or
     the command has no task; the caller settles what the acknowledgement means."""
-    acked = (AgentCommand.update(status="acked", acked_at=clock.now())
+    acked = (AgentCommand.update(status=C.ACKED, acked_at=clock.now())
              .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-                    AgentCommand.status.in_(PENDING)).execute())
+                    AgentCommand.status.in_(states.sources("command", C.ACKED))).execute())
     return _deployment_of(server_id, command_id) if acked else None
 
 
@@ -65,20 +66,20 @@ def withdraw(deployment_id, reason):
     not yet delivered are never sent, and ones the agent holds are no longer asked
     for. A result the agent sends later is still recorded on the command, and
     settles nothing (the deployment is terminal)."""
-    return (AgentCommand.update(status="withdrawn", completed_at=clock.now(),
+    return (AgentCommand.update(status=C.WITHDRAWN, completed_at=clock.now(),
                                 result={"result": None, "error": reason})
             .where(AgentCommand.deployment == deployment_id,
-                   AgentCommand.status.in_((*PENDING, "acked"))).execute())
+                   AgentCommand.status.in_(states.sources("command", C.WITHDRAWN))).execute())
 
 
 def mark_completed(server_id, command_id, ok, result=None, error=None):
     """Store the agent's result on the command; returns its task (deployment id),
     or None when this changed nothing (a result sent twice) or there is no task."""
-    recorded = (AgentCommand.update(status="succeeded" if ok else "failed",
-                                    completed_at=clock.now(),
+    status = C.SUCCEEDED if ok else C.FAILED
+    recorded = (AgentCommand.update(status=status, completed_at=clock.now(),
                                     result={"result": result, "error": error or None})
                 .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
-                       AgentCommand.status.not_in(("succeeded", "failed"))).execute())
+                       AgentCommand.status.in_(states.sources("command", status))).execute())
     return _deployment_of(server_id, command_id) if recorded else None
 
 

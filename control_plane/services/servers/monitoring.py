@@ -6,10 +6,10 @@ import uuid
 
 from limits import RateLimitItemPerMinute
 
-from control_plane import agent_link, clock
+from control_plane import agent_link, clock, errors, states
 from control_plane.agent_link import NotConnected
 from control_plane.db import database
-from control_plane.errors import ApiError, Conflict, NotFound
+from control_plane.errors import NotFound
 from control_plane.models import Environment, Server
 from control_plane.services.deploys import environments
 
@@ -20,12 +20,7 @@ PER_ORG_SERVER = RateLimitItemPerMinute(20)  # env metrics + logs, per org per s
 
 METRICS_TIMEOUT = 10
 LOGS_TIMEOUT = 25  # the agent gives the engine 20 s, then answers engine_timeout
-NOT_READY = ("pending", "cloning", "deploying")
-
-
-class Unavailable(ApiError):
-    status, code = 502, "metrics_unavailable"
-    message = "The server or its agent did not return metrics. Retry in a minute."
+NOT_READY = (states.EnvironmentStatus.PENDING, states.EnvironmentStatus.DEPLOYING)
 
 
 def _now_ms():
@@ -67,9 +62,9 @@ def server_metrics(key, server_id, berth):
         raise NotFound("Server not found.")
     berth.limiter.hit_target(PER_SERVER, "metrics:server", server.id.hex)
     reply = _ask(berth, agent_link.host_metrics, server.id, METRICS_TIMEOUT,
-                 unreachable=Unavailable())
+                 unreachable=errors.MetricsUnavailable())
     if reply.error_code or reply.data is None:
-        raise Unavailable()
+        raise errors.MetricsUnavailable()
     return {"server_id": server.id, "status": server_status(reply.data), **reply.data,
             "queried_at": _now_ms()}
 
@@ -77,10 +72,10 @@ def server_metrics(key, server_id, berth):
 def _ready(key, environment_id, berth, limit, namespace):
     env = environments.get_environment(key, environment_id)
     if env.server_id is None:
-        raise Conflict("The environment has no server yet.", code="no_server")
+        raise errors.NoServer("The environment has no server yet.")
     if env.status in NOT_READY:
-        raise Conflict(f"The environment is {env.status}; try again when it is running.",
-                       code="environment_not_ready")
+        raise errors.EnvironmentNotReady(
+            f"The environment is {env.status}; try again when it is running.")
     berth.limiter.hit_target(limit, namespace, env.id.hex)
     berth.limiter.hit_target(PER_ORG_SERVER, "live:org-server", key.organization_id.hex,
                              env.server_id.hex)
@@ -90,11 +85,11 @@ def _ready(key, environment_id, berth, limit, namespace):
 def environment_metrics(key, environment_id, berth):
     env = _ready(key, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
     reply = _ask(berth, agent_link.container_metrics, env.server_id, env.id, METRICS_TIMEOUT,
-                 unreachable=Unavailable())
+                 unreachable=errors.MetricsUnavailable())
     if reply.error_code:
-        raise Unavailable()
+        raise errors.MetricsUnavailable()
     return {
-        "environment_id": env.id, "status": env.status,
+        "environment_id": env.id, "status": states.public_environment_status(env.status),
         "erp": reply.data["erp"], "postgres": reply.data["postgres"],
         "disk": {"allocated_gb": env.disk_gb or 0, "database_bytes": env.disk_database_bytes,
                  "filestore_bytes": env.disk_filestore_bytes,
@@ -137,17 +132,16 @@ def _agent_time(unix_ms, now):
 
 def runtime_logs(key, environment_id, source, lines, berth):
     env = _ready(key, environment_id, berth, LOGS_PER_ENVIRONMENT, "logs:environment")
-    unreachable = ApiError("The server or its container engine could not be reached.",
-                           status=502, code="server_unreachable")
-    timed_out = ApiError("The container engine did not answer within 20 seconds.",
-                         status=504, code="engine_timeout")
+    unreachable = errors.ServerUnreachable(
+        "The server or its container engine could not be reached.")
+    timed_out = errors.EngineTimeout("The container engine did not answer within 20 seconds.")
     reply = _ask(berth, agent_link.runtime_logs, env.server_id, env.id,
                  "erp" if source == "container" else source, lines, LOGS_TIMEOUT,
                  unreachable=unreachable, timed_out=timed_out)
-    if reply.error_code == "container_not_found":
-        raise Conflict("The container does not exist on the server. Deploy to create it.",
-                       code="container_not_found")
-    if reply.error_code == "engine_timeout":
+    if reply.error_code == errors.ContainerNotFound.code:
+        raise errors.ContainerNotFound(
+            "The container does not exist on the server. Deploy to create it.")
+    if reply.error_code == errors.EngineTimeout.code:
         raise timed_out
     if reply.error_code:
         raise unreachable

@@ -518,7 +518,7 @@ def test_destroy_waits_for_the_agent(client, ops):
     assert agent.seen.kind == "destroy" and agent.seen.payload["delete_data"] is True
     row = Environment.get_by_id(env.id)
     assert (row.status, row.is_active, row.erp_container, row.db_container) == (
-        "pending", False, None, None)
+        "destroyed", False, None, None)
     record = Deployment.get_by_id(body["deployment_id"])
     assert (record.trigger, record.kind, record.status) == ("destroy", "destroy", "destroyed")
     # The public API no longer lists it; this surface can deploy it again.
@@ -530,7 +530,7 @@ def test_destroy_waits_for_the_agent(client, ops):
     # Cancelled before it ran: destroyed again.
     client.post(f"{V1}/deployments/{r.json['deployment']['id']}/cancel", headers=ops.h)
     row = Environment.get_by_id(env.id)
-    assert (row.status, row.is_active) == ("pending", False)
+    assert (row.status, row.is_active) == ("destroyed", False)
     # Receivers saw the destroy end, the environment leave the API, come back, and leave.
     events = [(e.name, e.data) for e in Event.select().where(Event.organization == ops.org.id)
               .order_by(Event.created_at, Event.id)]
@@ -578,7 +578,7 @@ def test_destroy_timeout_and_late_completion(client, app, ops):
                             "deleted_data": False})
     assert Deployment.get_by_id(d).status == "destroyed"
     row = Environment.get_by_id(env.id)
-    assert (row.status, row.is_active) == ("pending", False)
+    assert (row.status, row.is_active) == ("destroyed", False)
 
 
 def test_destroy_refusals(client, ops):
@@ -602,7 +602,36 @@ def test_destroy_of_an_environment_without_a_server(client, ops):
     env = Environment.create(project=ops.project, server=None, name="nowhere", status="failed")
     r = client.delete(f"{V1}/deployments/environment/{env.id}/destroy", headers=ops.h)
     assert r.status_code == 200 and r.json["deleted_containers"] == 0
-    assert Environment.get_by_id(env.id).status == "pending"
+    assert Environment.get_by_id(env.id).status == "destroyed"
+
+
+def test_a_destroyed_environment_is_stored_destroyed_shown_pending_and_deployable(client, ops):
+    """Destroyed is its own stored status (not "never deployed"); where the spec
+    fixes the values it reads `pending`; it may be deployed again."""
+    connect(ops.server)
+    env = ops.env()
+    agent = StandInAgent(ops.server, result={"deleted_containers": 2})
+    agent.start()
+    r = client.delete(f"{V1}/deployments/environment/{env.id}/destroy", headers=ops.h)
+    agent.join()
+    assert r.status_code == 200, r.json
+    row = Environment.get_by_id(env.id)
+    assert (row.status, row.is_active) == ("destroyed", False)
+    changes = [e.data for e in Event.select().where(Event.organization == ops.org.id,
+                                                    Event.name == "environment.status_changed")
+               .order_by(Event.created_at, Event.id)]
+    assert changes[-1]["to"] == "pending" and "destroyed" not in str(changes)
+    r = client.post(f"{V1}/environments/{env.id}/deploy", headers=ops.h)
+    assert r.status_code == 201, r.json
+    row = Environment.get_by_id(env.id)
+    assert (row.status, row.is_active) == ("deploying", True)
+    key, _ = ops.world.key(ops.org)
+    shown = client.get(f"/api/public/v1/environments/{env.id}", headers=bearer(key))
+    assert shown.status_code == 200 and shown.json["status"] == "deploying"
+    changes = [e.data for e in Event.select().where(Event.organization == ops.org.id,
+                                                    Event.name == "environment.status_changed")
+               .order_by(Event.created_at, Event.id)]
+    assert (changes[-1]["from"], changes[-1]["to"]) == ("pending", "deploying")
 
 
 # --- limits ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_server_metrics_without_agent_is_502_then_target_limit(client, world, se
     assert r.json["retry_after"] >= 1 and r.headers["Retry-After"]
 
 
-@pytest.mark.parametrize("status", ["pending", "cloning", "deploying"])
+@pytest.mark.parametrize("status", ["pending", "deploying"])
 def test_environment_not_ready(client, world, setup, status):
     org, server, project, env, raw = setup
     env_nr = world.environment(project, status, server=server)
