@@ -71,22 +71,47 @@ class NotADump(ImportRefused):
 # -- writing ------------------------------------------------------------------
 
 def write_odoo_zip(out, dump_sql_chunks, filestore_tar, manifest, prefix="", level=6):
-    """Write Odoo's backup zip to `out` (anything with .write; it need not seek:
-    members then carry data descriptors). `dump_sql_chunks`: an iterator of bytes
+    """Write Odoo's backup zip to `out` (anything with .write; it is never sought:
+    members carry data descriptors). `dump_sql_chunks`: an iterator of bytes
     (pg_dump's plain output); `filestore_tar`: a readable plain-tar stream or None,
     whose regular files under `prefix` go under filestore/ (anything else is
-    skipped and counted); `manifest`: {db_name, version, pg_version, modules}."""
+    skipped and counted); `manifest`: {db_name, version, pg_version, modules}.
+
+    A source that fails must raise (the dump iterator at its end if its process
+    failed, the tar stream's read at EOF): the archive is then cut short,
+    without the central directory that would make a partial export look whole."""
     summary = {"dump_size": 0, "files": 0, "filestore_size": 0, "skipped": 0}
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
-        with zf.open(_info(DUMP, time.time(), level), "w", force_zip64=True) as dst:
-            for chunk in dump_sql_chunks:
-                dst.write(chunk)
-                summary["dump_size"] += len(chunk)
-        if filestore_tar is not None:
-            _copy_tar(zf, filestore_tar, prefix, summary, level)
-        body = json.dumps(odoo_manifest(manifest), indent=4).encode()
-        zf.writestr(_info(MANIFEST, time.time(), level), body)
+    sink = _Sink(out)
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+        try:
+            with zf.open(_info(DUMP, time.time(), level), "w", force_zip64=True) as dst:
+                for chunk in dump_sql_chunks:
+                    dst.write(chunk)
+                    summary["dump_size"] += len(chunk)
+            if filestore_tar is not None:
+                _copy_tar(zf, filestore_tar, prefix, summary, level)
+            body = json.dumps(odoo_manifest(manifest), indent=4).encode()
+            zf.writestr(_info(MANIFEST, time.time(), level), body)
+        except BaseException:
+            sink.cut = True
+            raise
     return summary
+
+
+class _Sink:
+    """`out`, cut off after a failure: zipfile still finishes the member and the
+    archive on its way out, and those bytes must go nowhere. (No tell(): zipfile
+    then writes as to a pipe, whatever `out` is.)"""
+
+    def __init__(self, out):
+        self.out, self.cut = out, False
+
+    def write(self, data):
+        return len(data) if self.cut else self.out.write(data)
+
+    def flush(self):
+        if not self.cut and hasattr(self.out, "flush"):
+            self.out.flush()
 
 
 def odoo_manifest(manifest):
@@ -180,14 +205,14 @@ def inspect_import(source, expected_major_version, limits=DEFAULT_LIMITS):
         return {"kind": "sql", "size": _size(source)}
     if not head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         raise UnrecognisedImport()
-    zf = open_zip(source, limits)
-    infos = {i.filename: i for i in zf.infolist()}
-    if DUMP not in infos:
-        raise MissingDump()
-    with zf.open(infos[DUMP]) as f:
-        if not _plain(read_checked(f, 64)):
-            raise NotADump()
-    manifest = _manifest(zf, infos.get(MANIFEST), limits)
+    with open_zip(source, limits) as zf:
+        infos = {i.filename: i for i in zf.infolist()}
+        if DUMP not in infos:
+            raise MissingDump()
+        with zf.open(infos[DUMP]) as f:
+            if not _plain(read_checked(f, 64)):
+                raise NotADump()
+        manifest = _manifest(zf, infos.get(MANIFEST), limits)
     found = _major(manifest)
     if expected_major_version and found and found != _major({"major_version": expected_major_version}):
         raise VersionMismatch(f"the backup is of version {found}, "

@@ -73,7 +73,11 @@ def open_zip(fileobj, limits=DEFAULT_LIMITS, allowed=None):
         zf = zipfile.ZipFile(fileobj)
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise CorruptImport(f"unreadable zip: {exc}") from exc
-    check_members(zf, limits, allowed, start)
+    try:
+        check_members(zf, limits, allowed, start)
+    except BaseException:
+        zf.close()
+        raise
     return zf
 
 

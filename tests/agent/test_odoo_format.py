@@ -29,6 +29,7 @@ MANIFEST = {"db_name": "odoo", "version": "17.0", "pg_version": "16.4",
 class _Ranges(BaseHTTPRequestHandler):
     files = {}       # URL path -> file path
     served = [0]     # body bytes sent
+    ranges = True    # False: a server that ignores Range
 
     def do_GET(self):  # noqa: N802 (http.server's naming)
         path = self.files.get(self.path)
@@ -36,7 +37,7 @@ class _Ranges(BaseHTTPRequestHandler):
             return self._answer(404)
         size = os.path.getsize(path)
         match = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
-        if not match:
+        if not match or not self.ranges:
             return self._send(path, 200, 0, size, {})
         first, last = match.groups()
         if first == "":
@@ -68,7 +69,7 @@ class _Ranges(BaseHTTPRequestHandler):
 @pytest.fixture
 def http_files():
     """serve(path) -> URL of that file on a real HTTP server on 127.0.0.1."""
-    _Ranges.files, _Ranges.served = {}, [0]
+    _Ranges.files, _Ranges.served, _Ranges.ranges = {}, [0], True
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Ranges)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
@@ -207,6 +208,29 @@ def test_range_file_reads_any_range_with_one_block_held(tmp_path, http_files):
     assert RangeFile(http_files(tmp_path / "empty")).read() == b""
     with pytest.raises(of.DownloadFailed):
         RangeFile(http_files(tmp_path / "blob").replace("/objects/", "/missing/"))
+
+
+def test_range_file_without_range_support(tmp_path, http_files):
+    """A server answering 200 to a range request: fine for one block, refused past it."""
+    _Ranges.ranges = False
+    (tmp_path / "small").write_bytes(b"s" * 1000)
+    (tmp_path / "large").write_bytes(b"l" * 100_000)
+    assert RangeFile(http_files(tmp_path / "small"), block=4096).read() == b"s" * 1000
+    with pytest.raises(of.DownloadFailed) as failed:
+        RangeFile(http_files(tmp_path / "large"), block=4096)
+    assert failed.value.code == "download_failed"
+
+
+def test_failed_source_leaves_no_valid_zip(tmp_path):
+    """A dump that fails midway (pg_restore died) must not yield a zip that looks whole."""
+    def failing():
+        yield HEADER
+        raise RuntimeError("pg_restore exited with 1")
+
+    with open(tmp_path / "out.zip", "wb") as out, pytest.raises(RuntimeError):
+        of.write_odoo_zip(out, failing(), None, MANIFEST)
+    assert (tmp_path / "out.zip").stat().st_size > 0
+    assert not zipfile.is_zipfile(tmp_path / "out.zip")
 
 
 # -- bare dumps ---------------------------------------------------------------------
