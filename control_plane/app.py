@@ -69,11 +69,13 @@ def create_app(config=None):
 
     from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
+    from control_plane.api.storage_urls import blp as storage_urls
     from control_plane.installer import blp as installer
 
     register_public(app)
     register_ops(app)
     app.register_blueprint(installer)
+    app.register_blueprint(storage_urls)
     return app
 
 

@@ -16,7 +16,10 @@ class Config:
     GRPC_PUBLIC_ADDRESS = None  # None: PUBLIC_URL's host and the gateway's port
     GRPC_TLS_CERT = None  # PEM file paths; both set: the gateway speaks TLS
     GRPC_TLS_KEY = None
+    # Where backups go: file:///dir (None: DATA_DIR/storage) or s3://bucket/prefix,
+    # with S3_ENDPOINT_URL for a store other than AWS (control_plane/storage).
     STORAGE_URL = None
+    S3_ENDPOINT_URL = None
     SECRET_KEY = None  # None: generated into DATA_DIR on first start
     APPS_DOMAIN = "apps.localhost"
     WEBHOOK_ALLOW_PRIVATE = False

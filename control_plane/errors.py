@@ -318,6 +318,44 @@ class WheelhouseMissing(ServiceUnavailable):
     code = "wheelhouse_missing"
 
 
+# backup storage and its signed URLs (control_plane/storage)
+class StorageUrlInvalid(Forbidden):
+    code = "storage_url_invalid"
+    message = "This storage URL is not valid."
+
+
+class StorageUrlExpired(Forbidden):
+    code = "storage_url_expired"
+    message = "This storage URL has expired."
+
+
+class StorageUrlUsed(Forbidden):
+    code = "storage_url_used"
+    message = "This upload URL has already been used; ask for a new one."
+
+
+class UploadNotFound(NotFound):
+    code = "upload_not_found"
+    message = "No such upload is open."
+
+
+class InvalidPart(BadRequest):
+    code = "invalid_part"
+
+
+class PartTooLarge(ApiError):
+    status, code = 413, "part_too_large"
+
+
+class RangeNotSatisfiable(ApiError):
+    status, code = 416, "range_not_satisfiable"
+    message = "The requested range is not within the object."
+
+
+class StorageUnavailable(BadGateway):
+    code = "storage_unavailable"
+
+
 # Werkzeug/Flask HTTP errors (routing, method, body parsing) get a code too.
 HTTP_CODES = {
     400: "bad_request",
@@ -329,6 +367,7 @@ HTTP_CODES = {
     409: "conflict",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    416: "range_not_satisfiable",
     422: "validation_error",
     429: "rate_limit_exceeded",
     500: "internal_error",

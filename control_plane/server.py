@@ -14,11 +14,12 @@ import resource
 import signal
 import socket
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from tornado.httpserver import HTTPServer
-from tornado.httputil import HTTPHeaders, ResponseStartLine
+from tornado.httputil import HTTPHeaders, HTTPMessageDelegate, HTTPServerRequest, ResponseStartLine
 from tornado.ioloop import IOLoop
 from tornado.iostream import UnsatisfiableReadError
 from tornado.netutil import bind_sockets
@@ -26,6 +27,8 @@ from tornado.wsgi import WSGIContainer
 
 from control_plane.config import Config
 from control_plane.errors import HTTP_CODES
+from control_plane.storage import PART_MAX
+from control_plane.storage.tokens import PATH as STORAGE_PATH
 
 MAX_HEADER_BYTES = 64 * 1024
 # Bodies up to the app's own limit plus this reach Flask, which answers the
@@ -36,6 +39,7 @@ STOP_GRACE_SECONDS = 20  # in-flight requests get this long to finish on SIGTERM
 LINGER_SECONDS = 2  # after an error answer, how long unread input is drained
 LINGER_BYTES = 256 * 1024
 STREAM_AFTER = 256 * 1024  # larger answers are sent in pieces of about this size
+SPOOL_IN_MEMORY = 1024 * 1024  # a spooled body past this goes to a temporary file
 
 log = logging.getLogger("berth")
 # WSGIContainer logs every 4xx as a warning; with no logging set up that would
@@ -85,7 +89,22 @@ class _Container(WSGIContainer):
 
     in_flight = 0
 
+    def environ(self, request):
+        environ = super().environ(request)
+        spool = getattr(request, "spool", None)
+        if spool is not None:  # a part upload's body, read from its file
+            environ["wsgi.input"] = spool
+            environ["CONTENT_LENGTH"] = str(request.spool_size)
+        return environ
+
     async def handle_request(self, request):
+        try:
+            await self._handle(request)
+        finally:
+            if getattr(request, "spool", None) is not None:
+                request.spool.close()
+
+    async def _handle(self, request):
         self.in_flight += 1
         loop = IOLoop.current()
         rest = None
@@ -158,6 +177,9 @@ class _Server(HTTPServer):
         super().initialize(*args, **kwargs)
         self.max_connections, self.open_connections = max_connections, 0
 
+    def start_request(self, server_conn, request_conn):
+        return _Adapter(self.request_callback, request_conn)
+
     def handle_stream(self, stream, address):
         if self.open_connections >= self.max_connections:
             stream.close()
@@ -169,6 +191,46 @@ class _Server(HTTPServer):
     def on_close(self, server_conn):
         self.open_connections -= 1
         super().on_close(server_conn)
+
+
+class _Adapter(HTTPMessageDelegate):
+    """tornado's own adapter (a request's body gathered in memory, then the
+    container called), except for a PUT to a storage upload URL: its body (up to
+    PART_MAX, above the app's 1 MiB limit) is spooled to a temporary file as it
+    arrives, so no part is ever whole in memory."""
+
+    def __init__(self, callback, connection):
+        self.callback, self.connection = callback, connection
+        self.request, self.spool, self.size = None, None, 0
+        self.chunks = bytearray()
+
+    def headers_received(self, start_line, headers):
+        self.request = HTTPServerRequest(connection=self.connection, start_line=start_line,
+                                         headers=headers)
+        if start_line.method == "PUT" and start_line.path.startswith(STORAGE_PATH):
+            self.connection.set_max_body_size(PART_MAX + BODY_HEADROOM)
+            self.spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY)
+
+    def data_received(self, chunk):
+        if self.spool is None:
+            self.chunks += chunk
+        else:
+            self.spool.write(chunk)
+            self.size += len(chunk)
+
+    def finish(self):
+        if self.spool is None:
+            self.request.body = bytes(self.chunks)
+        else:
+            self.spool.seek(0)
+            self.request.spool, self.request.spool_size = self.spool, self.size
+            self.spool = None  # the container closes it
+        self.callback(self.request)
+
+    def on_connection_close(self):
+        self.chunks = None
+        if self.spool is not None:
+            self.spool.close()
 
 
 # tornado answers a malformed request with these literal bytes, written from inside

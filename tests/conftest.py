@@ -7,7 +7,7 @@ import pytest
 from control_plane import clock, migrate
 from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
-from tests.services import Postgres, Redis
+from tests.services import MotoS3, Postgres, Redis
 
 pytest_plugins = ["tests.docker_support", "tests.agent_support"]
 
@@ -29,6 +29,13 @@ def redis_server():
     r = Redis()
     yield r
     r.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    s3 = MotoS3()
+    yield s3
+    s3.stop()
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -88,6 +89,30 @@ class Redis:
     @property
     def url(self):
         return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+class MotoS3:
+    """moto's standalone S3-compatible server (from the test extra), for the
+    storage backend's contract tests: real presigned URLs over real HTTP."""
+
+    def __init__(self):
+        exe = os.path.join(os.path.dirname(sys.executable), "moto_server")
+        if not os.path.exists(exe):
+            exe = shutil.which("moto_server")
+        if not exe:
+            raise RuntimeError("moto_server is not installed; `make install` installs it")
+        self.port = free_port()
+        self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
 
     def stop(self):
         self.proc.terminate()

@@ -1,0 +1,57 @@
+"""The local storage backend's signed URLs, `/storage/v1/<token>`: GET streams an
+object (Range requests resume a download), PUT stores one part of an upload.
+No auth header: the token is the permission, and the only thing of the request
+that names what is read or written (control_plane/storage/tokens.py)."""
+
+from flask import Blueprint, current_app, request, send_file
+from werkzeug.exceptions import RequestedRangeNotSatisfiable
+
+from control_plane import storage
+from control_plane.errors import NotFound, PartTooLarge, RangeNotSatisfiable
+from control_plane.storage import tokens
+from control_plane.storage.local import LocalStorage
+
+blp = Blueprint("storage_urls", __name__)
+
+
+def _store():
+    store = storage.from_settings(current_app.config)
+    if not isinstance(store, LocalStorage):
+        raise NotFound()  # S3 URLs are S3's own; none are served here
+    return store
+
+
+@blp.get(tokens.PATH + "<token>")
+def download(token):
+    store = _store()
+    claims = tokens.verify(current_app.config["SECRET_KEY"], token, "get")
+    path = store.object_path(claims["key"])
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise NotFound() from None
+    filename = claims.get("filename")
+    try:
+        response = send_file(path, mimetype="application/octet-stream", conditional=True,
+                             as_attachment=bool(filename), download_name=filename or path.name,
+                             etag=False, max_age=0)
+    except RequestedRangeNotSatisfiable:
+        raise RangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"}) from None
+    if not filename:
+        response.headers.pop("Content-Disposition", None)
+    response.headers["Accept-Ranges"] = "bytes"
+    response.headers["Cache-Control"] = "private, no-store"
+    return response
+
+
+@blp.put(tokens.PATH + "<token>")
+def upload_part(token):
+    store = _store()
+    claims = tokens.verify(current_app.config["SECRET_KEY"], token, "put")
+    if (request.content_length or 0) > storage.PART_MAX:
+        raise PartTooLarge(f"A part may hold at most {storage.PART_MAX} bytes.")
+    # This route's own body limit (the app's is 1 MiB); a chunked body past it
+    # stops the read with a 413 as well.
+    request.max_content_length = storage.PART_MAX
+    etag = store.receive_part(claims, request.stream)
+    return "", 200, {"ETag": f'"{etag}"'}

@@ -1,0 +1,177 @@
+"""The local backend: objects are files under one owner-only directory, and the
+URLs point at the control plane itself (control_plane/api/storage_urls.py).
+
+    <root>/objects/<key>                  complete objects
+    <root>/uploads/<upload id>/key        the key an upload is for
+    <root>/uploads/<upload id>/<part>     parts received (00001 ...)
+    <root>/uploads/<upload id>/used/<n>   nonces of the PUT URLs already used
+
+Every path is built from a checked key or from ids the control plane made
+(hex), never from anything a request says."""
+
+import hashlib
+import os
+import re
+import secrets
+import shutil
+from pathlib import Path
+
+from control_plane.config import private_dir
+from control_plane.errors import InvalidPart, StorageUrlUsed, UploadNotFound
+from control_plane.storage import check_key, check_part_number, tokens
+
+CHUNK = 1024 * 1024
+_UPLOAD_ID = re.compile(r"[0-9a-f]{32}")
+
+
+class LocalStorage:
+    streaming = True
+
+    def __init__(self, root, secret, public_url):
+        self.root = Path(root)
+        self._secret = secret
+        self._base = public_url.rstrip("/") + tokens.PATH
+
+    # --- the interface ---------------------------------------------------
+    def begin_upload(self, key):
+        check_key(key)
+        upload_id = secrets.token_hex(16)
+        folder = _mkdirs(self.root, "uploads", upload_id)
+        _write_new(folder / "key", key.encode())
+        return upload_id
+
+    def part_url(self, key, upload_id, part_number, expires=3600):
+        token = tokens.sign(self._secret, op="put", key=key, expires=expires,
+                            upload_id=upload_id, part=part_number)
+        return self._base + token
+
+    def complete_upload(self, key, upload_id, parts):
+        """Concatenate the parts, in order, into the object: written beside it, then
+        renamed over it, so a reader sees the old object or the whole new one."""
+        folder = self._upload(key, upload_id)
+        numbers = [check_part_number(n) for n, _ in parts]
+        if not numbers or numbers != sorted(set(numbers)):
+            raise InvalidPart("Parts must be listed once each, in ascending order.")
+        target = self.object_path(key)
+        _mkdirs(self.root, "objects", *key.split("/")[:-1])
+        tmp = target.with_name(f".{target.name}.{upload_id}.tmp")
+        try:
+            with _open_new(tmp) as out:
+                for number, etag in parts:
+                    _append_part(out, folder / f"{number:05d}", number, etag)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def abort_upload(self, key, upload_id):
+        try:
+            folder = self._upload(key, upload_id)
+        except UploadNotFound:
+            return
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def get_url(self, key, expires=3600, filename=None):
+        return self._base + tokens.sign(self._secret, op="get", key=key, expires=expires,
+                                        filename=filename)
+
+    def size(self, key):
+        try:
+            return self.object_path(key).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    def open(self, key):
+        return open(self.object_path(key), "rb")  # the caller closes it
+
+    def delete_prefix(self, prefix):
+        check_key(prefix, prefix=True)
+        objects = self.root / "objects"
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        base = objects / head if head else objects
+        removed = 0
+        for dirpath, _dirs, files in os.walk(base, topdown=False):
+            for name in files:
+                path = Path(dirpath) / name
+                if path.relative_to(objects).as_posix().startswith(prefix):
+                    path.unlink(missing_ok=True)
+                    removed += 1
+            if Path(dirpath) != objects and not os.listdir(dirpath):
+                os.rmdir(dirpath)
+        return removed
+
+    # --- for the URL views -----------------------------------------------
+    def object_path(self, key):
+        return self.root / "objects" / check_key(key)
+
+    def receive_part(self, claims, stream):
+        """Store one part from `stream` (a signed PUT's claims) in CHUNK pieces and
+        return its MD5 hex. The URL's nonce is claimed first: a replay is refused."""
+        folder = self._upload(claims["key"], claims["upload"])
+        used = _mkdirs(folder, "used")
+        try:
+            os.close(os.open(used / claims["nonce"], os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                             0o600))
+        except FileExistsError:
+            raise StorageUrlUsed() from None
+        target = folder / f"{claims['part']:05d}"
+        tmp = folder / f".{claims['part']:05d}.{claims['nonce']}.tmp"
+        digest = hashlib.md5(usedforsecurity=False)
+        try:
+            with _open_new(tmp) as out:
+                while chunk := stream.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return digest.hexdigest()
+
+    def _upload(self, key, upload_id):
+        """The folder of an open upload for `key`."""
+        check_key(key)
+        if not (isinstance(upload_id, str) and _UPLOAD_ID.fullmatch(upload_id)):
+            raise UploadNotFound()
+        folder = self.root / "uploads" / upload_id
+        try:
+            if (folder / "key").read_bytes().decode() != key:
+                raise UploadNotFound()
+        except FileNotFoundError:
+            raise UploadNotFound() from None
+        return folder
+
+
+def _append_part(out, path, number, etag):
+    digest = hashlib.md5(usedforsecurity=False)
+    try:
+        with open(path, "rb") as part:
+            while chunk := part.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+    except FileNotFoundError:
+        raise InvalidPart(f"Part {number} was not uploaded.") from None
+    if digest.hexdigest() != str(etag).strip('"'):
+        raise InvalidPart(f"Part {number}'s ETag does not match what was uploaded.")
+
+
+def _mkdirs(root, *names):
+    """root/names..., each directory created owner-only (mkdir's parents are not)."""
+    path = private_dir(root)
+    for name in names:
+        path = path / name
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+    return path
+
+
+def _open_new(path):
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+
+
+def _write_new(path, data):
+    with _open_new(path) as fh:
+        fh.write(data)
