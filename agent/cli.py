@@ -90,6 +90,9 @@ def _render(s):
     ]
     if s.get("last_error"):
         lines.append(f"last error:     {s['last_error']} ({s.get('last_error_at')})")
+    for key, op in sorted((s.get("operations") or {}).items()) if s.get("running") else ():
+        lines.append(f"{op.get('kind', 'work') + ':':15} {key}: {op.get('phase', '-')}, "
+                     f"{_size(op.get('bytes_done'))} (since {op.get('started_at', '-')})")
     envs = s.get("environments")
     if envs is None:
         lines.append("environments:   container engine not reachable")

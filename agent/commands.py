@@ -2,6 +2,8 @@
 log). The control plane's command queue sends these kinds; a kind not here
 fails the command (the agent may be older than the control plane)."""
 
+import contextlib
+
 from agent import __version__
 
 HANDLERS = {}
@@ -57,3 +59,42 @@ def restart(agent, payload, log):
 def destroy(agent, payload, log):
     return _environments(agent).destroy(payload["environment_id"],
                                         payload.get("delete_data", False), log)
+
+
+
+@contextlib.contextmanager
+def _backups(agent, payload, kind, key):
+    """The environment's Backups, its progress shown by `berth-agent status`
+    (the status file) while the command runs."""
+    from agent.backups import Backups
+    from agent.environments import Environments
+    from agent.status import now_iso
+
+    status = getattr(agent, "status", None)
+
+    def progress(**fields):
+        if status is not None:
+            status.operation(key, **fields)
+
+    progress(kind=kind, environment_id=payload["environment_id"],
+             backup_id=payload["backup_id"], started_at=now_iso(), phase="starting",
+             bytes_done=0)
+    envs = Environments(agent.docker(), health_timeout=int(payload.get("health_timeout") or 120))
+    try:
+        yield Backups(envs, agent.config.credential, progress)
+    finally:
+        if status is not None:
+            status.end_operation(key)
+
+
+@handles("backup")
+def backup(agent, payload, log):
+    with _backups(agent, payload, "backup", f"backup {payload['backup_id']}") as backups:
+        return backups.backup(payload, log)
+
+
+@handles("restore")
+def restore(agent, payload, log):
+    key = f"restore {payload['backup_id']} into {payload['environment_id']}"
+    with _backups(agent, payload, "restore", key) as backups:
+        return backups.restore(payload, log)

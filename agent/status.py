@@ -5,8 +5,11 @@ import datetime as dt
 import json
 import os
 import threading
+import time
 
 from agent.config import write_private
+
+OPERATION_WRITE_S = 1.0
 
 
 def now_iso():
@@ -17,6 +20,7 @@ class StatusFile:
     def __init__(self, path, **initial):
         self.path = path
         self.lock = threading.Lock()
+        self._op_written = 0.0
         self.state = {"pid": os.getpid(), "connected": False, "since": None,
                       "last_heartbeat": None, "last_error": None, "last_error_at": None,
                       **initial}
@@ -26,6 +30,25 @@ class StatusFile:
         with self.lock:
             self.state.update(changes)
             self._write()
+
+    def operation(self, key, **fields):
+        """Start or advance a long piece of work (a backup, a restore) shown by
+        `berth-agent status`; written at most every OPERATION_WRITE_S unless a
+        field other than the byte count changed."""
+        with self.lock:
+            ops = self.state.setdefault("operations", {})
+            entry = ops.setdefault(key, {})
+            quiet = set(fields) <= {"bytes_done"} and (
+                time.monotonic() - self._op_written < OPERATION_WRITE_S)
+            entry.update(fields, updated_at=now_iso())
+            if not quiet:
+                self._op_written = time.monotonic()
+                self._write()
+
+    def end_operation(self, key):
+        with self.lock:
+            if (self.state.get("operations") or {}).pop(key, None) is not None:
+                self._write()
 
     def error(self, message):
         self.update(last_error=message, last_error_at=now_iso())

@@ -1,0 +1,130 @@
+"""The filestore as one compressed tar stream, both ways, through `tar` and
+`zstd` (or `gzip` where zstd is missing) subprocesses: the agent only moves
+bounded chunks between them and the network."""
+
+import os
+import shutil
+import subprocess
+import threading
+
+from agent.errors import AgentError
+
+CHUNK = 1024 * 1024
+SUFFIX = {"zstd": ".tar.zst", "gzip": ".tar.gz"}
+
+
+class ArchiveError(AgentError):
+    code = "archive_failed"
+
+
+def compression():
+    """The compressor this server has: zstd when installed, else gzip."""
+    return "zstd" if shutil.which("zstd") else "gzip"
+
+
+def _compressor(kind, decompress=False):
+    if kind == "zstd":
+        return ["zstd", "-d", "-q", "-c"] if decompress else ["zstd", "-T0", "-3", "-q", "-c"]
+    if kind == "gzip":
+        return ["gzip", "-d", "-c"] if decompress else ["gzip", "-c"]
+    raise ArchiveError(f"unknown compression {kind!r}")
+
+
+class _Tail:
+    """A process's error output drained on a thread (a full pipe would stall
+    it), of which the last few lines are kept for a failure message."""
+
+    def __init__(self, stream, keep=2000):
+        self.text = b""
+
+        def drain():
+            for line in stream:
+                self.text = (self.text + line)[-keep:]
+            stream.close()
+        self.thread = threading.Thread(target=drain, name="berth-stderr", daemon=True)
+        self.thread.start()
+
+    def __str__(self):
+        self.thread.join(5)
+        return self.text.decode(errors="replace").strip()
+
+
+def _spawn(cmd, **kwargs):
+    try:
+        return subprocess.Popen(cmd, stderr=subprocess.PIPE, **kwargs)
+    except FileNotFoundError as exc:
+        raise ArchiveError(f"{cmd[0]} is not installed on this server") from exc
+
+
+def raw_size(path):
+    """The bytes of the regular files under `path` (what the archive holds)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            if not os.path.islink(os.path.join(root, name)):
+                total += st.st_size
+    return total
+
+
+def pack(path, kind):
+    """The compressed tar stream of the directory `path`, chunk by chunk."""
+    tar = _spawn(["tar", "-C", str(path), "--numeric-owner", "-cf", "-", "."],
+                 stdout=subprocess.PIPE)
+    tar_err = _Tail(tar.stderr)
+    comp = _spawn(_compressor(kind), stdin=tar.stdout, stdout=subprocess.PIPE)
+    comp_err = _Tail(comp.stderr)
+    tar.stdout.close()  # the compressor's now: it sees the end when tar exits
+    finished = False
+    try:
+        while data := comp.stdout.read(CHUNK):
+            yield data
+        finished = True
+    finally:
+        comp.stdout.close()
+        if not finished:  # the consumer gave up: so do they
+            comp.kill()
+            tar.kill()
+        comp.wait()
+        tar.wait()
+    # tar's 1: a file changed while it was read (the ERP keeps writing); the copy is
+    # still whole, as consistent as a live filestore can be.
+    if tar.returncode not in (0, 1):
+        raise ArchiveError(f"tar of the filestore failed (exit code {tar.returncode}): {tar_err}")
+    if comp.returncode != 0:
+        raise ArchiveError(f"{kind} failed (exit code {comp.returncode}): {comp_err}")
+
+
+def unpack(chunks, kind, target):
+    """Extract a compressed tar stream into the existing directory `target`."""
+    comp = _spawn(_compressor(kind, decompress=True), stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE)
+    comp_err = _Tail(comp.stderr)
+    tar = _spawn(["tar", "-C", str(target), "--numeric-owner", "-xf", "-"], stdin=comp.stdout)
+    tar_err = _Tail(tar.stderr)
+    comp.stdout.close()
+    try:
+        for chunk in chunks:
+            comp.stdin.write(chunk)
+    except BrokenPipeError:
+        pass  # the decompressor or tar gave up; their exit codes say why
+    except BaseException:
+        comp.kill()
+        tar.kill()
+        raise
+    finally:
+        try:
+            comp.stdin.close()
+        except BrokenPipeError:
+            pass
+        comp.wait()
+        tar.wait()
+    if comp.returncode != 0:
+        raise ArchiveError(f"the filestore archive could not be decompressed "
+                           f"({kind}, exit code {comp.returncode}): {comp_err}")
+    if tar.returncode != 0:
+        raise ArchiveError(f"the filestore archive could not be extracted "
+                           f"(exit code {tar.returncode}): {tar_err}")

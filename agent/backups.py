@@ -1,0 +1,312 @@
+"""Backups and restores of an environment (the `backup` and `restore` commands).
+
+A backup streams three objects to storage through the transfer API: the
+database (`pg_dump -Fc` in the environment's PostgreSQL container), the
+filestore (a compressed tar of the environment's filestore directory) and a
+manifest; then reads each back, compares sizes and SHA-256, and has the dump
+listed by `pg_restore --list`. Nothing is staged on the server's disk and at
+most one part (transfer.PART_SIZE) is held in memory.
+
+A restore takes a safety backup first, unpacks the chosen backup's filestore
+beside the live one, stops the ERP, recreates the database from the dump,
+swaps the filestore in, starts the ERP and waits for its health; any failure
+after the safety backup puts the environment back as it was (the database from
+the safety backup, the previous filestore directory, kept until success)."""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+
+from agent import archive, exec_stream
+from agent.errors import AgentError, engine_errors
+from agent.status import now_iso
+from agent.transfer import Checked, Transfer
+
+FORMAT = "berth-backup/1"
+DB = "odoo"  # the database and its owner in every environment
+OBJECTS = {"database": "database.dump", "manifest": "manifest.json"}
+MANIFEST_MAX = 1024 * 1024
+
+
+class BackupError(AgentError):
+    code = "backup_failed"
+
+
+class RestoreError(AgentError):
+    code = "restore_failed"
+
+
+class Backups:
+    """`environments`: an agent.environments.Environments (names, ERP health);
+    `progress(**fields)`: what `berth-agent status` shows of the running work."""
+
+    def __init__(self, environments, credential, progress=None, part_size=None):
+        self.envs, self.credential = environments, credential
+        self.api = environments.docker.api
+        self.progress = progress or (lambda **fields: None)
+        self.part_size = part_size
+
+    def _transfer(self, url):
+        t = Transfer(url, self.credential)
+        if self.part_size:
+            t.part_size = self.part_size
+        return t
+
+    # --- backup ---------------------------------------------------------------
+
+    def backup(self, payload, log, label="backup"):
+        env_id, backup_id = payload["environment_id"], payload["backup_id"]
+        n = self.envs._names(env_id)
+        db = self._db_container(n)
+        transfer = self._transfer(payload["transfer_url"])
+        kind = archive.compression()
+        names = {**OBJECTS, "filestore": "filestore" + archive.SUFFIX[kind]}
+        started, parts = now_iso(), {}
+
+        def upload(what, chunks):
+            self.progress(phase=f"{label}: {what}", bytes_done=0)
+            parts[names[what]] = transfer.upload(
+                names[what], chunks, lambda done: self.progress(bytes_done=done))
+            log("info", f"uploaded {names[what]}: {parts[names[what]]['size']} bytes, "
+                        f"sha256 {parts[names[what]]['sha256']}")
+
+        log("info", f"{label} {backup_id}: dumping the database")
+        upload("database", exec_stream.Exec(self.api, db.id, ["pg_dump", "-Fc", "-U", DB, DB],
+                                            what="pg_dump").output())
+        db_size = int(self._psql(db, f"SELECT pg_database_size('{DB}')"))
+        filestore = n["dir"] / "filestore"
+        if not filestore.is_dir():
+            raise BackupError(f"the environment has no filestore directory ({filestore.name})")
+        log("info", f"{label} {backup_id}: archiving the filestore ({kind})")
+        fs_size = archive.raw_size(filestore)
+        upload("filestore", archive.pack(filestore, kind))
+        manifest = {
+            "format": FORMAT, "environment_id": env_id, "backup_id": backup_id,
+            "erp_version": payload.get("erp_version"), "pg_version": self._pg_version(db),
+            "git_commit": payload.get("git_commit") or _commit(n["dir"] / "addons"),
+            "addon_commits": payload.get("addon_commits") or _addon_commits(n["dir"] / "addons"),
+            "modules": self._modules(db),
+            "database": {"object": names["database"], **parts[names["database"]],
+                         "raw_size": db_size},
+            "filestore": {"object": names["filestore"], **parts[names["filestore"]],
+                          "raw_size": fs_size, "compression": kind},
+            "started_at": started, "finished_at": now_iso()}
+        upload("manifest", [json.dumps(manifest, indent=2, sort_keys=True).encode()])
+        self._verify(transfer, db, names, parts, log, label)
+        return {"database_size": db_size, "filestore_size": fs_size,
+                "total_size": db_size + fs_size,
+                "compressed_size": sum(p["size"] for p in parts.values()),
+                "verified": True, "manifest": manifest, "parts": parts}
+
+    def _verify(self, transfer, db, names, parts, log, label):
+        """Every object read back from storage and hashed again; the dump listed
+        by pg_restore, to know it is one."""
+        for name, expected in parts.items():
+            self.progress(phase=f"{label}: verifying {name}", bytes_done=0)
+            chunks = Checked(transfer.download(name), self._counter())
+            if name == names["database"]:
+                exec_stream.Exec(self.api, db.id, ["pg_restore", "--list"], stdin=True,
+                                 what="pg_restore --list of the stored dump").feed(chunks)
+            else:
+                for _ in chunks:
+                    pass
+            _same(name, expected, chunks, BackupError)
+        log("info", f"{label}: verified {', '.join(parts)} in storage")
+
+    def _counter(self):
+        return lambda done: self.progress(bytes_done=done)
+
+    def _pg_version(self, db):
+        version = self._psql(db, "SHOW server_version")
+        return version.split()[0] if version else None
+
+    def _modules(self, db):
+        """{name: version} of the installed modules, or None before the ERP made its tables."""
+        if self._psql(db, "SELECT to_regclass('ir_module_module') IS NOT NULL") != "t":
+            return None
+        rows = self._psql(db, "SELECT name, coalesce(latest_version, '') FROM ir_module_module"
+                              " WHERE state = 'installed' ORDER BY name")
+        return dict(line.split("|", 1) for line in rows.splitlines() if "|" in line)
+
+    # --- restore --------------------------------------------------------------
+
+    def restore(self, payload, log):
+        env_id, source = payload["environment_id"], payload["backup_id"]
+        n = self.envs._names(env_id)
+        self.envs.health_timeout = int(payload.get("health_timeout") or self.envs.health_timeout)
+        db = self._db_container(n)
+        transfer = self._transfer(payload["transfer_url"])
+        manifest = self._manifest(transfer)
+        _recover_swap(n["dir"])
+        safety = self.backup(payload["safety"], log, label="safety backup")
+        log("info", f"safety backup {payload['safety']['backup_id']} taken; "
+                    f"restoring backup {source}")
+        done = {"stopped": False, "database": False, "swapped": False}
+        try:
+            self._restore(transfer, manifest, n, db, done, log)
+        except Exception as exc:
+            log("error", f"the restore failed: {exc}; putting the safety backup back")
+            try:
+                self._roll_back(payload["safety"], safety["manifest"], n, db, done, log)
+            except Exception as again:
+                raise RestoreError(f"the restore failed: {exc}; putting the safety backup back "
+                                   f"failed too: {again}") from exc
+            raise RestoreError(f"the restore failed: {exc} (the environment was put back as "
+                               "it was, from the safety backup)") from exc
+        shutil.rmtree(n["dir"] / "filestore.old", ignore_errors=True)
+        log("info", f"restored backup {source}")
+        return {"safety": safety, "restored_from": source}
+
+    def _restore(self, transfer, manifest, n, db, done, log):
+        fs = manifest["filestore"]
+        self.progress(phase="restore: unpacking the filestore", bytes_done=0)
+        log("info", f"unpacking {fs['object']} beside the current filestore")
+        self._unpack(transfer, fs, n["dir"])
+        done["stopped"] = True
+        self._stop_erp(n, log)
+        done["database"] = True
+        self._load_database(transfer, manifest["database"], db, log, "restore")
+        _swap(n["dir"])
+        done["swapped"] = True
+        self._start_erp(n, log)
+
+    def _roll_back(self, safety_payload, safety_manifest, n, db, done, log):
+        self.progress(phase="rolling back")
+        shutil.rmtree(n["dir"] / "filestore.new", ignore_errors=True)
+        if not done["stopped"]:
+            log("info", "the environment was not touched")
+            return
+        self._stop_erp(n, log)
+        if done["database"]:
+            self._load_database(self._transfer(safety_payload["transfer_url"]),
+                                safety_manifest["database"], db, log, "rollback")
+        if done["swapped"]:
+            shutil.rmtree(n["dir"] / "filestore", ignore_errors=True)
+            (n["dir"] / "filestore.old").rename(n["dir"] / "filestore")
+            log("info", "put the previous filestore back")
+        self._start_erp(n, log)
+
+    def _manifest(self, transfer):
+        data = bytearray()
+        for chunk in transfer.download(OBJECTS["manifest"]):
+            data += chunk
+            if len(data) > MANIFEST_MAX:
+                raise RestoreError("the backup's manifest is too large")
+        try:
+            manifest = json.loads(data)
+        except ValueError as exc:
+            raise RestoreError(f"the backup's manifest is not JSON: {exc}") from exc
+        if not all(isinstance(manifest, dict) and isinstance(manifest.get(part), dict)
+                   and manifest[part].get("object") for part in ("database", "filestore")):
+            raise RestoreError("the backup's manifest names no database or filestore object")
+        return manifest
+
+    def _unpack(self, transfer, fs, env_dir):
+        new, live = env_dir / "filestore.new", env_dir / "filestore"
+        shutil.rmtree(new, ignore_errors=True)
+        new.mkdir()
+        st = os.stat(live) if live.exists() else None  # the ERP's user owns it
+        if st is not None:
+            os.chown(new, st.st_uid, st.st_gid)
+            os.chmod(new, st.st_mode & 0o7777)
+        kind = fs.get("compression") or ("gzip" if fs["object"].endswith(".gz") else "zstd")
+        chunks = Checked(transfer.download(fs["object"]), self._counter())
+        archive.unpack(chunks, kind, new)
+        _same(fs["object"], fs, chunks, RestoreError)
+
+    def _load_database(self, transfer, expected, db, log, label):
+        """Drop and recreate the database, then pg_restore the dump streamed from storage."""
+        self.progress(phase=f"{label}: loading the database", bytes_done=0)
+        log("info", f"{label}: recreating the database from {expected['object']}")
+        for sql in (f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    f" WHERE datname = '{DB}' AND pid <> pg_backend_pid()",
+                    f"DROP DATABASE IF EXISTS {DB}",
+                    f"CREATE DATABASE {DB} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'"):
+            self._psql(db, sql, database="postgres")
+        chunks = Checked(transfer.download(expected["object"]), self._counter())
+        exec_stream.Exec(self.api, db.id, ["pg_restore", "-U", DB, "-d", DB, "--no-owner",
+                                           "--exit-on-error"],
+                         stdin=True, what="pg_restore").feed(chunks)
+        _same(expected["object"], expected, chunks, RestoreError)
+        log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump)")
+
+    def _stop_erp(self, n, log):
+        erp = self.envs._container(n["erp"])
+        if erp is None:
+            raise RestoreError("the environment has no ERP container")
+        with engine_errors():
+            erp.reload()
+            if erp.status == "running":
+                erp.stop(timeout=20)
+                log("info", f"stopped {erp.name}")
+
+    def _start_erp(self, n, log):
+        self.progress(phase="starting the ERP")
+        with engine_errors():
+            erp = self.envs._container(n["erp"])
+            erp.start()
+            erp.reload()
+            port = int(erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"])
+        log("info", f"started {erp.name}; waiting for its health check")
+        self.envs._wait_http(port, log)
+
+    # --- helpers --------------------------------------------------------------
+
+    def _db_container(self, n):
+        db = self.envs._container(n["db"])
+        if db is None or db.status != "running":
+            raise BackupError("the environment's database container is not running")
+        return db
+
+    def _psql(self, db, sql, database=DB):
+        return exec_stream.run(self.api, db.id, ["psql", "-X", "-q", "-t", "-A", "-U", DB,
+                                                 "-d", database, "-v", "ON_ERROR_STOP=1",
+                                                 "-c", sql], what="psql").strip()
+
+
+def _same(name, expected, chunks, error):
+    if (chunks.size, chunks.sha256) != (expected["size"], expected["sha256"]):
+        raise error(f"{name} in storage does not match its checksum: {chunks.size} bytes, "
+                    f"sha256 {chunks.sha256}; expected {expected['size']} bytes, "
+                    f"sha256 {expected['sha256']}")
+
+
+def _swap(env_dir):
+    """The unpacked filestore in, the previous one kept as filestore.old until success."""
+    old = env_dir / "filestore.old"
+    shutil.rmtree(old, ignore_errors=True)
+    (env_dir / "filestore").rename(old)
+    (env_dir / "filestore.new").rename(env_dir / "filestore")
+
+
+def _recover_swap(env_dir):
+    """What an interrupted swap left: the filestore back in its place, leftovers gone."""
+    live, old = env_dir / "filestore", env_dir / "filestore.old"
+    if not live.exists() and old.exists():
+        old.rename(live)
+    shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(env_dir / "filestore.new", ignore_errors=True)
+
+
+def _git_head(path):
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=30)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    return None
+
+
+def _commit(addons):
+    return _git_head(addons) if (addons / ".git").exists() else None
+
+
+def _addon_commits(addons):
+    from agent.environments import ADDON_REPOS
+
+    repos = addons / ADDON_REPOS
+    if not repos.is_dir():
+        return {}
+    return {p.name: _git_head(p) for p in sorted(repos.iterdir()) if (p / ".git").exists()}

@@ -1,0 +1,134 @@
+"""Commands run inside a container with their standard streams carried over the
+engine's socket a bounded chunk at a time: a database dump comes out of
+pg_dump, and goes into pg_restore, without ever being whole in memory or on
+the server's disk."""
+
+import socket
+import threading
+import time
+
+from agent.errors import AgentError, engine_errors
+
+CHUNK = 1 << 20  # the most read from the engine at once
+IDLE_TIMEOUT = 1800  # seconds without a byte either way: the command or the engine is stuck
+STDERR_KEEP = 2000  # the tail of a command's error output kept for its failure message
+
+
+class ExecFailed(AgentError):
+    code = "exec_failed"
+
+
+class Exec:
+    """One command in a running container; `output()` yields its standard
+    output, `feed(chunks)` writes its standard input; `check()` its exit code."""
+
+    def __init__(self, api, container_id, cmd, stdin=False, what=None):
+        self.api, self.what = api, what or cmd[0]
+        self.stderr = b""
+        with engine_errors():
+            self.id = api.exec_create(container_id, cmd, stdin=stdin, stdout=True,
+                                      stderr=True)["Id"]
+            self.sock = api.exec_start(self.id, socket=True)
+        raw = getattr(self.sock, "_sock", self.sock)
+        raw.settimeout(IDLE_TIMEOUT)
+        self.raw = raw
+        # Read through the HTTP response's buffer: the first frames may already be in it.
+        response = getattr(self.sock, "_response", None)
+        try:
+            self.reader = response.raw._fp.fp
+        except AttributeError:
+            self.reader = self.sock
+
+    def _read(self, n):
+        read1 = getattr(self.reader, "read1", None)
+        return read1(n) if read1 else self.reader.read(n)
+
+    def _exact(self, n):
+        out = bytearray()
+        while len(out) < n:
+            data = self._read(n - len(out))
+            if not data:
+                return None if not out else bytes(out)
+            out += data
+        return bytes(out)
+
+    def frames(self):
+        """(stream, bytes) pieces of the engine's multiplexed stream: an 8-byte
+        header (1 stdout, 2 stderr; big-endian size) before each frame."""
+        while True:
+            header = self._exact(8)
+            if header is None or len(header) < 8:
+                return
+            kind, left = header[0], int.from_bytes(header[4:8], "big")
+            while left:
+                data = self._read(min(left, CHUNK))
+                if not data:
+                    return
+                left -= len(data)
+                if kind == 2:
+                    self.stderr = (self.stderr + data)[-STDERR_KEEP:]
+                else:
+                    yield data
+
+    def output(self):
+        """Standard output, chunk by chunk; then the exit code is checked."""
+        try:
+            yield from self.frames()
+        finally:
+            self.close()
+        self.check()
+
+    def feed(self, chunks):
+        """Write `chunks` to standard input, then close it and wait for the
+        command. A command that stops reading early (it has what it needs, or
+        it failed) is not an error here: its exit code says which; the chunks
+        are consumed to the end either way, so a caller hashing them sees all."""
+        drained = threading.Thread(target=lambda: [None for _ in self.frames()],
+                                   name="berth-exec-drain", daemon=True)
+        drained.start()
+        writable = True
+        try:
+            for chunk in chunks:
+                if writable:
+                    try:
+                        self.raw.sendall(chunk)
+                    except (BrokenPipeError, ConnectionResetError):
+                        writable = False
+            if writable:
+                try:
+                    self.raw.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+            drained.join(IDLE_TIMEOUT)
+        finally:
+            self.close()
+        self.check()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def exit_code(self, wait=30):
+        deadline = time.monotonic() + wait
+        with engine_errors():
+            while True:
+                state = self.api.exec_inspect(self.id)
+                if not state.get("Running") or time.monotonic() > deadline:
+                    return state.get("ExitCode")
+                time.sleep(0.1)
+
+    def check(self, ok=(0,)):
+        code = self.exit_code()
+        if code not in ok:
+            detail = self.stderr.decode(errors="replace").strip()
+            raise ExecFailed(f"{self.what} failed (exit code {code})"
+                             + (f": {detail}" if detail else ""))
+        return code
+
+
+def run(api, container_id, cmd, what=None):
+    """The standard output of a short command, as text (its size is small)."""
+    ex = Exec(api, container_id, cmd, what=what)
+    return b"".join(ex.output()).decode(errors="replace")

@@ -1,0 +1,155 @@
+"""The control plane's transfer API, from the agent's side: objects of one
+backup go up as parts of at most PART_SIZE to URLs the control plane hands out
+(presigned S3 part uploads, or signed URLs on the control plane itself), and
+come back down from a download URL. The agent never holds storage credentials;
+only the transfer API itself sees its own (`Authorization: Bearer`)."""
+
+import hashlib
+import json
+import time
+import urllib.error
+import urllib.request
+
+from agent.errors import AgentError
+
+PART_SIZE = 8 * 1024 * 1024  # the most of an object the agent holds in memory
+READ_SIZE = 1024 * 1024
+TIMEOUT = 120  # seconds for one request or one read
+PUT_ATTEMPTS = 3
+
+
+class TransferError(AgentError):
+    code = "transfer_failed"
+
+
+def _reason(exc):
+    if isinstance(exc, urllib.error.HTTPError):
+        try:
+            body = exc.read(2000).decode(errors="replace").strip()
+        except OSError:
+            body = ""
+        return f"HTTP {exc.code}" + (f": {body}" if body else "")
+    return str(getattr(exc, "reason", None) or exc)
+
+
+class Transfer:
+    """The transfer API of one backup (`transfer_url`, from the command's payload)."""
+
+    def __init__(self, transfer_url, credential, part_size=PART_SIZE):
+        if not transfer_url.startswith(("http://", "https://")):
+            raise TransferError(f"not a transfer URL: {transfer_url!r}")
+        self.base, self.credential = transfer_url.rstrip("/"), credential
+        self.part_size = part_size
+
+    def _call(self, action, body):
+        request = urllib.request.Request(
+            f"{self.base}/{action}", data=json.dumps(body).encode(), method="POST",
+            headers={"Authorization": f"Bearer {self.credential}",
+                     "Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as r:
+                data = r.read(1 << 20)
+        except (urllib.error.URLError, OSError) as exc:
+            raise TransferError(f"the transfer API refused {action} of "
+                                f"{body.get('object')}: {_reason(exc)}") from exc
+        return json.loads(data) if data.strip() else None
+
+    def part_url(self, name, part_number):
+        return self._call("parts", {"object": name, "part_number": part_number})["url"]
+
+    def complete(self, name, parts, size, sha256):
+        self._call("complete", {"object": name, "size": size, "sha256": sha256,
+                                "parts": [{"part_number": n, "etag": e} for n, e in parts]})
+
+    def download_url(self, name):
+        return self._call("download", {"object": name})["url"]
+
+    def put_part(self, name, part_number, data):
+        """PUT one part to a fresh URL (again, up to PUT_ATTEMPTS times: an upload
+        URL is single use); returns its ETag, without quotes."""
+        for attempt in range(1, PUT_ATTEMPTS + 1):
+            url = self.part_url(name, part_number)
+            request = urllib.request.Request(url, data=data, method="PUT", headers={
+                "Content-Length": str(len(data)), "Content-Type": "application/octet-stream"})
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT) as r:
+                    etag = r.headers.get("ETag")
+                    r.read()
+            except (urllib.error.URLError, OSError) as exc:
+                retry = not isinstance(exc, urllib.error.HTTPError) or exc.code >= 500
+                if not retry or attempt == PUT_ATTEMPTS:
+                    raise TransferError(f"uploading part {part_number} of {name} failed: "
+                                        f"{_reason(exc)}") from exc
+                time.sleep(attempt)
+                continue
+            if not etag:
+                raise TransferError(f"the storage gave no ETag for part {part_number} of {name}")
+            return etag.strip().strip('"')
+
+    def upload(self, name, chunks, progress=None):
+        """Upload an object from an iterable of byte chunks; returns {size, sha256}.
+        At most one part is held in memory; `progress(bytes)` after each part."""
+        # One buffer, allocated once: growing a bytearray may copy it whole.
+        buf, fill, parts, size, digest = bytearray(self.part_size), 0, [], 0, hashlib.sha256()
+
+        def flush():
+            with memoryview(buf) as view:  # no copy of the part
+                parts.append((len(parts) + 1, self.put_part(name, len(parts) + 1, view[:fill])))
+            if progress:
+                progress(size)
+
+        for chunk in chunks:
+            digest.update(chunk)
+            size += len(chunk)
+            view = memoryview(chunk)
+            while view:
+                n = min(self.part_size - fill, len(view))
+                buf[fill:fill + n] = view[:n]
+                view, fill = view[n:], fill + n
+                if fill == self.part_size:
+                    flush()
+                    fill = 0
+        if fill or not parts:  # an empty object is one empty part
+            flush()
+        sha = digest.hexdigest()
+        self.complete(name, parts, size, sha)
+        return {"size": size, "sha256": sha}
+
+    def download(self, name):
+        """The object's bytes, READ_SIZE at a time."""
+        url = self.download_url(name)
+        try:
+            response = urllib.request.urlopen(url, timeout=TIMEOUT)
+        except (urllib.error.URLError, OSError) as exc:
+            raise TransferError(f"downloading {name} failed: {_reason(exc)}") from exc
+        with response:
+            while True:
+                try:
+                    data = response.read(READ_SIZE)
+                except OSError as exc:
+                    raise TransferError(f"downloading {name} failed: {exc}") from exc
+                if not data:
+                    return
+                yield data
+
+
+class Checked:
+    """Chunks passed through while their size and SHA-256 are counted;
+    `progress(bytes)` every PART_SIZE or so."""
+
+    def __init__(self, chunks, progress=None):
+        self.chunks, self.size, self.digest = chunks, 0, hashlib.sha256()
+        self.progress, self._reported = progress, 0
+
+    def __iter__(self):
+        for chunk in self.chunks:
+            self.size += len(chunk)
+            self.digest.update(chunk)
+            if self.progress and self.size - self._reported >= PART_SIZE:
+                self._reported = self.size
+                self.progress(self.size)
+            yield chunk
+
+    @property
+    def sha256(self):
+        return self.digest.hexdigest()

@@ -1,0 +1,256 @@
+"""The agent's backups and restores against the real engine, the local ERP and
+PostgreSQL images, and a real HTTP stand-in for the control plane's transfer
+API (tests/transfer_stand_in.py): rows and files written into a running
+environment, backed up, changed, restored, read back."""
+
+import hashlib
+import json
+import os
+import subprocess
+import tracemalloc
+import urllib.request
+import uuid
+
+import pytest
+
+from agent import cli, transfer
+from agent.backups import BackupError, Backups, RestoreError
+from agent.environments import Environments
+from agent.status import StatusFile
+from tests.transfer_stand_in import TransferStandIn
+
+CREDENTIAL = "agt_live_backup-tests"
+NOTES = [(1, "invoice 2026/001"), (2, "invoice 2026/002"), (3, "credit note 2026/001")]
+BIG = 20 * 1024 * 1024  # incompressible filestore bytes: more than two parts
+
+
+@pytest.fixture(scope="module")
+def env(docker_client, tmp_path_factory, erp_image, postgres_image):
+    """One deployed environment with rows in its database and files in its filestore."""
+    root = tmp_path_factory.mktemp("srv")
+    envs = Environments(docker_client, root=root, health_timeout=60)
+    env_id = str(uuid.uuid4())
+    envs.deploy({"environment_id": env_id, "erp_image": erp_image,
+                 "postgres_image": postgres_image}, lambda *a: None)
+    try:
+        psql(envs, env_id, "CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL)")
+        set_notes(envs, env_id, NOTES)
+        store = root / env_id / "filestore" / "filestore" / "odoo"
+        write_files(store, {"ab/abcdef": b"attachment one", "cd/cdef01": b"attachment two",
+                            "big/random": os.urandom(BIG)})
+        yield envs, env_id, store
+    finally:
+        envs.destroy(env_id, True, lambda *a: None)
+
+
+@pytest.fixture
+def stand_in(tmp_path):
+    server = TransferStandIn(tmp_path / "storage", CREDENTIAL)
+    yield server
+    server.close()
+
+
+def psql(envs, env_id, sql):
+    db = envs._container(envs._names(env_id)["db"])
+    code, out = db.exec_run(["psql", "-X", "-tA", "-U", "odoo", "-d", "odoo",
+                             "-v", "ON_ERROR_STOP=1", "-c", sql])
+    assert code == 0, out
+    return out.decode().strip()
+
+
+def set_notes(envs, env_id, rows):
+    values = ", ".join(f"({i}, '{body}')" for i, body in rows)
+    psql(envs, env_id, f"DELETE FROM notes; INSERT INTO notes VALUES {values}")
+
+
+def notes(envs, env_id):
+    out = psql(envs, env_id, "SELECT id, body FROM notes ORDER BY id")
+    return [(int(i), body) for i, body in (line.split("|", 1) for line in out.splitlines())]
+
+
+def write_files(store, files):
+    """As the ERP writes them: owned by its user."""
+    for name, data in files.items():
+        path = store / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        for p in (path, *path.relative_to(store).parents):
+            os.chown(store / p, 101, 101)
+
+
+def files(store):
+    return {str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(store.rglob("*")) if p.is_file()}
+
+
+def payload(stand_in, env_id):
+    backup_id = str(uuid.uuid4())
+    return {"environment_id": env_id, "backup_id": backup_id,
+            "transfer_url": stand_in.transfer_url(backup_id),
+            "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
+            "erp_version": "17.0"}
+
+
+def healthy(envs, env_id):
+    erp = envs._container(envs._names(env_id)["erp"])
+    port = erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as r:
+        return r.status == 200
+
+
+def test_backup_then_restore_brings_rows_and_files_back(env, stand_in):
+    envs, env_id, store = env
+    phases = []
+    backups = Backups(envs, CREDENTIAL, lambda **f: phases.append(f.get("phase")))
+    before, lines = files(store), []
+    job = payload(stand_in, env_id)
+
+    tracemalloc.start()
+    try:
+        result = backups.backup(job, lambda level, msg: lines.append((level, msg)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    # The objects are in storage, and what the manifest and result say of them is true.
+    manifest = result["manifest"]
+    stored = {name: stand_in.path(job["backup_id"], name)
+              for name in ("database.dump", "filestore.tar.zst", "manifest.json")}
+    for name, path in stored.items():
+        data = path.read_bytes()
+        assert result["parts"][name] == {"size": len(data),
+                                         "sha256": hashlib.sha256(data).hexdigest()}
+    assert json.loads(stored["manifest.json"].read_bytes()) == manifest
+    assert manifest["format"] == "berth-backup/1" and manifest["backup_id"] == job["backup_id"]
+    assert manifest["database"]["object"] == "database.dump"
+    assert manifest["database"]["sha256"] == result["parts"]["database.dump"]["sha256"]
+    assert manifest["filestore"]["compression"] == "zstd"
+    assert manifest["filestore"]["sha256"] == result["parts"]["filestore.tar.zst"]["sha256"]
+    assert manifest["filestore"]["raw_size"] >= BIG
+    assert manifest["erp_version"] == "17.0" and manifest["pg_version"].startswith("15")
+    assert manifest["modules"] == {"base": "17.0"}  # the ERP stand-in's module table
+    assert result["verified"] is True
+    assert result["total_size"] == result["database_size"] + result["filestore_size"]
+    assert result["compressed_size"] == sum(p.stat().st_size for p in stored.values())
+    assert any("verified" in msg for _, msg in lines)
+    assert "backup: verifying database.dump" in phases
+
+    # The dump is one pg_restore can read, as stored.
+    db = envs._names(env_id)["db"]
+    with open(stored["database.dump"], "rb") as fh:
+        listed = subprocess.run(["docker", "exec", "-i", db, "pg_restore", "--list"], stdin=fh,
+                                capture_output=True, text=True)
+    assert listed.returncode == 0 and "TABLE DATA public notes" in listed.stdout
+
+    # Bounded memory: no part over 8 MiB, the filestore in several, a small peak.
+    assert max(stand_in.part_sizes) <= transfer.PART_SIZE
+    assert len(stand_in.part_sizes) >= 5
+    assert peak < 16 * 1024 * 1024, peak
+
+    # Change rows and files, then restore.
+    set_notes(envs, env_id, [(1, "changed"), (9, "added later")])
+    (store / "ab" / "abcdef").unlink()
+    write_files(store, {"cd/cdef01": b"rewritten", "ef/new": b"a file added later"})
+    changed = files(store)
+    safety = payload(stand_in, env_id)
+    out = backups.restore({"environment_id": env_id, "backup_id": job["backup_id"],
+                           "transfer_url": job["transfer_url"], "safety": safety,
+                           "health_timeout": 60}, lambda *a: None)
+
+    assert notes(envs, env_id) == NOTES
+    assert files(store) == before
+    assert {p.stat().st_uid for p in store.rglob("*")} == {101}
+    assert (store.parent.parent).stat().st_uid == 101  # the filestore directory itself
+    assert not (store.parent.parent.with_name("filestore.old")).exists()
+    assert not (store.parent.parent.with_name("filestore.new")).exists()
+    assert healthy(envs, env_id)
+    assert out["restored_from"] == job["backup_id"] and out["safety"]["verified"] is True
+    # The safety backup holds the state the restore replaced.
+    assert out["safety"]["manifest"]["backup_id"] == safety["backup_id"]
+    for name, part in out["safety"]["parts"].items():
+        data = stand_in.path(safety["backup_id"], name).read_bytes()
+        assert part["sha256"] == hashlib.sha256(data).hexdigest()
+    assert changed != before
+
+
+def test_a_corrupt_dump_leaves_the_environment_as_it_was(env, stand_in):
+    envs, env_id, store = env
+    backups = Backups(envs, CREDENTIAL)
+    job = payload(stand_in, env_id)
+    backups.backup(job, lambda *a: None)
+    dump = stand_in.path(job["backup_id"], "database.dump")
+    data = dump.read_bytes()
+    dump.write_bytes(data[:len(data) // 2] + os.urandom(len(data) - len(data) // 2))
+
+    current_rows = [(1, "kept"), (4, "written after the backup")]
+    set_notes(envs, env_id, current_rows)
+    write_files(store, {"ef/after": b"written after the backup"})
+    current_files = files(store)
+    lines = []
+    with pytest.raises(RestoreError, match="put back") as failed:
+        backups.restore({"environment_id": env_id, "backup_id": job["backup_id"],
+                         "transfer_url": job["transfer_url"], "safety": payload(stand_in, env_id),
+                         "health_timeout": 60}, lambda level, msg: lines.append((level, msg)))
+
+    assert "pg_restore" in str(failed.value) or "checksum" in str(failed.value)
+    assert notes(envs, env_id) == current_rows
+    assert files(store) == current_files
+    assert healthy(envs, env_id)
+    assert any(level == "error" for level, _ in lines)
+    assert any("rollback: the database is loaded" in msg for _, msg in lines)
+
+
+def test_a_corrupt_filestore_archive_fails_before_anything_is_touched(env, stand_in):
+    envs, env_id, store = env
+    backups = Backups(envs, CREDENTIAL)
+    job = payload(stand_in, env_id)
+    backups.backup(job, lambda *a: None)
+    stand_in.path(job["backup_id"], "filestore.tar.zst").write_bytes(b"not an archive")
+    rows, current = notes(envs, env_id), files(store)
+    erp = envs._container(envs._names(env_id)["erp"])
+    started = erp.attrs["State"]["StartedAt"]
+
+    with pytest.raises(RestoreError, match="decompressed"):
+        backups.restore({"environment_id": env_id, "backup_id": job["backup_id"],
+                         "transfer_url": job["transfer_url"], "safety": payload(stand_in, env_id)},
+                        lambda *a: None)
+    assert notes(envs, env_id) == rows and files(store) == current
+    erp.reload()
+    assert erp.attrs["State"]["StartedAt"] == started  # never stopped
+    assert not (store.parent.parent.with_name("filestore.new")).exists()
+
+
+def test_storage_failing_mid_upload_fails_the_backup(env, stand_in):
+    envs, env_id, _ = env
+    stand_in.fail_puts = transfer.PUT_ATTEMPTS
+    job = payload(stand_in, env_id)
+    with pytest.raises(transfer.TransferError, match="HTTP 500"):
+        Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
+    assert not stand_in.path(job["backup_id"], "database.dump").exists()
+
+
+def test_a_stopped_database_is_refused(env, stand_in, docker_client):
+    envs, env_id, _ = env
+    db = envs._container(envs._names(env_id)["db"])
+    db.stop()
+    try:
+        with pytest.raises(BackupError, match="not running"):
+            Backups(envs, CREDENTIAL).backup(payload(stand_in, env_id), lambda *a: None)
+    finally:
+        envs.start(env_id, lambda *a: None)
+        envs._wait_db(envs._container(envs._names(env_id)["db"]), {}, lambda *a: None)
+
+
+def test_status_shows_a_running_backup(tmp_path, monkeypatch):
+    status = StatusFile(tmp_path / "status.json")
+    status.operation("backup b-1", kind="backup", environment_id="e-1", backup_id="b-1",
+                     started_at="2026-11-23T20:00:00Z", phase="backup: database", bytes_done=0)
+    status.operation("backup b-1", bytes_done=3 * 1024 * 1024)  # throttled, kept in memory
+    status.operation("backup b-1", phase="backup: filestore")
+    state = json.loads((tmp_path / "status.json").read_text())
+    op = state["operations"]["backup b-1"]
+    assert op["phase"] == "backup: filestore" and op["bytes_done"] == 3 * 1024 * 1024
+    text = cli._render({**state, "running": True, "environments": {}})
+    assert "backup:" in text and "backup b-1: backup: filestore, 3.0 MB" in text
+    status.end_operation("backup b-1")
+    assert json.loads((tmp_path / "status.json").read_text())["operations"] == {}
