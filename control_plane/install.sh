@@ -42,6 +42,7 @@ main() {
     detect_system
     need_python
     need_git
+    need_zstd
     install_agent
     make_dirs
     register_agent
@@ -97,6 +98,16 @@ need_git() {  # deployments check out the project's add-ons
         apt_install git || say "warning: could not install git; deployments with add-ons will fail"
     else
         say "warning: git is missing; deployments with add-ons need it"
+    fi
+}
+
+need_zstd() {  # backups compress the filestore with zstd (gzip, slower, without it)
+    command -v zstd >/dev/null 2>&1 && return 0
+    if command -v apt-get >/dev/null 2>&1; then
+        say "installing zstd"
+        apt_install zstd || say "warning: could not install zstd; backups will use gzip"
+    else
+        say "warning: zstd is missing; backups will use gzip"
     fi
 }
 

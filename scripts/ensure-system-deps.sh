@@ -2,8 +2,8 @@
 # Installs the Debian packages a target needs, only when they are missing.
 #   venv: what `python3 -m venv` needs
 #   test: PostgreSQL and Redis servers (the tests start their own instances), the
-#         Docker engine, debootstrap (builds the local test images) and Chromium
-#         (renders the API docs pages)
+#         Docker engine, debootstrap (builds the local test images), Chromium
+#         (renders the API docs pages) and zstd (the agent's backups compress with it)
 set -eu
 
 apt_install() {
@@ -34,6 +34,7 @@ test)
         missing="$missing debootstrap"
     # Headless browser for the API docs pages test.
     command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+    command -v zstd >/dev/null 2>&1 || missing="$missing zstd"
     [ -z "$missing" ] || apt_install $missing
     ;;
 *)

@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from agent import cli, transfer
+from agent import archive, cli, commands, transfer
+from agent import status as status_mod
 from agent.backups import BackupError, Backups, RestoreError
 from agent.environments import Environments
 from agent.status import StatusFile
@@ -253,4 +254,63 @@ def test_status_shows_a_running_backup(tmp_path, monkeypatch):
     text = cli._render({**state, "running": True, "environments": {}})
     assert "backup:" in text and "backup b-1: backup: filestore, 3.0 MB" in text
     status.end_operation("backup b-1")
+    assert json.loads((tmp_path / "status.json").read_text())["operations"] == {}
+
+
+@pytest.mark.parametrize("kind", ["zstd", "gzip"])
+def test_the_filestore_archive_round_trips(tmp_path, kind):
+    source, target = tmp_path / "source", tmp_path / "target"
+    write_files(source, {"a/one": b"one" * 1000, "b/c/two": os.urandom(3 * archive.CHUNK)})
+    target.mkdir()
+    archive.unpack(archive.pack(source, kind), kind, target)
+    assert files(target) == files(source)
+    assert (target / "b" / "c" / "two").stat().st_uid == 101
+    assert archive.raw_size(source) == 3000 + 3 * archive.CHUNK
+
+
+def test_without_zstd_the_filestore_is_gzipped(env, stand_in, monkeypatch):
+    envs, env_id, _ = env
+    monkeypatch.setattr(archive, "compression", lambda: "gzip")
+    job = payload(stand_in, env_id)
+    result = Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
+    assert result["manifest"]["filestore"]["object"] == "filestore.tar.gz"
+    assert result["manifest"]["filestore"]["compression"] == "gzip"
+    assert set(result["parts"]) == {"database.dump", "filestore.tar.gz", "manifest.json"}
+    assert stand_in.path(job["backup_id"], "filestore.tar.gz").exists()
+
+
+class _Config:
+    credential = CREDENTIAL
+
+
+class _Agent:
+    """What a command handler uses of the daemon's Agent."""
+
+    def __init__(self, docker_client, status):
+        self.docker_client, self.status, self.config = docker_client, status, _Config()
+
+    def docker(self):
+        return self.docker_client
+
+
+def test_the_backup_command_shows_its_progress_in_the_status_file(env, stand_in, docker_client,
+                                                                  tmp_path, monkeypatch):
+    envs, env_id, _ = env
+    monkeypatch.setenv("BERTH_AGENT_ENV_ROOT", str(envs.root))
+    monkeypatch.setattr(status_mod, "OPERATION_WRITE_S", 0)  # every byte count written
+    seen = []
+
+    class Recording(StatusFile):
+        def _write(self):
+            seen.append(json.loads(json.dumps(self.state.get("operations") or {})))
+            super()._write()
+
+    status = Recording(tmp_path / "status.json")
+    job = payload(stand_in, env_id)
+    result = commands.run(_Agent(docker_client, status), "backup", job, lambda *a: None)
+    assert result["verified"] is True
+    key = f"backup {job['backup_id']}"
+    phases = [ops[key]["phase"] for ops in seen if key in ops]
+    assert phases[0] == "starting" and "backup: filestore" in phases
+    assert any(ops[key]["bytes_done"] > 0 for ops in seen if key in ops)
     assert json.loads((tmp_path / "status.json").read_text())["operations"] == {}

@@ -21,7 +21,8 @@ class FakeAgent:
 
 
 def test_every_kind_has_one_handler():
-    assert set(commands.HANDLERS) == {"ping", "deploy", "start", "stop", "restart", "destroy"}
+    assert set(commands.HANDLERS) == {"ping", "deploy", "start", "stop", "restart", "destroy",
+                                      "backup", "restore"}
 
 
 def test_ping_answers_with_the_version():

@@ -166,6 +166,21 @@ def test_missing_git_is_installed_after_one_apt_get_update(tmp_path):
         "update -qq", "install -y -qq git", "install -y -qq other"]  # update once, first
 
 
+def test_missing_zstd_is_installed_for_backups(tmp_path):
+    script = (Path(__file__).parents[2] / "install" / "install.sh").read_text()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "apt-get").write_text('#!/bin/sh\necho "$*" >> "$CALLS"\n')
+    (fake / "apt-get").chmod(0o755)
+    calls = tmp_path / "calls"
+    r = subprocess.run(["/bin/sh", "-c", _functions(script) + "need_zstd"],
+                       env={"PATH": str(fake), "CALLS": str(calls)}, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert calls.read_text().splitlines() == ["update -qq", "install -y -qq zstd"]
+    assert "installing zstd" in r.stdout
+
+
 @pytest.mark.parametrize("mismatch", ["python", "arch"])
 def test_a_wheelhouse_for_another_python_or_cpu_is_refused_before_installing(tmp_path, mismatch):
     arch = platform.machine()
