@@ -20,6 +20,7 @@ import shutil
 import subprocess
 
 from agent import archive, exec_stream
+from agent.config import RESTORE_JOURNAL, write_private
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
 from agent.transfer import Checked, Transfer
@@ -139,54 +140,79 @@ class Backups:
         db = self._db_container(n)
         transfer = self._transfer(payload["transfer_url"])
         manifest = self._manifest(transfer)
+        if (n["dir"] / RESTORE_JOURNAL).exists():  # one cut short, not yet rolled back
+            self._roll_back(json.loads((n["dir"] / RESTORE_JOURNAL).read_text()), n, db, log)
         _recover_swap(n["dir"])
         safety = self.backup(payload["safety"], log, label="safety backup")
         log("info", f"safety backup {payload['safety']['backup_id']} taken; "
                     f"restoring backup {source}")
-        done = {"stopped": False, "database": False, "swapped": False}
+        rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],
+                    "safety_database": safety["manifest"]["database"],
+                    "stopped": False, "database": False}
         try:
-            self._restore(transfer, manifest, n, db, done, log)
+            self._restore(transfer, manifest, n, db, rollback, log)
         except Exception as exc:
             log("error", f"the restore failed: {exc}; putting the safety backup back")
             try:
-                self._roll_back(payload["safety"], safety["manifest"], n, db, done, log)
+                self._roll_back(rollback, n, db, log)
             except Exception as again:
                 raise RestoreError(f"the restore failed: {exc}; putting the safety backup back "
                                    f"failed too: {again}") from exc
             raise RestoreError(f"the restore failed: {exc} (the environment was put back as "
                                "it was, from the safety backup)") from exc
+        (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
         shutil.rmtree(n["dir"] / "filestore.old", ignore_errors=True)
         log("info", f"restored backup {source}")
         return {"safety": safety, "restored_from": source}
 
-    def _restore(self, transfer, manifest, n, db, done, log):
+    def _restore(self, transfer, manifest, n, db, rollback, log):
         fs = manifest["filestore"]
         self.progress(phase="restore: unpacking the filestore", bytes_done=0)
         log("info", f"unpacking {fs['object']} beside the current filestore")
         self._unpack(transfer, fs, n["dir"])
-        done["stopped"] = True
+        _step(n, rollback, "stopped")
         self._stop_erp(n, log)
-        done["database"] = True
+        _step(n, rollback, "database")
         self._load_database(transfer, manifest["database"], db, log, "restore")
         _swap(n["dir"])
-        done["swapped"] = True
         self._start_erp(n, log)
 
-    def _roll_back(self, safety_payload, safety_manifest, n, db, done, log):
+    def _roll_back(self, rollback, n, db, log):
+        """The environment as it was before the restore: the database from the
+        safety backup if it was touched, the previous filestore if it was swapped."""
         self.progress(phase="rolling back")
         shutil.rmtree(n["dir"] / "filestore.new", ignore_errors=True)
-        if not done["stopped"]:
+        if not rollback["stopped"]:
             log("info", "the environment was not touched")
             return
         self._stop_erp(n, log)
-        if done["database"]:
-            self._load_database(self._transfer(safety_payload["transfer_url"]),
-                                safety_manifest["database"], db, log, "rollback")
-        if done["swapped"]:
-            shutil.rmtree(n["dir"] / "filestore", ignore_errors=True)
-            (n["dir"] / "filestore.old").rename(n["dir"] / "filestore")
+        if rollback["database"]:
+            self._load_database(self._transfer(rollback["safety_transfer_url"]),
+                                rollback["safety_database"], db, log, "rollback")
+        old, live = n["dir"] / "filestore.old", n["dir"] / "filestore"
+        if old.exists():  # made by this restore's swap (a stale one is removed first)
+            shutil.rmtree(live, ignore_errors=True)
+            old.rename(live)
             log("info", "put the previous filestore back")
         self._start_erp(n, log)
+        (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)
+
+    def resume_interrupted(self, log):
+        """Restores that an agent stop cut short (their commands were reported
+        failed) rolled back, as a failed restore is. Returns their environments."""
+        resumed = []
+        for journal in sorted(self.envs.root.glob(f"*/{RESTORE_JOURNAL}")):
+            try:
+                rollback = json.loads(journal.read_text())
+                n = self.envs._names(rollback["environment_id"])
+                log("info", f"rolling back the restore into {rollback['environment_id']} "
+                            "interrupted by the agent's stop")
+                self._roll_back(rollback, n, self._db_container(n), log)
+                resumed.append(rollback["environment_id"])
+            except Exception as exc:  # the next environment may do better
+                log("error", f"rolling back the interrupted restore of {journal.parent.name} "
+                             f"failed: {exc}")
+        return resumed
 
     def _manifest(self, transfer):
         data = bytearray()
@@ -271,6 +297,12 @@ def _same(name, expected, chunks, error):
         raise error(f"{name} in storage does not match its checksum: {chunks.size} bytes, "
                     f"sha256 {chunks.sha256}; expected {expected['size']} bytes, "
                     f"sha256 {expected['sha256']}")
+
+
+def _step(n, rollback, step):
+    """Record, durably and before doing it, how far a restore goes."""
+    rollback[step] = True
+    write_private(n["dir"] / RESTORE_JOURNAL, json.dumps(rollback))
 
 
 def _swap(env_dir):

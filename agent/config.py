@@ -12,6 +12,9 @@ from pathlib import Path
 
 DEFAULT_CONFIG = "/etc/berth-agent/agent.json"
 DEFAULT_DATA_DIR = "/var/lib/berth-agent"
+# In an environment's directory while a restore may have changed the environment:
+# what an agent restarted mid-restore needs to put the safety backup back.
+RESTORE_JOURNAL = ".restore.json"
 
 
 def config_path():

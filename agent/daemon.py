@@ -10,6 +10,7 @@ import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 
@@ -63,6 +64,7 @@ class Agent:
 
     def run_forever(self):
         self._start_disk_meter()
+        self._resume_restores()
         attempt = 0
         while not self.stop.is_set():
             established = self._session()
@@ -154,6 +156,28 @@ class Agent:
                 if self.stop.wait(every):
                     return
         threading.Thread(target=measure, name="berth-disk", daemon=True).start()
+
+    def _resume_restores(self):
+        """Restores the last stop cut short (their commands were reported failed)
+        are rolled back to their safety backups, on a thread of their own."""
+        from agent.config import RESTORE_JOURNAL
+        from agent.disk_usage import env_root
+
+        if not any(Path(env_root()).glob(f"*/{RESTORE_JOURNAL}")):
+            return
+
+        def resume():
+            from agent.backups import Backups
+            from agent.environments import Environments
+
+            def task_log(level, message):
+                log.log(logging.ERROR if level == "error" else logging.INFO, "%s", message)
+            try:
+                Backups(Environments(self.docker()), self.config.credential).resume_interrupted(
+                    task_log)
+            except Exception:
+                log.exception("rolling back interrupted restores failed")
+        threading.Thread(target=resume, name="berth-resume-restores", daemon=True).start()
 
     # --- durable commands --------------------------------------------------
 

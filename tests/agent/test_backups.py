@@ -314,3 +314,36 @@ def test_the_backup_command_shows_its_progress_in_the_status_file(env, stand_in,
     assert phases[0] == "starting" and "backup: filestore" in phases
     assert any(ops[key]["bytes_done"] > 0 for ops in seen if key in ops)
     assert json.loads((tmp_path / "status.json").read_text())["operations"] == {}
+
+
+def test_a_restore_cut_short_by_an_agent_stop_is_rolled_back_when_it_returns(env, stand_in,
+                                                                             monkeypatch):
+    envs, env_id, store = env
+    job = payload(stand_in, env_id)
+    Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
+    current_rows = [(5, "written after the backup")]
+    set_notes(envs, env_id, current_rows)
+    write_files(store, {"ef/late": b"written after the backup"})
+    current_files = files(store)
+
+    def killed(self, n, log):  # the agent dies where the ERP would start again
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(Backups, "_start_erp", killed)
+    with pytest.raises(SystemExit):
+        Backups(envs, CREDENTIAL).restore(
+            {"environment_id": env_id, "backup_id": job["backup_id"],
+             "transfer_url": job["transfer_url"], "safety": payload(stand_in, env_id)},
+            lambda *a: None)
+    journal = envs.root / env_id / ".restore.json"
+    assert journal.exists() and CREDENTIAL not in journal.read_text()
+    assert notes(envs, env_id) != current_rows  # the backup's rows were loaded
+    monkeypatch.undo()
+
+    lines = []
+    assert Backups(envs, CREDENTIAL).resume_interrupted(
+        lambda level, msg: lines.append((level, msg))) == [env_id]
+    assert notes(envs, env_id) == current_rows
+    assert files(store) == current_files
+    assert healthy(envs, env_id) and not journal.exists()
+    assert not (store.parent.parent.with_name("filestore.old")).exists()
