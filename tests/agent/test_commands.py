@@ -52,5 +52,5 @@ def test_environment_commands_reach_their_method(monkeypatch, kind, payload, exp
 
 
 def test_an_unknown_kind_fails_the_command():
-    with pytest.raises(ValueError, match="unknown command kind 'backup'"):
-        commands.run(FakeAgent(), "backup", {}, lambda *line: None)
+    with pytest.raises(ValueError, match="unknown command kind 'snapshot'"):
+        commands.run(FakeAgent(), "snapshot", {}, lambda *line: None)
