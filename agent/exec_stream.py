@@ -74,17 +74,25 @@ class Exec:
         """Standard output, chunk by chunk; then the exit code is checked."""
         try:
             yield from self.frames()
+        except OSError as exc:  # a timeout, or the engine went away
+            raise ExecFailed(f"{self.what}: the container engine's stream broke: {exc}") from exc
         finally:
             self.close()
         self.check()
+
+    def _drain(self):
+        try:
+            for _ in self.frames():
+                pass
+        except (OSError, ValueError):  # closed under it: the feed failed, and says why
+            pass
 
     def feed(self, chunks):
         """Write `chunks` to standard input, then close it and wait for the
         command. A command that stops reading early (it has what it needs, or
         it failed) is not an error here: its exit code says which; the chunks
         are consumed to the end either way, so a caller hashing them sees all."""
-        drained = threading.Thread(target=lambda: [None for _ in self.frames()],
-                                   name="berth-exec-drain", daemon=True)
+        drained = threading.Thread(target=self._drain, name="berth-exec-drain", daemon=True)
         drained.start()
         writable = True
         try:
