@@ -347,3 +347,25 @@ def test_a_restore_cut_short_by_an_agent_stop_is_rolled_back_when_it_returns(env
     assert files(store) == current_files
     assert healthy(envs, env_id) and not journal.exists()
     assert not (store.parent.parent.with_name("filestore.old")).exists()
+
+
+def test_a_backup_restores_into_another_environment(env, stand_in, erp_image, postgres_image):
+    """How a staging copy of production is made."""
+    envs, source_id, store = env
+    job = payload(stand_in, source_id)
+    Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
+    source_rows, source_files = notes(envs, source_id), files(store)
+    target_id = str(uuid.uuid4())
+    envs.deploy({"environment_id": target_id, "erp_image": erp_image,
+                 "postgres_image": postgres_image}, lambda *a: None)
+    try:
+        out = Backups(envs, CREDENTIAL).restore(
+            {"environment_id": target_id, "backup_id": job["backup_id"],
+             "transfer_url": job["transfer_url"], "safety": payload(stand_in, target_id)},
+            lambda *a: None)
+        assert out["safety"]["manifest"]["environment_id"] == target_id
+        assert notes(envs, target_id) == source_rows
+        assert files(envs.root / target_id / "filestore" / "filestore" / "odoo") == source_files
+        assert healthy(envs, target_id)
+    finally:
+        envs.destroy(target_id, True, lambda *a: None)
