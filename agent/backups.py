@@ -43,17 +43,13 @@ class Backups:
     """`environments`: an agent.environments.Environments (names, ERP health);
     `progress(**fields)`: what `berth-agent status` shows of the running work."""
 
-    def __init__(self, environments, credential, progress=None, part_size=None):
+    def __init__(self, environments, credential, progress=None):
         self.envs, self.credential = environments, credential
         self.api = environments.docker.api
         self.progress = progress or (lambda **fields: None)
-        self.part_size = part_size
 
     def _transfer(self, url):
-        t = Transfer(url, self.credential)
-        if self.part_size:
-            t.part_size = self.part_size
-        return t
+        return Transfer(url, self.credential)
 
     # --- backup ---------------------------------------------------------------
 
@@ -68,8 +64,7 @@ class Backups:
 
         def upload(what, chunks):
             self.progress(phase=f"{label}: {what}", bytes_done=0)
-            parts[names[what]] = transfer.upload(
-                names[what], chunks, lambda done: self.progress(bytes_done=done))
+            parts[names[what]] = transfer.upload(names[what], chunks, self._counter())
             log("info", f"uploaded {names[what]}: {parts[names[what]]['size']} bytes, "
                         f"sha256 {parts[names[what]]['sha256']}")
 
