@@ -259,6 +259,24 @@ class MetricsUnavailable(BadGateway):
     message = "The server or its agent did not return metrics. Retry in a minute."
 
 
+# backups and the agents' transfers
+
+class BackupNotCompleted(BadRequest):
+    code = "backup_not_completed"  # download or restore of a backup not `completed`
+
+
+class TaskNotRetryable(BadRequest):
+    code = "task_not_retryable"  # a backup or restore task: take a new one instead
+
+
+class TransferClosed(Conflict):
+    code = "transfer_closed"  # the backup is no longer pending or running
+
+
+class AgentCredentialInvalid(Unauthorized):
+    code = "invalid_agent_credential"
+
+
 # add-on repositories and git pushes
 class InvalidRepositoryUrl(BadRequest):
     code = "invalid_repository_url"

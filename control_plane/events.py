@@ -28,6 +28,12 @@ class Name(StrEnum):
     ENVIRONMENT_CREATED = "environment.created", "Environment created"
     ENVIRONMENT_DELETED = "environment.deleted", "Environment deleted"
     ENVIRONMENT_STATUS_CHANGED = "environment.status_changed", "Environment status changed"
+    BACKUP_STARTED = "backup.started", "Backup started"
+    BACKUP_COMPLETED = "backup.completed", "Backup completed"
+    BACKUP_FAILED = "backup.failed", "Backup failed"
+    RESTORE_STARTED = "restore.started", "Restore started"
+    RESTORE_COMPLETED = "restore.completed", "Restore completed"
+    RESTORE_FAILED = "restore.failed", "Restore failed"
     AUTOMATION_RULE_TRIGGERED = "automation_rule.triggered", "Automation rule triggered"
     AUTOMATION_RULE_COMPLETED = "automation_rule.completed", "Automation rule completed"
     AUTOMATION_RULE_FAILED = "automation_rule.failed", "Automation rule failed"
@@ -105,3 +111,47 @@ def record_cancelled(d, org_id, cancelled_by, environment_status):
                          "project_id": str(d.project_id), "task_id": str(d.id),
                          "status": TaskStatus.CANCELLED, "cancelled_by": str(cancelled_by),
                          "environment_status": public_environment_status(environment_status)})
+
+
+def _backup_data(backup, project_id):
+    return {"environment_id": str(backup.environment_id), "project_id": str(project_id),
+            "backup_id": str(backup.id), "backup_type": backup.backup_type,
+            "task_id": backup.task_id and str(backup.task_id)}
+
+
+def record_backup_started(backup, project_id, org_id):
+    """`backup.started`: the agent has the backup's task."""
+    return record_event(org_id, project_id, Name.BACKUP_STARTED, _backup_data(backup, project_id))
+
+
+def record_backup_finished(backup, project_id, org_id, ok):
+    """`backup.completed` (with sizes) or `backup.failed` (with the reason)."""
+    data = _backup_data(backup, project_id)
+    if ok:
+        data.update(status=backup.status, total_size=backup.total_size,
+                    compressed_size=backup.compressed_size,
+                    duration_seconds=backup.duration_seconds, is_verified=backup.is_verified)
+        return record_event(org_id, project_id, Name.BACKUP_COMPLETED, data)
+    return record_event(org_id, project_id, Name.BACKUP_FAILED,
+                        {**data, "status": backup.status, "error_message": backup.error_message})
+
+
+def _restore_data(d):
+    extra = d.extra_data or {}
+    return {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
+            "task_id": str(d.id), "backup_id": extra.get("backup_id"),
+            "safety_backup_id": extra.get("safety_backup_id")}
+
+
+def record_restore_started(d, org_id):
+    """`restore.started`: the agent has the restore's task."""
+    return record_event(org_id, d.project_id, Name.RESTORE_STARTED, _restore_data(d))
+
+
+def record_restore_finished(d, org_id, ok, error=None):
+    """`restore.completed` or `restore.failed` (with the reason)."""
+    if ok:
+        return record_event(org_id, d.project_id, Name.RESTORE_COMPLETED,
+                            {**_restore_data(d), "status": TaskStatus.COMPLETED})
+    return record_event(org_id, d.project_id, Name.RESTORE_FAILED,
+                        {**_restore_data(d), "status": TaskStatus.FAILED, "error_message": error})

@@ -100,7 +100,7 @@ class TicketStatus(StrEnum):
     CLOSED = "closed"
 
 
-E, D, C, T = EnvironmentStatus, DeploymentStatus, CommandStatus, TokenStatus
+E, D, C, T, B = EnvironmentStatus, DeploymentStatus, CommandStatus, TokenStatus, BackupStatus
 
 # environment: (from, to) pairs allowed; "*" means from any status.
 ENVIRONMENT = {
@@ -187,8 +187,22 @@ DELIVERY = {
     (DeliveryStatus.RETRYING, DeliveryStatus.FAILED),
 }
 
+# backup: it follows its task (kind `backup`, or the `restore` a safety backup
+# belongs to). A completed backup stays completed: retention removes its objects
+# and sets `deleted_at` (`expired` is no status of the spec).
+BACKUP = {
+    (None, B.PENDING),
+    (B.PENDING, B.RUNNING),                    # the agent acknowledged its task
+    (B.PENDING, B.COMPLETED), (B.RUNNING, B.COMPLETED),
+    (B.PENDING, B.FAILED), (B.RUNNING, B.FAILED),
+    (B.PENDING, B.CANCELLED), (B.RUNNING, B.CANCELLED),
+}
+BACKUP_TERMINAL = frozenset({B.COMPLETED, B.FAILED, B.CANCELLED})
+BACKUP_IN_PROGRESS = (B.PENDING, B.RUNNING)
+
 TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
-          "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY}
+          "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY,
+          "backup": BACKUP}
 
 
 def check(resource, current, target):

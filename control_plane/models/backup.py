@@ -1,7 +1,7 @@
 import peewee
 
-from control_plane.models.base import BaseModel, DateTimeField
-from control_plane.models.environment import Environment
+from control_plane.models.base import BaseModel, DateTimeField, JSONField
+from control_plane.models.environment import Deployment, Environment
 from control_plane.states import BackupStatus
 
 
@@ -22,3 +22,13 @@ class Backup(BaseModel):
     notes = peewee.TextField(null=True)
     error_message = peewee.TextField(null=True)
     storage_key = peewee.CharField(max_length=512, null=True)
+    # The task (kind `backup`, or the `restore` a safety backup belongs to).
+    task = peewee.ForeignKeyField(Deployment, null=True, backref="backups")
+    # Where its objects are: `<storage_prefix><object name>`, made by the control plane.
+    storage_prefix = peewee.CharField(max_length=512, null=True)
+    manifest = JSONField(null=True)
+    parts = JSONField(default=dict)  # object name -> {size, sha256}, once uploaded
+    uploads = JSONField(default=dict)  # object name -> multipart upload id, while uploading
+    # A safety backup: the backup its restore restores (whose objects its agent reads).
+    source_backup = peewee.ForeignKeyField("self", null=True, backref="safety_copies")
+    deleted_at = DateTimeField(null=True)  # retention removed its objects: no longer listed

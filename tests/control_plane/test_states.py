@@ -38,6 +38,9 @@ def test_refused_with_a_code(resource, current, target):
     ("registration_token", "pending", "revoked"),
     ("environment", "destroying", "destroyed"), ("environment", "destroyed", "deploying"),
     ("delivery", "retrying", "delivered"),
+    ("backup", None, "pending"), ("backup", "pending", "running"),
+    ("backup", "running", "completed"), ("backup", "running", "failed"),
+    ("backup", "pending", "cancelled"), ("backup", "running", "cancelled"),
 ])
 def test_allowed_in_the_new_tables(resource, current, target):
     assert states.check(resource, current, target) == target
@@ -50,6 +53,9 @@ def test_allowed_in_the_new_tables(resource, current, target):
     ("registration_token", "pending", "expired"),  # derived, never stored
     ("environment", "destroyed", "running"), ("environment", "deleted", "deploying"),
     ("delivery", "delivered", "retrying"),
+    ("backup", "completed", "failed"), ("backup", "failed", "completed"),
+    ("backup", "cancelled", "running"), ("backup", "completed", "running"),
+    ("backup", None, "running"), ("backup", "pending", "expired"),  # not a spec status
 ])
 def test_refused_in_the_new_tables(resource, current, target):
     assert not states.can(resource, current, target)
@@ -67,7 +73,8 @@ def test_sources_give_the_where_clause_of_a_move():
 
 ENUMS = {"environment": states.EnvironmentStatus, "deployment": states.DeploymentStatus,
          "command": states.CommandStatus, "registration_token": states.TokenStatus,
-         "webhook": states.WebhookState, "delivery": states.DeliveryStatus}
+         "webhook": states.WebhookState, "delivery": states.DeliveryStatus,
+         "backup": states.BackupStatus}
 
 
 @pytest.mark.parametrize("resource", sorted(states.TABLES))
@@ -99,3 +106,11 @@ def test_is_active_is_declared_by_the_status_and_the_project():
 def test_no_status_nothing_produces():
     """"paused" (an environment status in the spec) is produced by nothing."""
     assert "paused" not in set(states.EnvironmentStatus)
+
+
+def test_a_backup_status_is_every_spec_value_and_no_other():
+    assert [s.value for s in states.BackupStatus] == [
+        "pending", "running", "completed", "failed", "cancelled"]
+    assert states.sources("backup", "completed") == ("pending", "running")
+    assert set(states.BACKUP_TERMINAL) | set(states.BACKUP_IN_PROGRESS) == set(
+        states.BackupStatus)

@@ -62,6 +62,8 @@ def retry(d, env, actor_id, *, berth, conflict):
             f"Only a failed deployment can be retried; this one is {d.status}.")
     if d.kind == "destroy":
         raise errors.DeploymentNotFailed("A destroy is not retried; call destroy again.")
+    if d.kind in lifecycle.NOT_DEPLOYMENTS:
+        raise errors.TaskNotRetryable(f"A {d.kind} task is not retried; start a new {d.kind}.")
     extra = {k: v for k, v in d.extra_data.items() if k in ("rollback_to", "rollback_to_version")}
     return act(env, d.kind, actor_id, berth=berth, conflict=conflict, retry=True,
                trigger="rollback" if d.trigger == "rollback" else "manual",

@@ -105,7 +105,8 @@ def auto_deploy(spec, server, images):
 def status_snapshot(key, environment_id, apps_domain):
     env = get_environment(key, environment_id)
     running = env.status == states.EnvironmentStatus.RUNNING
-    last = (Deployment.select().where(Deployment.environment == env.id)
+    last = (Deployment.select().where(Deployment.environment == env.id,
+                                      Deployment.kind.not_in(lifecycle.NOT_DEPLOYMENTS))
             .order_by(Deployment.version.desc()).first())
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
             "container_running": running, "db_ready": running, "http_ok": running,

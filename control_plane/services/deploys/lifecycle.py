@@ -16,7 +16,7 @@ from peewee import fn
 from control_plane import clock, events, states
 from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
-from control_plane.services.deploys import queue
+from control_plane.services.deploys import backup_tasks, queue
 from control_plane.services.projects import addon_repositories
 
 # Task-log lines the control plane writes are numbered from here, after any line
@@ -65,15 +65,23 @@ def _removed(env, result, org_id, now):
     events.record_deleted(env.id, env.project_id, org_id)
 
 
+def _no_fields(d, result):
+    return {}
+
+
 @dataclass(frozen=True)
 class Kind:
     command: str  # the agent's command
     while_running: str | None  # the environment's status while it runs (None: unchanged)
-    when_done: str  # the environment's status once it succeeded
+    when_done: str | None  # the environment's status once it succeeded (None: unchanged)
     succeeded: str = D.SUCCESS  # the task's status once it succeeded
     task_fields: Callable = _code_fields  # (task, result) -> task fields on success
     on_success: Callable | None = None  # (env, result, org_id, now): the environment's effects
     failure: str = "the deployment failed"  # the error message when the agent gave none
+    # A task of another resource (backups): its rows and events instead of the
+    # `deploy.*` ones, a longer time limit; not a deployment (no last_deploy,
+    # retry or rollback).
+    rows: object = None  # module with started, settled and refused (backup_tasks)
 
     @property
     def removes(self):
@@ -82,7 +90,10 @@ class Kind:
     @property
     def failed(self):
         """A failed deploy or deletion leaves the environment `failed`; a failed
-        start, stop or restart is a runtime error on a deployed environment."""
+        start, stop or restart is a runtime error on a deployed environment; a
+        failed backup or restore leaves it as it is."""
+        if self.when_done is None:
+            return None
         return E.FAILED if self.while_running else E.ERROR
 
 
@@ -98,7 +109,14 @@ KINDS = {
     "destroy": Kind("destroy", E.DESTROYING, E.DESTROYED, succeeded=D.DESTROYED,
                     task_fields=_destroy_fields, on_success=_removed,
                     failure="the destroy failed"),
+    # backups and restores (services/backups): the environment stays `running`
+    "backup": Kind("backup", None, None, task_fields=_no_fields, failure="the backup failed",
+                   rows=backup_tasks),
+    "restore": Kind("restore", None, None, task_fields=_no_fields,
+                    failure="the restore failed", rows=backup_tasks),
 }
+# The kinds that are not deployments: no last_deploy, retry, rollback or stable state.
+NOT_DEPLOYMENTS = tuple(name for name, k in KINDS.items() if k.rows)
 
 
 # --- the environment ------------------------------------------------------------
@@ -209,7 +227,12 @@ def on_ack(deployment_id):
                    .where(Deployment.id == d.id, Deployment.status == d.status).execute())
         if not claimed:
             return  # cancelled meanwhile
-        events.record_started(d, Project.get_by_id(d.project_id).organization_id)
+        org_id = Project.get_by_id(d.project_id).organization_id
+        rows = KINDS[d.kind].rows
+        if rows:
+            rows.started(d, org_id, now)
+        else:
+            events.record_started(d, org_id)
 
 
 def on_result(deployment_id, ok, result, error):
@@ -219,6 +242,8 @@ def on_result(deployment_id, ok, result, error):
         if d is None or d.status in states.DEPLOYMENT_TERMINAL:
             return  # cancelled or reaped meanwhile: the late result changes nothing
         kind = KINDS[d.kind]
+        if ok and kind.rows and (why := kind.rows.refused(d, result or {})):
+            ok, error = False, why  # e.g. a backup the agent could not verify
         settle(d, Outcome(kind.succeeded if ok else D.FAILED, result=result or {}, error=error))
 
 
@@ -274,17 +299,25 @@ def settle(d, outcome, *, only_if=None, now=None):
     org_id = Project.get_by_id(d.project_id).organization_id
     if outcome.status == D.CANCELLED:
         status = _restore(env, d, org_id)
-        events.record_cancelled(d, org_id, outcome.cancelled_by, status)
+        if kind.rows:
+            kind.rows.settled(d, outcome, org_id, now)
+        else:
+            events.record_cancelled(d, org_id, outcome.cancelled_by, status)
         return status
     if outcome.ok:
         if kind.on_success:
             kind.on_success(env, outcome.result, org_id, now)
-        move_environment(env, kind.when_done, org_id)
+        if kind.when_done:
+            move_environment(env, kind.when_done, org_id)
     elif outcome.result is not None:  # the agent failed it
-        move_environment(env, kind.failed, org_id)
+        if kind.failed:
+            move_environment(env, kind.failed, org_id)
     elif env.status in TRANSIENT:  # timed out
         move_environment(env, E.ERROR, org_id)
-    events.record_finished(d, org_id, outcome.ok, now)
+    if kind.rows:
+        kind.rows.settled(d, outcome, org_id, now)
+    else:
+        events.record_finished(d, org_id, outcome.ok, now)
     return env.status
 
 
@@ -299,6 +332,7 @@ def last_stable_status(env_id, excluding):
     """What the newest settled deployment (success, failed or destroyed) left the
     environment as; `pending` when there is none (never provisioned)."""
     last = (Deployment.select().where(Deployment.environment == env_id, Deployment.id != excluding,
+                                      Deployment.kind.not_in(NOT_DEPLOYMENTS),
                                       Deployment.status.in_((D.SUCCESS, D.FAILED, D.DESTROYED)))
             .order_by(Deployment.version.desc()).first())
     if last is None:

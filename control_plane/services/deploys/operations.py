@@ -17,7 +17,7 @@ from control_plane.db import database
 from control_plane.errors import DestroyFailed, DestroyTimeout, NotFound
 from control_plane.models import Deployment, Project
 from control_plane.pagination import CursorList
-from control_plane.services.deploys import access, actions
+from control_plane.services.deploys import access, actions, lifecycle
 
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
 CONFLICT = actions.DEPLOYMENT_IN_PROGRESS
@@ -67,7 +67,9 @@ def deploy_environment(user, environment_id, *, berth, force=False, git_branch=N
         actions.refuse_if_busy(env, CONFLICT)
         if (not force and env.is_active and env.status == states.EnvironmentStatus.RUNNING
                 and git_branch in (None, env.branch)):
-            latest = (Deployment.select().where(Deployment.environment == env.id)
+            latest = (Deployment.select()
+                      .where(Deployment.environment == env.id,
+                             Deployment.kind.not_in(lifecycle.NOT_DEPLOYMENTS))
                       .order_by(Deployment.version.desc()).first())
             return latest, True
         _set_branch(env, git_branch)

@@ -10,22 +10,29 @@ still gets its full 30 minutes of work.
 Several schedulers may run this at once: each row is claimed by a conditional
 UPDATE (still in the status we read, still past the cut-off) and only the
 caller whose UPDATE changed it writes the rest, in the same transaction. So
-each deployment is reaped once, with one `deploy.failed` event."""
+each deployment is reaped once, with one `deploy.failed` event.
+
+Backups and restores (lifecycle.NOT_DEPLOYMENTS) move whole databases and
+filestores: they get LONG_CUTOFF instead, and fail (with their Backup rows,
+`backup.failed` / `restore.failed`) the same way."""
 
 import datetime as dt
 import logging
 
 from peewee import fn
 
-from control_plane import clock
+from control_plane import clock, states
 from control_plane.db import database
 from control_plane.models import Deployment
 from control_plane.services.deploys import lifecycle
 
 log = logging.getLogger("berth.reaper")
+D = states.DeploymentStatus
 
 CUTOFF = dt.timedelta(minutes=30)
 MESSAGE = "Deployment timed out after 30 minutes"
+LONG_CUTOFF = dt.timedelta(hours=3)
+LONG_MESSAGE = "{kind} timed out after 3 hours"
 BATCH = 200  # per run; the next run takes the rest
 
 
@@ -33,11 +40,16 @@ def _last_progress():
     return fn.COALESCE(Deployment.started_at, Deployment.created_at)
 
 
+def _past_cutoff(now):
+    long = lifecycle.NOT_DEPLOYMENTS
+    return ((Deployment.kind.not_in(long) & (_last_progress() < now - CUTOFF))
+            | (Deployment.kind.in_(long) & (_last_progress() < now - LONG_CUTOFF)))
+
+
 def stuck(now=None):
     """(id, status) of deployments past the cut-off, oldest first."""
-    cutoff = (now or clock.now()) - CUTOFF
     return list(Deployment.select(Deployment.id, Deployment.status)
-                .where(Deployment.status.in_(lifecycle.ACTIVE), _last_progress() < cutoff)
+                .where(Deployment.status.in_(lifecycle.ACTIVE), _past_cutoff(now or clock.now()))
                 .order_by(Deployment.created_at, Deployment.id).limit(BATCH).tuples())
 
 
@@ -59,7 +71,9 @@ def reap_one(deployment_id, status, now):
         d = Deployment.get_or_none(Deployment.id == deployment_id)
         if d is None or d.status != status:
             return False
-        outcome = lifecycle.Outcome("failed", error=MESSAGE, withdraw=MESSAGE,
-                                    log=("error", f"{MESSAGE}: marked failed, not retried."))
-        settled = lifecycle.settle(d, outcome, only_if=_last_progress() < now - CUTOFF, now=now)
+        message = (LONG_MESSAGE.format(kind=d.kind.capitalize())
+                   if d.kind in lifecycle.NOT_DEPLOYMENTS else MESSAGE)
+        outcome = lifecycle.Outcome(D.FAILED, error=message, withdraw=message,
+                                    log=("error", f"{message}: marked failed, not retried."))
+        settled = lifecycle.settle(d, outcome, only_if=_past_cutoff(now), now=now)
         return settled is not None
