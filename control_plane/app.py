@@ -67,6 +67,7 @@ def create_app(config=None):
         return {"grpc_address": grpc_public_address(app),
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"])}
 
+    from control_plane.api.agent_transfers import blp as agent_transfers
     from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
     from control_plane.api.storage_urls import blp as storage_urls
@@ -76,6 +77,7 @@ def create_app(config=None):
     register_ops(app)
     app.register_blueprint(installer)
     app.register_blueprint(storage_urls)
+    app.register_blueprint(agent_transfers)
     return app
 
 

@@ -163,7 +163,7 @@ def wheelhouse():
 
 
 def main():
-    from control_plane.cli import admin, admin_git  # noqa: F401 - registers `berth admin`
+    from control_plane.cli import admin, admin_backup, admin_git  # noqa: F401 - registers `berth admin`
 
     try:
         cli.main(standalone_mode=False)

@@ -44,6 +44,7 @@ def register(app):
 
     from control_plane.api import auth
     from control_plane.api.public import (
+        backups,
         changelog,
         environments,
         monitoring,
@@ -55,7 +56,7 @@ def register(app):
     )
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
-    for module in (projects, environments, servers, registration_tokens, monitoring, tickets, changelog,
-                   webhooks):
+    for module in (projects, environments, backups, servers, registration_tokens, monitoring,
+                   tickets, changelog, webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

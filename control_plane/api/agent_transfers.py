@@ -1,0 +1,83 @@
+"""/agent/v1/transfers/<backup_id>/{parts,complete,download}: where a server's
+agent gets the URLs to upload a backup's objects and read them back
+(`Authorization: Bearer <agent credential>`). Not part of either API surface's
+documents: only agents call it."""
+
+import marshmallow as ma
+from flask import Blueprint, current_app, request
+
+from control_plane import errors
+from control_plane.services import agents
+from control_plane.services.backups import transfers
+
+blp = Blueprint("agent_transfers", __name__, url_prefix="/agent/v1/transfers")
+
+SHA256 = ma.validate.Regexp(r"^[0-9a-f]{64}$")
+
+
+class ObjectBody(ma.Schema):
+    object = ma.fields.String(required=True, validate=ma.validate.OneOf(transfers.ALLOWED_OBJECTS))
+
+
+class PartBody(ObjectBody):
+    part_number = ma.fields.Integer(required=True, strict=True,
+                                    validate=ma.validate.Range(1, transfers.MAX_PARTS))
+
+
+class CompletedPart(ma.Schema):
+    part_number = ma.fields.Integer(required=True, strict=True,
+                                    validate=ma.validate.Range(1, transfers.MAX_PARTS))
+    etag = ma.fields.String(required=True, validate=ma.validate.Length(1, 256))
+
+
+class CompleteBody(ObjectBody):
+    parts = ma.fields.List(ma.fields.Nested(CompletedPart), required=True,
+                           validate=ma.validate.Length(1, transfers.MAX_PARTS))
+    size = ma.fields.Integer(required=True, strict=True, validate=ma.validate.Range(min=0))
+    sha256 = ma.fields.String(required=True, validate=SHA256)
+
+
+def _server():
+    header = request.headers.get("Authorization", "")
+    scheme, _, credential = header.partition(" ")
+    server = agents.server_for_credential(credential.strip()) if scheme == "Bearer" else None
+    if server is None:
+        raise errors.AgentCredentialInvalid("A server's agent credential is required.")
+    return server
+
+
+def _body(schema):
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise errors.Unprocessable("A JSON object is required.")
+    try:
+        return schema().load(data)
+    except ma.ValidationError as exc:
+        raise errors.Unprocessable("Invalid fields.", details=exc.messages) from None
+
+
+def _settings():
+    return current_app.extensions["berth"].settings
+
+
+@blp.post("/<uuid:backup_id>/parts")
+def part(backup_id):
+    server = _server()
+    body = _body(PartBody)
+    return transfers.part_url(server, backup_id, body["object"], body["part_number"], _settings())
+
+
+@blp.post("/<uuid:backup_id>/complete")
+def complete(backup_id):
+    server = _server()
+    body = _body(CompleteBody)
+    transfers.complete(server, backup_id, body["object"], body["parts"], body["size"],
+                       body["sha256"], _settings())
+    return "", 204
+
+
+@blp.post("/<uuid:backup_id>/download")
+def download(backup_id):
+    server = _server()
+    body = _body(ObjectBody)
+    return transfers.download_url(server, backup_id, body["object"], _settings())

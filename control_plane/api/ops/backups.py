@@ -1,0 +1,97 @@
+"""Backups on the deployment-operations surface: an environment's backups (GET,
+POST: a manual backup) and a restore (POST .../restore), both tasks."""
+
+import marshmallow as ma
+from flask import current_app
+from flask.views import MethodView
+
+from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.deployments import DeploymentSchema
+from control_plane.api.public.backups import BackupListArgs, BackupPage, BackupSchema
+from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.services.backups import backups as svc
+
+blp = init_blueprint(Blueprint("ops_backups", __name__, description="Backups and restores"))
+
+ERRORS = {
+    400: "The backup to restore is not completed (`backup_not_completed`)",
+    401: "Missing, invalid, revoked or expired user token",
+    403: "The user lacks `project.environments.deploy` (`permission_denied`)",
+    404: "Environment or backup not found, in another organization, or (a restore) a backup "
+         "of another project (`not_found`)",
+    409: "A task is pending or running for the environment (`task_in_progress`), or it is "
+         "not running (`environment_not_ready`)",
+    422: "Invalid fields (`validation_error`): `backup_type` other than `manual`",
+}
+
+
+def errors(*statuses):
+    def decorate(view):
+        for status in (401, 404, *statuses):
+            view = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(view)
+        return view
+    return decorate
+
+
+class OpsBackupSchema(BackupSchema):
+    task_id = ma.fields.UUID(allow_none=True, required=True, metadata={
+        "description": "The backup task (or the restore a safety backup belongs to)"})
+
+
+class CreateBackupBody(ma.Schema):
+    backup_type = ma.fields.String(load_default="manual", validate=ma.validate.OneOf(
+        ["manual"], error="Only `manual` backups are taken on request."))
+    comment = ma.fields.String(load_default=None, validate=ma.validate.Length(max=1000),
+                               metadata={"description": "Kept as the backup's `notes`"})
+
+
+class RestoreBody(ma.Schema):
+    backup_id = ma.fields.UUID(required=True, metadata={
+        "description": "A completed backup of this environment or of another environment "
+                       "of the same project"})
+
+
+def _berth():
+    return current_app.extensions["berth"]
+
+
+@blp.route("/environments/<uuid:env_id>/backups")
+class EnvironmentBackups(MethodView):
+    @errors()
+    @blp.arguments(BackupListArgs, location="query")
+    @blp.response(200, BackupPage)
+    def get(self, args, env_id):
+        """List an environment's backups
+
+        Newest first, page pagination (`items`, `total`, `page`, `page_size`,
+        `total_pages`), filtered by `status` and `backup_type`. Any member of the
+        organization."""
+        return svc.list_for_user(current_user(), env_id, **args)
+
+    @errors(403, 409)
+    @blp.arguments(CreateBackupBody)
+    @blp.response(202, OpsBackupSchema)
+    def post(self, body, env_id):
+        """Take a manual backup
+
+        A `backup` task: the database dump, the filestore archive and a manifest,
+        uploaded and verified by the server's agent. Answers at once with the
+        backup (`pending`); it becomes `completed` or `failed` (permission
+        `project.environments.deploy`)."""
+        return svc.create_for_user(current_user(), env_id, berth=_berth(), **body)
+
+
+@blp.route("/environments/<uuid:env_id>/restore")
+class Restore(MethodView):
+    @errors(400, 403, 409)
+    @blp.arguments(RestoreBody)
+    @blp.response(202, DeploymentSchema)
+    def post(self, body, env_id):
+        """Restore a backup into the environment
+
+        A `restore` task (its log like a deployment's): a safety backup of the
+        environment first (its notes name the restore), then the database and
+        filestore of the chosen backup, the ERP restarted and its health checked;
+        on any failure the safety backup is put back. Answers at once with the
+        task (permission `project.environments.deploy`)."""
+        return svc.restore_for_user(current_user(), env_id, body["backup_id"], berth=_berth())

@@ -1,0 +1,67 @@
+"""`berth admin backup list|create|restore`: an environment's backups for operators."""
+
+import click
+
+from control_plane.cli.admin import UUID_T, _iso, admin, command
+
+FIELDS = ("backup_type", "status", "database_size", "filestore_size", "total_size",
+          "compressed_size", "duration_seconds", "is_verified", "notes", "error_message")
+TIMES = ("created_at", "started_at", "completed_at", "verified_at", "expires_at")
+
+
+def _backup(b):
+    return {"id": str(b.id), "environment_id": str(b.environment_id),
+            "task_id": b.task_id and str(b.task_id),
+            **{name: getattr(b, name) for name in FIELDS},
+            **{name: _iso(getattr(b, name)) for name in TIMES}}
+
+
+def _berth():
+    from flask import current_app
+
+    return current_app.extensions["berth"]
+
+
+@admin.group()
+def backup():
+    """Backups and restores of environments."""
+
+
+@command(backup, "list")
+@click.option("--environment", "env_id", type=UUID_T, required=True)
+@click.option("--status", type=click.Choice(["pending", "running", "completed", "failed",
+                                             "cancelled"]))
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--page-size", type=click.IntRange(1, 100), default=20, show_default=True)
+def backup_list(env_id, status, page, page_size):
+    """The environment's backups, newest first."""
+    from control_plane.services.backups import backups
+
+    result = backups.list_for_operator(env_id, status=status, page=page, page_size=page_size)
+    return {**result, "items": [_backup(b) for b in result["items"]]}
+
+
+@command(backup, "create")
+@click.option("--environment", "env_id", type=UUID_T, required=True)
+@click.option("--comment", help="Kept as the backup's notes")
+def backup_create(env_id, comment):
+    """Take a manual backup (a task for the environment's agent)."""
+    from control_plane.services.backups import backups
+
+    return _backup(backups.create_for_operator(env_id, berth=_berth(), comment=comment))
+
+
+@command(backup, "restore")
+@click.option("--environment", "env_id", type=UUID_T, required=True)
+@click.option("--backup", "backup_id", type=UUID_T, required=True,
+              help="A completed backup of this environment or of another of its project")
+def backup_restore(env_id, backup_id):
+    """Restore a backup into the environment (a task; a safety backup first)."""
+    from control_plane.models import Backup
+    from control_plane.services.backups import backups
+
+    d = backups.restore_for_operator(env_id, backup_id, berth=_berth())
+    safety = Backup.get(Backup.task == d.id)
+    return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
+            "environment_id": str(d.environment_id), "backup_id": str(backup_id),
+            "safety_backup": _backup(safety)}

@@ -1,0 +1,214 @@
+"""Backups of an environment (database dump, filestore archive, manifest) and
+restores into one, both as tasks (lifecycle.KINDS `backup`, `restore`; their
+rows settle in deploys/backup_tasks.py).
+
+A backup or restore needs a `running` environment (409 environment_not_ready)
+with no task pending or running (409 task_in_progress, on every surface: it is
+a task, not a deployment). The environment's status does not move. A restore
+takes a safety backup first (a `manual` Backup of the restored environment,
+its notes naming the restore, its `source_backup` the backup restored) and
+puts it back if the restore fails. The agent reads and writes the objects
+through the transfer API (transfers.py); the control plane names every key."""
+
+import datetime as dt
+import uuid
+
+from control_plane import clock, errors, states
+from control_plane.db import database, for_update
+from control_plane.models import Backup, Environment, Project
+from control_plane.pagination import page_page
+from control_plane.services.backups import stores
+from control_plane.services.deploys import access, lifecycle, queue
+
+B = states.BackupStatus
+TYPES = ("manual", "scheduled", "pre_deploy")
+OBJECTS = ("database.dump", "filestore.tar.zst", "manifest.json")  # what a backup uploads
+# Every object name the transfer API accepts (the agent falls back to gzip without zstd).
+ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz",)
+HEALTH_TIMEOUT = 120  # seconds the agent waits for the restored ERP's health check
+TASK_IN_PROGRESS = errors.TaskInProgress
+
+
+# --- starting ---------------------------------------------------------------
+
+def transfer_url(settings, backup_id):
+    return f"{settings['PUBLIC_URL'].rstrip('/')}/agent/v1/transfers/{backup_id}"
+
+
+def _require_ready(env, conflict):
+    if lifecycle.in_progress(env.id):
+        raise conflict("A task is already pending or running for this environment.")
+    if env.status != states.EnvironmentStatus.RUNNING or not env.server_id:
+        raise errors.EnvironmentNotReady(
+            f"The environment is {states.public_environment_status(env.status)}; only a "
+            "running environment can be backed up or restored.")
+
+
+def _new_backup(env, task, backup_type, notes, backup_id, source=None):
+    return Backup.create(
+        id=backup_id, environment=env, task=task, backup_type=backup_type, notes=notes,
+        status=states.check("backup", None, B.PENDING), source_backup=source,
+        storage_prefix=f"backups/{env.id}/{backup_id}/")
+
+
+def _payload(env, backup, settings):
+    """The agent's `backup` command (and a restore's `safety`)."""
+    return {"environment_id": str(env.id), "backup_id": str(backup.id),
+            "transfer_url": transfer_url(settings, backup.id), "objects": list(OBJECTS),
+            "erp_version": env.project.erp_version or "17.0"}
+
+
+def _task(env, kind, actor_id, extra):
+    return lifecycle.new_record(env, env.project_id, kind=kind, trigger="manual",
+                                git_branch=env.branch, triggered_by=actor_id, extra_data=extra)
+
+
+def create(env, *, actor_id, settings, gateway, backup_type="manual", notes=None,
+           conflict=TASK_IN_PROGRESS):
+    """Inside the caller's transaction, `env` locked: the backup (`pending`), its
+    task and the agent's command. Returns the Backup."""
+    _require_ready(env, conflict)
+    backup_id = uuid.uuid4()
+    d = _task(env, "backup", actor_id, {"backup_id": str(backup_id)})
+    backup = _new_backup(env, d, backup_type, notes, backup_id)
+    queue.enqueue(env.server_id, "backup", _payload(env, backup, settings), deployment_id=d.id)
+    lifecycle.wake(gateway, env.server_id)
+    return backup
+
+
+def restore(env, source_id, *, actor_id, settings, gateway, conflict=TASK_IN_PROGRESS):
+    """Inside the caller's transaction, `env` locked: a `restore` task of a
+    completed backup of an environment of the same project (404 otherwise, 400
+    unless completed), with its safety backup. Returns the task."""
+    source = Backup.get_or_none(Backup.id == source_id, Backup.deleted_at.is_null())
+    source_env = source and Environment.get_or_none(Environment.id == source.environment_id)
+    if source_env is None or source_env.project_id != env.project_id:
+        raise errors.NotFound("Backup not found in this environment's project.")
+    if source.status != B.COMPLETED:
+        raise errors.BackupNotCompleted(
+            f"Only a completed backup can be restored; this one is {source.status}.")
+    _require_ready(env, conflict)
+    safety_id = uuid.uuid4()
+    d = _task(env, "restore", actor_id,
+              {"backup_id": str(source.id), "safety_backup_id": str(safety_id)})
+    safety = _new_backup(env, d, "manual", f"Safety backup before restore {d.id} of backup "
+                                           f"{source.id}", safety_id, source)
+    queue.enqueue(env.server_id, "restore", {
+        "environment_id": str(env.id), "backup_id": str(source.id),
+        "transfer_url": transfer_url(settings, source.id),
+        "safety": _payload(env, safety, settings), "health_timeout": HEALTH_TIMEOUT,
+    }, deployment_id=d.id)
+    lifecycle.wake(gateway, env.server_id)
+    return d
+
+
+# --- reading ----------------------------------------------------------------
+
+def page(env, *, status=None, backup_type=None, page=1, page_size=20):
+    """The environment's backups, newest first (page pagination); deleted ones
+    (retention removed their objects) are not listed."""
+    query = Backup.select().where(Backup.environment == env.id, Backup.deleted_at.is_null())
+    if status:
+        query = query.where(Backup.status == status)
+    if backup_type:
+        query = query.where(Backup.backup_type == backup_type)
+    return page_page(query.order_by(Backup.created_at.desc(), Backup.id.desc()),
+                     page=page, page_size=page_size)
+
+
+def for_key(key, backup_id):
+    """A listed backup of an active environment in the key's scope (404 otherwise)."""
+    backup = Backup.get_or_none(Backup.id == backup_id, Backup.deleted_at.is_null())
+    try:
+        if backup is None:
+            raise errors.NotFound()
+        access.environment_for_key(key, backup.environment_id)
+    except errors.NotFound:
+        raise errors.NotFound("Backup not found.") from None
+    return backup
+
+
+def filestore_object(backup):
+    return next((name for name in backup.parts or {} if name.startswith("filestore.")),
+                "filestore.tar.zst")
+
+
+def download_urls(backup, settings, expires_in=3600):
+    """URLs for a plain GET of the database dump, the filestore archive and the
+    manifest, valid `expires_in` seconds (400 unless completed)."""
+    if backup.status != B.COMPLETED:
+        raise errors.BackupNotCompleted(
+            f"Only a completed backup can be downloaded; this one is {backup.status}.")
+    store = stores.for_settings(settings)
+    stem = f"backup-{backup.id}"
+
+    def url(name):
+        return store.get_url(backup.storage_prefix + name, expires=expires_in,
+                             filename=f"{stem}-{name}")
+
+    return {"backup_id": backup.id, "database_url": url("database.dump"),
+            "filestore_url": url(filestore_object(backup)), "manifest_url": url("manifest.json"),
+            "expires_in": expires_in,
+            "expires_at": clock.now() + dt.timedelta(seconds=expires_in),
+            "use_streaming": bool(store.streaming)}
+
+
+# --- the surfaces -------------------------------------------------------------
+
+DEPLOY = "project.environments.deploy"  # /api/v1: taking and restoring backups
+
+
+def list_for_key(key, env_id, **filters):
+    return page(access.environment_for_key(key, env_id), **filters)
+
+
+def download_for_key(key, backup_id, settings, expires_in=3600):
+    return download_urls(for_key(key, backup_id), settings, expires_in)
+
+
+def list_for_user(user, env_id, **filters):
+    """Any member of the environment's organization reads its backups."""
+    return page(access.environment_for_user(user, env_id, None), **filters)
+
+
+def create_for_user(user, env_id, *, berth, backup_type="manual", comment=None):
+    with database.atomic():
+        env = access.environment_for_user(user, env_id, DEPLOY, lock=True)
+        return create(env, actor_id=user.id, settings=berth.settings, gateway=berth.gateway,
+                      backup_type=backup_type, notes=comment)
+
+
+def restore_for_user(user, env_id, backup_id, *, berth):
+    with database.atomic():
+        env = access.environment_for_user(user, env_id, DEPLOY, lock=True)
+        return restore(env, backup_id, actor_id=user.id, settings=berth.settings,
+                       gateway=berth.gateway)
+
+
+def _env_for_operator(env_id, lock=False):
+    """`berth admin backup …`: any active environment (404 otherwise)."""
+    query = (Environment.select(Environment, Project).join(Project)
+             .where(Environment.id == env_id, Environment.is_active,
+                    Project.deleted_at.is_null()))
+    env = (for_update(query, of=Environment) if lock else query).first()
+    if env is None:
+        raise errors.NotFound("Environment not found.")
+    return env
+
+
+def list_for_operator(env_id, **filters):
+    return page(_env_for_operator(env_id), **filters)
+
+
+def create_for_operator(env_id, *, berth, comment=None):
+    with database.atomic():
+        env = _env_for_operator(env_id, lock=True)
+        return create(env, actor_id=None, settings=berth.settings, gateway=berth.gateway,
+                      notes=comment)
+
+
+def restore_for_operator(env_id, backup_id, *, berth):
+    with database.atomic():
+        env = _env_for_operator(env_id, lock=True)
+        return restore(env, backup_id, actor_id=None, settings=berth.settings,
+                       gateway=berth.gateway)

@@ -1,0 +1,103 @@
+"""The agents' side of backup objects: upload URLs (multipart, begun lazily,
+one upload per object), completing an upload, and download URLs (to verify a
+backup, or to restore one). The agent is its server's credential; it reaches
+only backups of environments on its server, and the backup a restore running
+on its server reads. Object names come from a fixed list; the control plane
+makes every storage key (`Backup.storage_prefix` + name)."""
+
+from control_plane import errors, states
+from control_plane.db import database, for_update
+from control_plane.models import Backup, Deployment, Environment
+from control_plane.services.backups import stores
+from control_plane.services.backups.backups import ALLOWED_OBJECTS
+from control_plane.services.deploys import lifecycle
+
+URL_SECONDS = 3600
+MAX_PARTS = 10_000  # S3's limit
+
+
+def check_object(name):
+    if name not in ALLOWED_OBJECTS:
+        raise errors.Unprocessable(f"Unknown backup object; one of: {', '.join(ALLOWED_OBJECTS)}.")
+    return name
+
+
+def _on_server(env_id, server):
+    return Environment.select().where(Environment.id == env_id,
+                                      Environment.server == server.id).exists()
+
+
+def _restoring_on(backup, server):
+    """A restore pending or running on the server reads this backup."""
+    return (Backup.select().join(Deployment, on=(Backup.task == Deployment.id))
+            .join(Environment, on=(Deployment.environment == Environment.id))
+            .where(Backup.source_backup == backup.id, Environment.server == server.id,
+                   Deployment.status.in_(lifecycle.ACTIVE)).exists())
+
+
+def _backup(server, backup_id, *, lock=False, reading=False):
+    """The backup, if the server may touch it (404 otherwise: another server's
+    backups are not confirmed to exist)."""
+    query = Backup.select().where(Backup.id == backup_id, Backup.deleted_at.is_null())
+    backup = (for_update(query) if lock else query).first()
+    if backup is None or not (_on_server(backup.environment_id, server)
+                              or (reading and _restoring_on(backup, server))):
+        raise errors.NotFound("Backup not found.")
+    return backup
+
+
+def _open(backup):
+    if backup.status not in states.BACKUP_IN_PROGRESS:
+        raise errors.TransferClosed(f"The backup is {backup.status}; nothing more is uploaded.")
+
+
+def part_url(server, backup_id, name, part_number, settings):
+    """`{url}` for an HTTP PUT of one part (1..10000) of an object of a backup in
+    progress; the object's multipart upload begins with its first part."""
+    check_object(name)
+    if not 1 <= part_number <= MAX_PARTS:
+        raise errors.Unprocessable(f"part_number: 1 to {MAX_PARTS}.")
+    store = stores.for_settings(settings)
+    with database.atomic():
+        backup = _backup(server, backup_id, lock=True)
+        _open(backup)
+        key = backup.storage_prefix + name
+        upload_id = (backup.uploads or {}).get(name)
+        if not upload_id:
+            upload_id = store.begin_upload(key)
+            Backup.update(uploads={**(backup.uploads or {}), name: upload_id}).where(
+                Backup.id == backup.id).execute()
+    return {"url": store.part_url(key, upload_id, part_number, expires=URL_SECONDS)}
+
+
+def complete(server, backup_id, name, parts, size, sha256, settings):
+    """The object's parts joined (ascending part numbers, as the agent's PUTs
+    answered them); its size and SHA-256 recorded in `Backup.parts`."""
+    check_object(name)
+    store = stores.for_settings(settings)
+    with database.atomic():
+        backup = _backup(server, backup_id, lock=True)
+        _open(backup)
+        uploads = dict(backup.uploads or {})
+        upload_id = uploads.pop(name, None)
+        if upload_id is None:
+            raise errors.Conflict("No upload of this object was begun (ask for a part URL).")
+        key = backup.storage_prefix + name
+        store.complete_upload(key, upload_id,
+                              sorted((p["part_number"], p["etag"]) for p in parts))
+        stored = store.size(key)
+        if stored is not None and stored != size:
+            raise errors.Unprocessable(f"The stored object has {stored} bytes, not {size}.")
+        Backup.update(uploads=uploads, parts={**(backup.parts or {}),
+                                              name: {"size": size, "sha256": sha256}}).where(
+            Backup.id == backup.id).execute()
+
+
+def download_url(server, backup_id, name, settings):
+    """`{url}` for a GET (Range allowed) of an uploaded object of the backup."""
+    check_object(name)
+    backup = _backup(server, backup_id, reading=True)
+    if name not in (backup.parts or {}):
+        raise errors.NotFound("This object of the backup was not uploaded.")
+    store = stores.for_settings(settings)
+    return {"url": store.get_url(backup.storage_prefix + name, expires=URL_SECONDS)}
