@@ -1,0 +1,114 @@
+"""Backups without an agent: the agent's side is played by the services the
+gateway calls (acknowledge, result) and by HTTP calls to the transfer API with
+the server's credential; storage is a recording fake (the storage backends have
+their own contract tests)."""
+
+import itertools
+
+import pytest
+
+from control_plane import security
+from control_plane.models import AgentCommand, Backup, Environment, Server
+from control_plane.services.accounts import orgs
+from control_plane.services.backups import stores
+from control_plane.services.deploys import lifecycle
+
+V1, P = "/api/v1", "/api/public/v1"
+DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
+_n = itertools.count()
+
+RESULT = {"database_size": 1000, "filestore_size": 2000, "total_size": 3000,
+          "compressed_size": 900, "verified": True,
+          "manifest": {"format": "berth-backup/1", "erp_version": "17.0"},
+          "parts": {"database.dump": {"size": 400, "sha256": "a" * 64},
+                    "filestore.tar.zst": {"size": 480, "sha256": "b" * 64},
+                    "manifest.json": {"size": 20, "sha256": "c" * 64}}}
+
+
+class FakeStore:
+    streaming = True
+
+    def __init__(self):
+        self.begun, self.completed, self.sizes = [], {}, {}
+
+    def begin_upload(self, key):
+        upload_id = f"up-{len(self.begun)}"
+        self.begun.append((key, upload_id))
+        return upload_id
+
+    def part_url(self, key, upload_id, part_number, expires=3600):
+        return f"https://store.test/put/{key}?upload={upload_id}&part={part_number}&ttl={expires}"
+
+    def complete_upload(self, key, upload_id, parts):
+        self.completed[key] = (upload_id, parts)
+
+    def size(self, key):
+        return self.sizes.get(key)
+
+    def get_url(self, key, expires=3600, filename=None):
+        return f"https://store.test/get/{key}?ttl={expires}&filename={filename}"
+
+
+@pytest.fixture
+def store(monkeypatch):
+    fake = FakeStore()
+    monkeypatch.setattr(stores, "for_settings", lambda settings: fake)
+    return fake
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+class Bk:
+    """An organization with a server (and its agent's credential), a project, a
+    running environment, a user who may deploy and API keys."""
+
+    def __init__(self, world):
+        self.world = world
+        self.org = world.org()
+        self.server, self.credential = self.new_server()
+        self.project = world.project(self.org, self.server)
+        self.env = self.environment()
+        self.user = world.user(self.org, permissions=(DEPLOY, CANCEL))
+        self.h = bearer(orgs.issue_user_token(self.user.id))
+        self.key = bearer(world.key(self.org)[0])
+        self.ro_key = bearer(world.key(self.org, key_type="read_only")[0])
+
+    def new_server(self):
+        server = self.world.server(self.org)
+        credential = f"agt_live_{next(_n):040d}"
+        Server.update(agent_credential_hash=security.digest(credential)).where(
+            Server.id == server.id).execute()
+        return server, bearer(credential)
+
+    def environment(self, status="running", server=None, project=None):
+        return Environment.create(project=project or self.project, server=server or self.server,
+                                  name=f"env-{next(_n)}", status=status, branch="main")
+
+    def backup_via_api(self, client, env=None, **body):
+        r = client.post(f"{V1}/environments/{(env or self.env).id}/backups", headers=self.h,
+                        json=body)
+        assert r.status_code == 202, r.json
+        return Backup.get_by_id(r.json["id"])
+
+    def command(self, task_id):
+        return AgentCommand.get(AgentCommand.deployment == task_id)
+
+    def ack(self, task_id, server=None):
+        lifecycle.record_ack((server or self.server).id, self.command(task_id).id)
+
+    def finish(self, task_id, ok=True, result=None, error=None, server=None):
+        lifecycle.record_result((server or self.server).id, self.command(task_id).id, ok,
+                                RESULT if result is None and ok else result, error)
+
+    def completed_backup(self, client, env=None, server=None):
+        backup = self.backup_via_api(client, env)
+        self.ack(backup.task_id, server)
+        self.finish(backup.task_id, server=server)
+        return Backup.get_by_id(backup.id)
+
+
+@pytest.fixture
+def bk(world):
+    return Bk(world)

@@ -1,0 +1,49 @@
+"""`berth admin backup list|create|restore` through the real console script."""
+
+from control_plane.models import AgentCommand, Backup
+from control_plane.services.deploys import lifecycle
+from tests.control_plane.backups.conftest import RESULT
+from tests.control_plane.test_admin_cli import data_dir, fails, ok  # noqa: F401 - fixture
+
+BACKUP_KEYS = {"id", "environment_id", "task_id", "backup_type", "status", "database_size",
+               "filestore_size", "total_size", "compressed_size", "duration_seconds",
+               "is_verified", "notes", "error_message", "created_at", "started_at",
+               "completed_at", "verified_at", "expires_at"}
+
+
+def test_list_create_restore(data_dir):  # noqa: F811
+    from control_plane import migrate
+    from control_plane.app import create_app
+    from tests.conftest import World
+
+    app = create_app({})  # settings from CP_DATA_DIR only, like the CLI
+    migrate.upgrade(app.extensions["berth"].db)
+    world = World(app)
+    project = world.project(world.org())
+    env = world.environment(project)
+
+    created = ok(data_dir, "backup", "create", "--environment", env.id, "--comment", "by hand",
+                 keys=BACKUP_KEYS)
+    assert (created["status"], created["backup_type"], created["notes"]) == (
+        "pending", "manual", "by hand")
+    assert "already pending or running" in fails(data_dir, "backup", "create",
+                                                 "--environment", env.id)
+    command = AgentCommand.get(AgentCommand.deployment == created["task_id"])
+    assert command.kind == "backup" and command.payload["backup_id"] == created["id"]
+    lifecycle.record_result(env.server_id, command.id, True, RESULT)
+
+    page = ok(data_dir, "backup", "list", "--environment", env.id,
+              keys={"items", "total", "page", "page_size", "total_pages"})
+    assert page["total"] == 1 and page["items"][0]["status"] == "completed"
+    assert set(page["items"][0]) == BACKUP_KEYS
+
+    restored = ok(data_dir, "backup", "restore", "--environment", env.id, "--backup",
+                  created["id"], keys={"task_id", "kind", "status", "environment_id",
+                                       "backup_id", "safety_backup"})
+    assert restored["kind"] == "restore" and restored["status"] == "pending"
+    assert restored["safety_backup"]["notes"].startswith("Safety backup before restore")
+    assert Backup.select().count() == 2
+    assert "not found" in fails(data_dir, "backup", "list", "--environment",
+                                "0" * 32).lower()
+    assert "completed" in fails(data_dir, "backup", "restore", "--environment", env.id,
+                                "--backup", restored["safety_backup"]["id"])

@@ -1,0 +1,105 @@
+"""The agents' transfer API: the server's credential, its own backups only (and
+the backup a restore on it reads), fixed object names, keys made by the control
+plane, multipart uploads begun once per object."""
+
+from control_plane.models import Backup
+from tests.control_plane.backups.conftest import RESULT, V1
+
+T = "/agent/v1/transfers"
+SHA = "d" * 64
+
+
+def test_upload_complete_and_read_back(client, store, bk):
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}"
+    r = client.post(f"{url}/parts", headers=bk.credential,
+                    json={"object": "database.dump", "part_number": 1})
+    assert r.status_code == 200, r.json
+    key = f"backups/{bk.env.id}/{backup.id}/database.dump"
+    assert r.json["url"] == f"https://store.test/put/{key}?upload=up-0&part=1&ttl=3600"
+    r = client.post(f"{url}/parts", headers=bk.credential,
+                    json={"object": "database.dump", "part_number": 2})
+    assert "upload=up-0&part=2" in r.json["url"] and store.begun == [(key, "up-0")]  # begun once
+    r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
+    assert r.status_code == 404  # not uploaded yet
+    store.sizes[key] = 12
+    r = client.post(f"{url}/complete", headers=bk.credential, json={
+        "object": "database.dump", "size": 12, "sha256": SHA,
+        "parts": [{"part_number": 2, "etag": "e2"}, {"part_number": 1, "etag": "e1"}]})
+    assert r.status_code == 204, r.json
+    assert store.completed[key] == ("up-0", [(1, "e1"), (2, "e2")])  # ascending
+    row = Backup.get_by_id(backup.id)
+    assert row.parts == {"database.dump": {"size": 12, "sha256": SHA}} and row.uploads == {}
+    r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
+    assert r.status_code == 200 and r.json["url"].startswith(f"https://store.test/get/{key}")
+
+
+def test_bad_requests(client, store, bk):
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}"
+    for body in ({"object": "../../etc/passwd", "part_number": 1},
+                 {"object": "database.dump", "part_number": 0},
+                 {"object": "database.dump", "part_number": 10001},
+                 {"object": "database.dump"}, ["database.dump"]):
+        r = client.post(f"{url}/parts", headers=bk.credential, json=body)
+        assert r.status_code == 422, body
+    r = client.post(f"{url}/complete", headers=bk.credential, json={
+        "object": "manifest.json", "size": 1, "sha256": SHA,
+        "parts": [{"part_number": 1, "etag": "e"}]})
+    assert r.status_code == 409  # no upload begun
+    client.post(f"{url}/parts", headers=bk.credential,
+                json={"object": "manifest.json", "part_number": 1})
+    store.sizes[f"{backup.storage_prefix}manifest.json"] = 5
+    r = client.post(f"{url}/complete", headers=bk.credential, json={
+        "object": "manifest.json", "size": 6, "sha256": SHA,
+        "parts": [{"part_number": 1, "etag": "e"}]})
+    assert r.status_code == 422 and Backup.get_by_id(backup.id).parts == {}
+    assert store.begun == [(f"{backup.storage_prefix}manifest.json", "up-0")]
+
+
+def test_only_the_servers_agent(client, store, bk):
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}/parts"
+    body = {"object": "database.dump", "part_number": 1}
+    for headers in ({}, {"Authorization": "Bearer agt_live_" + "0" * 40}, bk.h, bk.key,
+                    {"Authorization": bk.credential["Authorization"].replace("Bearer", "Basic")}):
+        r = client.post(url, headers=headers, json=body)
+        assert r.status_code == 401 and r.json["error"] == "invalid_agent_credential"
+    _other, other_credential = bk.new_server()
+    r = client.post(url, headers=other_credential, json=body)
+    assert r.status_code == 404
+    r = client.post(f"{T}/{'0' * 32}/parts", headers=bk.credential, json=body)
+    assert r.status_code == 404
+    assert store.begun == []
+
+
+def test_a_finished_backup_takes_no_more_uploads(client, store, bk):
+    backup = bk.completed_backup(client)
+    r = client.post(f"{T}/{backup.id}/parts", headers=bk.credential,
+                    json={"object": "database.dump", "part_number": 1})
+    assert r.status_code == 409 and r.json["error"] == "transfer_closed"
+    r = client.post(f"{T}/{backup.id}/download", headers=bk.credential,
+                    json={"object": "database.dump"})
+    assert r.status_code == 200  # what the agent's result recorded
+
+
+def test_a_restore_on_another_server_reads_its_source(client, store, bk):
+    source = bk.completed_backup(client)
+    other_server, other_credential = bk.new_server()
+    staging = bk.environment(server=other_server)
+    url = f"{T}/{source.id}/download"
+    assert client.post(url, headers=other_credential,
+                       json={"object": "database.dump"}).status_code == 404
+    r = client.post(f"{V1}/environments/{staging.id}/restore", headers=bk.h,
+                    json={"backup_id": str(source.id)})
+    assert r.status_code == 202
+    r = client.post(url, headers=other_credential, json={"object": "filestore.tar.zst"})
+    assert r.status_code == 200, r.json
+    assert source.storage_prefix + "filestore.tar.zst" in r.json["url"]
+    r = client.post(f"{T}/{source.id}/parts", headers=other_credential,
+                    json={"object": "database.dump", "part_number": 1})
+    assert r.status_code == 404  # reads it, never writes it
+    bk.finish(Backup.get(Backup.source_backup == source.id).task_id,
+              result={"safety": RESULT}, server=other_server)
+    assert client.post(url, headers=other_credential,
+                       json={"object": "database.dump"}).status_code == 404  # restore over
