@@ -67,7 +67,9 @@ class DeploymentSchema(Schema):
     extra_data = ma.fields.Dict(required=True, metadata={
         "description": "`retry_of` (a retry), `rollback_to` and `rollback_to_version` (a "
                        "rollback), `cancelled_by` and `cancelled_at` (a cancel), `delete_data`, "
-                       "`deleted_containers`, `deleted_database`, `deleted_data` (a destroy)"})
+                       "`deleted_containers`, `deleted_database`, `deleted_data` (a destroy), "
+                       "`backup_id` (a backup; a restore's backup restored), "
+                       "`safety_backup_id` (a restore)"})
     created_at = UTCDateTime(required=True)
     started_at = UTCDateTime(allow_none=True, required=True)
     completed_at = UTCDateTime(allow_none=True, required=True)
