@@ -125,8 +125,10 @@ def test_event_aliases_are_stored_under_the_deploy_names(client, keys):
 
 
 def test_every_spec_event_is_accepted(client, keys):
-    r = create(client, keys.rw(), events=list(SUBSCRIBABLE))
-    assert r.status_code == 201 and r.json["events"] == list(SUBSCRIBABLE)
+    names = list(SUBSCRIBABLE)
+    for chunk in (names[i:i + 10] for i in range(0, len(names), 10)):  # at most 10 a webhook
+        r = create(client, keys.rw(), events=chunk)
+        assert r.status_code == 201 and r.json["events"] == chunk
 
 
 @pytest.mark.parametrize("events, needle", [
@@ -134,7 +136,7 @@ def test_every_spec_event_is_accepted(client, keys):
     ([], "events"),
     (["deploy.started"] * 2, "events"),
     (["deploy.completed", "deployment.completed"], "events"),  # the same event twice
-    (list(SUBSCRIBABLE) + ["deployment.completed"], "events"),  # 11
+    (list(SUBSCRIBABLE[:10]) + ["deployment.completed"], "events"),  # 11
     ("deploy.started", "events"),
     ([5], "events"),
 ])
@@ -191,7 +193,8 @@ def test_private_literals_are_invalid_webhook_url(client, keys):
 
 def test_limits_at_their_edge_are_accepted(client, keys):
     long_url = "https://hooks.example.com/" + "a" * (2048 - len("https://hooks.example.com/"))
-    r = create(client, keys.rw(), url=long_url, description="d" * 500, events=list(SUBSCRIBABLE))
+    r = create(client, keys.rw(), url=long_url, description="d" * 500,
+               events=list(SUBSCRIBABLE[:10]))  # the most a webhook takes
     assert r.status_code == 201 and r.json["url"] == long_url
     r = create(client, keys.rw(), url=long_url + "a")
     assert r.status_code == 422
