@@ -103,3 +103,25 @@ def test_a_restore_on_another_server_reads_its_source(client, store, bk):
               result={"safety": RESULT}, server=other_server)
     assert client.post(url, headers=other_credential,
                        json={"object": "database.dump"}).status_code == 404  # restore over
+
+
+def test_an_interrupted_restore_reads_its_safety_backup_back(client, store, bk):
+    """An agent stopped mid-restore rolls back from the safety backup when it
+    returns: the safety backup's uploaded objects stay readable though its row
+    (and the restore) are failed."""
+    source = bk.completed_backup(client)
+    task = client.post(f"{V1}/environments/{bk.env.id}/restore", headers=bk.h,
+                       json={"backup_id": str(source.id)}).json["id"]
+    safety = Backup.get(Backup.task == task)
+    bk.ack(task)
+    url = f"{T}/{safety.id}"
+    client.post(f"{url}/parts", headers=bk.credential,
+                json={"object": "database.dump", "part_number": 1})
+    r = client.post(f"{url}/complete", headers=bk.credential, json={
+        "object": "database.dump", "size": 3, "sha256": SHA,
+        "parts": [{"part_number": 1, "etag": "e"}]})
+    assert r.status_code == 204
+    bk.finish(task, ok=False, error="interrupted: the agent stopped")
+    assert Backup.get_by_id(safety.id).status == "failed"
+    r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
+    assert r.status_code == 200 and safety.storage_prefix + "database.dump" in r.json["url"]
