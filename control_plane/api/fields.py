@@ -34,8 +34,33 @@ class Schema(ma.Schema):
             plan = self._dump_plan = (fields, getter, [key for key, *_ in fields],
                                       all(check for *_, check, _ in fields))
         if many and obj is not None:
-            return [self._dump_one(item, plan) for item in obj]
+            items = obj if type(obj) is list else list(obj)
+            if plan[3] and items and all(type(item) is dict for item in items):
+                try:
+                    return self._dump_columns(items, plan)
+                except KeyError:
+                    pass  # a row lacks an attribute: row by row, with dump_default
+            return [self._dump_one(item, plan) for item in items]
         return self._dump_one(obj, plan)
+
+    def _dump_columns(self, items, plan):
+        """Dict rows holding every attribute, column by column: a column whose values
+        are all of types its field returns unchanged (most of them) costs one type
+        scan, not a test per value; only the other columns are converted, with the
+        very calls and results of _dump_one."""
+        fields, getter, keys, _ = plan
+        values = list(map(getter, items))
+        columns = list(zip(*values, strict=True))
+        converted = False
+        for i, (_, attr, field, _, unchanged) in enumerate(fields):
+            column = columns[i]
+            if not set(map(type, column)).issubset(unchanged):
+                columns[i] = [value if type(value) in unchanged
+                              else field._serialize(value, attr, item)
+                              for value, item in zip(column, items, strict=True)]
+                converted = True
+        return [dict(zip(keys, row, strict=True))
+                for row in (zip(*columns, strict=True) if converted else values)]
 
     def _dump_one(self, obj, plan):
         fields, getter, keys, all_read = plan
