@@ -55,7 +55,7 @@ def create_app(config=None):
     _register_error_handlers(app)
     # First of all hooks: query, path and header text no database can store is a 400
     # before authentication or a view looks anything up with it.
-    app.before_request(lambda: safe_input.check_request(request))
+    app.before_request(lambda: safe_input.check_request(request._get_current_object()))
 
     @app.get("/healthz")
     def healthz():
