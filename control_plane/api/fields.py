@@ -31,8 +31,10 @@ class Schema(ma.Schema):
             # Dict rows holding every attribute (list pages) are read in one C call.
             getter = (operator.itemgetter(*attrs) if len(attrs) > 1
                       else (lambda o: (o[attrs[0]],)) if attrs else (lambda o: ()))
-            plan = self._dump_plan = (fields, getter, [key for key, *_ in fields],
-                                      all(check for *_, check, _ in fields))
+            keys = tuple(key for key, *_ in fields)
+            plan = self._dump_plan = (fields, getter, keys,
+                                      all(check for *_, check, _ in fields),
+                                      keys if keys == tuple(attrs) else None)
         if many and obj is not None:
             items = obj if type(obj) is list else list(obj)
             if plan[3] and items and all(type(item) is dict for item in items):
@@ -47,23 +49,23 @@ class Schema(ma.Schema):
         """Dict rows holding every attribute, column by column: a column whose values
         are all of types its field returns unchanged (most of them) costs one type
         scan, not a test per value; only the other columns are converted, with the
-        very calls and results of _dump_one."""
-        fields, getter, keys, _ = plan
-        values = list(map(getter, items))
-        columns = list(zip(*values, strict=True))
-        converted = False
-        for i, (_, attr, field, _, unchanged) in enumerate(fields):
-            column = columns[i]
+        very calls and results of _dump_one. A row whose keys are the output's, in
+        its order (a list query selecting the schema's columns), is copied whole."""
+        fields, getter, keys, _, same_keys = plan
+        if same_keys is not None and all(tuple(item) == same_keys for item in items):
+            out = [item.copy() for item in items]
+        else:
+            out = [dict(zip(keys, getter(item), strict=True)) for item in items]
+        for key, attr, field, _, unchanged in fields:
+            column = list(map(operator.itemgetter(key), out))
             if not set(map(type, column)).issubset(unchanged):
-                columns[i] = [value if type(value) in unchanged
-                              else field._serialize(value, attr, item)
-                              for value, item in zip(column, items, strict=True)]
-                converted = True
-        return [dict(zip(keys, row, strict=True))
-                for row in (zip(*columns, strict=True) if converted else values)]
+                for row, value, item in zip(out, column, items, strict=True):
+                    if type(value) not in unchanged:
+                        row[key] = field._serialize(value, attr, item)
+        return out
 
     def _dump_one(self, obj, plan):
-        fields, getter, keys, all_read = plan
+        fields, getter, keys, all_read, _ = plan
         if all_read and type(obj) is dict:
             try:
                 out = dict(zip(keys, getter(obj), strict=True))

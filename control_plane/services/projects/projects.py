@@ -18,9 +18,11 @@ def _listed(org, *project, shape):
     project-scoped key), each with its count of active environments."""
     active_envs = (Environment.select(fn.COUNT(Environment.id))
                    .where(Environment.project == Project.id, Environment.is_active))
+    # In the order of the API's ProjectSchema: a list page's rows are then dumped
+    # by copying them (api.fields.Schema).
     query = (Project.select(Project.id, Project.name, Project.erp_version, Project.git_repo_url,
-                            Project.default_branch, Project.server.alias("server_id"),
-                            Project.created_at, active_envs.alias("environment_count"))
+                            Project.default_branch, active_envs.alias("environment_count"),
+                            Project.server.alias("server_id"), Project.created_at)
              .where(Project.organization == org, Project.deleted_at.is_null()))
     return query.where(Project.id == project[0]) if shape == ("project",) else query
 
