@@ -68,20 +68,20 @@ def test_create_environment_deploys_it(client, app, deployable, docker_client):
     assert env["url"] == (f"https://{env['id'].replace('-', '')[:12]}."
                           f"{app.config['APPS_DOMAIN']}")
 
-    status = client.get(f"{P}/environments/{env['id']}/status", headers=auth(raw)).json
+    status = polled_get(client, f"{P}/environments/{env['id']}/status", auth(raw))
     task = status["last_deploy"]["id"]
     done = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", auth(raw)))
-                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=1.0,
                     what="deployment finished")
     assert done["status"] == "completed", done
     assert len(done["git_commit"]) == 40 and done["started_at"] and done["completed_at"]
 
-    status = client.get(f"{P}/environments/{env['id']}/status", headers=auth(raw)).json
+    status = polled_get(client, f"{P}/environments/{env['id']}/status", auth(raw))
     assert status["status"] == "running" and status["container_running"] is True
     assert status["last_deploy"]["status"] == "completed"
-    log = client.get(f"{P}/environments/{env['id']}/logs", headers=auth(raw)).json
+    log = polled_get(client, f"{P}/environments/{env['id']}/logs", auth(raw))
     assert log["task_id"] == task and "health" in log["log"] and log["truncated"] is False
-    short = client.get(f"{P}/environments/{env['id']}/logs?lines=1", headers=auth(raw)).json
+    short = polled_get(client, f"{P}/environments/{env['id']}/logs?lines=1", auth(raw))
     assert short["lines"] == 1 and short["truncated"] is True
 
     port = AgentCommand.get(AgentCommand.deployment == task).result["result"]["http_port"]
@@ -108,12 +108,12 @@ def test_unknown_branch_fails_with_a_readable_reason(client, deployable):
     task = client.get(f"{P}/environments/{r.json['id']}/status",
                       headers=auth(raw)).json["last_deploy"]["id"]
     done = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", auth(raw)))
-                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=1.0,
                     what="deployment finished")
     assert done["status"] == "failed" and "no-such-branch" in done["error_message"]
-    env = client.get(f"{P}/environments/{r.json['id']}", headers=auth(raw)).json
+    env = polled_get(client, f"{P}/environments/{r.json['id']}", auth(raw))
     assert env["status"] == "failed"
-    log = client.get(f"{P}/environments/{r.json['id']}/logs", headers=auth(raw)).json
+    log = polled_get(client, f"{P}/environments/{r.json['id']}/logs", auth(raw))
     assert "cloning the repository failed" in log["log"]
 
 
@@ -124,7 +124,7 @@ def _finish(client, accepted):
     assert body["poll_url"] == f"/api/public/v1/deployments/{body['task_id']}"
     reader = auth(deployable_keys.reader)
     return wait_for(lambda: (t := polled_get(client, body["poll_url"], reader))
-                    ["status"] in ("completed", "failed") and t, timeout=120, interval=0.5,
+                    ["status"] in ("completed", "failed") and t, timeout=120, interval=1.0,
                     what="task finished")
 
 
@@ -134,13 +134,13 @@ def test_actions_and_delete(client, deployable, docker_client):
                       json={"name": "Staging"}).json
     created.append(env["id"])
     base = f"{P}/environments/{env['id']}"
-    first = client.get(f"{base}/status", headers=auth(raw)).json["last_deploy"]["id"]
+    first = polled_get(client, f"{base}/status", auth(raw))["last_deploy"]["id"]
     # One queued-or-running task per environment.
     busy = client.post(f"{base}/actions/restart", headers=auth(raw))
     assert busy.status_code == 409 and busy.json["error"] == "task_in_progress"
     reader = auth(deployable_keys.reader)
     wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
-             == "completed", timeout=120, interval=0.5, what="first deploy")
+             == "completed", timeout=120, interval=1.0, what="first deploy")
 
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
         "status"] == "completed"
@@ -177,7 +177,7 @@ def test_a_failed_start_leaves_the_environment_in_error(client, deployable, dock
     reader = auth(deployable_keys.reader)
     first = polled_get(client, f"{base}/status", reader)["last_deploy"]["id"]
     wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
-             == "completed", timeout=120, interval=0.5, what="first deploy")
+             == "completed", timeout=120, interval=1.0, what="first deploy")
     assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
         "status"] == "completed"
     # Out of band, the environment's network goes: its containers cannot start.
@@ -226,7 +226,7 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
     try:
         env = wait_for(lambda: next(iter(polled_get(
             client, f"{P}/projects/{project.id}/environments?status=running", reader)), None),
-            timeout=120, interval=0.5, what="auto-deployed environment running")
+            timeout=120, interval=1.0, what="auto-deployed environment running")
         assert env["name"] == "Production" and env["server_id"] == reply.server_id
         task = client.get(f"{P}/environments/{env['id']}/status",
                           headers=reader).json["last_deploy"]["id"]
