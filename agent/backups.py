@@ -129,23 +129,29 @@ class Backups:
     # --- restore --------------------------------------------------------------
 
     def restore(self, payload, log):
-        env_id, source = payload["environment_id"], payload["backup_id"]
+        """A backup's restore, or with `import` (agent/odoo_transfer.py) an
+        upload's, inspected before anything is touched."""
+        env_id = payload["environment_id"]
         n = self.envs._names(env_id)
         self.envs.health_timeout = int(payload.get("health_timeout") or self.envs.health_timeout)
         db = self._db_container(n)
-        transfer = self._transfer(payload["transfer_url"])
-        manifest = self._manifest(transfer)
+        if payload.get("import"):
+            from agent.odoo_transfer import ImportSource
+
+            source = ImportSource(self, payload["import"], payload.get("erp_version"), log)
+        else:
+            source = _Stored(self, payload["transfer_url"], payload["backup_id"])
         if (n["dir"] / RESTORE_JOURNAL).exists():  # one cut short, not yet rolled back
             self._roll_back(json.loads((n["dir"] / RESTORE_JOURNAL).read_text()), n, db, log)
         _recover_swap(n["dir"])
         safety = self.backup(payload["safety"], log, label="safety backup")
         log("info", f"safety backup {payload['safety']['backup_id']} taken; "
-                    f"restoring backup {source}")
+                    f"restoring {source.name}")
         rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],
                     "safety_database": safety["manifest"]["database"],
                     "stopped": False, "database": False}
         try:
-            self._restore(transfer, manifest, n, db, rollback, log)
+            self._restore(source, n, db, rollback, log)
         except Exception as exc:
             log("error", f"the restore failed: {exc}; putting the safety backup back")
             try:
@@ -157,19 +163,18 @@ class Backups:
                                "it was, from the safety backup)") from exc
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
         shutil.rmtree(n["dir"] / "filestore.old", ignore_errors=True)
-        log("info", f"restored backup {source}")
-        return {"safety": safety, "restored_from": source}
+        log("info", f"restored {source.name}")
+        return {"safety": safety, "restored_from": source.id}
 
-    def _restore(self, transfer, manifest, n, db, rollback, log):
-        fs = manifest["filestore"]
+    def _restore(self, source, n, db, rollback, log):
         self.progress(phase="restore: unpacking the filestore", bytes_done=0)
-        log("info", f"unpacking {fs['object']} beside the current filestore")
-        self._unpack(transfer, fs, n["dir"])
+        source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
         self._stop_erp(n, log)
         _step(n, rollback, "database")
-        self._load_database(transfer, manifest["database"], db, log, "restore")
-        _swap(n["dir"])
+        source.load(db, log)
+        if (n["dir"] / "filestore.new").exists():  # a bare dump import brings no filestore
+            _swap(n["dir"])
         self._start_erp(n, log)
 
     def _roll_back(self, rollback, n, db, log):
@@ -241,17 +246,20 @@ class Backups:
         """Drop and recreate the database, then pg_restore the dump streamed from storage."""
         self.progress(phase=f"{label}: loading the database", bytes_done=0)
         log("info", f"{label}: recreating the database from {expected['object']}")
-        for sql in (f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    f" WHERE datname = '{DB}' AND pid <> pg_backend_pid()",
-                    f"DROP DATABASE IF EXISTS {DB}",
-                    f"CREATE DATABASE {DB} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'"):
-            self._psql(db, sql, database="postgres")
+        self._recreate_database(db)
         chunks = Checked(transfer.download(expected["object"]), self._counter())
         exec_stream.Exec(self.api, db.id, ["pg_restore", "-U", DB, "-d", DB, "--no-owner",
                                            "--exit-on-error"],
                          stdin=True, what="pg_restore").feed(chunks)
         _same(expected["object"], expected, chunks, RestoreError)
         log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump)")
+
+    def _recreate_database(self, db):
+        for sql in (f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    f" WHERE datname = '{DB}' AND pid <> pg_backend_pid()",
+                    f"DROP DATABASE IF EXISTS {DB}",
+                    f"CREATE DATABASE {DB} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'"):
+            self._psql(db, sql, database="postgres")
 
     def _stop_erp(self, n, log):
         erp = self.envs._container(n["erp"])
@@ -285,6 +293,23 @@ class Backups:
         return exec_stream.run(self.api, db.id, ["psql", "-X", "-q", "-t", "-A", "-U", DB,
                                                  "-d", database, "-v", "ON_ERROR_STOP=1",
                                                  "-c", sql], what="psql").strip()
+
+
+class _Stored:
+    """A Berth backup in storage, as a restore's source (its manifest read first)."""
+
+    def __init__(self, backups, transfer_url, backup_id):
+        self.backups, self.id, self.name = backups, backup_id, f"backup {backup_id}"
+        self.transfer = backups._transfer(transfer_url)
+        self.manifest = backups._manifest(self.transfer)
+
+    def unpack(self, env_dir, log):
+        fs = self.manifest["filestore"]
+        log("info", f"unpacking {fs['object']} beside the current filestore")
+        self.backups._unpack(self.transfer, fs, env_dir)
+
+    def load(self, db, log):
+        self.backups._load_database(self.transfer, self.manifest["database"], db, log, "restore")
 
 
 def _same(name, expected, chunks, error):

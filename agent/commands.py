@@ -77,7 +77,7 @@ def _backups(agent, payload, kind, key):
             status.operation(key, **fields)
 
     progress(kind=kind, environment_id=payload["environment_id"],
-             backup_id=payload["backup_id"], started_at=now_iso(), phase="starting",
+             backup_id=payload.get("backup_id"), started_at=now_iso(), phase="starting",
              bytes_done=0)
     envs = Environments(agent.docker(), health_timeout=int(payload.get("health_timeout") or 120))
     try:
@@ -95,6 +95,17 @@ def backup(agent, payload, log):
 
 @handles("restore")
 def restore(agent, payload, log):
-    key = f"restore {payload['backup_id']} into {payload['environment_id']}"
+    source = (f"import {payload['import'].get('import_id')}" if payload.get("import")
+              else payload["backup_id"])
+    key = f"restore {source} into {payload['environment_id']}"
     with _backups(agent, payload, "restore", key) as backups:
         return backups.restore(payload, log)
+
+
+@handles("export")
+def export(agent, payload, log):
+    """A completed backup written as Odoo's backup zip (agent/odoo_transfer.py)."""
+    from agent import odoo_transfer
+
+    with _backups(agent, payload, "export", f"export {payload['backup_id']}") as backups:
+        return odoo_transfer.export(backups, payload, log)

@@ -8,7 +8,7 @@ storage backend does.
                                                   size, sha256} -> 204
   POST /agent/v1/transfers/<backup_id>/download  {object} -> {url}
   PUT  /put/<token>   one part (single use), streamed to disk; ETag = MD5 hex
-  GET  /get/<token>   an object, with Range
+  GET  /get/<token>   an object, with Range (suffix ranges too)
 
 The transfer calls need `Authorization: Bearer <credential>`; the part and
 download URLs need nothing. It records every part's size (`part_sizes`), and
@@ -22,7 +22,8 @@ import secrets
 import threading
 from pathlib import Path
 
-OBJECTS = {"database.dump", "filestore.tar.zst", "filestore.tar.gz", "manifest.json"}
+OBJECTS = {"database.dump", "filestore.tar.zst", "filestore.tar.gz", "manifest.json",
+           "odoo-export.zip", "upload"}
 
 
 class TransferStandIn:
@@ -151,10 +152,12 @@ class TransferStandIn:
         path = self.path(entry[1], entry[2])
         total = path.stat().st_size
         start, end, status = 0, total - 1, 200
-        m = re.fullmatch(r"bytes=(\d+)-(\d*)", h.headers.get("Range") or "")
-        if m:
+        m = re.fullmatch(r"bytes=(\d*)-(\d*)", h.headers.get("Range") or "")
+        if m and m.group(1):
             start, status = int(m.group(1)), 206
             end = min(int(m.group(2)), total - 1) if m.group(2) else total - 1
+        elif m and m.group(2):  # a suffix: the last N bytes
+            start, status = max(0, total - int(m.group(2))), 206
         h.send_response(status)
         h.send_header("Content-Length", str(end - start + 1))
         if status == 206:
