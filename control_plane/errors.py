@@ -273,6 +273,22 @@ class TransferClosed(Conflict):
     code = "transfer_closed"  # the backup is no longer pending or running
 
 
+class ExportInProgress(Conflict):
+    code = "export_in_progress"  # the backup's Odoo zip is being written
+
+
+class ExportNotFound(NotFound):
+    code = "export_not_found"  # no Odoo zip of this backup was made yet
+
+
+class ImportNotUploaded(Conflict):
+    code = "import_not_uploaded"  # restore of an import whose upload is not complete
+
+
+class ImportUploaded(Conflict):
+    code = "import_uploaded"  # a part or completion after the upload completed
+
+
 class AgentCredentialInvalid(Unauthorized):
     code = "invalid_agent_credential"
 

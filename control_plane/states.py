@@ -91,6 +91,16 @@ class BackupStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class ImportStatus(StrEnum):
+    """An upload to restore (services/backups/odoo.py); from `uploaded` on, what
+    its newest restore task says."""
+    UPLOADING = "uploading"
+    UPLOADED = "uploaded"
+    RESTORING = "restoring"
+    RESTORED = "restored"
+    FAILED = "failed"
+
+
 class TicketStatus(StrEnum):
     OPEN = "open"
     IN_PROGRESS = "in_progress"

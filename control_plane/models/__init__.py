@@ -1,7 +1,7 @@
 """The whole domain, one module per resource group."""
 
 from control_plane.models.api_key import ApiKey
-from control_plane.models.backup import Backup
+from control_plane.models.backup import Backup, BackupImport
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
 from control_plane.models.git import AddonRepository, GitDelivery, GitWebhookSecret
 from control_plane.models.idempotency import IdempotencyRecord
@@ -15,7 +15,7 @@ from control_plane.models.webhook import Event, Webhook, WebhookDelivery
 ALL_MODELS = [
     Organization, User, UserToken, Server, Project, ApiKey, RegistrationToken,
     Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
-    Backup, Ticket, TicketComment, Release, IdempotencyRecord,
+    Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery,
 ]
 

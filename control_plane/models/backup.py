@@ -2,7 +2,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.environment import Deployment, Environment
-from control_plane.states import BackupStatus
+from control_plane.states import BackupStatus, ImportStatus
 
 
 class Backup(BaseModel):
@@ -32,3 +32,19 @@ class Backup(BaseModel):
     # A safety backup: the backup its restore restores (whose objects its agent reads).
     source_backup = peewee.ForeignKeyField("self", null=True, backref="safety_copies")
     deleted_at = DateTimeField(null=True)  # retention removed its objects: no longer listed
+
+
+class BackupImport(BaseModel):
+    """A file uploaded to be restored into an environment (Odoo's backup zip, a
+    custom-format or a plain dump): `uploading` (parts go to storage), then
+    `uploaded`, then restored by a `restore` task (`task`)."""
+
+    environment = peewee.ForeignKeyField(Environment, backref="imports")
+    status = peewee.CharField(max_length=16, default=ImportStatus.UPLOADING)
+    filename = peewee.CharField(max_length=255, null=True)
+    storage_key = peewee.CharField(max_length=512)  # made by the control plane
+    upload_id = peewee.CharField(max_length=1024, null=True)  # while uploading
+    size = peewee.BigIntegerField(null=True)  # once uploaded
+    created_by = peewee.UUIDField(null=True)
+    task = peewee.ForeignKeyField(Deployment, null=True, backref="imports")  # its restore
+    uploaded_at = DateTimeField(null=True)

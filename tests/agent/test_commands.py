@@ -22,7 +22,7 @@ class FakeAgent:
 
 def test_every_kind_has_one_handler():
     assert set(commands.HANDLERS) == {"ping", "deploy", "start", "stop", "restart", "destroy",
-                                      "backup", "restore"}
+                                      "backup", "restore", "export"}
 
 
 def test_ping_answers_with_the_version():

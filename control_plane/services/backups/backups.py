@@ -23,8 +23,9 @@ from control_plane.services.deploys import access, lifecycle, queue
 B = states.BackupStatus
 TYPES = ("manual", "scheduled", "pre_deploy")
 OBJECTS = ("database.dump", "filestore.tar.zst", "manifest.json")  # what a backup uploads
-# Every object name the transfer API accepts (the agent falls back to gzip without zstd).
-ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz",)
+# Every object name the transfer API accepts (the agent falls back to gzip without zstd;
+# an export adds Odoo's zip; an import's one object is read, never written, by the agent).
+ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", "odoo-export.zip", "upload")
 HEALTH_TIMEOUT = 120  # seconds the agent waits for the restored ERP's health check
 TASK_IN_PROGRESS = errors.TaskInProgress
 

@@ -8,7 +8,7 @@ makes every storage key (`Backup.storage_prefix` + name)."""
 from control_plane import errors, states
 from control_plane.db import database, for_update
 from control_plane.models import Backup, Deployment, Environment
-from control_plane.services.backups import stores
+from control_plane.services.backups import odoo, stores
 from control_plane.services.backups.backups import ALLOWED_OBJECTS
 from control_plane.services.deploys import lifecycle
 
@@ -16,9 +16,11 @@ URL_SECONDS = 3600
 MAX_PARTS = 10_000  # S3's limit
 
 
-def check_object(name):
+def check_object(name, writing=False):
     if name not in ALLOWED_OBJECTS:
         raise errors.Unprocessable(f"Unknown backup object; one of: {', '.join(ALLOWED_OBJECTS)}.")
+    if writing and name == odoo.IMPORT_OBJECT:
+        raise errors.Unprocessable("An import is uploaded by its user, not by an agent.")
     return name
 
 
@@ -46,7 +48,11 @@ def _backup(server, backup_id, *, lock=False, reading=False):
     return backup
 
 
-def _open(backup):
+def _open(backup, name):
+    if name == odoo.EXPORT_OBJECT:  # written into a completed backup by its export task
+        if odoo.export_task(backup) is None:
+            raise errors.TransferClosed("No export of this backup is running.")
+        return
     if backup.status not in states.BACKUP_IN_PROGRESS:
         raise errors.TransferClosed(f"The backup is {backup.status}; nothing more is uploaded.")
 
@@ -54,13 +60,13 @@ def _open(backup):
 def part_url(server, backup_id, name, part_number, settings):
     """`{url}` for an HTTP PUT of one part (1..10000) of an object of a backup in
     progress; the object's multipart upload begins with its first part."""
-    check_object(name)
+    check_object(name, writing=True)
     if not 1 <= part_number <= MAX_PARTS:
         raise errors.Unprocessable(f"part_number: 1 to {MAX_PARTS}.")
     store = stores.for_settings(settings)
     with database.atomic():
         backup = _backup(server, backup_id, lock=True)
-        _open(backup)
+        _open(backup, name)
         key = backup.storage_prefix + name
         upload_id = (backup.uploads or {}).get(name)
         if not upload_id:
@@ -73,11 +79,11 @@ def part_url(server, backup_id, name, part_number, settings):
 def complete(server, backup_id, name, parts, size, sha256, settings):
     """The object's parts joined (ascending part numbers, as the agent's PUTs
     answered them); its size and SHA-256 recorded in `Backup.parts`."""
-    check_object(name)
+    check_object(name, writing=True)
     store = stores.for_settings(settings)
     with database.atomic():
         backup = _backup(server, backup_id, lock=True)
-        _open(backup)
+        _open(backup, name)
         uploads = dict(backup.uploads or {})
         upload_id = uploads.pop(name, None)
         if upload_id is None:
@@ -96,6 +102,8 @@ def complete(server, backup_id, name, parts, size, sha256, settings):
 def download_url(server, backup_id, name, settings):
     """`{url}` for a GET (Range allowed) of an uploaded object of the backup."""
     check_object(name)
+    if name == odoo.IMPORT_OBJECT:  # `backup_id` is an import's
+        return odoo.import_download_url(server, backup_id, settings)
     backup = _backup(server, backup_id, reading=True)
     if name not in (backup.parts or {}):
         raise errors.NotFound("This object of the backup was not uploaded.")

@@ -16,7 +16,7 @@ from peewee import fn
 from control_plane import clock, events, states
 from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
-from control_plane.services.deploys import backup_tasks, queue
+from control_plane.services.deploys import backup_tasks, export_tasks, queue
 from control_plane.services.projects import addon_repositories
 
 # Task-log lines the control plane writes are numbered from here, after any line
@@ -114,6 +114,9 @@ KINDS = {
                    rows=backup_tasks),
     "restore": Kind("restore", None, None, task_fields=_no_fields,
                     failure="the restore failed", rows=backup_tasks),
+    # a completed backup written as Odoo's backup zip (services/backups/odoo.py)
+    "export": Kind("export", None, None, task_fields=_no_fields, failure="the export failed",
+                   rows=export_tasks),
 }
 # The kinds that are not deployments: no last_deploy, retry, rollback or stable state.
 NOT_DEPLOYMENTS = tuple(name for name, k in KINDS.items() if k.rows)

@@ -1,0 +1,214 @@
+"""Odoo's own backup format, both ways, on the deployment-operations surface.
+
+Export: an `export` task (lifecycle.KINDS) has the agent of the backup's
+environment write the completed backup as Odoo's zip, one more object of that
+backup (`odoo-export.zip`, kept and removed with its others); then a signed
+GET URL of it is handed out.
+
+Import: a BackupImport row and a multipart upload under
+`imports/<env_id>/<import_id>/upload`. The client asks for a URL per part
+(PUT it, keep its ETag), completes the upload with the parts, and starts a
+`restore` task whose source is the upload: the agent inspects it before
+anything (a refused upload fails the task, environment untouched), takes a
+safety backup, and restores from it. Any member with
+`project.environments.deploy` does all of this: an export holds the whole
+database, an import replaces it."""
+
+import datetime as dt
+import uuid
+
+from control_plane import clock, errors, states
+from control_plane.db import database, for_update
+from control_plane.models import Backup, BackupImport, Deployment, Environment
+from control_plane.services.backups import backups as bk
+from control_plane.services.backups import stores
+from control_plane.services.deploys import access, lifecycle, queue
+from control_plane.services.deploys.export_tasks import EXPORT_OBJECT
+from control_plane.storage import MAX_PARTS, PART_MAX  # noqa: F401  (the API names them)
+
+I = states.ImportStatus  # noqa: E741
+D = states.DeploymentStatus
+IMPORT_OBJECT = "upload"  # the agent's name for an import's one object
+PART_MIN = 5 * 1024 * 1024  # S3's least part (but the last)
+URL_SECONDS = 3600
+
+
+# --- export -----------------------------------------------------------------
+
+def _backup_for_user(user, backup_id, *, lock=False):
+    """A listed backup and its environment, the user allowed to deploy there (404, 403)."""
+    backup = Backup.get_or_none(Backup.id == backup_id, Backup.deleted_at.is_null())
+    if backup is None:
+        raise errors.NotFound("Backup not found.")
+    try:
+        env = access.environment_for_user(user, backup.environment_id, bk.DEPLOY, lock=lock)
+    except errors.NotFound:
+        raise errors.NotFound("Backup not found.") from None
+    return backup, env
+
+
+def export_task(backup):
+    """The backup's export task pending or running, if any."""
+    tasks = (Deployment.select().where(Deployment.environment == backup.environment_id,
+                                       Deployment.kind == "export",
+                                       Deployment.status.in_(lifecycle.ACTIVE)))
+    return next((d for d in tasks if (d.extra_data or {}).get("backup_id") == str(backup.id)),
+                None)
+
+
+def start_export(user, backup_id, *, berth):
+    """An `export` task of a completed backup (400 otherwise), run by the agent of
+    its environment, which must be running and idle (409)."""
+    with database.atomic():
+        backup, env = _backup_for_user(user, backup_id, lock=True)
+        if backup.status != states.BackupStatus.COMPLETED:
+            raise errors.BackupNotCompleted(
+                f"Only a completed backup can be exported; this one is {backup.status}.")
+        bk._require_ready(env, bk.TASK_IN_PROGRESS)
+        _abort_stale_upload(backup, berth.settings)
+        d = bk._task(env, "export", user.id, {"backup_id": str(backup.id)})
+        queue.enqueue(env.server_id, "export", {
+            "environment_id": str(env.id), "backup_id": str(backup.id),
+            "transfer_url": bk.transfer_url(berth.settings, backup.id), "object": EXPORT_OBJECT,
+            "erp_version": env.project.erp_version or "17.0"}, deployment_id=d.id)
+        lifecycle.wake(berth.gateway, env.server_id)
+        return d
+
+
+def _abort_stale_upload(backup, settings):
+    """What a failed export left begun is dropped: the new one starts afresh."""
+    uploads = dict(backup.uploads or {})
+    upload_id = uploads.pop(EXPORT_OBJECT, None)
+    if upload_id:
+        try:
+            stores.for_settings(settings).abort_upload(backup.storage_prefix + EXPORT_OBJECT,
+                                                       upload_id)
+        except Exception:  # noqa: BLE001  (storage keeps nothing a completed row points to)
+            pass
+        Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
+
+
+def export_url(user, backup_id, settings, expires_in=URL_SECONDS):
+    """{url, expires_at, filename, use_streaming} of the backup's Odoo zip; 409
+    while an export runs, 404 `export_not_found` before one succeeded."""
+    backup, env = _backup_for_user(user, backup_id)
+    if export_task(backup) is not None:
+        raise errors.ExportInProgress("The backup is being exported; ask again when its task "
+                                      "has ended.")
+    if EXPORT_OBJECT not in (backup.parts or {}):
+        raise errors.ExportNotFound("This backup was not exported yet (POST to export it).")
+    store = stores.for_settings(settings)
+    filename = f"{env.project.name}-{env.name}-{backup.created_at:%Y%m%d-%H%M%S}.zip"
+    filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in filename)
+    return {"url": store.get_url(backup.storage_prefix + EXPORT_OBJECT, expires=expires_in,
+                                 filename=filename),
+            "expires_at": clock.now() + dt.timedelta(seconds=expires_in),
+            "filename": filename, "size": backup.parts[EXPORT_OBJECT].get("size"),
+            "use_streaming": bool(store.streaming)}
+
+
+# --- import -----------------------------------------------------------------
+
+def create_import(user, env_id, *, settings, filename=None):
+    """A new import of the environment, its multipart upload begun."""
+    with database.atomic():
+        env = access.environment_for_user(user, env_id, bk.DEPLOY)
+        import_id = uuid.uuid4()
+        key = f"imports/{env.id}/{import_id}/{IMPORT_OBJECT}"
+        upload_id = stores.for_settings(settings).begin_upload(key)
+        return BackupImport.create(id=import_id, environment=env, filename=filename,
+                                   storage_key=key, upload_id=upload_id, created_by=user.id)
+
+
+def _import_for_user(user, env_id, import_id, *, lock=False):
+    env = access.environment_for_user(user, env_id, bk.DEPLOY, lock=lock)
+    query = BackupImport.select().where(BackupImport.id == import_id,
+                                        BackupImport.environment == env.id)
+    imp = (for_update(query) if lock else query).first()
+    if imp is None:
+        raise errors.NotFound("Import not found.")
+    return imp, env
+
+
+def _uploading(imp):
+    if imp.status != I.UPLOADING:
+        raise errors.ImportUploaded("The import's upload is complete; nothing more is uploaded.")
+
+
+def part_url(user, env_id, import_id, part_number, *, settings):
+    """{url, expires_at} for an HTTP PUT of one part (at most PART_MAX bytes; all
+    but the last at least PART_MIN); its answer's ETag goes to `complete`."""
+    imp, _ = _import_for_user(user, env_id, import_id)
+    _uploading(imp)
+    url = stores.for_settings(settings).part_url(imp.storage_key, imp.upload_id, part_number,
+                                                 expires=URL_SECONDS)
+    return {"part_number": part_number, "url": url,
+            "expires_at": clock.now() + dt.timedelta(seconds=URL_SECONDS)}
+
+
+def complete_import(user, env_id, import_id, parts, *, settings):
+    """The parts joined into the stored upload (ascending part numbers)."""
+    store = stores.for_settings(settings)
+    with database.atomic():
+        imp, _ = _import_for_user(user, env_id, import_id, lock=True)
+        _uploading(imp)
+        store.complete_upload(imp.storage_key, imp.upload_id,
+                              sorted((p["part_number"], p["etag"]) for p in parts))
+        size = store.size(imp.storage_key) or 0
+        if not size:
+            raise errors.Unprocessable("The uploaded file is empty.")
+        imp.status, imp.size, imp.upload_id, imp.uploaded_at = (
+            I.UPLOADED, size, None, clock.now())
+        imp.save()
+        return imp
+
+
+def restore_import(user, env_id, import_id, *, berth):
+    """A `restore` task from the upload (409 `import_not_uploaded` before it is
+    complete), with its safety backup."""
+    settings = berth.settings
+    with database.atomic():
+        imp, env = _import_for_user(user, env_id, import_id, lock=True)
+        if imp.status == I.UPLOADING:
+            raise errors.ImportNotUploaded("Complete the import's upload first.")
+        bk._require_ready(env, bk.TASK_IN_PROGRESS)
+        safety_id = uuid.uuid4()
+        d = bk._task(env, "restore", user.id,
+                     {"import_id": str(imp.id), "safety_backup_id": str(safety_id)})
+        safety = bk._new_backup(env, d, "manual", f"Safety backup before restore {d.id} of "
+                                                  f"import {imp.id}", safety_id)
+        queue.enqueue(env.server_id, "restore", {
+            "environment_id": str(env.id), "erp_version": env.project.erp_version or "17.0",
+            "import": {"import_id": str(imp.id), "object": IMPORT_OBJECT,
+                       "transfer_url": bk.transfer_url(settings, imp.id)},
+            "safety": bk._payload(env, safety, settings), "health_timeout": bk.HEALTH_TIMEOUT,
+        }, deployment_id=d.id)
+        BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
+        imp.task = d.id
+        lifecycle.wake(berth.gateway, env.server_id)
+        return d
+
+
+def get_import(user, env_id, import_id):
+    return _import_for_user(user, env_id, import_id)[0]
+
+
+def import_status(imp):
+    """`uploading`, `uploaded`, then what its newest restore task says."""
+    if imp.status == I.UPLOADING or imp.task_id is None:
+        return imp.status
+    task = Deployment.get_or_none(Deployment.id == imp.task_id)
+    if task is None or task.status in lifecycle.ACTIVE:
+        return I.RESTORING
+    return I.RESTORED if task.status == D.SUCCESS else I.FAILED
+
+
+# --- the agent's read of an import -------------------------------------------
+
+def import_download_url(server, import_id, settings):
+    """`{url}` of an uploaded import of an environment on the agent's server."""
+    imp = (BackupImport.select().join(Environment)
+           .where(BackupImport.id == import_id, Environment.server == server.id).first())
+    if imp is None or imp.status == I.UPLOADING:
+        raise errors.NotFound("Import not found.")
+    return {"url": stores.for_settings(settings).get_url(imp.storage_key, expires=URL_SECONDS)}
