@@ -53,9 +53,9 @@ class DeploymentSchema(Schema):
     version = ma.fields.Integer(required=True, metadata={
         "description": "1, 2, 3… per environment"})
     kind = ma.fields.String(required=True, metadata={
-        "description": "deploy, redeploy, restart, start, stop, delete or destroy; backup and "
-                       "restore for the tasks of backups (not deployments: never retried or "
-                       "rolled back to)"})
+        "description": "deploy, redeploy, restart, start, stop, delete or destroy; backup, "
+                       "restore and export for the tasks of backups (not deployments: never "
+                       "retried or rolled back to)"})
     status = ma.fields.String(required=True, metadata={"description": ", ".join(svc.STATUSES)})
     trigger = ma.fields.String(required=True, metadata={
         "description": "manual, git_push, webhook, scheduled, rollback, auto_deploy, destroy, "
