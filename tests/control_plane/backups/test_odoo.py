@@ -185,3 +185,34 @@ def test_imports_refused(client, store, world, bk):
     r = client.post(f"{T}/{imp['import_id']}/download", headers=credential,
                     json={"object": "upload"})
     assert r.status_code == 404
+
+
+def test_an_import_through_the_real_local_storage(client, bk):
+    """No fake: parts PUT to the signed URLs, joined, then read by the agent's
+    download URL with the suffix range its RangeFile starts with."""
+    import hashlib
+    from urllib.parse import urlsplit
+
+    def path_of(url):
+        parts = urlsplit(url)
+        return parts.path + (f"?{parts.query}" if parts.query else "")
+
+    data = b"PK\x03\x04" + bytes(range(256)) * 4000
+    imp = client.post(_imports(bk), headers=bk.h, json={"filename": "x.zip"}).json
+    base = f"{_imports(bk)}/{imp['import_id']}"
+    parts = []
+    for n, piece in enumerate((data[:600_000], data[600_000:]), start=1):
+        url = client.post(f"{base}/parts", headers=bk.h, json={"part_number": n}).json["url"]
+        put = client.put(path_of(url), data=piece)
+        assert put.status_code == 200, put.data
+        assert put.headers["ETag"].strip('"') == hashlib.md5(piece).hexdigest()
+        parts.append({"part_number": n, "etag": put.headers["ETag"].strip('"')})
+        assert client.put(path_of(url), data=piece).status_code == 403  # single use
+    r = client.post(f"{base}/complete", headers=bk.h, json={"parts": parts})
+    assert r.status_code == 200 and r.json["size"] == len(data)
+    client.post(f"{base}/restore", headers=bk.h)
+    r = client.post(f"{T}/{imp['import_id']}/download", headers=bk.credential,
+                    json={"object": "upload"})
+    tail = client.get(path_of(r.json["url"]), headers={"Range": "bytes=-1000"})
+    assert tail.status_code == 206 and tail.data == data[-1000:]
+    assert tail.headers["Content-Range"] == f"bytes {len(data) - 1000}-{len(data) - 1}/{len(data)}"
