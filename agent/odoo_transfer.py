@@ -50,10 +50,10 @@ def export(backups, payload, log):
     name = payload.get("object") or EXPORT_OBJECT
     log("info", f"exporting backup {payload['backup_id']} as Odoo's zip ({name})")
     backups.progress(phase="export: writing the zip", bytes_done=0)
-    dump = _plain_sql(backups.api, db.id, transfer.download(manifest["database"]["object"]))
+    dump = _plain_sql(backups.api, db.id, _checked(transfer, manifest["database"]))
     fs = manifest["filestore"]
     kind = fs.get("compression") or ("gzip" if fs["object"].endswith(".gz") else "zstd")
-    summary, tar = {}, _Decompressed(transfer.download(fs["object"]), kind)
+    summary, tar = {}, _Decompressed(_checked(transfer, fs), kind)
 
     def write(out):
         version = payload.get("erp_version") or manifest.get("erp_version")
@@ -68,6 +68,15 @@ def export(backups, payload, log):
     log("info", f"uploaded {name}: {stored['size']} bytes ({summary['files']} files, "
                 f"{summary['dump_size']} bytes of SQL)")
     return {"object": name, **stored, **summary}
+
+
+def _checked(transfer, expected):
+    """An object's bytes from storage; at their end, their size and SHA-256
+    compared with the backup's manifest (raising, so the zip is cut short)."""
+    chunks = Checked(transfer.download(expected["object"]))
+    yield from chunks
+    if (chunks.size, chunks.sha256) != (expected.get("size"), expected.get("sha256")):
+        raise ExportError(f"{expected['object']} in storage does not match its checksum")
 
 
 def _plain_sql(api, container_id, custom_dump):
@@ -156,7 +165,8 @@ def _produced(write):
     chunks, stop, done = queue.Queue(QUEUED), threading.Event(), object()
 
     class Out:
-        buf = bytearray()
+        def __init__(self):
+            self.buf = bytearray()
 
         def write(self, data):
             if stop.is_set():

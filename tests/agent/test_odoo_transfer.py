@@ -168,3 +168,18 @@ def test_a_hostile_import_is_refused_with_the_environment_untouched(env, stand_i
     assert not any("safety" in msg for _, msg in lines)  # refused before the safety backup
     assert not (store.parent.parent.with_name("filestore.new")).exists()
     assert healthy(envs, env_id)
+
+
+@pytest.mark.parametrize("damaged", ["database.dump", "filestore.tar.zst"])
+def test_an_export_of_a_damaged_backup_uploads_nothing(env, stand_in, damaged):
+    envs, env_id, _ = env
+    job = payload(stand_in, env_id)
+    backups = Backups(envs, CREDENTIAL)
+    backups.backup(job, QUIET)
+    path = stand_in.path(job["backup_id"], damaged)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(Exception, match="checksum|failed|decompressed"):
+        export(backups, {**job, "object": EXPORT_OBJECT}, QUIET)
+    assert not stand_in.path(job["backup_id"], EXPORT_OBJECT).exists()  # never completed
