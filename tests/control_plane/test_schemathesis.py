@@ -27,11 +27,13 @@ SEED = 20261123
 
 # A syntactically valid cursor that this list did not sign is a 400
 # `invalid_cursor`, and so is a state the spec forbids an action in (retry of a
-# deployment that did not fail, rule 2; cancel, rule 3; rollback, rule 5): a
-# schema cannot say which ids are in which state. Everything else valid is 2xx
-# (or 401/403/404/409/429, which schemathesis allows).
+# deployment that did not fail, rule 2; cancel, rule 3; rollback, rule 5), and
+# the completion of an import naming parts that were not uploaded
+# (`invalid_part`): a schema cannot say which ids are in which state. Everything
+# else valid is 2xx (or 401/403/404/409/429, which schemathesis allows).
 ACCEPTED_400 = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)$"
+                r"|^/api/v1/environments/\{env_id\}/imports/\{import_id\}/complete$"
                 r"|^/api/(public/)?v1/(projects|servers|support/tickets|deployments)$")
 # No agent is connected in this test: live reads and destroys answer their
 # documented 502 / 504 (the server or its agent did not answer). 500 stays a failure.

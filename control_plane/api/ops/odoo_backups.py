@@ -18,7 +18,8 @@ blp = init_blueprint(Blueprint("ops_odoo_backups", __name__,
                                description="Odoo's backup zip: export and import"))
 
 ERRORS = {
-    400: "The backup is not completed (`backup_not_completed`)",
+    400: "The backup is not completed (`backup_not_completed`); for …/complete, a part "
+         "listed was not uploaded or its ETag differs (`invalid_part`)",
     401: "Missing, invalid, revoked or expired user token",
     403: "The user lacks `project.environments.deploy` (`permission_denied`)",
     404: "Backup, environment or import not found, or in another organization (`not_found`); "
@@ -166,7 +167,7 @@ class ImportParts(MethodView):
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/complete")
 class ImportComplete(MethodView):
-    @errors(409, 422)
+    @errors(400, 409, 422)
     @blp.arguments(CompleteBody)
     @blp.response(200, ImportSchema)
     def post(self, body, env_id, import_id):
