@@ -36,7 +36,14 @@ class BackupError(AgentError):
 
 
 class RestoreError(AgentError):
+    """`result`: what the failed command still reports (the safety backup it took
+    and stored, so that the control plane records it as completed)."""
+
     code = "restore_failed"
+
+    def __init__(self, message=None, result=None):
+        super().__init__(message)
+        self.result = result
 
 
 class Backups:
@@ -158,9 +165,10 @@ class Backups:
                 self._roll_back(rollback, n, db, log)
             except Exception as again:
                 raise RestoreError(f"the restore failed: {exc}; putting the safety backup back "
-                                   f"failed too: {again}") from exc
+                                   f"failed too: {again}", result={"safety": safety}) from exc
             raise RestoreError(f"the restore failed: {exc} (the environment was put back as "
-                               "it was, from the safety backup)") from exc
+                               "it was, from the safety backup)",
+                               result={"safety": safety}) from exc
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
         shutil.rmtree(n["dir"] / "filestore.old", ignore_errors=True)
         log("info", f"restored {source.name}")

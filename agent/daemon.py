@@ -201,7 +201,8 @@ class Agent:
             result, ok, error = self.handle_command(command.kind, payload, log), True, None
         except Exception as exc:
             log("error", str(exc))
-            result, ok, error = None, False, str(exc)
+            # A failed command may still report what it did (a restore's safety backup).
+            result, ok, error = getattr(exc, "result", None), False, str(exc)
         self.journal.finish(command.id, ok, result, error)
         self._send(outbox, _result(command.id, ok, result, error))
 

@@ -25,6 +25,7 @@ class Job:
 def jobs(settings):
     """Every periodic job of the control plane; adding one is one line here."""
     from control_plane.services import housekeeping
+    from control_plane.services.backups import transfers
     from control_plane.services.deploys import reaper
     from control_plane.services.webhooks import delivery
 
@@ -33,6 +34,7 @@ def jobs(settings):
         Job("webhooks", float(settings["WEBHOOK_POLL_SECONDS"]),
             lambda: delivery.run(settings, linger=delivery.LINGER_SECONDS)),
         Job("housekeeping", 3600, housekeeping.run),
+        Job("backup-uploads", 300, lambda: transfers.abort_unfinished(settings)),
     ]
 
 

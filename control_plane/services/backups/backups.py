@@ -15,7 +15,7 @@ import uuid
 
 from control_plane import clock, errors, states
 from control_plane.db import database, for_update
-from control_plane.models import Backup, Environment, Project
+from control_plane.models import Backup, Deployment, Environment, Project
 from control_plane.pagination import page_page
 from control_plane.services.backups import stores
 from control_plane.services.deploys import access, lifecycle, queue
@@ -52,11 +52,27 @@ def _new_backup(env, task, backup_type, notes, backup_id, source=None):
         storage_prefix=f"backups/{env.id}/{backup_id}/")
 
 
+def deployed_code(env):
+    """(git_commit, addon_commits) of the environment's last successful deploy,
+    for the manifest: what the control plane recorded, not what is on disk."""
+    d = (Deployment.select().where(Deployment.environment == env.id,
+                                   Deployment.kind.in_(("deploy", "redeploy")),
+                                   Deployment.status == states.DeploymentStatus.SUCCESS)
+         .order_by(Deployment.completed_at.desc(), Deployment.created_at.desc()).first())
+    if d is None:
+        return None, {}
+    repos = (d.config or {}).get("addon_repositories") or []
+    return d.git_commit, {r["name"]: r["commit"] for r in repos
+                          if isinstance(r, dict) and r.get("name") and r.get("commit")}
+
+
 def _payload(env, backup, settings):
     """The agent's `backup` command (and a restore's `safety`)."""
+    git_commit, addon_commits = deployed_code(env)
     return {"environment_id": str(env.id), "backup_id": str(backup.id),
             "transfer_url": transfer_url(settings, backup.id), "objects": list(OBJECTS),
-            "erp_version": env.project.erp_version or "17.0"}
+            "erp_version": env.project.erp_version or "17.0", "git_commit": git_commit,
+            "addon_commits": addon_commits}
 
 
 def _task(env, kind, actor_id, extra):

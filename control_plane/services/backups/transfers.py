@@ -5,6 +5,8 @@ only backups of environments on its server, and the backup a restore running
 on its server reads. Object names come from a fixed list; the control plane
 makes every storage key (`Backup.storage_prefix` + name)."""
 
+import logging
+
 from control_plane import errors, states
 from control_plane.db import database, for_update
 from control_plane.models import Backup, Deployment, Environment
@@ -12,6 +14,7 @@ from control_plane.services.backups import odoo, stores
 from control_plane.services.backups.backups import ALLOWED_OBJECTS
 from control_plane.services.deploys import lifecycle
 
+log = logging.getLogger("berth.backups")
 URL_SECONDS = 3600
 MAX_PARTS = 10_000  # S3's limit
 
@@ -109,3 +112,26 @@ def download_url(server, backup_id, name, settings):
         raise errors.NotFound("This object of the backup was not uploaded.")
     store = stores.for_settings(settings)
     return {"url": store.get_url(backup.storage_prefix + name, expires=URL_SECONDS)}
+
+
+def abort_unfinished(settings):
+    """The scheduler's job: the multipart uploads a backup left open when it ended
+    without completing (failed, cancelled) aborted in storage, then taken off
+    its row. Storage that is unreachable (often why the backup failed) keeps
+    them listed for the next run. Returns how many were aborted."""
+    ended = (Backup.select().where(Backup.status.not_in(states.BACKUP_IN_PROGRESS))
+             .where(Backup.uploads.is_null(False), Backup.uploads != {}))
+    store, aborted = None, 0
+    for backup in ended:
+        store = store or stores.for_settings(settings)
+        try:
+            for name, upload_id in (backup.uploads or {}).items():
+                store.abort_upload(backup.storage_prefix + name, upload_id)
+                aborted += 1
+        except Exception as exc:  # storage still unreachable: the next run tries again
+            log.warning("aborting the uploads of backup %s failed: %s", backup.id, exc)
+            continue
+        # Conditional: another scheduler aborting the same uploads is harmless.
+        Backup.update(uploads={}).where(Backup.id == backup.id,
+                                        Backup.uploads == backup.uploads).execute()
+    return aborted

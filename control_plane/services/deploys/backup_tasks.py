@@ -82,7 +82,8 @@ def settled(d, outcome, org_id, now):
             continue
         reason = outcome.error or (f"the {d.kind} failed" if not outcome.ok
                                    else "the safety backup was not verified")
-        if _move(backup, B.FAILED, error_message=reason[:2000], uploads={}, **timing):
+        # Its open multipart uploads stay listed for transfers.abort_unfinished.
+        if _move(backup, B.FAILED, error_message=reason[:2000], **timing):
             if d.kind == "backup":
                 events.record_backup_finished(backup, d.project_id, org_id, False)
     if d.kind == "restore" and outcome.status != states.DeploymentStatus.CANCELLED:

@@ -30,6 +30,7 @@ class FakeStore:
 
     def __init__(self):
         self.begun, self.completed, self.sizes = [], {}, {}
+        self.aborted, self.unreachable = [], False
 
     def begin_upload(self, key):
         upload_id = f"up-{len(self.begun)}"
@@ -41,6 +42,11 @@ class FakeStore:
 
     def complete_upload(self, key, upload_id, parts):
         self.completed[key] = (upload_id, parts)
+
+    def abort_upload(self, key, upload_id):
+        if self.unreachable:
+            raise OSError("storage unreachable")
+        self.aborted.append((key, upload_id))
 
     def size(self, key):
         return self.sizes.get(key)

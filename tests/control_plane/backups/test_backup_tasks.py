@@ -13,6 +13,12 @@ def events_named(prefix=""):
 
 
 def test_a_backup_is_queued_as_a_task_with_the_agreed_command(app, client, bk):
+    # The environment's deployed code, for the manifest: its last successful deploy.
+    from control_plane.services.deploys import lifecycle
+    lifecycle.new_record(bk.env, bk.project.id, kind="deploy", trigger="manual",
+                         git_branch="main", git_commit="c" * 40)
+    Deployment.update(status="success", config={"addon_repositories": [
+        {"name": "acme-tools", "url": "https://example.com/t.git", "commit": "a" * 40}]}).execute()
     r = client.post(f"{V1}/environments/{bk.env.id}/backups", headers=bk.h,
                     json={"backup_type": "manual", "comment": "before the upgrade"})
     assert r.status_code == 202, r.json
@@ -29,7 +35,7 @@ def test_a_backup_is_queued_as_a_task_with_the_agreed_command(app, client, bk):
         "environment_id": str(bk.env.id), "backup_id": body["id"],
         "transfer_url": f"{public_url}/agent/v1/transfers/{body['id']}",
         "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
-        "erp_version": "17.0"}
+        "erp_version": "17.0", "git_commit": "c" * 40, "addon_commits": {"acme-tools": "a" * 40}}
     backup = Backup.get_by_id(body["id"])
     assert backup.storage_prefix == f"backups/{bk.env.id}/{backup.id}/"
     assert Environment.get_by_id(bk.env.id).status == "running"  # unchanged while it runs

@@ -125,3 +125,27 @@ def test_an_interrupted_restore_reads_its_safety_backup_back(client, store, bk):
     assert Backup.get_by_id(safety.id).status == "failed"
     r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
     assert r.status_code == 200 and safety.storage_prefix + "database.dump" in r.json["url"]
+
+
+def test_uploads_left_open_by_a_failed_backup_are_aborted(client, store, bk):
+    from control_plane.services.backups import transfers
+
+    backup = bk.backup_via_api(client)
+    bk.ack(backup.task_id)
+    client.post(f"{T}/{backup.id}/parts", headers=bk.credential,
+                json={"object": "filestore.tar.zst", "part_number": 1})
+    running = bk.backup_via_api(client, env=bk.environment())  # still uploading: left alone
+    client.post(f"{T}/{running.id}/parts", headers=bk.credential,
+                json={"object": "database.dump", "part_number": 1})
+    bk.finish(backup.task_id, ok=False, error="the storage went away")
+    row = Backup.get_by_id(backup.id)
+    assert row.status == "failed" and row.uploads == {"filestore.tar.zst": "up-0"}
+
+    store.unreachable = True  # often why the backup failed: kept for the next run
+    assert transfers.abort_unfinished(client.application.extensions["berth"].settings) == 0
+    assert Backup.get_by_id(backup.id).uploads == {"filestore.tar.zst": "up-0"}
+    store.unreachable = False
+    assert transfers.abort_unfinished(client.application.extensions["berth"].settings) == 1
+    assert store.aborted == [(f"{backup.storage_prefix}filestore.tar.zst", "up-0")]
+    assert Backup.get_by_id(backup.id).uploads == {}
+    assert Backup.get_by_id(running.id).uploads == {"database.dump": "up-1"}
