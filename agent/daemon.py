@@ -202,7 +202,8 @@ class Agent:
         except Exception as exc:
             log("error", str(exc))
             # A failed command may still report what it did (a restore's safety backup).
-            result, ok, error = getattr(exc, "result", None), False, str(exc)
+            result = getattr(exc, "result", None)
+            result, ok, error = result if isinstance(result, dict) else None, False, str(exc)
         self.journal.finish(command.id, ok, result, error)
         self._send(outbox, _result(command.id, ok, result, error))
 

@@ -19,6 +19,7 @@ import boto3
 import pytest
 import requests
 from werkzeug.serving import make_server
+from werkzeug.wsgi import ClosingIterator
 
 from agent.environments import Environments
 from control_plane.models import Backup, Project, Server
@@ -49,7 +50,7 @@ def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_im
     s.kind = request.param
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
-    http = make_server("127.0.0.1", 0, app, threaded=True)
+    http = make_server("127.0.0.1", 0, _closing(app), threaded=True)
     threading.Thread(target=http.serve_forever, daemon=True).start()
     if s.kind == "local":  # the storage is the control plane's own HTTP
         s.proxy = TcpProxy(http.server_port)
@@ -87,6 +88,16 @@ def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_im
         s.envs.destroy(env_id, True, lambda *a: None)
     s.proxy.close()
     http.shutdown()
+
+
+def _closing(app):
+    """The app with its database connection given back when each request ends: this
+    server runs every request on a thread of its own (berth serve's pool reuses them)."""
+    db = app.extensions["berth"].db
+
+    def wsgi(environ, start_response):
+        return ClosingIterator(app(environ, start_response), [db.close])
+    return wsgi
 
 
 def _repo(tmp_path):
