@@ -7,7 +7,8 @@ proxy (tests/tcp_proxy.py) that can cut or stall them at a chosen moment.
 One production environment and one staging environment per run: rows and files
 written, backed up, changed, restored and read back; the public download fetched
 with plain HTTP; production restored into staging; then the faults (busy,
-stopped, storage cut mid-upload, the agent killed mid-backup and mid-restore)."""
+stopped, storage cut mid-upload, the agent killed mid-backup and mid-restore, a
+restore that fails and is put back from its safety backup)."""
 
 import hashlib
 import json
@@ -364,4 +365,22 @@ def test_backups_end_to_end(client, stand):
     assert done["status"] == "failed" and "restart" in done["error_message"], done
     wait_for(lambda: not journal.exists(), timeout=180, interval=0.5, what="rolled back")
     assert notes(s, prod) == CHANGED and files(s, prod) == before
+    assert client.get(f"{P}/environments/{prod}", headers=s.reader).json["status"] == "running"
+
+    # 9. A restore that fails (the backup's dump spoiled in storage): the environment
+    # is put back from the safety backup, which is listed as completed.
+    spoiled = Backup.get_by_id(pending["id"])
+    key = spoiled.storage_prefix + "database.dump"
+    garbage = b"not a dump" * 1000
+    if s.kind == "s3":
+        s.s3.put_object(Bucket=s.bucket, Key=f"berth/{key}", Body=garbage)
+    else:
+        (s.root.parent / "data" / "storage" / "objects" / key).write_bytes(garbage)
+    task = restore(client, s, prod, pending["id"])
+    done = settled(client, s, task)
+    assert done["status"] == "failed" and "put back" in done["error_message"], done
+    assert notes(s, prod) == CHANGED and files(s, prod) == before
+    safety = [x for x in client.get(f"{P}/environments/{prod}/backups", headers=s.reader)
+              .json["items"] if x["notes"] and task in x["notes"]]
+    assert len(safety) == 1 and safety[0]["status"] == "completed" and safety[0]["is_verified"]
     assert client.get(f"{P}/environments/{prod}", headers=s.reader).json["status"] == "running"
