@@ -5,6 +5,7 @@ fails the command (the agent may be older than the control plane)."""
 import contextlib
 
 from agent import __version__
+from agent.errors import AgentError
 
 HANDLERS = {}
 
@@ -35,9 +36,43 @@ def ping(agent, payload, log):
     return {"pong": True, "agent_version": __version__}
 
 
+class PreBackupFailed(AgentError):
+    """The pre-deploy backup failed: nothing was deployed (`untouched`)."""
+
+    code = "pre_backup_failed"
+    partial_result = {"untouched": True}
+
+
+class DeployFailed(AgentError):
+    """A deploy that failed after its pre-deploy backup: its `partial_result`
+    still carries the backup, which stands."""
+
+    code = "deploy_failed"
+
+    def __init__(self, message, result):
+        super().__init__(message)
+        self.partial_result = result
+
+
 @handles("deploy")
 def deploy(agent, payload, log):
-    return _environments(agent).deploy(payload, log)
+    """With `pre_backup` (an environment whose database has data), the backup
+    comes first; if it fails, nothing of the environment is touched."""
+    pre = payload.get("pre_backup")
+    if not pre:
+        return _environments(agent).deploy(payload, log)
+    with _backups(agent, pre, "backup", f"backup {pre['backup_id']}") as backups:
+        try:
+            backup = backups.backup(pre, log, label="pre-deploy backup")
+        except Exception as exc:
+            raise PreBackupFailed(f"the pre-deploy backup failed ({exc}); nothing was "
+                                  "deployed and the environment is as it was") from exc
+    log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
+    try:
+        result = _environments(agent).deploy(payload, log)
+    except Exception as exc:
+        raise DeployFailed(str(exc), {"pre_backup": backup}) from exc
+    return {**result, "pre_backup": backup}
 
 
 @handles("start")

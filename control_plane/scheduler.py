@@ -22,10 +22,15 @@ class Job:
     run: Callable[[], object]
 
 
-def jobs(settings):
-    """Every periodic job of the control plane; adding one is one line here."""
+BACKUP_SCHEDULE_SECONDS = 60  # a scheduled backup starts within a minute of its time
+BACKUP_RETENTION_SECONDS = 3600
+
+
+def jobs(settings, berth=None):
+    """Every periodic job of the control plane; adding one is one line here.
+    `berth` (the app's extension) gives the way to the agents, when there is one."""
     from control_plane.services import housekeeping
-    from control_plane.services.backups import transfers
+    from control_plane.services.backups import policy, retention, transfers
     from control_plane.services.deploys import reaper
     from control_plane.services.webhooks import delivery
 
@@ -35,6 +40,9 @@ def jobs(settings):
             lambda: delivery.run(settings, linger=delivery.LINGER_SECONDS)),
         Job("housekeeping", 3600, housekeeping.run),
         Job("backup-uploads", 300, lambda: transfers.abort_unfinished(settings)),
+        Job("backup-schedule", BACKUP_SCHEDULE_SECONDS,
+            lambda: policy.run(settings, getattr(berth, "gateway", None))),
+        Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(settings)),
     ]
 
 

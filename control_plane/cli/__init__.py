@@ -69,7 +69,8 @@ def serve(http_addr, grpc_addr):
 def _scheduler(app):
     from control_plane import scheduler
 
-    jobs = scheduler.jobs(app.extensions["berth"].settings)
+    berth = app.extensions["berth"]
+    jobs = scheduler.jobs(berth.settings, berth)
     click.echo(f"berth: scheduler running ({scheduler.describe(jobs)})", err=True)
     return scheduler.Scheduler(jobs)
 

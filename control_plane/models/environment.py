@@ -32,6 +32,15 @@ class Environment(BaseModel):
     disk_addons_bytes = peewee.BigIntegerField(null=True)
     disk_measured_at = DateTimeField(null=True)
     updated_at = DateTimeField(null=True)
+    # The backup policy (services/backups/policy.py): scheduled backups on or off
+    # (None: on for `production` only), their time of day (UTC, HH:MM), the copies
+    # kept, and the scheduled slot a scheduler last claimed.
+    backup_enabled = peewee.BooleanField(null=True)
+    backup_time = peewee.CharField(max_length=5, default="02:00")
+    backup_keep_daily = peewee.IntegerField(default=7)
+    backup_keep_weekly = peewee.IntegerField(default=4)
+    backup_keep_monthly = peewee.IntegerField(default=3)
+    backup_scheduled_for = DateTimeField(null=True)
 
 
 class Deployment(BaseModel):

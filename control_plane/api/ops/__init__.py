@@ -28,8 +28,14 @@ def register(app):
     })
     api.spec.components.security_scheme("bearerAuth", {"type": "http", "scheme": "bearer"})
 
-    from control_plane.api.ops import backups, deployments, git_webhooks, odoo_backups
+    from control_plane.api.ops import (
+        backup_policy,
+        backups,
+        deployments,
+        git_webhooks,
+        odoo_backups,
+    )
 
-    for module in (deployments, backups, odoo_backups, git_webhooks):
+    for module in (deployments, backups, backup_policy, odoo_backups, git_webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -15,14 +15,14 @@ import uuid
 
 from control_plane import clock, errors, states
 from control_plane.db import database, for_update
-from control_plane.models import Backup, Deployment, Environment, Project
+from control_plane.models import Backup, Environment, Project
 from control_plane.pagination import page_page
 from control_plane.services.backups import stores
-from control_plane.services.deploys import access, lifecycle, queue
+from control_plane.services.deploys import access, backup_tasks, lifecycle, queue
 
 B = states.BackupStatus
 TYPES = ("manual", "scheduled", "pre_deploy")
-OBJECTS = ("database.dump", "filestore.tar.zst", "manifest.json")  # what a backup uploads
+OBJECTS = backup_tasks.OBJECTS  # what a backup uploads
 # Every object name the transfer API accepts (the agent falls back to gzip without zstd;
 # an export adds Odoo's zip; an import's one object is read, never written, by the agent).
 ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", "odoo-export.zip", "upload")
@@ -32,8 +32,7 @@ TASK_IN_PROGRESS = errors.TaskInProgress
 
 # --- starting ---------------------------------------------------------------
 
-def transfer_url(settings, backup_id):
-    return f"{settings['PUBLIC_URL'].rstrip('/')}/agent/v1/transfers/{backup_id}"
+transfer_url = backup_tasks.transfer_url
 
 
 def _require_ready(env, conflict):
@@ -45,34 +44,9 @@ def _require_ready(env, conflict):
             "running environment can be backed up or restored.")
 
 
-def _new_backup(env, task, backup_type, notes, backup_id, source=None):
-    return Backup.create(
-        id=backup_id, environment=env, task=task, backup_type=backup_type, notes=notes,
-        status=states.check("backup", None, B.PENDING), source_backup=source,
-        storage_prefix=f"backups/{env.id}/{backup_id}/")
-
-
-def deployed_code(env):
-    """(git_commit, addon_commits) of the environment's last successful deploy,
-    for the manifest: what the control plane recorded, not what is on disk."""
-    d = (Deployment.select().where(Deployment.environment == env.id,
-                                   Deployment.kind.in_(("deploy", "redeploy")),
-                                   Deployment.status == states.DeploymentStatus.SUCCESS)
-         .order_by(Deployment.completed_at.desc(), Deployment.created_at.desc()).first())
-    if d is None:
-        return None, {}
-    repos = (d.config or {}).get("addon_repositories") or []
-    return d.git_commit, {r["name"]: r["commit"] for r in repos
-                          if isinstance(r, dict) and r.get("name") and r.get("commit")}
-
-
-def _payload(env, backup, settings):
-    """The agent's `backup` command (and a restore's `safety`)."""
-    git_commit, addon_commits = deployed_code(env)
-    return {"environment_id": str(env.id), "backup_id": str(backup.id),
-            "transfer_url": transfer_url(settings, backup.id), "objects": list(OBJECTS),
-            "erp_version": env.project.erp_version or "17.0", "git_commit": git_commit,
-            "addon_commits": addon_commits}
+_new_backup = backup_tasks.new_backup  # its expiry fixed by its type
+_payload = backup_tasks.agent_payload  # the agent's `backup` command
+deployed_code = backup_tasks.deployed_code
 
 
 def _task(env, kind, actor_id, extra):

@@ -186,14 +186,17 @@ def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, 
         env, project, kind=kind, trigger=trigger, git_branch=branch, git_commit=commit,
         image_tag=image, triggered_by=triggered_by, config=config,
         rollback_from=rollback_from, extra_data=extra_data or {})
-    queue.enqueue(env.server_id, KINDS[kind].command, {
+    payload = {
         "environment_id": str(env.id), "deployment_id": str(deployment.id),
         "delete_data": kind == "delete" or bool(delete_data),
         "erp_image": image, "postgres_image": settings["POSTGRES_IMAGE"],
         "cpu_cores": config.get("cpu_cores"), "ram_mb": config.get("ram_mb"),
         "git": {"url": project.git_repo_url, "branch": branch, "commit": commit},
         "addon_repositories": config.get("addon_repositories") or [],
-    }, deployment_id=deployment.id)
+    }
+    if pre_backup := backup_tasks.pre_deploy(env, deployment, settings):
+        payload["pre_backup"] = pre_backup  # the agent takes it first, or fails the deploy
+    queue.enqueue(env.server_id, KINDS[kind].command, payload, deployment_id=deployment.id)
     wake(gateway, env.server_id)
     return deployment
 
@@ -235,6 +238,7 @@ def on_ack(deployment_id):
         if rows:
             rows.started(d, org_id, now)
         else:
+            backup_tasks.started(d, org_id, now)  # a deploy's pre_deploy backup
             events.record_started(d, org_id)
 
 
@@ -302,9 +306,8 @@ def settle(d, outcome, *, only_if=None, now=None):
     org_id = Project.get_by_id(d.project_id).organization_id
     if outcome.status == D.CANCELLED:
         status = _restore(env, d, org_id)
-        if kind.rows:
-            kind.rows.settled(d, outcome, org_id, now)
-        else:
+        (kind.rows or backup_tasks).settled(d, outcome, org_id, now)
+        if not kind.rows:
             events.record_cancelled(d, org_id, outcome.cancelled_by, status)
         return status
     if outcome.ok:
@@ -313,13 +316,14 @@ def settle(d, outcome, *, only_if=None, now=None):
         if kind.when_done:
             move_environment(env, kind.when_done, org_id)
     elif outcome.result is not None:  # the agent failed it
-        if kind.failed:
+        if outcome.result.get("untouched"):  # before changing anything (a pre_deploy backup)
+            _restore(env, d, org_id)
+        elif kind.failed:
             move_environment(env, kind.failed, org_id)
     elif env.status in TRANSIENT:  # timed out
         move_environment(env, E.ERROR, org_id)
-    if kind.rows:
-        kind.rows.settled(d, outcome, org_id, now)
-    else:
+    (kind.rows or backup_tasks).settled(d, outcome, org_id, now)  # a deploy's pre_deploy
+    if not kind.rows:
         events.record_finished(d, org_id, outcome.ok, now)
     return env.status
 

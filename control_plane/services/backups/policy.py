@@ -1,0 +1,132 @@
+"""An environment's backup policy and the scheduled backups it asks for.
+
+The policy lives on the environment's row: `enabled` (None until set: on for
+`production` environments only, as Odoo.sh backs up production only), the time
+of day (UTC, HH:MM, default 02:00) and how many daily, weekly and monthly copies
+are kept (default 7, 4 and 3, as Odoo.sh). Read by any member of the
+environment's organization, changed with `project.environments.deploy`.
+
+The scheduler's `run` takes one `scheduled` backup a day per enabled
+environment: once the day's time has come, the environment running and no task
+in progress (otherwise it tries again at its next turn, until the day ends).
+Each day's slot is claimed by a conditional UPDATE of `backup_scheduled_for`,
+so that several schedulers take it once."""
+
+import datetime as dt
+import logging
+
+from control_plane import clock, states
+from control_plane.db import database, for_update
+from control_plane.models import Environment, Project
+from control_plane.services.backups import backups, retention
+from control_plane.services.deploys import access, lifecycle
+
+log = logging.getLogger("berth.backups")
+DEFAULT_TIME = "02:00"
+FIELDS = {"time_of_day": "backup_time", "keep_daily": "backup_keep_daily",
+          "keep_weekly": "backup_keep_weekly", "keep_monthly": "backup_keep_monthly"}
+ENABLED_BY_DEFAULT = ("production",)
+
+
+def enabled(env):
+    if env.backup_enabled is None:
+        return env.environment_type in ENABLED_BY_DEFAULT
+    return bool(env.backup_enabled)
+
+
+def slot_on(env, day):
+    hours, minutes = (int(n) for n in (env.backup_time or DEFAULT_TIME).split(":"))
+    return dt.datetime.combine(day, dt.time(hours, minutes))
+
+
+def next_run_at(env, now=None):
+    """When the next scheduled backup is due (None when disabled)."""
+    if not enabled(env):
+        return None
+    now = now or clock.now()
+    slot = slot_on(env, now.date())
+    taken = env.backup_scheduled_for is not None and env.backup_scheduled_for >= slot
+    return slot + dt.timedelta(days=1) if taken else max(slot, now)
+
+
+def describe(env):
+    return {"environment_id": env.id, "enabled": enabled(env),
+            **{name: getattr(env, column) for name, column in FIELDS.items()},
+            "last_scheduled_for": env.backup_scheduled_for, "next_run_at": next_run_at(env)}
+
+
+def get_for_user(user, env_id):
+    return describe(access.environment_for_user(user, env_id, None))
+
+
+def update_for_user(user, env_id, changes):
+    """Fields left out keep their value; the expiry of the environment's
+    scheduled backups follows the new counts at once."""
+    with database.atomic():
+        env = access.environment_for_user(user, env_id, backups.DEPLOY, lock=True)
+        columns = {FIELDS[name]: value for name, value in changes.items() if name in FIELDS}
+        if "enabled" in changes:
+            columns["backup_enabled"] = bool(changes["enabled"])
+        if columns:
+            columns["updated_at"] = clock.now()
+            Environment.update(**columns).where(Environment.id == env.id).execute()
+            for column, value in columns.items():
+                setattr(env, column, value)
+            retention.refresh_expiry(env)
+        return describe(env)
+
+
+# --- the scheduler's job ------------------------------------------------------
+
+def _enabled_clause():
+    return ((Environment.backup_enabled == True)  # noqa: E712 (SQL)
+            | (Environment.backup_enabled.is_null()
+               & Environment.environment_type.in_(ENABLED_BY_DEFAULT)))
+
+
+def _candidates():
+    return (Environment.select(Environment.id).join(Project)
+            .where(Environment.is_active, Project.deleted_at.is_null(),
+                   Environment.status == states.EnvironmentStatus.RUNNING,
+                   Environment.server.is_null(False), _enabled_clause()))
+
+
+def take_due(env_id, *, settings, gateway=None, now=None):
+    """The environment's scheduled backup if its slot is due and unclaimed, it
+    runs and no task is in progress; returns the Backup or None (skipped)."""
+    now = now or clock.now()
+    with database.atomic():
+        env = for_update(Environment.select(Environment, Project).join(Project)
+                         .where(Environment.id == env_id), of=Environment).first()
+        if env is None or not env.is_active or not enabled(env):
+            return None
+        slot = slot_on(env, now.date())
+        if now < slot or (env.backup_scheduled_for and env.backup_scheduled_for >= slot):
+            return None
+        if env.status != states.EnvironmentStatus.RUNNING or lifecycle.in_progress(env.id):
+            return None  # not now: the next turn tries again, until the day ends
+        claimed = (Environment.update(backup_scheduled_for=slot)
+                   .where(Environment.id == env.id,
+                          Environment.backup_scheduled_for.is_null()
+                          | (Environment.backup_scheduled_for < slot)).execute())
+        if not claimed:
+            return None  # another scheduler took it
+        backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
+                                backup_type="scheduled",
+                                notes=f"Scheduled backup of {slot:%Y-%m-%d %H:%M} UTC")
+        retention.refresh_expiry(env)
+        return backup
+
+
+def run(settings, gateway=None):
+    """The scheduler's job: every due environment's scheduled backup."""
+    taken = []
+    for row in _candidates():
+        try:
+            backup = take_due(row.id, settings=settings, gateway=gateway)
+        except Exception:
+            log.exception("the scheduled backup of environment %s failed to start", row.id)
+            continue
+        if backup is not None:
+            taken.append(backup)
+    return taken
