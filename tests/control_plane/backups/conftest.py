@@ -3,11 +3,12 @@ gateway calls (acknowledge, result) and by HTTP calls to the transfer API with
 the server's credential; storage is a recording fake (the storage backends have
 their own contract tests)."""
 
+import datetime as dt
 import itertools
 
 import pytest
 
-from control_plane import security
+from control_plane import clock, security
 from control_plane.models import AgentCommand, Backup, Environment, Server
 from control_plane.services.accounts import orgs
 from control_plane.services.backups import stores
@@ -113,6 +114,15 @@ class Bk:
         self.ack(backup.task_id, server)
         self.finish(backup.task_id, server=server)
         return Backup.get_by_id(backup.id)
+
+
+@pytest.fixture
+def at():
+    """at(when): the control plane's clock stands at `when` (the wall clock until set)."""
+    now = {}
+    clock.set_source(lambda: now.get("t") or dt.datetime.now(dt.UTC).replace(tzinfo=None))
+    yield lambda when: now.update(t=when)
+    clock.set_source(None)
 
 
 @pytest.fixture

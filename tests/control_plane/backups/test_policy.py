@@ -7,21 +7,11 @@ import threading
 
 import pytest
 
-from control_plane import clock
 from control_plane.models import Backup, Deployment, Environment
 from control_plane.services.backups import policy
 from tests.control_plane.backups.conftest import V1
 
 DAY = dt.datetime(2026, 11, 2, 2, 1)  # a Monday, a minute after the default time
-
-
-@pytest.fixture
-def at():
-    """at(when): the control plane's clock stands at `when`."""
-    now = {}
-    clock.set_source(lambda: now.get("t") or dt.datetime.now(dt.UTC).replace(tzinfo=None))
-    yield lambda when: now.update(t=when)
-    clock.set_source(None)
 
 
 def url(env):
