@@ -1,0 +1,118 @@
+"""A deploy, redeploy or rollback of an environment whose database has data
+carries a `pre_deploy` backup: its row follows the deploy's task, and a
+failed backup fails the deploy with the environment as it was."""
+
+import datetime as dt
+
+from control_plane import states
+from control_plane.models import Backup, Deployment, Environment
+from control_plane.services.deploys import lifecycle
+from tests.control_plane.backups.conftest import RESULT, V1
+
+DEPLOYED = {"erp_container": "erp-2", "db_container": "db-2"}
+
+
+def with_data(bk):
+    """bk.env as after a successful first deploy: its database container exists."""
+    first = lifecycle.new_record(bk.env, bk.project.id, kind="deploy", trigger="manual")
+    Deployment.update(status=states.DeploymentStatus.SUCCESS).where(
+        Deployment.id == first.id).execute()
+    Environment.update(db_container="db-1", erp_container="erp-1").where(
+        Environment.id == bk.env.id).execute()
+    return first
+
+
+def redeploy(client, bk):
+    r = client.post(f"{V1}/environments/{bk.env.id}/deploy", headers=bk.h, json={"force": True})
+    assert r.status_code == 201, r.json
+    return Deployment.get_by_id(r.json["deployment"]["id"])
+
+
+def pre_backup_of(d):
+    return Backup.get(Backup.task == d.id)
+
+
+def test_a_redeploy_takes_a_pre_deploy_backup_first(app, client, bk, at):
+    at(dt.datetime(2026, 11, 2, 12, 0))
+    with_data(bk)
+    d = redeploy(client, bk)
+    backup = pre_backup_of(d)
+    assert (backup.backup_type, backup.status, backup.environment_id) == ("pre_deploy", "pending",
+                                                                         bk.env.id)
+    assert backup.expires_at == dt.datetime(2026, 11, 9, 12, 0)  # 7 days
+    payload = bk.command(d.id).payload
+    public_url = app.config["PUBLIC_URL"].rstrip("/")
+    assert payload["pre_backup"] == {
+        "environment_id": str(bk.env.id), "backup_id": str(backup.id),
+        "transfer_url": f"{public_url}/agent/v1/transfers/{backup.id}",
+        "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
+        "erp_version": "17.0"}
+    bk.ack(d.id)
+    assert pre_backup_of(d).status == "running"
+    bk.finish(d.id, result={**DEPLOYED, "pre_backup": RESULT})
+    backup = pre_backup_of(d)
+    assert backup.status == "completed" and backup.is_verified and backup.total_size == 3000
+    assert Deployment.get_by_id(d.id).status == "success"
+    env = Environment.get_by_id(bk.env.id)
+    assert (env.status, env.db_container) == ("running", "db-2")
+    listed = client.get(f"{V1}/environments/{bk.env.id}/backups?backup_type=pre_deploy",
+                        headers=bk.h).json
+    assert [item["id"] for item in listed["items"]] == [str(backup.id)]
+
+
+def test_a_failed_pre_deploy_backup_fails_the_deploy_and_leaves_the_environment(client, bk):
+    with_data(bk)
+    d = redeploy(client, bk)
+    assert Environment.get_by_id(bk.env.id).status == "deploying"
+    bk.ack(d.id)
+    bk.finish(d.id, ok=False, result={"untouched": True},
+              error="the pre-deploy backup failed (pg_dump: connection refused); nothing was "
+                    "deployed and the environment is as it was")
+    d = Deployment.get_by_id(d.id)
+    assert d.status == "failed" and "pre-deploy backup failed" in d.error_message
+    backup = pre_backup_of(d)
+    assert backup.status == "failed" and "pg_dump" in backup.error_message
+    env = Environment.get_by_id(bk.env.id)
+    assert (env.status, env.db_container, env.erp_container) == ("running", "db-1", "erp-1")
+
+
+def test_a_deploy_failing_after_its_backup_keeps_the_backup(client, bk):
+    with_data(bk)
+    d = redeploy(client, bk)
+    bk.ack(d.id)
+    bk.finish(d.id, ok=False, result={"pre_backup": RESULT}, error="the image was not found")
+    assert pre_backup_of(d).status == "completed"
+    assert Environment.get_by_id(bk.env.id).status == "failed"  # the deploy's own failure
+
+
+def test_a_success_without_the_backup_does_not_make_it_completed(client, bk):
+    with_data(bk)
+    d = redeploy(client, bk)
+    bk.ack(d.id)
+    bk.finish(d.id, result=DEPLOYED)  # an agent that ignored pre_backup
+    backup = pre_backup_of(d)
+    assert backup.status == "failed" and "no verified pre-deploy backup" in backup.error_message
+    assert Deployment.get_by_id(d.id).status == "success"
+
+
+def test_a_rollback_takes_one_and_a_first_deploy_does_not(client, bk):
+    first = with_data(bk)
+    r = client.post(f"{V1}/deployments/{first.id}/rollback", headers=bk.h)
+    assert r.status_code in (200, 201, 202), r.json
+    rollback = Deployment.get(Deployment.rollback_from == first.id)
+    assert pre_backup_of(rollback).backup_type == "pre_deploy"
+    assert "pre_backup" in bk.command(rollback.id).payload
+    fresh = bk.environment(status="pending")
+    r = client.post(f"{V1}/environments/{fresh.id}/deploy", headers=bk.h, json={})
+    assert r.status_code == 201, r.json
+    d = Deployment.get_by_id(r.json["deployment"]["id"])
+    assert "pre_backup" not in bk.command(d.id).payload
+    assert Backup.select().where(Backup.task == d.id).count() == 0
+
+
+def test_a_cancelled_deploy_cancels_its_backup(client, bk):
+    with_data(bk)
+    d = redeploy(client, bk)
+    r = client.post(f"{V1}/deployments/{d.id}/cancel", headers=bk.h)
+    assert r.status_code == 200, r.json
+    assert pre_backup_of(d).status == "cancelled"
