@@ -371,3 +371,42 @@ def test_a_backup_restores_into_another_environment(env, stand_in, erp_image, po
         assert healthy(envs, target_id)
     finally:
         envs.destroy(target_id, True, lambda *a: None)
+
+
+def _erp_container(envs, env_id):
+    erp = envs._container(envs._names(env_id)["erp"])
+    return erp.id, erp.attrs["State"]["StartedAt"]
+
+
+def test_a_deploy_whose_pre_deploy_backup_fails_touches_nothing(env, stand_in, docker_client,
+                                                                erp_image, postgres_image,
+                                                                tmp_path, monkeypatch):
+    envs, env_id, store = env
+    monkeypatch.setenv("BERTH_AGENT_ENV_ROOT", str(envs.root))
+    before, rows = _erp_container(envs, env_id), notes(envs, env_id)
+    stand_in.fail_puts = transfer.PUT_ATTEMPTS
+    job = {"environment_id": env_id, "erp_image": erp_image, "postgres_image": postgres_image,
+           "pre_backup": payload(stand_in, env_id)}
+    agent = _Agent(docker_client, StatusFile(tmp_path / "status.json"))
+    with pytest.raises(commands.PreBackupFailed, match="nothing was deployed") as failed:
+        commands.run(agent, "deploy", job, lambda *a: None)
+    assert failed.value.partial_result == {"untouched": True}  # the daemon reports it
+    assert _erp_container(envs, env_id) == before and healthy(envs, env_id)
+    assert notes(envs, env_id) == rows
+
+
+def test_a_redeploy_takes_its_pre_deploy_backup_first(env, stand_in, docker_client, erp_image,
+                                                     postgres_image, tmp_path, monkeypatch):
+    envs, env_id, store = env
+    monkeypatch.setenv("BERTH_AGENT_ENV_ROOT", str(envs.root))
+    rows, lines = notes(envs, env_id), []
+    pre = payload(stand_in, env_id)
+    job = {"environment_id": env_id, "erp_image": erp_image, "postgres_image": postgres_image,
+           "pre_backup": pre}
+    agent = _Agent(docker_client, StatusFile(tmp_path / "status.json"))
+    result = commands.run(agent, "deploy", job, lambda level, msg: lines.append(msg))
+    assert result["pre_backup"]["verified"] is True and result["erp_container"]
+    assert stand_in.path(pre["backup_id"], "database.dump").stat().st_size > 0
+    taken = next(i for i, m in enumerate(lines) if "pre-deploy backup" in m and "taken" in m)
+    assert taken < next(i for i, m in enumerate(lines) if "environment is up" in m)
+    assert healthy(envs, env_id) and notes(envs, env_id) == rows
