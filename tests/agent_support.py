@@ -41,6 +41,24 @@ def polled_get(client, url, headers, status=200):
 
 
 @pytest.fixture
+def http_app(app):
+    """The app on real HTTP (port 0) as its PUBLIC_URL: what agents reach of the
+    control plane besides the gateway (the backups' transfer API, local storage)."""
+    import threading
+
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    url = f"http://127.0.0.1:{server.server_port}"
+    app.extensions["berth"].settings["PUBLIC_URL"] = app.config["PUBLIC_URL"] = url
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield url
+    server.shutdown()
+    thread.join(10)
+
+
+@pytest.fixture
 def gateway(app):
     gw = Gateway(images=config.images(app.extensions["berth"].settings))
     port = gw.start_in_thread("127.0.0.1:0")

@@ -42,7 +42,8 @@ class Flow:
 
 
 @pytest.fixture
-def flow(app, world, agents, gateway, tmp_path, erp_image, postgres_image, docker_client):
+def flow(app, world, agents, gateway, http_app, tmp_path, erp_image, postgres_image,
+         docker_client):
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
     f = Flow()
@@ -141,6 +142,10 @@ def test_operations_flow(client, flow, docker_client):
     assert r.status_code == 201 and r.json["trigger"] == "manual"
     d2 = _settled(client, f, r.json["id"])
     assert d2["status"] == "success" and d2["git_commit"] == c2 and d2["version"] == 2
+    # The database had data: a pre_deploy backup was taken first, through real storage.
+    pre = client.get(f"{V1}/environments/{env_id}/backups?backup_type=pre_deploy",
+                     headers=f.user).json["items"]
+    assert [(b["status"], b["is_verified"]) for b in pre] == [("completed", True)], pre
     assert _addons_on_disk(f, env_id)[0] == c2 and _tools_on_disk(f, env_id) == a2
     assert _erp(d2, "/berth/addons")["addons"][0]["version"] == "2.0"
     db_uuid = _erp(d2, "/berth/info")["database_uuid"]
