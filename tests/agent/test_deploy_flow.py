@@ -21,7 +21,7 @@ class deployable_keys:  # noqa: N801 - a namespace for the fixture's read-only k
 
 
 @pytest.fixture
-def deployable(app, world, agents, tmp_path, erp_image, postgres_image, docker_client):
+def deployable(app, world, agents, http_app, tmp_path, erp_image, postgres_image, docker_client):
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
     bare = tmp_path / "repo.git"
