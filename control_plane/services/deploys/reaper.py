@@ -14,7 +14,8 @@ each deployment is reaped once, with one `deploy.failed` event.
 
 Backups and restores (lifecycle.NOT_DEPLOYMENTS) move whole databases and
 filestores: they get LONG_CUTOFF instead, and fail (with their Backup rows,
-`backup.failed` / `restore.failed`) the same way."""
+`backup.failed` / `restore.failed`) the same way; so does a deploy that takes
+a pre_deploy backup first."""
 
 import datetime as dt
 import logging
@@ -23,7 +24,7 @@ from peewee import fn
 
 from control_plane import clock, states
 from control_plane.db import database
-from control_plane.models import Deployment
+from control_plane.models import Backup, Deployment
 from control_plane.services.deploys import lifecycle
 
 log = logging.getLogger("berth.reaper")
@@ -40,10 +41,18 @@ def _last_progress():
     return fn.COALESCE(Deployment.started_at, Deployment.created_at)
 
 
+def _long():
+    """The tasks that move whole databases: backups, restores, deploys with a
+    pre_deploy backup."""
+    return (Deployment.kind.in_(lifecycle.NOT_DEPLOYMENTS)
+            | Deployment.id.in_(Backup.select(Backup.task)
+                                .where(Backup.backup_type == "pre_deploy",
+                                       Backup.task.is_null(False))))
+
+
 def _past_cutoff(now):
-    long = lifecycle.NOT_DEPLOYMENTS
-    return ((Deployment.kind.not_in(long) & (_last_progress() < now - CUTOFF))
-            | (Deployment.kind.in_(long) & (_last_progress() < now - LONG_CUTOFF)))
+    return ((~_long() & (_last_progress() < now - CUTOFF))
+            | (_long() & (_last_progress() < now - LONG_CUTOFF)))
 
 
 def stuck(now=None):
@@ -71,8 +80,8 @@ def reap_one(deployment_id, status, now):
         d = Deployment.get_or_none(Deployment.id == deployment_id)
         if d is None or d.status != status:
             return False
-        message = (LONG_MESSAGE.format(kind=d.kind.capitalize())
-                   if d.kind in lifecycle.NOT_DEPLOYMENTS else MESSAGE)
+        long = Deployment.select().where(Deployment.id == d.id, _long()).exists()
+        message = LONG_MESSAGE.format(kind=d.kind.capitalize()) if long else MESSAGE
         outcome = lifecycle.Outcome(D.FAILED, error=message, withdraw=message,
                                     log=("error", f"{message}: marked failed, not retried."))
         settled = lifecycle.settle(d, outcome, only_if=_past_cutoff(now), now=now)

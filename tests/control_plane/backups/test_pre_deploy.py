@@ -6,7 +6,7 @@ import datetime as dt
 
 from control_plane import states
 from control_plane.models import Backup, Deployment, Environment
-from control_plane.services.deploys import lifecycle
+from control_plane.services.deploys import lifecycle, reaper
 from tests.control_plane.backups.conftest import RESULT, V1
 
 DEPLOYED = {"erp_container": "erp-2", "db_container": "db-2"}
@@ -116,3 +116,20 @@ def test_a_cancelled_deploy_cancels_its_backup(client, bk):
     r = client.post(f"{V1}/deployments/{d.id}/cancel", headers=bk.h)
     assert r.status_code == 200, r.json
     assert pre_backup_of(d).status == "cancelled"
+
+
+def test_the_reaper_gives_a_deploy_with_a_pre_deploy_backup_longer(client, fake_clock, bk):
+    with_data(bk)
+    d = redeploy(client, bk)
+    plain = bk.environment()  # no data: a plain redeploy, reaped after 30 minutes
+    r = client.post(f"{V1}/environments/{plain.id}/deploy", headers=bk.h, json={"force": True})
+    plain_d = r.json["deployment"]["id"]
+    bk.ack(d.id)
+    bk.ack(plain_d)
+    fake_clock.advance(minutes=31)
+    assert [str(t) for t in reaper.reap()] == [plain_d]
+    fake_clock.advance(hours=3)
+    assert reaper.reap() == [d.id]
+    d = Deployment.get_by_id(d.id)
+    assert d.status == "failed" and "Redeploy timed out after 3 hours" in d.error_message
+    assert pre_backup_of(d).status == "failed"
