@@ -36,14 +36,14 @@ class BackupError(AgentError):
 
 
 class RestoreError(AgentError):
-    """`result`: what the failed command still reports (the safety backup it took
+    """`partial_result`: what the failed command still reports (the safety backup it took
     and stored, so that the control plane records it as completed)."""
 
     code = "restore_failed"
 
     def __init__(self, message=None, result=None):
         super().__init__(message)
-        self.result = result
+        self.partial_result = result
 
 
 class Backups:

@@ -203,7 +203,7 @@ class Agent:
             log("error", str(exc))
             # A failed command may still report what it did (a restore's safety
             # backup, a deploy's pre-deploy backup).
-            result = getattr(exc, "result", None) or getattr(exc, "partial_result", None)
+            result = getattr(exc, "partial_result", None)
             result, ok, error = result if isinstance(result, dict) else None, False, str(exc)
         self.journal.finish(command.id, ok, result, error)
         self._send(outbox, _result(command.id, ok, result, error))

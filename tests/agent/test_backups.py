@@ -195,7 +195,7 @@ def test_a_corrupt_dump_leaves_the_environment_as_it_was(env, stand_in):
 
     assert "pg_restore" in str(failed.value) or "checksum" in str(failed.value)
     # The failed command still reports the safety backup it stored and verified.
-    assert failed.value.result["safety"]["verified"] is True
+    assert failed.value.partial_result["safety"]["verified"] is True
     assert notes(envs, env_id) == current_rows
     assert files(store) == current_files
     assert healthy(envs, env_id)
