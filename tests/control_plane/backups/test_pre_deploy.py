@@ -15,7 +15,7 @@ DEPLOYED = {"erp_container": "erp-2", "db_container": "db-2"}
 def with_data(bk):
     """bk.env as after a successful first deploy: its database container exists."""
     first = lifecycle.new_record(bk.env, bk.project.id, kind="deploy", trigger="manual")
-    Deployment.update(status=states.DeploymentStatus.SUCCESS).where(
+    Deployment.update(status=states.DeploymentStatus.SUCCESS, git_commit="a" * 40).where(
         Deployment.id == first.id).execute()
     Environment.update(db_container="db-1", erp_container="erp-1").where(
         Environment.id == bk.env.id).execute()
@@ -46,7 +46,7 @@ def test_a_redeploy_takes_a_pre_deploy_backup_first(app, client, bk, at):
         "environment_id": str(bk.env.id), "backup_id": str(backup.id),
         "transfer_url": f"{public_url}/agent/v1/transfers/{backup.id}",
         "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
-        "erp_version": "17.0"}
+        "erp_version": "17.0", "git_commit": "a" * 40, "addon_commits": {}}
     bk.ack(d.id)
     assert pre_backup_of(d).status == "running"
     bk.finish(d.id, result={**DEPLOYED, "pre_backup": RESULT})
