@@ -56,7 +56,7 @@ def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_cli
         done = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", auth(reader)))["status"] in ("completed", "failed") and t,
                         timeout=120, interval=0.5, what="deployment finished")
         assert done["status"] == "completed", done
-        yield env_id, reader, root / env_id, agent
+        yield env_id, reader, root / env_id, agent, done["completed_at"]
     finally:
         Environments(docker_client, root=root).destroy(env_id, True, lambda *a: None)
 
@@ -66,10 +66,13 @@ def _row(env_id):
 
 
 def test_figures_of_a_deployed_environment(client, deployed, docker_client):
-    env_id, raw, env_dir, agent = deployed
-    before = wait_for(lambda: (e := _row(env_id)).disk_database_bytes and e.disk_addons_bytes
-                      and e.disk_filestore_bytes is not None and e, timeout=30,
-                      what="the first figures")
+    env_id, raw, env_dir, agent, deployed_at = deployed
+    # Figures measured once the deploy was done (one taken mid-deploy has no checkout yet).
+    deployed_at = dt.datetime.fromisoformat(deployed_at.replace("Z", "+00:00")).replace(tzinfo=None)
+    before = wait_for(lambda: (e := _row(env_id)).disk_measured_at
+                      and e.disk_measured_at > deployed_at and e.disk_database_bytes
+                      and e.disk_addons_bytes and e.disk_filestore_bytes is not None and e,
+                      timeout=30, what="the first figures after the deploy")
     assert before.disk_database_bytes > 1_000_000  # an empty database is some MB already
     assert before.disk_addons_bytes > 0  # the checkout, with its .git
 
