@@ -5,7 +5,7 @@ database (`pg_dump -Fc` in the environment's PostgreSQL container), the
 filestore (a compressed tar of the environment's filestore directory) and a
 manifest; then reads each back, compares sizes and SHA-256, and has the dump
 listed by `pg_restore --list`. Nothing is staged on the server's disk and at
-most one part (transfer.PART_SIZE) is held in memory.
+most two parts (transfer.PART_SIZE each) are held in memory.
 
 A restore takes a safety backup first, unpacks the chosen backup's filestore
 beside the live one, stops the ERP, recreates the database from the dump,

@@ -6,13 +6,16 @@ only the transfer API itself sees its own (`Authorization: Bearer`)."""
 
 import hashlib
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
 
 from agent.errors import AgentError
 
-PART_SIZE = 8 * 1024 * 1024  # the most of an object the agent holds in memory
+# A part: S3 takes no smaller one but the last (5 MiB). Two are held in memory while
+# an object goes up (one filling while the other is PUT).
+PART_SIZE = 6 * 1024 * 1024
 READ_SIZE = 1024 * 1024
 TIMEOUT = 120  # seconds for one request or one read
 PUT_ATTEMPTS = 3
@@ -88,29 +91,47 @@ class Transfer:
 
     def upload(self, name, chunks, progress=None):
         """Upload an object from an iterable of byte chunks; returns {size, sha256}.
-        At most one part is held in memory; `progress(bytes)` after each part."""
-        # One buffer, allocated once: growing a bytearray may copy it whole.
-        buf, fill, parts, size, digest = bytearray(self.part_size), 0, [], 0, hashlib.sha256()
+        Two parts at most are held in memory: one is PUT on a thread while the
+        next fills, so the producer (pg_dump, tar | zstd) is not stalled for the
+        length of each PUT. `progress(bytes)` after each part."""
+        # Buffers allocated once: growing a bytearray may copy it whole.
+        buffers = [bytearray(self.part_size), bytearray(self.part_size)]
+        parts, size, digest = [], 0, hashlib.sha256()
+        state = {"buf": 0, "fill": 0, "number": 0, "in_flight": None}
+
+        def landed():
+            """Wait for the part in flight, if any, and record its ETag."""
+            put, state["in_flight"] = state["in_flight"], None
+            if put is not None:
+                parts.append((put.number, put.wait()))
+                if progress:
+                    progress(put.done)
 
         def flush():
-            with memoryview(buf) as view:  # no copy of the part
-                parts.append((len(parts) + 1, self.put_part(name, len(parts) + 1, view[:fill])))
-            if progress:
-                progress(size)
+            landed()  # the other buffer is free again
+            state["number"] += 1
+            state["in_flight"] = _Put(self, name, state["number"], buffers[state["buf"]],
+                                      state["fill"], size)
+            state["buf"], state["fill"] = 1 - state["buf"], 0
 
-        for chunk in chunks:
-            digest.update(chunk)
-            size += len(chunk)
-            view = memoryview(chunk)
-            while view:
-                n = min(self.part_size - fill, len(view))
-                buf[fill:fill + n] = view[:n]
-                view, fill = view[n:], fill + n
-                if fill == self.part_size:
-                    flush()
-                    fill = 0
-        if fill or not parts:  # an empty object is one empty part
-            flush()
+        try:
+            for chunk in chunks:
+                digest.update(chunk)
+                size += len(chunk)
+                view = memoryview(chunk)
+                while view:
+                    buf, fill = buffers[state["buf"]], state["fill"]
+                    n = min(self.part_size - fill, len(view))
+                    buf[fill:fill + n] = view[:n]
+                    view, state["fill"] = view[n:], fill + n
+                    if state["fill"] == self.part_size:
+                        flush()
+            if state["fill"] or not state["number"]:  # an empty object is one empty part
+                flush()
+            landed()
+        finally:
+            if state["in_flight"] is not None:  # the producer failed: no PUT left behind
+                state["in_flight"].join()
         sha = digest.hexdigest()
         self.complete(name, parts, size, sha)
         return {"size": size, "sha256": sha}
@@ -131,6 +152,30 @@ class Transfer:
                 if not data:
                     return
                 yield data
+
+
+class _Put(threading.Thread):
+    """One part's PUT, on its own thread; `wait()` returns its ETag or raises."""
+
+    def __init__(self, transfer, name, number, buf, fill, done):
+        super().__init__(name="berth-upload", daemon=True)
+        self.transfer, self.object, self.number = transfer, name, number
+        self.buf, self.fill, self.done = buf, fill, done
+        self.etag = self.error = None
+        self.start()
+
+    def run(self):
+        try:
+            with memoryview(self.buf) as view:  # no copy of the part
+                self.etag = self.transfer.put_part(self.object, self.number, view[:self.fill])
+        except BaseException as exc:  # raised in the uploading thread, by wait()
+            self.error = exc
+
+    def wait(self):
+        self.join()
+        if self.error is not None:
+            raise self.error
+        return self.etag
 
 
 class Checked:
