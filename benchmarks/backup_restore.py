@@ -1,0 +1,347 @@
+"""Benchmark: backup and restore of an environment against `tar | zstd` and
+`pg_dump` / `pg_restore` of the same data, side by side.
+
+The setup is the whole product path, nothing stood in: the real `berth serve`
+(embedded SQLite, its gateway, local storage under its data directory), a real
+`berth-agent run` registered with a registration token, an environment deployed
+through the public API on the local test images (as benchmarks/deploy_time.py
+does). The environment is then filled: a filestore of about half compressible
+text-like files and half random ones, sizes spread log-uniformly from 2 KB to
+8 MB, written into the environment's filestore directory; a database grown with
+`generate_series` through psql in its PostgreSQL container until
+`pg_database_size` reaches the target.
+
+Each round (the order of Berth and baseline alternates between rounds; the
+machine is shared):
+  berth backup    - `POST /api/v1/environments/{id}/backups` on the operations
+                    surface until the backup is `completed`: the agent's pg_dump
+                    streamed over the engine socket, tar | zstd of the filestore,
+                    both uploaded in parts over HTTP to the control plane's
+                    signed storage URLs, then every object read back, hashed and
+                    the dump checked with `pg_restore --list`
+  baseline backup - `pg_dump -Fc > file` inside the PostgreSQL container, and
+                    `tar -cf - . | zstd -T0 -3 > file` of the filestore, on the
+                    same disk
+  berth restore   - `POST /api/v1/environments/{id}/restore` of that backup until
+                    the task is `completed`. A restore takes a safety backup
+                    first; the figure compared is the restore itself, from the
+                    task-log line after the safety backup to the task's end
+                    (filestore downloaded and unpacked, ERP stopped, database
+                    dropped, recreated and pg_restore'd from storage, filestore
+                    swapped, ERP started and healthy); the whole task is shown too
+  baseline restore- `zstd -d | tar -x` into a new directory, and `pg_restore`
+                    of the dump file into a new database in the same container
+
+Throughput is (database size + filestore size) / time. The agent's RSS is
+sampled (psutil, every 20 ms) during each Berth operation; its growth is the
+peak less the RSS just before. Targets: Berth within 1.5x of the baseline's
+time for backup and for restore (median of the rounds), agent RSS growth
+under 30 MB (the largest of the rounds). Exits 1 on FAIL.
+
+    python benchmarks/backup_restore.py [--rounds 3] [--small] [--json]
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from deploy_time import Bench  # noqa: E402
+
+MB = 1024 * 1024
+TARGET_RATIO, TARGET_RSS_MB = 1.5, 30.0
+OPS = "/api/v1"
+
+
+class BackupBench(Bench):
+    def start(self):
+        super().start()
+        with self._db() as db:
+            org = str(uuid.UUID(db.execute("SELECT id FROM organization").fetchone()[0]))
+        user = self.served.admin("user", "create", "--org", org, "--name", "bench",
+                                 "--email", "bench@example.com",
+                                 "--permission", "project.environments.deploy")
+        self.user_token = self.served.admin("user", "token", user["id"])["token"]
+        self.env_id, _, _ = self.deploy(0)
+        self.env_dir = self.tmp / "srv" / self.env_id
+        self.db_container = self.docker.containers.get(
+            f"berth-{self.env_id.replace('-', '')[:12]}-db")
+        self.agent_ps = psutil.Process(self.agent.pid)
+        return self
+
+    def _ops(self, method, path, **kwargs):
+        import requests
+
+        r = requests.request(method, self.served.url + OPS + path, timeout=30,
+                             headers={"Authorization": f"Bearer {self.user_token}"}, **kwargs)
+        if r.status_code >= 400:
+            raise SystemExit(f"{method} {OPS}{path}: {r.status_code} {r.text}")
+        return r.json()
+
+    def psql(self, sql):
+        out = self.db_container.exec_run(["psql", "-X", "-q", "-t", "-A", "-U", "odoo", "-d",
+                                          "odoo", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        if out.exit_code:
+            raise SystemExit(f"psql failed: {out.output.decode(errors='replace')}")
+        return out.output.decode().strip()
+
+    def sh(self, script):
+        """A shell script in the PostgreSQL container, as the postgres user's peer."""
+        out = self.db_container.exec_run(["sh", "-c", script])
+        if out.exit_code:
+            raise SystemExit(f"{script!r} failed: {out.output.decode(errors='replace')}")
+
+    # --- data ----------------------------------------------------------------
+
+    def fill(self, filestore_mb, database_mb):
+        fs = self.env_dir / "filestore"
+        st = fs.stat()
+        rng = random.Random(42)
+        words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 10)))
+                 for _ in range(3000)]
+        corpus = " ".join(rng.choices(words, k=800_000)).encode()  # ~5 MB of prose-like text
+        total = 0
+        for kind in ("text", "random"):
+            written = 0
+            while written < filestore_mb * MB / 2:
+                size = int(math.exp(rng.uniform(math.log(2048), math.log(8 * MB))))
+                if kind == "random":
+                    data = os.urandom(size)
+                else:
+                    start = rng.randrange(len(corpus))
+                    data = (corpus[start:] + corpus)[:size] if size < len(corpus) else \
+                        (corpus * (size // len(corpus) + 1))[:size]
+                name = uuid.UUID(int=rng.getrandbits(128)).hex
+                path = fs / "odoo" / name[:2] / name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+                written += size
+            total += written
+        for root, dirs, files in os.walk(fs):  # the ERP's user owns its filestore
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), st.st_uid, st.st_gid)
+        self.psql("CREATE TABLE bench_rows (id bigint PRIMARY KEY, ref text, amount numeric(12,2),"
+                  " created timestamptz, note text)")
+        start, batch = 1, 200_000 if database_mb >= 100 else 20_000
+        while int(self.psql("SELECT pg_database_size('odoo')")) < database_mb * MB:
+            self.psql(f"INSERT INTO bench_rows SELECT g, md5(g::text), (random() * 10000)::numeric"
+                      f"(12,2), now() - g * interval '1 minute', repeat(md5((g % 1000)::text), 3)"
+                      f" || ' ' || md5(random()::text) FROM generate_series({start}, "
+                      f"{start + batch - 1}) g")
+            start += batch
+        self.psql("VACUUM ANALYZE bench_rows")
+        self.filestore_bytes = total
+        self.database_bytes = int(self.psql("SELECT pg_database_size('odoo')"))
+        return total, self.database_bytes
+
+    # --- Berth -------------------------------------------------------------------
+
+    def _sampled(self, run):
+        """run() under RSS sampling of the agent: (result, seconds, rss growth MB)."""
+        before = self.agent_ps.memory_info().rss
+        peak, stop = [before], threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], self.agent_ps.memory_info().rss)
+                stop.wait(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.perf_counter()
+        try:
+            result = run()
+        finally:
+            took = time.perf_counter() - started
+            stop.set()
+            sampler.join()
+        return result, took, (peak[0] - before) / MB
+
+    def berth_backup(self):
+        def run():
+            backup = self._ops("POST", f"/environments/{self.env_id}/backups",
+                               json={"comment": "benchmark"})
+            done = self._wait(lambda: self._backup_done(backup["id"]), 1800, "the backup")
+            return {**done, "task_id": backup["task_id"]}
+
+        backup, took, rss = self._sampled(run)
+        if backup["status"] != "completed":
+            raise SystemExit(f"the backup failed: {backup.get('error_message')}")
+        return backup, took, rss
+
+    def _backup_done(self, backup_id):
+        time.sleep(0.1)
+        for b in self._ops("GET", f"/environments/{self.env_id}/backups",
+                           params={"page_size": 100})["items"]:
+            if b["id"] == backup_id and b["status"] in ("completed", "failed", "cancelled"):
+                return b
+        return None
+
+    def berth_restore(self, backup_id):
+        def run():
+            task = self._ops("POST", f"/environments/{self.env_id}/restore",
+                             json={"backup_id": backup_id})
+            return task["id"], self._wait(lambda: self._task_done(task["id"]), 1800,
+                                          "the restore")
+
+        (task_id, task), took, rss = self._sampled(run)
+        if task["status"] != "completed":
+            raise SystemExit(f"the restore failed: {task.get('error_message')}")
+        return task_id, took, rss, self._restore_span(task_id)
+
+    def _task_done(self, task_id):
+        time.sleep(0.1)
+        t = self.read(f"/deployments/{task_id}")
+        return t if t["status"] in ("completed", "failed", "cancelled") else None
+
+    def _restore_span(self, task_id):
+        """Seconds from the log line after the safety backup to the task's end."""
+        from deploy_time import _ts
+
+        with self._db() as db:
+            rows = db.execute("SELECT message, created_at FROM task_log_line WHERE "
+                              "deployment_id = ? ORDER BY seq",
+                              (uuid.UUID(task_id).hex,)).fetchall()
+            finished = db.execute("SELECT completed_at FROM deployment WHERE id = ?",
+                                  (uuid.UUID(task_id).hex,)).fetchone()[0]
+        start = next(_ts(at) for message, at in rows if "taken; restoring backup" in message)
+        end = _ts(finished) if finished else _ts(rows[-1][1])
+        return end - start
+
+    # --- baseline ------------------------------------------------------------------
+
+    def baseline_backup(self, out):
+        started = time.perf_counter()
+        self.sh("pg_dump -Fc -U odoo odoo > /tmp/bench.dump")
+        subprocess.run(f"tar -C {self.env_dir / 'filestore'} -cf - . | zstd -T0 -3 -q > "
+                       f"{out / 'filestore.tar.zst'}", shell=True, check=True)
+        return time.perf_counter() - started
+
+    def baseline_restore(self, out):
+        target = out / "restored"
+        shutil.rmtree(target, ignore_errors=True)
+        self.sh("dropdb -U odoo --if-exists bench_copy")
+        started = time.perf_counter()
+        target.mkdir()
+        subprocess.run(f"zstd -d -q -c {out / 'filestore.tar.zst'} | tar -C {target} "
+                       f"--numeric-owner -xf -", shell=True, check=True)
+        self.sh("createdb -U odoo -T template0 bench_copy && pg_restore -U odoo -d bench_copy "
+                "--no-owner --exit-on-error /tmp/bench.dump")
+        took = time.perf_counter() - started
+        shutil.rmtree(target, ignore_errors=True)
+        self.sh("dropdb -U odoo bench_copy")
+        return took
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small", action="store_true",
+                        help="a quick run: 100 MB filestore, 20 MB database")
+    parser.add_argument("--filestore-mb", type=int)
+    parser.add_argument("--database-mb", type=int)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--steps", action="store_true",
+                        help="where Berth's time goes: the median gap before each task-log line")
+    args = parser.parse_args()
+    fs_mb = args.filestore_mb or (100 if args.small else 1024)
+    db_mb = args.database_mb or (20 if args.small else 200)
+
+    def say(text):
+        if not args.json:
+            print(text, file=sys.stderr, flush=True)
+
+    tmp = Path(tempfile.mkdtemp(prefix="berth-backup-bench-"))
+    bench = BackupBench(tmp)
+    out = tmp / "baseline"
+    out.mkdir()
+    times = {k: [] for k in ("berth_backup", "base_backup", "berth_restore",
+                             "berth_restore_task", "base_restore")}
+    rss = {"backup": [], "restore": []}
+    tasks, steps = [], None
+    try:
+        bench.start()
+        say(f"environment {bench.env_id} deployed; filling it")
+        fs_bytes, db_bytes = bench.fill(fs_mb, db_mb)
+        say(f"filestore {fs_bytes / MB:.0f} MB, database {db_bytes / MB:.0f} MB")
+        for n in range(args.rounds):
+            berth_first = n % 2 == 0
+            for step in (("berth", "base") if berth_first else ("base", "berth")):
+                if step == "berth":
+                    backup, took, grew = bench.berth_backup()
+                    times["berth_backup"].append(took)
+                    tasks.append(backup["task_id"])
+                    rss["backup"].append(grew)
+                else:
+                    times["base_backup"].append(bench.baseline_backup(out))
+            for step in (("berth", "base") if berth_first else ("base", "berth")):
+                if step == "berth":
+                    task_id, took, grew, span = bench.berth_restore(backup["id"])
+                    tasks.append(task_id)
+                    times["berth_restore_task"].append(took)
+                    times["berth_restore"].append(span)
+                    rss["restore"].append(grew)
+                else:
+                    times["base_restore"].append(bench.baseline_restore(out))
+            say(f"round {n + 1}: " + "  ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items())
+                + f"  rss +{rss['backup'][-1]:.1f}/+{rss['restore'][-1]:.1f} MB")
+        compressed = backup["compressed_size"]
+        steps = bench.steps(tasks) if args.steps else None
+    finally:
+        bench.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    data_mb = (fs_bytes + db_bytes) / MB
+    ratios = {"backup": med["berth_backup"] / med["base_backup"],
+              "restore": med["berth_restore"] / med["base_restore"]}
+    rss_peak = {k: max(v) for k, v in rss.items()}
+    passed = {"backup": ratios["backup"] <= TARGET_RATIO,
+              "restore": ratios["restore"] <= TARGET_RATIO,
+              "rss": max(rss_peak.values()) < TARGET_RSS_MB}
+    report = {"rounds": args.rounds, "filestore_bytes": fs_bytes, "database_bytes": db_bytes,
+              "compressed_bytes": compressed, "median_seconds": med,
+              "samples": {k: [round(s, 2) for s in v] for k, v in times.items()},
+              "ratios": ratios, "rss_growth_mb": rss_peak, "pass": passed,
+              **({"steps": steps} if steps else {})}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"filestore {fs_bytes / MB:.0f} MB + database {db_bytes / MB:.0f} MB "
+              f"({compressed / MB:.0f} MB stored), median of {args.rounds} rounds")
+        rows = (("backup  berth", "berth_backup"), ("backup  tar|zstd + pg_dump", "base_backup"),
+                ("restore berth (after its safety backup)", "berth_restore"),
+                ("restore berth, whole task", "berth_restore_task"),
+                ("restore zstd -d|tar + pg_restore", "base_restore"))
+        for label, key in rows:
+            print(f"{label:42} {med[key]:7.1f} s  {data_mb / med[key]:6.1f} MB/s   "
+                  f"(rounds: {' '.join(f'{s:.1f}' for s in times[key])})")
+        for what in ("backup", "restore"):
+            print(f"{what:7} ratio berth/baseline {ratios[what]:.2f} (target <= {TARGET_RATIO}) "
+                  f"{'PASS' if passed[what] else 'FAIL'}")
+        print(f"agent RSS growth: backup +{rss_peak['backup']:.1f} MB, restore "
+              f"+{rss_peak['restore']:.1f} MB (target < {TARGET_RSS_MB:g} MB) "
+              f"{'PASS' if passed['rss'] else 'FAIL'}")
+        if steps:
+            print("berth steps (median gap before each task-log line):")
+            for step, gap in steps.items():
+                print(f"  {gap:6.2f} s  {step}")
+    sys.exit(0 if all(passed.values()) else 1)
+
+
+if __name__ == "__main__":
+    main()
