@@ -3,6 +3,7 @@ engine's socket a bounded chunk at a time: a database dump comes out of
 pg_dump, and goes into pg_restore, without ever being whole in memory or on
 the server's disk."""
 
+import select
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ from agent.errors import AgentError, engine_errors
 
 CHUNK = 1 << 20  # the most read from the engine at once
 IDLE_TIMEOUT = 1800  # seconds without a byte either way: the command or the engine is stuck
+SEND_WAIT = 1.0  # seconds a write may wait before asking the engine if the command runs
 STDERR_KEEP = 2000  # the tail of a command's error output kept for its failure message
 
 
@@ -99,7 +101,7 @@ class Exec:
             for chunk in chunks:
                 if writable:
                     try:
-                        self.raw.sendall(chunk)
+                        self._send(chunk)
                     except (BrokenPipeError, ConnectionResetError):
                         writable = False
             if writable:
@@ -111,6 +113,24 @@ class Exec:
         finally:
             self.close()
         self.check()
+
+    def _send(self, chunk):
+        """sendall, except that a command which has exited ends it: the engine may
+        hold the connection open without reading it (pg_restore --list reads only
+        a dump's table of contents), and a plain sendall then waits on it."""
+        view, idle = memoryview(chunk), 0.0
+        while view:
+            _, writable, _ = select.select([], [self.raw], [], SEND_WAIT)
+            if not writable:
+                idle += SEND_WAIT
+                if idle >= IDLE_TIMEOUT:
+                    raise TimeoutError(f"{self.what}: no input read for {IDLE_TIMEOUT} s")
+                with engine_errors():
+                    running = self.api.exec_inspect(self.id).get("Running")
+                if not running:
+                    raise BrokenPipeError(f"{self.what} has exited")
+                continue
+            view, idle = view[self.raw.send(view):], 0.0
 
     def close(self):
         try:

@@ -123,8 +123,7 @@ class BackupBench(Bench):
                     data = os.urandom(size)
                 else:
                     start = rng.randrange(len(corpus))
-                    data = (corpus[start:] + corpus)[:size] if size < len(corpus) else \
-                        (corpus * (size // len(corpus) + 1))[:size]
+                    data = (corpus[start:] + corpus * (size // len(corpus) + 1))[:size]
                 name = uuid.UUID(int=rng.getrandbits(128)).hex
                 path = fs / "odoo" / name[:2] / name
                 path.parent.mkdir(parents=True, exist_ok=True)
