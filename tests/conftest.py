@@ -9,7 +9,7 @@ from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
 from tests.services import MotoS3, Postgres, Redis
 
-pytest_plugins = ["tests.docker_support", "tests.agent_support"]
+pytest_plugins = ["tests.docker_support", "tests.agent_support", "tests.backup_flow_support"]
 
 
 def pytest_addoption(parser):

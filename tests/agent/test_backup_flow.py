@@ -13,218 +13,34 @@ restore that fails and is put back from its safety backup)."""
 import hashlib
 import json
 import os
-import threading
-import uuid
 
-import boto3
-import pytest
 import requests
-from werkzeug.serving import make_server
-from werkzeug.wsgi import ClosingIterator
 
-from agent.environments import Environments
-from control_plane.models import Backup, Project, Server
-from control_plane.services import agents as agent_svc
-from control_plane.services.accounts import orgs
+from control_plane.models import Backup
 from control_plane.services.backups import transfers
-from tests.agent_support import registered_server, wait_for
-from tests.conftest import auth
-from tests.tcp_proxy import TcpProxy
+from tests.agent_support import wait_for
+from tests.backup_flow_support import (
+    V1,
+    P,
+    backup,
+    completed_backup,
+    connected,
+    deployed,
+    files,
+    finished_backup,
+    has_notes,
+    listed,
+    notes,
+    restore,
+    set_notes,
+    settled,
+    wait_running,
+    write_files,
+)
 
-P, V1 = "/api/public/v1", "/api/v1"
-PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
-AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-       "AWS_DEFAULT_REGION": "us-east-1"}
 ORIGINAL = [(1, "invoice 2026/001"), (2, "invoice 2026/002")]
 CHANGED = [(1, "invoice 2026/001 (edited)"), (3, "written after the backup")]
 BIG = 12 * 1024 * 1024  # incompressible: the filestore goes up in two parts
-
-
-class Stand:
-    pass
-
-
-@pytest.fixture(params=["local", "s3"])
-def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_image,
-          docker_client, monkeypatch):
-    s = Stand()
-    s.kind = request.param
-    settings = app.extensions["berth"].settings
-    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
-    http = make_server("127.0.0.1", 0, _closing(app), threaded=True)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    if s.kind == "local":  # the storage is the control plane's own HTTP
-        s.proxy = TcpProxy(http.server_port)
-        public = s.proxy.url
-        storage = {"STORAGE_URL": None, "S3_ENDPOINT_URL": None}
-    else:
-        moto = request.getfixturevalue("moto_s3")
-        for name, value in AWS.items():
-            monkeypatch.setenv(name, value)
-        s.bucket = f"berth-{uuid.uuid4().hex[:12]}"
-        s.s3 = boto3.client("s3", endpoint_url=moto.url)
-        s.s3.create_bucket(Bucket=s.bucket)
-        s.proxy = TcpProxy(moto.port)
-        public = f"http://127.0.0.1:{http.server_port}"
-        storage = {"STORAGE_URL": f"s3://{s.bucket}/berth", "S3_ENDPOINT_URL": s.proxy.url}
-    for target in (settings, app.config):
-        target.update(PUBLIC_URL=public, **storage)
-    s.settings = settings
-
-    s.org = world.org()
-    s.server, s.credential = registered_server(s.org)
-    s.project = world.project(s.org, s.server)
-    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
-    s.key = auth(world.key(s.org)[0])
-    s.reader = auth(world.key(s.org, "read_only")[0])
-    s.user = auth(orgs.issue_user_token(world.user(s.org, permissions=PERMISSIONS).id))
-    s.root, s.gateway, s.start_agent = tmp_path / "srv", gateway, agents
-    s.agent = agents(s.server, s.credential, env={"BERTH_AGENT_ENV_ROOT": str(s.root)})
-    _connected(s)
-    s.envs = Environments(docker_client, root=s.root)
-    s.created = []
-    yield s
-    s.proxy.heal()
-    for env_id in s.created:
-        s.envs.destroy(env_id, True, lambda *a: None)
-    s.proxy.close()
-    http.shutdown()
-
-
-def _closing(app):
-    """The app with its database connection given back when each request ends: this
-    server runs every request on a thread of its own (berth serve's pool reuses them)."""
-    db = app.extensions["berth"].db
-
-    def wsgi(environ, start_response):
-        return ClosingIterator(app(environ, start_response), [db.close])
-    return wsgi
-
-
-def _repo(tmp_path):
-    import subprocess
-
-    work, bare = tmp_path / "work", tmp_path / "repo.git"
-    (work / "shop").mkdir(parents=True)
-    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-    for cmd in (["git", "init", "-q", "--initial-branch=main"],
-                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "add", "-A"],
-                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "commit", "-qm",
-                 "v1"],
-                ["git", "init", "-q", "--bare", str(bare)], ["git", "push", "-q", str(bare), "main"]):
-        subprocess.run(cmd, cwd=work, check=True)
-    return f"file://{bare}"
-
-
-def _connected(s):
-    wait_for(lambda: str(s.server.id) in s.gateway.sessions
-             and agent_svc.is_connected(Server.get_by_id(s.server.id)), timeout=30,
-             what="agent connected")
-
-
-# --- the environment's data -----------------------------------------------------
-
-def _psql(s, env_id, sql):
-    db = s.envs._container(s.envs._names(env_id)["db"])
-    code, out = db.exec_run(["psql", "-X", "-tA", "-U", "odoo", "-d", "odoo",
-                             "-v", "ON_ERROR_STOP=1", "-c", sql])
-    assert code == 0, out
-    return out.decode().strip()
-
-
-def set_notes(s, env_id, rows):
-    values = ", ".join(f"({i}, '{body}')" for i, body in rows)
-    _psql(s, env_id, "CREATE TABLE IF NOT EXISTS notes (id int PRIMARY KEY, body text);"
-                     f"DELETE FROM notes; INSERT INTO notes VALUES {values}")
-
-
-def notes(s, env_id):
-    out = _psql(s, env_id, "SELECT id, body FROM notes ORDER BY id")
-    return [(int(i), body) for i, body in (line.split("|", 1) for line in out.splitlines())]
-
-
-def _has_notes(s, env_id):
-    db = s.envs._container(s.envs._names(env_id)["db"])
-    code, out = db.exec_run(["psql", "-X", "-tA", "-U", "odoo", "-d", "odoo",
-                             "-c", "SELECT to_regclass('notes') IS NOT NULL"])
-    return code == 0 and out.decode().strip() == "t"
-
-
-def store(s, env_id):
-    return s.root / env_id / "filestore" / "filestore" / "odoo"
-
-
-def write_files(s, env_id, files):
-    """As the ERP writes them: owned by its user."""
-    base = store(s, env_id)
-    for name, data in files.items():
-        path = base / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if data is None:
-            path.unlink()
-            continue
-        path.write_bytes(data)
-        for p in (path, *path.relative_to(base).parents):
-            os.chown(base / p, 101, 101)
-
-
-def files(s, env_id):
-    base = store(s, env_id)
-    return {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(base.rglob("*")) if p.is_file()}
-
-
-# --- the API ----------------------------------------------------------------------
-
-def deployed(client, s, name, environment_type="development"):
-    env = client.post(f"{P}/projects/{s.project.id}/environments", headers=s.key,
-                      json={"name": name, "environment_type": environment_type}).json
-    s.created.append(env["id"])
-    return env["id"]
-
-
-def wait_running(client, s, env_id):
-    wait_for(lambda: client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"]
-             in ("running", "failed", "error"), timeout=180, interval=0.5,
-             what="environment deployed")
-    assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"] == "running"
-
-
-def settled(client, s, task_id, timeout=180):
-    return wait_for(lambda: (d := client.get(f"{V1}/deployments/{task_id}", headers=s.user)
-                             .json)["status"] in ("success", "failed", "cancelled") and d,
-                    timeout=timeout, interval=0.3, what=f"task {task_id} settled")
-
-
-def backup(client, s, env_id, **body):
-    r = client.post(f"{V1}/environments/{env_id}/backups", headers=s.user, json=body)
-    assert r.status_code == 202, r.json
-    return r.json
-
-
-def listed(client, s, env_id, backup_id):
-    items = client.get(f"{P}/environments/{env_id}/backups?page_size=100",
-                       headers=s.reader).json["items"]
-    return next(b for b in items if b["id"] == backup_id)
-
-
-def finished_backup(client, s, env_id, backup_id):
-    return wait_for(lambda: (b := listed(client, s, env_id, backup_id))["status"]
-                    in ("completed", "failed", "cancelled") and b, timeout=180, interval=0.3,
-                    what=f"backup {backup_id} finished")
-
-
-def completed_backup(client, s, env_id, **body):
-    b = finished_backup(client, s, env_id, backup(client, s, env_id, **body)["id"])
-    assert b["status"] == "completed", b
-    return b
-
-
-def restore(client, s, env_id, backup_id):
-    r = client.post(f"{V1}/environments/{env_id}/restore", headers=s.user,
-                    json={"backup_id": backup_id})
-    assert r.status_code == 202, r.json
-    return r.json["id"]
 
 
 def open_uploads(s, b):
@@ -338,7 +154,7 @@ def test_backups_end_to_end(client, stand):
     s.agent.kill()
     s.proxy.heal()
     s.agent.start()
-    _connected(s)
+    connected(s)
     done = settled(client, s, hung["task_id"], timeout=60)
     assert done["status"] == "failed" and "restart" in done["error_message"], done
     hung = listed(client, s, prod, hung["id"])
@@ -356,11 +172,11 @@ def test_backups_end_to_end(client, stand):
     s.proxy.trip(0, "stall")
     wait_for(lambda: journal.exists() and json.loads(journal.read_text())["database"],
              timeout=60, interval=0.05, what="the database step")
-    wait_for(lambda: not _has_notes(s, prod), timeout=60, what="the database recreated")
+    wait_for(lambda: not has_notes(s, prod), timeout=60, what="the database recreated")
     s.agent.kill()
     s.proxy.heal()
     s.agent.start()
-    _connected(s)
+    connected(s)
     done = settled(client, s, task, timeout=60)
     assert done["status"] == "failed" and "restart" in done["error_message"], done
     wait_for(lambda: not journal.exists(), timeout=180, interval=0.5, what="rolled back")
