@@ -31,6 +31,7 @@ def download(token):
     except FileNotFoundError:
         raise NotFound() from None
     filename = claims.get("filename")
+    _whole_for_long_suffix(size)
     try:
         response = send_file(path, mimetype="application/octet-stream", conditional=True,
                              as_attachment=bool(filename), download_name=filename or path.name,
@@ -42,6 +43,17 @@ def download(token):
     response.headers["Accept-Ranges"] = "bytes"
     response.headers["Cache-Control"] = "private, no-store"
     return response
+
+
+def _whole_for_long_suffix(size):
+    """A suffix range longer than the object (`bytes=-N`, N >= size) means all of
+    it (RFC 9110 14.1.2), as S3 answers; werkzeug would answer 416. A reader
+    learning a small object's size with its first request depends on it."""
+    rng = request.range
+    if size and rng and rng.units == "bytes" and len(rng.ranges) == 1:
+        start, end = rng.ranges[0]
+        if end is None and start < 0 and -start >= size:
+            request.environ["HTTP_RANGE"] = f"bytes=0-{size - 1}"
 
 
 @blp.put(tokens.PATH + "<token>")

@@ -76,6 +76,16 @@ def test_a_download_url_without_a_filename_is_not_an_attachment(store):
     assert "attachment" not in got.headers.get("Content-Disposition", "")
 
 
+def test_a_suffix_longer_than_the_object_is_the_whole_object(store):
+    """RFC 9110: `bytes=-N` past the start means all of it (how a reader learns a
+    small object's size with its first request)."""
+    key = _key("small.zip")
+    _upload(store, key, [b"0123456789"])
+    got = requests.get(store.get_url(key), headers={"Range": "bytes=-65536"}, timeout=30)
+    assert got.status_code == 206 and got.content == b"0123456789"
+    assert got.headers["Content-Range"] == "bytes 0-9/10"
+
+
 def test_an_absent_object(store):
     key = _key()
     assert store.size(key) is None
