@@ -1,4 +1,5 @@
-"""`berth admin backup list|create|restore`: an environment's backups for operators."""
+"""`berth admin backup ...`: an environment's backups for operators (list, create,
+restore, and Odoo's zip: export, export-url)."""
 
 import click
 
@@ -65,3 +66,28 @@ def backup_restore(env_id, backup_id):
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
             "environment_id": str(d.environment_id), "backup_id": str(backup_id),
             "safety_backup": _backup(safety)}
+
+
+@command(backup, "export")
+@click.option("--backup", "backup_id", type=UUID_T, required=True,
+              help="A completed backup of a running environment")
+def backup_export(backup_id):
+    """Export a backup as Odoo's zip (a task for its environment's agent); then
+    `export-url` gives the zip's download URL."""
+    from control_plane.services.backups import odoo
+
+    d = odoo.export_for_operator(backup_id, berth=_berth())
+    return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
+            "environment_id": str(d.environment_id), "backup_id": str(backup_id)}
+
+
+@command(backup, "export-url")
+@click.option("--backup", "backup_id", type=UUID_T, required=True)
+@click.option("--expires-in", type=click.IntRange(300, 86400), default=3600, show_default=True,
+              help="Seconds")
+def backup_export_url(backup_id, expires_in):
+    """The exported zip's download URL (a plain GET, no auth header)."""
+    from control_plane.services.backups import odoo
+
+    link = odoo.export_url_for_operator(backup_id, _berth().settings, expires_in)
+    return {**link, "expires_at": _iso(link["expires_at"])}

@@ -61,18 +61,39 @@ def start_export(user, backup_id, *, berth):
     its environment, which must be running and idle (409)."""
     with database.atomic():
         backup, env = _backup_for_user(user, backup_id, lock=True)
-        if backup.status != states.BackupStatus.COMPLETED:
-            raise errors.BackupNotCompleted(
-                f"Only a completed backup can be exported; this one is {backup.status}.")
-        bk._require_ready(env, bk.TASK_IN_PROGRESS)
-        _abort_stale_upload(backup, berth.settings)
-        d = bk._task(env, "export", user.id, {"backup_id": str(backup.id)})
-        queue.enqueue(env.server_id, "export", {
-            "environment_id": str(env.id), "backup_id": str(backup.id),
-            "transfer_url": bk.transfer_url(berth.settings, backup.id), "object": EXPORT_OBJECT,
-            "erp_version": env.project.erp_version or "17.0"}, deployment_id=d.id)
-        lifecycle.wake(berth.gateway, env.server_id)
-        return d
+        return _export(backup, env, user.id, berth)
+
+
+def export_for_operator(backup_id, *, berth):
+    """`berth admin backup export`: start_export for any listed backup."""
+    with database.atomic():
+        backup, env = _backup_for_operator(backup_id, lock=True)
+        return _export(backup, env, None, berth)
+
+
+def _backup_for_operator(backup_id, *, lock=False):
+    backup = Backup.get_or_none(Backup.id == backup_id, Backup.deleted_at.is_null())
+    if backup is None:
+        raise errors.NotFound("Backup not found.")
+    try:
+        return backup, bk._env_for_operator(backup.environment_id, lock=lock)
+    except errors.NotFound:
+        raise errors.NotFound("Backup not found.") from None
+
+
+def _export(backup, env, actor_id, berth):
+    if backup.status != states.BackupStatus.COMPLETED:
+        raise errors.BackupNotCompleted(
+            f"Only a completed backup can be exported; this one is {backup.status}.")
+    bk._require_ready(env, bk.TASK_IN_PROGRESS)
+    _abort_stale_upload(backup, berth.settings)
+    d = bk._task(env, "export", actor_id, {"backup_id": str(backup.id)})
+    queue.enqueue(env.server_id, "export", {
+        "environment_id": str(env.id), "backup_id": str(backup.id),
+        "transfer_url": bk.transfer_url(berth.settings, backup.id), "object": EXPORT_OBJECT,
+        "erp_version": env.project.erp_version or "17.0"}, deployment_id=d.id)
+    lifecycle.wake(berth.gateway, env.server_id)
+    return d
 
 
 def _abort_stale_upload(backup, settings):
@@ -91,7 +112,14 @@ def _abort_stale_upload(backup, settings):
 def export_url(user, backup_id, settings, expires_in=URL_SECONDS):
     """{url, expires_at, filename, use_streaming} of the backup's Odoo zip; 409
     while an export runs, 404 `export_not_found` before one succeeded."""
-    backup, env = _backup_for_user(user, backup_id)
+    return _export_url(*_backup_for_user(user, backup_id), settings, expires_in)
+
+
+def export_url_for_operator(backup_id, settings, expires_in=URL_SECONDS):
+    return _export_url(*_backup_for_operator(backup_id), settings, expires_in)
+
+
+def _export_url(backup, env, settings, expires_in):
     if export_task(backup) is not None:
         raise errors.ExportInProgress("The backup is being exported; ask again when its task "
                                       "has ended.")

@@ -47,3 +47,44 @@ def test_list_create_restore(data_dir):  # noqa: F811
                                 "0" * 32).lower()
     assert "completed" in fails(data_dir, "backup", "restore", "--environment", env.id,
                                 "--backup", restored["safety_backup"]["id"])
+
+
+def test_export_then_its_url(data_dir):  # noqa: F811
+    from control_plane import migrate
+    from control_plane.app import create_app
+    from tests.conftest import World
+
+    app = create_app({})
+    migrate.upgrade(app.extensions["berth"].db)
+    world = World(app)
+    env = world.environment(world.project(world.org()))
+    created = ok(data_dir, "backup", "create", "--environment", env.id)
+    assert "completed" in fails(data_dir, "backup", "export", "--backup", created["id"])
+    command = AgentCommand.get(AgentCommand.deployment == created["task_id"])
+    lifecycle.record_result(env.server_id, command.id, True, RESULT)
+    assert "not exported yet" in fails(data_dir, "backup", "export-url", "--backup",
+                                       created["id"])
+
+    started = ok(data_dir, "backup", "export", "--backup", created["id"],
+                 keys={"task_id", "kind", "status", "environment_id", "backup_id"})
+    assert (started["kind"], started["status"], started["backup_id"]) == (
+        "export", "pending", created["id"])
+    command = AgentCommand.get(AgentCommand.deployment == started["task_id"])
+    assert command.kind == "export" and command.payload["backup_id"] == created["id"]
+    assert "already pending or running" in fails(data_dir, "backup", "export", "--backup",
+                                                 created["id"])
+    assert "being exported" in fails(data_dir, "backup", "export-url", "--backup",
+                                     created["id"])
+    row = Backup.get_by_id(created["id"])  # as the agent's upload of the zip records it
+    Backup.update(parts={**row.parts, "odoo-export.zip": {"size": 42, "sha256": "e" * 64}}
+                  ).where(Backup.id == row.id).execute()
+    lifecycle.record_result(env.server_id, command.id, True, {"object": "odoo-export.zip"})
+
+    link = ok(data_dir, "backup", "export-url", "--backup", created["id"], "--expires-in",
+              "600", keys={"url", "expires_at", "filename", "size", "use_streaming"})
+    assert "/storage/v1/" in link["url"] and link["filename"].endswith(".zip")
+    assert link["size"] == 42 and link["use_streaming"] is True
+    assert link["expires_at"].endswith("Z")
+    assert fails(data_dir, "backup", "export-url", "--backup", created["id"],
+                 "--expires-in", "5")
+    assert "not found" in fails(data_dir, "backup", "export", "--backup", "0" * 32).lower()
