@@ -101,8 +101,10 @@ def _environment(served, project_id, server_id):
     db = sqlite3.connect(served.env["CP_DATA_DIR"] + "/berth.sqlite3")
     with db:
         db.execute("INSERT INTO environment (id, created_at, project_id, server_id, name, "
-                   "environment_type, status, auto_deploy, custom_domain_verified, is_active) "
-                   "VALUES (?, datetime('now'), ?, ?, 'prod', 'production', 'running', 0, 0, 1)",
+                   "environment_type, status, auto_deploy, custom_domain_verified, is_active, "
+                   "backup_time, backup_keep_daily, backup_keep_weekly, backup_keep_monthly) "
+                   "VALUES (?, datetime('now'), ?, ?, 'prod', 'production', 'running', 0, 0, 1, "
+                   "'02:00', 7, 4, 3)",
                    (uuid.UUID(env_id).hex, uuid.UUID(project_id).hex, uuid.UUID(server_id).hex))
     db.close()
     return env_id
