@@ -3,7 +3,7 @@ URLs point at the control plane itself (control_plane/api/storage_urls.py).
 
     <root>/objects/<key>                  complete objects
     <root>/uploads/<upload id>/key        the key an upload is for
-    <root>/uploads/<upload id>/<part>     parts received (00001 ...)
+    <root>/uploads/<upload id>/<part>-<md5>  parts received (00001-<md5 hex> ...)
     <root>/uploads/<upload id>/used/<n>   nonces of the PUT URLs already used
 
 Every path is built from a checked key or from ids the control plane made
@@ -22,6 +22,7 @@ from control_plane.storage import check_key, check_part_number, tokens
 
 CHUNK = 1024 * 1024
 _UPLOAD_ID = re.compile(r"[0-9a-f]{32}")
+_MD5 = re.compile(r"[0-9a-f]{32}")
 
 
 class LocalStorage:
@@ -46,19 +47,28 @@ class LocalStorage:
         return self._base + token
 
     def complete_upload(self, key, upload_id, parts):
-        """Concatenate the parts, in order, into the object: written beside it, then
-        renamed over it, so a reader sees the old object or the whole new one."""
+        """Join the parts, in order, into the object: the first part's file becomes
+        it and the others are appended in the kernel (each part's MD5 is in its file
+        name, taken as it arrived: nothing is read back); built beside the object,
+        then renamed over it, so a reader sees the old object or the whole new one."""
         folder = self._upload(key, upload_id)
         numbers = [check_part_number(n) for n, _ in parts]
         if not numbers or numbers != sorted(set(numbers)):
             raise InvalidPart("Parts must be listed once each, in ascending order.")
+        files = [_part_file(folder, number, etag) for number, etag in parts]
         target = self.object_path(key)
         _mkdirs(self.root, "objects", *key.split("/")[:-1])
         tmp = target.with_name(f".{target.name}.{upload_id}.tmp")
         try:
-            with _open_new(tmp) as out:
-                for number, etag in parts:
-                    _append_part(out, folder / f"{number:05d}", number, etag)
+            try:
+                os.replace(files[0], tmp)
+            except FileNotFoundError:  # another complete of this upload took it
+                raise UploadNotFound() from None
+            # Unbuffered and not O_APPEND, which copy_file_range refuses.
+            with open(tmp, "r+b", buffering=0) as out:
+                out.seek(0, os.SEEK_END)
+                for path in files[1:]:
+                    _append(out, path)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, target)
@@ -116,7 +126,6 @@ class LocalStorage:
                              0o600))
         except FileExistsError:
             raise StorageUrlUsed() from None
-        target = folder / f"{claims['part']:05d}"
         tmp = folder / f".{claims['part']:05d}.{claims['nonce']}.tmp"
         digest = hashlib.md5(usedforsecurity=False)
         try:
@@ -124,9 +133,13 @@ class LocalStorage:
                 while chunk := stream.read(CHUNK):
                     digest.update(chunk)
                     out.write(chunk)
-            os.replace(tmp, target)
+            target = f"{claims['part']:05d}-{digest.hexdigest()}"
+            os.replace(tmp, folder / target)
         finally:
             tmp.unlink(missing_ok=True)
+        for other in folder.glob(f"{claims['part']:05d}-*"):  # a part sent again replaces it
+            if other.name != target:
+                other.unlink(missing_ok=True)
         return digest.hexdigest()
 
     def _upload(self, key, upload_id):
@@ -143,17 +156,34 @@ class LocalStorage:
         return folder
 
 
-def _append_part(out, path, number, etag):
-    digest = hashlib.md5(usedforsecurity=False)
-    try:
-        with open(path, "rb") as part:
-            while chunk := part.read(CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-    except FileNotFoundError:
-        raise InvalidPart(f"Part {number} was not uploaded.") from None
-    if digest.hexdigest() != str(etag).strip('"'):
+def _part_file(folder, number, etag):
+    """The file of part `number` whose MD5 is `etag`."""
+    etag = str(etag).strip('"')
+    if _MD5.fullmatch(etag):
+        path = folder / f"{number:05d}-{etag}"
+        if path.exists():
+            return path
+    if any(folder.glob(f"{number:05d}-*")):
         raise InvalidPart(f"Part {number}'s ETag does not match what was uploaded.")
+    raise InvalidPart(f"Part {number} was not uploaded.")
+
+
+def _append(out, path):
+    """The file at `path` appended to `out`, copied by the kernel (no trip through
+    this process; a filesystem that can share blocks does not copy them at all)."""
+    with open(path, "rb") as part:
+        size = os.fstat(part.fileno()).st_size
+        done = 0
+        while done < size:
+            try:
+                n = os.copy_file_range(part.fileno(), out.fileno(), size - done)
+            except OSError:  # not across these files: the plain way
+                part.seek(done)
+                shutil.copyfileobj(part, out, CHUNK)
+                return
+            if n == 0:
+                raise InvalidPart("A part changed while the upload was completed.")
+            done += n
 
 
 def _mkdirs(root, *names):

@@ -131,6 +131,26 @@ def test_a_wrong_etag_is_refused(store):
     assert store.size(key) is None
 
 
+def test_a_part_sent_again_replaces_it(store):
+    key = _key()
+    upload_id = store.begin_upload(key)
+    etags = []
+    for data in (b"a" * 100, b"b" * 50):
+        answer = requests.put(store.part_url(key, upload_id, 1), data=data, timeout=30)
+        assert answer.status_code == 200
+        etags.append(answer.headers["ETag"])
+    with pytest.raises(errors.InvalidPart):
+        store.complete_upload(key, upload_id, [(1, etags[0])])
+    with pytest.raises(errors.InvalidPart):  # a part never sent
+        store.complete_upload(key, upload_id, [(1, etags[1]), (2, etags[0])])
+    store.complete_upload(key, upload_id, [(1, etags[1])])
+    body = store.open(key)
+    try:
+        assert body.read() == b"b" * 50
+    finally:
+        body.close()
+
+
 @pytest.mark.parametrize("bad", ["../etc/passwd", "/abs/key", "a//b", "", "a/./b", "a/../b",
                                  "a/b/", "a\\b", "a/b\x00"])
 def test_keys_are_checked(store, bad):
