@@ -16,8 +16,10 @@ the safety backup, the previous filestore directory, kept until success)."""
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
+import threading
 
 from agent import archive, exec_stream
 from agent.config import RESTORE_JOURNAL, write_private
@@ -29,6 +31,7 @@ FORMAT = "berth-backup/1"
 DB = "odoo"  # the database and its owner in every environment
 OBJECTS = {"database": "database.dump", "manifest": "manifest.json"}
 MANIFEST_MAX = 1024 * 1024
+TRASH = "filestore.trash-"  # a previous filestore being deleted (_discard)
 
 
 class BackupError(AgentError):
@@ -170,7 +173,7 @@ class Backups:
                                "it was, from the safety backup)",
                                result={"safety": safety}) from exc
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
-        shutil.rmtree(n["dir"] / "filestore.old", ignore_errors=True)
+        _discard(n["dir"] / "filestore.old")
         log("info", f"restored {source.name}")
         return {"safety": safety, "restored_from": source.id}
 
@@ -207,7 +210,10 @@ class Backups:
 
     def resume_interrupted(self, log):
         """Restores that an agent stop cut short (their commands were reported
-        failed) rolled back, as a failed restore is. Returns their environments."""
+        failed) rolled back, as a failed restore is; previous filestores whose
+        deletion a stop cut short deleted. Returns the environments rolled back."""
+        for trash in self.envs.root.glob(f"*/{TRASH}*"):
+            shutil.rmtree(trash, ignore_errors=True)
         resumed = []
         for journal in sorted(self.envs.root.glob(f"*/{RESTORE_JOURNAL}")):
             try:
@@ -339,6 +345,19 @@ def _swap(env_dir):
     shutil.rmtree(old, ignore_errors=True)
     (env_dir / "filestore").rename(old)
     (env_dir / "filestore.new").rename(env_dir / "filestore")
+
+
+def _discard(path):
+    """`path` renamed aside at once and deleted in the background, so that a restore
+    does not wait for a large filestore's deletion; what an agent stop leaves of
+    it is deleted at the next start (Backups.resume_interrupted)."""
+    trash = path.with_name(TRASH + secrets.token_hex(8))
+    try:
+        path.rename(trash)
+    except FileNotFoundError:
+        return
+    threading.Thread(target=shutil.rmtree, args=(trash,), kwargs={"ignore_errors": True},
+                     name="berth-discard", daemon=True).start()
 
 
 def _recover_swap(env_dir):

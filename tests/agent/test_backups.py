@@ -7,7 +7,9 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 import tracemalloc
+import types
 import urllib.request
 import uuid
 
@@ -164,6 +166,10 @@ def test_backup_then_restore_brings_rows_and_files_back(env, stand_in):
     assert (store.parent.parent).stat().st_uid == 101  # the filestore directory itself
     assert not (store.parent.parent.with_name("filestore.old")).exists()
     assert not (store.parent.parent.with_name("filestore.new")).exists()
+    deadline = time.monotonic() + 30  # the previous filestore is deleted in the background
+    while list(store.parent.parent.parent.glob("filestore.trash-*")):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     assert healthy(envs, env_id)
     assert out["restored_from"] == job["backup_id"] and out["safety"]["verified"] is True
     # The safety backup holds the state the restore replaced.
@@ -242,6 +248,16 @@ def test_a_stopped_database_is_refused(env, stand_in, docker_client):
     finally:
         envs.start(env_id, lambda *a: None)
         envs._wait_db(envs._container(envs._names(env_id)["db"]), {}, lambda *a: None)
+
+
+def test_a_previous_filestore_left_by_a_stop_is_deleted_at_the_next_start(tmp_path):
+    trash = tmp_path / "e-1" / "filestore.trash-0123456789abcdef"
+    (trash / "ab").mkdir(parents=True)
+    (trash / "ab" / "abcdef").write_bytes(b"old")
+    (tmp_path / "e-1" / "filestore").mkdir()
+    envs = types.SimpleNamespace(root=tmp_path, docker=types.SimpleNamespace(api=None))
+    assert Backups(envs, CREDENTIAL).resume_interrupted(lambda *a: None) == []
+    assert not trash.exists() and (tmp_path / "e-1" / "filestore").exists()
 
 
 def test_status_shows_a_running_backup(tmp_path, monkeypatch):
