@@ -244,3 +244,16 @@ class StandardResponses(BasePlugin):
             for status in ERROR_RESPONSES:
                 responses.setdefault(status, f"Error{status}")
             responses.pop("default", None)
+
+
+def error_responses(blp, descriptions, always=(401, 404)):
+    """A decorator factory for a blueprint's views: `@errors(409, 422)` documents
+    those error responses (and `always`), all with the one error body."""
+    def errors(*statuses):
+        def decorate(view):
+            for status in (*always, *statuses):
+                view = blp.alt_response(status, schema=ErrorSchema,
+                                        description=descriptions[status])(view)
+            return view
+        return decorate
+    return errors

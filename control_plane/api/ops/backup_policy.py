@@ -6,7 +6,7 @@ from flask.views import MethodView
 
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
-from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.backups import policy as svc
 
 blp = init_blueprint(Blueprint("ops_backup_policy", __name__,
@@ -54,12 +54,7 @@ class PolicyBody(ma.Schema):
     keep_monthly = _keep("monthly", 3)
 
 
-def errors(*statuses):
-    def decorate(view):
-        for status in (401, 404, *statuses):
-            view = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(view)
-        return view
-    return decorate
+errors = error_responses(blp, ERRORS)
 
 
 @blp.route("/environments/<uuid:env_id>/backup-policy")

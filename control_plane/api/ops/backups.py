@@ -8,7 +8,7 @@ from flask.views import MethodView
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import BackupListArgs, BackupPage, BackupSchema
-from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.backups import backups as svc
 
 blp = init_blueprint(Blueprint("ops_backups", __name__, description="Backups and restores"))
@@ -25,12 +25,7 @@ ERRORS = {
 }
 
 
-def errors(*statuses):
-    def decorate(view):
-        for status in (401, 404, *statuses):
-            view = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(view)
-        return view
-    return decorate
+errors = error_responses(blp, ERRORS)
 
 
 class OpsBackupSchema(BackupSchema):

@@ -8,7 +8,7 @@ from flask.views import MethodView
 from control_plane.api.fields import Boolean, Branch, QueryBoolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
-from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.deploys import operations as svc
 
 blp = init_blueprint(Blueprint("operations", __name__, description="Deployment operations"))
@@ -33,13 +33,7 @@ ERRORS = {
 }
 
 
-def errors(*statuses):
-    """Documents the error responses an operation can give (all share one body)."""
-    def decorate(view):
-        for status in (401, 404, *statuses):
-            view = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(view)
-        return view
-    return decorate
+errors = error_responses(blp, ERRORS)
 
 
 def _berth():

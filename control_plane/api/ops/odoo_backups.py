@@ -11,7 +11,7 @@ from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import DownloadArgs
-from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.backups import odoo as svc
 
 blp = init_blueprint(Blueprint("ops_odoo_backups", __name__,
@@ -32,12 +32,7 @@ ERRORS = {
 }
 
 
-def errors(*statuses):
-    def decorate(view):
-        for status in (401, 403, 404, *statuses):
-            view = blp.alt_response(status, schema=ErrorSchema, description=ERRORS[status])(view)
-        return view
-    return decorate
+errors = error_responses(blp, ERRORS, always=(401, 403, 404))
 
 
 def _berth():
