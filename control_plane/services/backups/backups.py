@@ -44,10 +44,6 @@ def _require_ready(env, conflict):
             "running environment can be backed up or restored.")
 
 
-_new_backup = backup_tasks.new_backup  # its expiry fixed by its type
-_payload = backup_tasks.agent_payload  # the agent's `backup` command
-deployed_code = backup_tasks.deployed_code
-
 
 def _task(env, kind, actor_id, extra):
     return lifecycle.new_record(env, env.project_id, kind=kind, trigger="manual",
@@ -61,8 +57,9 @@ def create(env, *, actor_id, settings, gateway, backup_type="manual", notes=None
     _require_ready(env, conflict)
     backup_id = uuid.uuid4()
     d = _task(env, "backup", actor_id, {"backup_id": str(backup_id)})
-    backup = _new_backup(env, d, backup_type, notes, backup_id)
-    queue.enqueue(env.server_id, "backup", _payload(env, backup, settings), deployment_id=d.id)
+    backup = backup_tasks.new_backup(env, d, backup_type, notes, backup_id)
+    queue.enqueue(env.server_id, "backup", backup_tasks.agent_payload(env, backup, settings),
+                  deployment_id=d.id)
     lifecycle.wake(gateway, env.server_id)
     return backup
 
@@ -82,12 +79,14 @@ def restore(env, source_id, *, actor_id, settings, gateway, conflict=TASK_IN_PRO
     safety_id = uuid.uuid4()
     d = _task(env, "restore", actor_id,
               {"backup_id": str(source.id), "safety_backup_id": str(safety_id)})
-    safety = _new_backup(env, d, "manual", f"Safety backup before restore {d.id} of backup "
-                                           f"{source.id}", safety_id, source)
+    safety = backup_tasks.new_backup(
+        env, d, "manual", f"Safety backup before restore {d.id} of backup {source.id}",
+        safety_id, source)
     queue.enqueue(env.server_id, "restore", {
         "environment_id": str(env.id), "backup_id": str(source.id),
         "transfer_url": transfer_url(settings, source.id),
-        "safety": _payload(env, safety, settings), "health_timeout": HEALTH_TIMEOUT,
+        "safety": backup_tasks.agent_payload(env, safety, settings),
+        "health_timeout": HEALTH_TIMEOUT,
     }, deployment_id=d.id)
     lifecycle.wake(gateway, env.server_id)
     return d

@@ -22,7 +22,7 @@ from control_plane.db import database, for_update
 from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services.backups import backups as bk
 from control_plane.services.backups import stores
-from control_plane.services.deploys import access, lifecycle, queue
+from control_plane.services.deploys import access, backup_tasks, lifecycle, queue
 from control_plane.services.deploys.export_tasks import EXPORT_OBJECT
 from control_plane.storage import MAX_PARTS, PART_MAX  # noqa: F401  (the API names them)
 
@@ -203,13 +203,15 @@ def restore_import(user, env_id, import_id, *, berth):
         safety_id = uuid.uuid4()
         d = bk._task(env, "restore", user.id,
                      {"import_id": str(imp.id), "safety_backup_id": str(safety_id)})
-        safety = bk._new_backup(env, d, "manual", f"Safety backup before restore {d.id} of "
-                                                  f"import {imp.id}", safety_id)
+        safety = backup_tasks.new_backup(
+            env, d, "manual", f"Safety backup before restore {d.id} of import {imp.id}",
+            safety_id)
         queue.enqueue(env.server_id, "restore", {
             "environment_id": str(env.id), "erp_version": env.project.erp_version or "17.0",
             "import": {"import_id": str(imp.id), "object": IMPORT_OBJECT,
                        "transfer_url": bk.transfer_url(settings, imp.id)},
-            "safety": bk._payload(env, safety, settings), "health_timeout": bk.HEALTH_TIMEOUT,
+            "safety": backup_tasks.agent_payload(env, safety, settings),
+            "health_timeout": bk.HEALTH_TIMEOUT,
         }, deployment_id=d.id)
         BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
         imp.task = d.id
