@@ -14,8 +14,8 @@ import datetime as dt
 import uuid
 
 from control_plane import clock, errors, states
-from control_plane.db import database, for_update
-from control_plane.models import Backup, Environment, Project
+from control_plane.db import database
+from control_plane.models import Backup, Environment
 from control_plane.pagination import page_page
 from control_plane.services.backups import stores
 from control_plane.services.deploys import access, backup_tasks, lifecycle, queue
@@ -175,30 +175,19 @@ def restore_for_user(user, env_id, backup_id, *, berth):
                        gateway=berth.gateway)
 
 
-def _env_for_operator(env_id, lock=False):
-    """`berth admin backup …`: any active environment (404 otherwise)."""
-    query = (Environment.select(Environment, Project).join(Project)
-             .where(Environment.id == env_id, Environment.is_active,
-                    Project.deleted_at.is_null()))
-    env = (for_update(query, of=Environment) if lock else query).first()
-    if env is None:
-        raise errors.NotFound("Environment not found.")
-    return env
-
-
 def list_for_operator(env_id, **filters):
-    return page(_env_for_operator(env_id), **filters)
+    return page(access.environment_for_operator(env_id), **filters)
 
 
 def create_for_operator(env_id, *, berth, comment=None):
     with database.atomic():
-        env = _env_for_operator(env_id, lock=True)
+        env = access.environment_for_operator(env_id, lock=True)
         return create(env, actor_id=None, settings=berth.settings, gateway=berth.gateway,
                       notes=comment)
 
 
 def restore_for_operator(env_id, backup_id, *, berth):
     with database.atomic():
-        env = _env_for_operator(env_id, lock=True)
+        env = access.environment_for_operator(env_id, lock=True)
         return restore(env, backup_id, actor_id=None, settings=berth.settings,
                        gateway=berth.gateway)

@@ -76,7 +76,7 @@ def _backup_for_operator(backup_id, *, lock=False):
     if backup is None:
         raise errors.NotFound("Backup not found.")
     try:
-        return backup, bk._env_for_operator(backup.environment_id, lock=lock)
+        return backup, access.environment_for_operator(backup.environment_id, lock=lock)
     except errors.NotFound:
         raise errors.NotFound("Backup not found.") from None
 

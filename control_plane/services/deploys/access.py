@@ -41,6 +41,13 @@ def environment_for_user(user, environment_id, permission, *, lock=False):
     return env
 
 
+def environment_for_operator(environment_id, *, lock=False):
+    """`berth admin …`: any active environment of a live project (404 otherwise)."""
+    return _one(Environment.select(Environment, Project).join(Project)
+                .where(Environment.id == environment_id, Environment.is_active,
+                       Project.deleted_at.is_null()), lock)
+
+
 def _one(query, lock):
     env = (for_update(query, of=Environment) if lock else query).first()
     if env is None:
