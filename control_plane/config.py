@@ -22,6 +22,10 @@ class Config:
     S3_ENDPOINT_URL = None
     SECRET_KEY = None  # None: generated into DATA_DIR on first start
     APPS_DOMAIN = "apps.localhost"
+    # Where custom-domain checks ask (`host`, `host:port`; None: the system's
+    # resolvers), and how long each lookup may take, in seconds.
+    DNS_RESOLVER = None
+    DNS_TIMEOUT = 5.0
     WEBHOOK_ALLOW_PRIVATE = False
     # `berth serve` / `berth web` build a missing or stale agent wheelhouse in the
     # background at start (off: only `berth wheelhouse` builds it).

@@ -390,6 +390,26 @@ class StorageUnavailable(BadGateway):
     code = "storage_unavailable"
 
 
+
+class InvalidDomain(Unprocessable):
+    code = "invalid_domain"  # not a host name a certificate can be had for, or reserved
+
+
+class DomainInUse(Conflict):
+    code = "domain_in_use"  # another environment (of any organization) has it
+
+
+class DomainLimitReached(Conflict):
+    code = "domain_limit_reached"
+
+
+class DomainNotVerified(Conflict):
+    code = "domain_not_verified"  # DNS does not show the record (yet)
+
+
+class DnsUnavailable(BadGateway):
+    code = "dns_unavailable"  # the resolver did not answer: nothing was decided
+
 # Werkzeug/Flask HTTP errors (routing, method, body parsing) get a code too.
 HTTP_CODES = {
     400: "bad_request",

@@ -101,6 +101,13 @@ class ImportStatus(StrEnum):
     FAILED = "failed"
 
 
+class DomainStatus(StrEnum):
+    """A custom domain (services/deploys/domains.py): `pending` until DNS shows
+    its record, then `verified`; it never goes back (removal deletes it)."""
+    PENDING = "pending"
+    VERIFIED = "verified"
+
+
 class TicketStatus(StrEnum):
     OPEN = "open"
     IN_PROGRESS = "in_progress"
@@ -210,7 +217,12 @@ BACKUP = {
 BACKUP_TERMINAL = frozenset({B.COMPLETED, B.FAILED, B.CANCELLED})
 BACKUP_IN_PROGRESS = (B.PENDING, B.RUNNING)
 
-TABLES = {"environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
+DOMAIN = {
+    (None, DomainStatus.PENDING),
+    (DomainStatus.PENDING, DomainStatus.VERIFIED),  # its TXT record or CNAME was seen
+}
+
+TABLES = {"domain": DOMAIN, "environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
           "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY,
           "backup": BACKUP}
 

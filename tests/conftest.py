@@ -39,6 +39,15 @@ def moto_s3():
 
 
 @pytest.fixture(scope="session")
+def loopback_dns():
+    from tests.dns_server import LoopbackDNS
+
+    dns = LoopbackDNS()
+    yield dns
+    dns.stop()
+
+
+@pytest.fixture(scope="session")
 def pg_url(postgres):
     """One migrated database for the session; each test truncates it."""
     url = postgres.create_database("berth_test")

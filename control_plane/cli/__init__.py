@@ -164,7 +164,12 @@ def wheelhouse():
 
 
 def main():
-    from control_plane.cli import admin, admin_backup, admin_git  # noqa: F401 - registers `berth admin`
+    from control_plane.cli import (  # noqa: F401 - registers `berth admin`
+        admin,
+        admin_backup,
+        admin_domain,
+        admin_git,
+    )
 
     try:
         cli.main(standalone_mode=False)

@@ -2,6 +2,7 @@
 
 from control_plane.models.api_key import ApiKey
 from control_plane.models.backup import Backup, BackupImport
+from control_plane.models.domain import CustomDomain
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
 from control_plane.models.git import AddonRepository, GitDelivery, GitWebhookSecret
 from control_plane.models.idempotency import IdempotencyRecord
@@ -16,7 +17,7 @@ ALL_MODELS = [
     Organization, User, UserToken, Server, Project, ApiKey, RegistrationToken,
     Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
-    AddonRepository, GitWebhookSecret, GitDelivery,
+    AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

@@ -30,7 +30,8 @@ def data_dir(tmp_path, monkeypatch):
 
 
 def run(data_dir, *args):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CP_") or k == "CP_DNS_RESOLVER"}
     env["CP_DATA_DIR"] = str(data_dir)
     return subprocess.run([BERTH, "admin", *map(str, args)], env=env, capture_output=True,
                           text=True, timeout=60)
@@ -307,3 +308,40 @@ def test_key_delete_removes_only_revoked_or_expired_keys(data_dir, in_process):
     for gone in (revoked, expired):
         r = app.client.get(f"{P}/projects", headers=auth(gone["key"]))
         assert r.status_code == 401 and r.json["error"] == "invalid_api_key"
+
+
+def test_custom_domains_added_verified_and_removed(data_dir, in_process, loopback_dns,
+                                                   monkeypatch):
+    loopback_dns.clear()
+    org = ok(data_dir, "org", "create", "--name", "Domains")["id"]
+    server = ok(data_dir, "server", "create", "--name", "s", "--provider", "p", "--cpu-cores",
+                "2", "--ram-mb", "4096", "--disk-gb", "50", "--org", org)["id"]
+    raw = ok(data_dir, "key", "create", "--org", org, "--name", "k", "--type", "full_access",
+             "--scope", "organization")["key"]
+    app = in_process()
+    project = app.client.post(f"{P}/projects", headers=auth(raw),
+                              json={"name": "p", "server_id": server}).json
+    env = app.client.post(f"{P}/projects/{project['id']}/environments", headers=auth(raw),
+                          json={"name": "e"}).json["id"]
+    monkeypatch.setenv("CP_DNS_RESOLVER", loopback_dns.address)  # run() passes it on
+    keys = {"domain", "environment_id", "status", "verification", "created_at", "verified_at",
+            "checked_at", "check_error"}
+    added = ok(data_dir, "domain", "add", "--environment", env, "ERP.example.io", keys=keys)
+    assert (added["domain"], added["status"]) == ("erp.example.io", "pending")
+    assert "no TXT record" in fails(data_dir, "domain", "verify", "--environment", env,
+                                    "erp.example.io")
+    loopback_dns.txt(added["verification"]["txt"]["name"],
+                     added["verification"]["txt"]["value"])
+    verified = ok(data_dir, "domain", "verify", "--environment", env, "erp.example.io",
+                  keys=keys)
+    assert verified["status"] == "verified" and verified["verified_at"].endswith("Z")
+    got = app.client.get(f"{P}/environments/{env}", headers=auth(raw)).json
+    assert got["url"] == "https://erp.example.io"
+    assert [d["domain"] for d in ok(data_dir, "domain", "list", "--environment", env,
+                                    keys={"items"})["items"]] == ["erp.example.io"]
+    fails(data_dir, "domain", "add", "--environment", env, "erp.example.io")  # in use
+    fails(data_dir, "domain", "add", "--environment", env, "x.localhost")
+    assert ok(data_dir, "domain", "remove", "--environment", env, "erp.example.io") == {
+        "removed": "erp.example.io", "environment_id": env}
+    fails(data_dir, "domain", "remove", "--environment", env, "erp.example.io")
+    loopback_dns.clear()

@@ -32,10 +32,11 @@ def register(app):
         backup_policy,
         backups,
         deployments,
+        domains,
         git_webhooks,
         odoo_backups,
     )
 
-    for module in (deployments, backups, backup_policy, odoo_backups, git_webhooks):
+    for module in (deployments, backups, backup_policy, odoo_backups, domains, git_webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

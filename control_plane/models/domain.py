@@ -1,0 +1,22 @@
+"""Custom domains of environments (services/deploys/domains.py)."""
+
+import peewee
+
+from control_plane.models.base import BaseModel, DateTimeField
+from control_plane.models.environment import Environment
+from control_plane.states import DomainStatus
+
+
+class CustomDomain(BaseModel):
+    """A host name an environment answers at once DNS shows that its owner
+    controls it. `name` is unique across every organization: one name, one
+    environment. The token is what its TXT record must hold (not a secret: it
+    only proves who can publish DNS records for the name)."""
+
+    environment = peewee.ForeignKeyField(Environment, backref="domains", on_delete="CASCADE")
+    name = peewee.CharField(max_length=253, unique=True)  # lower case, IDNA (xn--) form
+    token = peewee.CharField(max_length=64)
+    status = peewee.CharField(max_length=16, default=DomainStatus.PENDING)
+    verified_at = DateTimeField(null=True)
+    checked_at = DateTimeField(null=True)
+    check_error = peewee.TextField(null=True)  # what the last failed check found

@@ -1,0 +1,194 @@
+"""Custom domains of environments: added, proved by DNS, removed.
+
+A name is added `pending` with a token. Its owner proves control of it by
+publishing either a TXT record `_berth-challenge.<name>` holding
+`berth-verify=<token>`, or a CNAME from the name to the environment's platform
+host; `verify` asks the resolver of the `DNS_RESOLVER` setting (the system's
+when unset) and only then marks it `verified`. The environment's `url` is its
+oldest verified domain (kept on the environment's row, so that lists read no
+other table), else its platform subdomain.
+
+A name belongs to one environment across every organization (a unique index
+settles concurrent adds). Names that no public certificate authority would
+sign (reserved and special-use names, IP literals, single labels) and names
+under the platform's own apps domain are refused."""
+
+import ipaddress
+import re
+import secrets
+
+import idna
+from peewee import IntegrityError
+
+from control_plane import clock, states
+from control_plane.db import database
+from control_plane.errors import (
+    DomainInUse,
+    DomainLimitReached,
+    DomainNotVerified,
+    InvalidDomain,
+    NotFound,
+)
+from control_plane.models import CustomDomain, Environment
+from control_plane.services.deploys import access
+
+DOMAIN = states.DomainStatus
+PER_ENVIRONMENT = 20
+CHALLENGE_LABEL = "_berth-challenge"
+TXT_PREFIX = "berth-verify="
+_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+_TLD = re.compile(r"^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$")
+# Special-use names (RFC 2606, 6761, 6762, 7686, 8375, 9476) and the private-use
+# TLDs no public CA issues for.
+RESERVED_TLDS = frozenset({"test", "example", "invalid", "localhost", "local", "onion",
+                           "alt", "arpa", "internal", "home", "lan", "corp", "intranet"})
+RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
+
+
+def platform_host(env, apps_domain):
+    return f"{env.id.hex[:12]}.{apps_domain}"
+
+
+def normalize(raw, apps_domain):
+    """The name in lower-case IDNA form, or InvalidDomain saying why not."""
+    text = raw.rstrip(".").lower() if isinstance(raw, str) else ""
+    if not text or any(c.isspace() for c in text):
+        raise InvalidDomain("A domain is a host name such as erp.example.co.uk.")
+    try:
+        name = idna.encode(text, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError) as exc:
+        raise InvalidDomain(f"Not a valid host name: {exc}.") from None
+    labels = name.split(".")
+    if len(name) > 253 or not all(_LABEL.match(label) for label in labels):
+        raise InvalidDomain("Not a valid host name: letters, digits and hyphens in dot-separated "
+                            "labels of 1 to 63 characters, 253 in all.")
+    if _is_ip(name):
+        raise InvalidDomain("An IP address is not a domain.")
+    if len(labels) < 2 or not _TLD.match(labels[-1]):
+        raise InvalidDomain("A domain needs a public top-level domain (such as .com).")
+    if labels[-1] in RESERVED_TLDS or any(
+            name == d or name.endswith("." + d) for d in RESERVED_DOMAINS):
+        raise InvalidDomain(f"{name} is a reserved name that no certificate authority signs.")
+    apps = apps_domain.lower().strip(".")
+    if name == apps or name.endswith("." + apps):
+        raise InvalidDomain(f"Names under {apps} are the platform's own.")
+    return name
+
+
+def _is_ip(name):
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+# --- changes ------------------------------------------------------------------
+
+def add(env, raw_name, apps_domain):
+    name = normalize(raw_name, apps_domain)
+    with database.atomic():
+        if CustomDomain.select().where(CustomDomain.environment == env.id).count() \
+                >= PER_ENVIRONMENT:
+            raise DomainLimitReached(f"An environment has at most {PER_ENVIRONMENT} domains.")
+        if CustomDomain.select().where(CustomDomain.name == name).exists():
+            raise DomainInUse(f"{name} is already another environment's domain.")
+        states.check("domain", None, DOMAIN.PENDING)
+        try:
+            with database.atomic():  # a savepoint: a concurrent add loses here
+                return CustomDomain.create(environment=env.id, name=name,
+                                           token=secrets.token_hex(16), status=DOMAIN.PENDING)
+        except IntegrityError:
+            raise DomainInUse(f"{name} is already another environment's domain.") from None
+
+
+def verify(env, raw_name, apps_domain, resolver):
+    """Mark the domain verified if DNS shows its record; otherwise record what was
+    found and raise DomainNotVerified (the record is kept: the check is retried)."""
+    domain = _get(env, raw_name, apps_domain)
+    if domain.status == DOMAIN.VERIFIED:
+        return domain
+    found, error = resolver.proof(domain.name, challenge_name(domain.name),
+                                  TXT_PREFIX + domain.token, platform_host(env, apps_domain))
+    now = clock.now()
+    with database.atomic():
+        if found:
+            states.check("domain", domain.status, DOMAIN.VERIFIED)
+            CustomDomain.update(status=DOMAIN.VERIFIED, verified_at=now, checked_at=now,
+                                check_error=None).where(CustomDomain.id == domain.id).execute()
+            _refresh_url(env.id)
+            return CustomDomain.get_by_id(domain.id)
+        CustomDomain.update(checked_at=now, check_error=error).where(
+            CustomDomain.id == domain.id).execute()
+    raise DomainNotVerified(f"DNS does not show that {domain.name} is yours yet: {error}",
+                            details=instructions(domain, env, apps_domain))
+
+
+def remove(env, raw_name, apps_domain):
+    domain = _get(env, raw_name, apps_domain)
+    with database.atomic():
+        CustomDomain.delete().where(CustomDomain.id == domain.id).execute()
+        _refresh_url(env.id)
+
+
+def _refresh_url(env_id):
+    """The environment's `url` domain: its oldest verified one, if any."""
+    first = (CustomDomain.select(CustomDomain.name)
+             .where(CustomDomain.environment == env_id, CustomDomain.status == DOMAIN.VERIFIED)
+             .order_by(CustomDomain.verified_at, CustomDomain.name).first())
+    Environment.update(custom_domain=first and first.name, custom_domain_verified=bool(first),
+                       updated_at=clock.now()).where(Environment.id == env_id).execute()
+
+
+# --- reading ------------------------------------------------------------------
+
+def challenge_name(name):
+    return f"{CHALLENGE_LABEL}.{name}"
+
+
+def instructions(domain, env, apps_domain):
+    """The two records either of which proves control of the name."""
+    return {"txt": {"name": challenge_name(domain.name), "value": TXT_PREFIX + domain.token},
+            "cname": {"name": domain.name, "target": platform_host(env, apps_domain)}}
+
+
+def describe(domain, env, apps_domain):
+    return {"domain": domain.name, "environment_id": env.id, "status": domain.status,
+            "verification": instructions(domain, env, apps_domain),
+            "created_at": domain.created_at, "verified_at": domain.verified_at,
+            "checked_at": domain.checked_at, "check_error": domain.check_error}
+
+
+def list_of(env):
+    return list(CustomDomain.select().where(CustomDomain.environment == env.id)
+                .order_by(CustomDomain.created_at, CustomDomain.name))
+
+
+def verified_hostnames(env):
+    """The verified custom domains an environment answers at (for its routes)."""
+    return [d.name for d in CustomDomain.select(CustomDomain.name).where(
+        CustomDomain.environment == env.id, CustomDomain.status == DOMAIN.VERIFIED)
+        .order_by(CustomDomain.name)]
+
+
+def _get(env, raw_name, apps_domain):
+    try:
+        name = normalize(raw_name, apps_domain)
+    except InvalidDomain:
+        name = None
+    domain = name and CustomDomain.get_or_none(CustomDomain.environment == env.id,
+                                               CustomDomain.name == name)
+    if domain is None:
+        raise NotFound("This environment has no such domain.")
+    return domain
+
+
+# --- the two callers: users (/api/v1) and operators (`berth admin domain`) ------
+
+def environment(user, env_id, permission=None):
+    """The environment for a user (`permission` for changes), or for an operator
+    when `user` is None."""
+    if user is None:
+        return access.environment_for_operator(env_id)
+    return access.environment_for_user(user, env_id, permission)
+
