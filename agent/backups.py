@@ -1,17 +1,19 @@
 """Backups and restores of an environment (the `backup` and `restore` commands).
 
 A backup streams three objects to storage through the transfer API: the
-database (`pg_dump -Fc` in the environment's PostgreSQL container), the
-filestore (a compressed tar of the environment's filestore directory) and a
-manifest; then reads each back, compares sizes and SHA-256, and has the dump
-listed by `pg_restore --list`. Nothing is staged on the server's disk and at
-most two parts (transfer.PART_SIZE each) are held in memory.
+database (`pg_dump -Fc` in the environment's PostgreSQL container) and the
+filestore (a compressed tar of the environment's filestore directory) at once,
+then a manifest; each is read back as soon as it is stored, its size and SHA-256
+compared, and the dump listed by `pg_restore --list`. Nothing is staged on the
+server's disk and at most two parts (transfer.PART_SIZE each) are held in memory.
 
-A restore takes a safety backup first, unpacks the chosen backup's filestore
-beside the live one, stops the ERP, recreates the database from the dump,
-swaps the filestore in, starts the ERP and waits for its health; any failure
-after the safety backup puts the environment back as it was (the database from
-the safety backup, the previous filestore directory, kept until success)."""
+A restore takes a safety backup first, then unpacks the chosen backup's
+filestore beside the live one while its dump loads into a database of its own
+(both while the ERP still runs), stops the ERP, puts the new database in the
+live one's place, swaps the filestore in, starts the ERP and waits for its
+health; any failure after the safety backup puts the environment back as it
+was (nothing touched before the ERP stops; after, the database from the safety
+backup and the previous filestore directory, kept until success)."""
 
 import contextlib
 import json
@@ -20,18 +22,20 @@ import secrets
 import shutil
 import subprocess
 import threading
+import time
 
 from agent import archive, exec_stream
 from agent.config import RESTORE_JOURNAL, write_private
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
-from agent.transfer import Checked, Transfer
+from agent.transfer import Buffers, Checked, Transfer
 
 FORMAT = "berth-backup/1"
 DB = "odoo"  # the database and its owner in every environment
 OBJECTS = {"database": "database.dump", "manifest": "manifest.json"}
 MANIFEST_MAX = 1024 * 1024
 TRASH = "filestore.trash-"  # a previous filestore being deleted (_discard)
+STAGED = "odoo_restore"  # a restore's database, loaded while the ERP still runs
 
 
 class BackupError(AgentError):
@@ -72,22 +76,41 @@ class Backups:
         names = {**OBJECTS, "filestore": "filestore" + archive.SUFFIX[kind]}
         started, parts = now_iso(), {}
 
+        counters = _Summed(self.progress)
+        # The two parts upload at once from one pool: the memory bound of one upload.
+        pool = Buffers(2, transfer.part_size)
+
         def upload(what, chunks):
-            self.progress(phase=f"{label}: {what}", bytes_done=0)
-            parts[names[what]] = transfer.upload(names[what], chunks, self._counter())
+            self.progress(phase=f"{label}: {what}")
+            parts[names[what]] = transfer.upload(names[what], chunks, counters.new(), pool)
             log("info", f"uploaded {names[what]}: {parts[names[what]]['size']} bytes, "
                         f"sha256 {parts[names[what]]['sha256']}")
+            self._verify(transfer, db, names, names[what], parts[names[what]], label,
+                         counters.new())
 
-        log("info", f"{label} {backup_id}: dumping the database")
-        upload("database", exec_stream.Exec(self.api, db.id, ["pg_dump", "-Fc", "-U", DB, DB],
-                                            what="pg_dump").output())
-        db_size = int(self._psql(db, f"SELECT pg_database_size('{DB}')"))
         filestore = n["dir"] / "filestore"
         if not filestore.is_dir():
             raise BackupError(f"the environment has no filestore directory ({filestore.name})")
-        log("info", f"{label} {backup_id}: archiving the filestore ({kind})")
-        fs_size = archive.raw_size(filestore)
-        upload("filestore", archive.pack(filestore, kind))
+        sizes = {}
+
+        def database():
+            log("info", f"{label} {backup_id}: dumping the database")
+            upload("database", exec_stream.Exec(self.api, db.id,
+                                                ["pg_dump", "-Fc", "-U", DB, DB],
+                                                what="pg_dump").output())
+            sizes["database"] = int(self._psql(db, f"SELECT pg_database_size('{DB}')"))
+
+        def files():
+            log("info", f"{label} {backup_id}: archiving the filestore ({kind})")
+            sizes["filestore"] = archive.raw_size(filestore)
+            upload("filestore", archive.pack(filestore, kind))
+
+        # The dump is the database container's work and the archive the agent's:
+        # both at once, each read back as soon as it is stored.
+        self.progress(phase=f"{label}: database", bytes_done=0)
+        _both(database, files)
+        parts = {names[what]: parts[names[what]] for what in ("database", "filestore")}
+        db_size, fs_size = sizes["database"], sizes["filestore"]
         manifest = {
             "format": FORMAT, "environment_id": env_id, "backup_id": backup_id,
             "erp_version": payload.get("erp_version"), "pg_version": self._pg_version(db),
@@ -100,26 +123,24 @@ class Backups:
                           "raw_size": fs_size, "compression": kind},
             "started_at": started, "finished_at": now_iso()}
         upload("manifest", [json.dumps(manifest, indent=2, sort_keys=True).encode()])
-        self._verify(transfer, db, names, parts, log, label)
+        log("info", f"{label}: verified {', '.join(parts)} in storage")
         return {"database_size": db_size, "filestore_size": fs_size,
                 "total_size": db_size + fs_size,
                 "compressed_size": sum(p["size"] for p in parts.values()),
                 "verified": True, "manifest": manifest, "parts": parts}
 
-    def _verify(self, transfer, db, names, parts, log, label):
-        """Every object read back from storage and hashed again; the dump listed
-        by pg_restore, to know it is one."""
-        for name, expected in parts.items():
-            self.progress(phase=f"{label}: verifying {name}", bytes_done=0)
-            chunks = Checked(transfer.download(name), self._counter())
-            if name == names["database"]:
-                exec_stream.Exec(self.api, db.id, ["pg_restore", "--list"], stdin=True,
-                                 what="pg_restore --list of the stored dump").feed(chunks)
-            else:
-                for _ in chunks:
-                    pass
-            _same(name, expected, chunks, BackupError)
-        log("info", f"{label}: verified {', '.join(parts)} in storage")
+    def _verify(self, transfer, db, names, name, expected, label, counter):
+        """The object read back from storage and hashed again; the dump listed by
+        pg_restore, to know it is one."""
+        self.progress(phase=f"{label}: verifying {name}")
+        chunks = Checked(transfer.download(name), counter)
+        if name == names["database"]:
+            exec_stream.Exec(self.api, db.id, ["pg_restore", "--list"], stdin=True,
+                             what="pg_restore --list of the stored dump").feed(chunks)
+        else:
+            for _ in chunks:
+                pass
+        _same(name, expected, chunks, BackupError)
 
     def _counter(self):
         return lambda done: self.progress(bytes_done=done)
@@ -179,11 +200,23 @@ class Backups:
 
     def _restore(self, source, n, db, rollback, log):
         self.progress(phase="restore: unpacking the filestore", bytes_done=0)
-        source.unpack(n["dir"], log)
+        staged = isinstance(source, _Stored)
+        if staged:
+            # A stored backup's parts are read independently: the filestore is
+            # unpacked while the dump loads into a database of its own, both
+            # beside the running ERP, which then stops only for the swap.
+            _both(lambda: source.unpack(n["dir"], log), lambda: source.stage(db, log))
+        else:
+            source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
         self._stop_erp(n, log)
         _step(n, rollback, "database")
-        source.load(db, log)
+        if staged:
+            self._drop_database(db, DB)
+            self._psql(db, f"ALTER DATABASE {STAGED} RENAME TO {DB}", database="postgres")
+            log("info", "restore: the restored database is in place")
+        else:
+            source.load(db, log)
         if (n["dir"] / "filestore.new").exists():  # a bare dump import brings no filestore
             _swap(n["dir"])
         self._start_erp(n, log)
@@ -193,6 +226,8 @@ class Backups:
         safety backup if it was touched, the previous filestore if it was swapped."""
         self.progress(phase="rolling back")
         shutil.rmtree(n["dir"] / "filestore.new", ignore_errors=True)
+        with contextlib.suppress(Exception):  # a restore's staged database, if any
+            self._drop_database(db, STAGED)
         if not rollback["stopped"]:
             log("info", "the environment was not touched")
             return
@@ -256,23 +291,27 @@ class Backups:
         archive.unpack(chunks, kind, new)
         _same(fs["object"], fs, chunks, RestoreError)
 
-    def _load_database(self, transfer, expected, db, log, label):
-        """Drop and recreate the database, then pg_restore the dump streamed from storage."""
+    def _load_database(self, transfer, expected, db, log, label, database=DB):
+        """Drop and recreate `database`, then pg_restore the dump streamed from storage."""
         self.progress(phase=f"{label}: loading the database", bytes_done=0)
         log("info", f"{label}: recreating the database from {expected['object']}")
-        self._recreate_database(db)
+        self._recreate_database(db, database)
         chunks = Checked(transfer.download(expected["object"]), self._counter())
-        exec_stream.Exec(self.api, db.id, ["pg_restore", "-U", DB, "-d", DB, "--no-owner",
+        exec_stream.Exec(self.api, db.id, ["pg_restore", "-U", DB, "-d", database, "--no-owner",
                                            "--exit-on-error"],
                          stdin=True, what="pg_restore").feed(chunks)
         _same(expected["object"], expected, chunks, RestoreError)
         log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump)")
 
-    def _recreate_database(self, db):
+    def _recreate_database(self, db, database=DB):
+        self._drop_database(db, database)
+        self._psql(db, f"CREATE DATABASE {database} OWNER {DB} TEMPLATE template0 "
+                       "ENCODING 'UTF8'", database="postgres")
+
+    def _drop_database(self, db, database):
         for sql in (f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    f" WHERE datname = '{DB}' AND pid <> pg_backend_pid()",
-                    f"DROP DATABASE IF EXISTS {DB}",
-                    f"CREATE DATABASE {DB} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'"):
+                    f" WHERE datname = '{database}' AND pid <> pg_backend_pid()",
+                    f"DROP DATABASE IF EXISTS {database}"):
             self._psql(db, sql, database="postgres")
 
     def _stop_erp(self, n, log):
@@ -322,8 +361,49 @@ class _Stored:
         log("info", f"unpacking {fs['object']} beside the current filestore")
         self.backups._unpack(self.transfer, fs, env_dir)
 
-    def load(self, db, log):
-        self.backups._load_database(self.transfer, self.manifest["database"], db, log, "restore")
+    def stage(self, db, log):
+        """The dump loaded into the STAGED database, the live one untouched."""
+        self.backups._load_database(self.transfer, self.manifest["database"], db, log, "restore",
+                                    database=STAGED)
+
+
+def _both(first, second):
+    """`second` on a thread while `first` runs here; both run to their end, then
+    the error that happened first, if any, is raised (a storage cut fails both)."""
+    failed = []
+
+    def run(part):
+        try:
+            part()
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            failed.append((time.monotonic(), exc))
+
+    thread = threading.Thread(target=run, args=(second,), name="berth-backup-part",
+                              daemon=True)
+    thread.start()
+    run(first)
+    thread.join()
+    if failed:
+        raise min(failed, key=lambda f: f[0])[1]
+
+
+class _Summed:
+    """One `bytes_done` for `berth-agent status` from several streams' own counts."""
+
+    def __init__(self, progress):
+        self.progress, self.done, self.lock = progress, [], threading.Lock()
+
+    def new(self):
+        with self.lock:
+            self.done.append(0)
+            i = len(self.done) - 1
+
+        def report(done):
+            with self.lock:
+                self.done[i] = done
+                total = sum(self.done)
+            self.progress(bytes_done=total)
+        return report
 
 
 def _same(name, expected, chunks, error):

@@ -6,6 +6,7 @@ only the transfer API itself sees its own (`Authorization: Bearer`)."""
 
 import hashlib
 import json
+import queue
 import threading
 import time
 import urllib.error
@@ -89,15 +90,16 @@ class Transfer:
                 raise TransferError(f"the storage gave no ETag for part {part_number} of {name}")
             return etag.strip().strip('"')
 
-    def upload(self, name, chunks, progress=None):
+    def upload(self, name, chunks, progress=None, pool=None):
         """Upload an object from an iterable of byte chunks; returns {size, sha256}.
-        Two parts at most are held in memory: one is PUT on a thread while the
-        next fills, so the producer (pg_dump, tar | zstd) is not stalled for the
-        length of each PUT. `progress(bytes)` after each part."""
-        # Buffers allocated once: growing a bytearray may copy it whole.
-        buffers = [bytearray(self.part_size), bytearray(self.part_size)]
+        Parts are filled in buffers of `pool` (a Buffers; two of its own when
+        none is given): one is PUT on a thread while the next fills, so the
+        producer (pg_dump, tar | zstd) is not stalled for the length of each
+        PUT; uploads running at once that share a pool share its memory bound.
+        `progress(bytes)` after each part."""
+        pool = pool or Buffers(2, self.part_size)
         parts, size, digest = [], 0, hashlib.sha256()
-        state = {"buf": 0, "fill": 0, "number": 0, "in_flight": None}
+        state = {"buf": pool.get(), "fill": 0, "number": 0, "in_flight": None}
 
         def landed():
             """Wait for the part in flight, if any, and record its ETag."""
@@ -108,11 +110,12 @@ class Transfer:
                     progress(put.done)
 
         def flush():
-            landed()  # the other buffer is free again
+            landed()  # one PUT at a time per object: its parts complete in order
             state["number"] += 1
-            state["in_flight"] = _Put(self, name, state["number"], buffers[state["buf"]],
-                                      state["fill"], size)
-            state["buf"], state["fill"] = 1 - state["buf"], 0
+            state["in_flight"] = _Put(self, name, state["number"], state["buf"],
+                                      state["fill"], size, pool)
+            state["buf"], state["fill"] = None, 0
+            state["buf"] = pool.get()  # waits while every buffer is being PUT
 
         try:
             for chunk in chunks:
@@ -120,7 +123,7 @@ class Transfer:
                 size += len(chunk)
                 view = memoryview(chunk)
                 while view:
-                    buf, fill = buffers[state["buf"]], state["fill"]
+                    buf, fill = state["buf"], state["fill"]
                     n = min(self.part_size - fill, len(view))
                     buf[fill:fill + n] = view[:n]
                     view, state["fill"] = view[n:], fill + n
@@ -132,6 +135,8 @@ class Transfer:
         finally:
             if state["in_flight"] is not None:  # the producer failed: no PUT left behind
                 state["in_flight"].join()
+            if state["buf"] is not None:
+                pool.put(state["buf"])
         sha = digest.hexdigest()
         self.complete(name, parts, size, sha)
         return {"size": size, "sha256": sha}
@@ -154,13 +159,33 @@ class Transfer:
                 yield data
 
 
-class _Put(threading.Thread):
-    """One part's PUT, on its own thread; `wait()` returns its ETag or raises."""
+class Buffers:
+    """At most `count` part buffers, made when first needed and reused (growing a
+    bytearray may copy it whole); `get` waits while all are in use."""
 
-    def __init__(self, transfer, name, number, buf, fill, done):
+    def __init__(self, count, size):
+        self.size, self.free, self.made = size, queue.LifoQueue(), 0
+        self.lock, self.count = threading.Lock(), count
+
+    def get(self):
+        with self.lock:
+            if self.free.empty() and self.made < self.count:
+                self.made += 1
+                return bytearray(self.size)
+        return self.free.get()
+
+    def put(self, buf):
+        self.free.put(buf)
+
+
+class _Put(threading.Thread):
+    """One part's PUT, on its own thread, its buffer back to the pool once sent;
+    `wait()` returns its ETag or raises."""
+
+    def __init__(self, transfer, name, number, buf, fill, done, pool):
         super().__init__(name="berth-upload", daemon=True)
         self.transfer, self.object, self.number = transfer, name, number
-        self.buf, self.fill, self.done = buf, fill, done
+        self.buf, self.fill, self.done, self.pool = buf, fill, done, pool
         self.etag = self.error = None
         self.start()
 
@@ -170,6 +195,8 @@ class _Put(threading.Thread):
                 self.etag = self.transfer.put_part(self.object, self.number, view[:self.fill])
         except BaseException as exc:  # raised in the uploading thread, by wait()
             self.error = exc
+        finally:
+            self.pool.put(self.buf)
 
     def wait(self):
         self.join()

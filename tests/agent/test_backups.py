@@ -206,7 +206,12 @@ def test_a_corrupt_dump_leaves_the_environment_as_it_was(env, stand_in):
     assert files(store) == current_files
     assert healthy(envs, env_id)
     assert any(level == "error" for level, _ in lines)
-    assert any("rollback: the database is loaded" in msg for _, msg in lines)
+    # The dump loads into a database of its own beside the running ERP: a bad one
+    # fails there, so the live database was never dropped, nor the ERP stopped.
+    assert any("the environment was not touched" in msg for _, msg in lines)
+    assert not any(msg.startswith(("stopped ", "rollback:")) for _, msg in lines)
+    assert psql(envs, env_id, "SELECT count(*) FROM pg_database "
+                              "WHERE datname = 'odoo_restore'") == "0"
 
 
 def test_a_corrupt_filestore_archive_fails_before_anything_is_touched(env, stand_in):
@@ -231,7 +236,8 @@ def test_a_corrupt_filestore_archive_fails_before_anything_is_touched(env, stand
 
 def test_storage_failing_mid_upload_fails_the_backup(env, stand_in):
     envs, env_id, _ = env
-    stand_in.fail_puts = transfer.PUT_ATTEMPTS
+    # The dump and the archive upload at once: each part's every attempt fails.
+    stand_in.fail_puts = 2 * transfer.PUT_ATTEMPTS
     job = payload(stand_in, env_id)
     with pytest.raises(transfer.TransferError, match="HTTP 500"):
         Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
@@ -400,7 +406,7 @@ def test_a_deploy_whose_pre_deploy_backup_fails_touches_nothing(env, stand_in, d
     envs, env_id, store = env
     monkeypatch.setenv("BERTH_AGENT_ENV_ROOT", str(envs.root))
     before, rows = _erp_container(envs, env_id), notes(envs, env_id)
-    stand_in.fail_puts = transfer.PUT_ATTEMPTS
+    stand_in.fail_puts = 2 * transfer.PUT_ATTEMPTS  # both parts' every attempt
     job = {"environment_id": env_id, "erp_image": erp_image, "postgres_image": postgres_image,
            "pre_backup": payload(stand_in, env_id)}
     agent = _Agent(docker_client, StatusFile(tmp_path / "status.json"))
