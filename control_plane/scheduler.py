@@ -43,6 +43,8 @@ def jobs(settings, berth=None):
         Job("backup-schedule", BACKUP_SCHEDULE_SECONDS,
             lambda: policy.run(settings, getattr(berth, "gateway", None))),
         Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(settings)),
+        Job("import-retention", BACKUP_RETENTION_SECONDS,
+            lambda: retention.sweep_imports(settings)),
     ]
 
 

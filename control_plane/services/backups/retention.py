@@ -16,20 +16,26 @@ Every backup has an `expires_at`:
 `sweep` deletes each expired backup's objects (and aborts any multipart upload
 still open on it), then marks it `deleted_at`: it is no longer listed,
 downloadable or restorable. Backups in progress, and those a running restore
-reads, wait for the next sweep."""
+reads, wait for the next sweep.
+
+Imports (files uploaded to be restored) are kept IMPORT_KEEP_DAYS after their
+upload began, long enough to retry a failed restore: `sweep_imports` then
+deletes the file (or aborts its unfinished upload) and the import itself,
+unless a restore is reading it."""
 
 import calendar
 import datetime as dt
 import logging
 
 from control_plane import clock, states
-from control_plane.models import Backup, Deployment, Environment
+from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services.backups import stores
 
 log = logging.getLogger("berth.backups")
 B = states.BackupStatus
 REMOVED_ENVIRONMENT = dt.timedelta(days=30)
 PROMOTABLE = (B.PENDING, B.RUNNING, B.COMPLETED)
+IMPORT_KEEP_DAYS = 7
 
 
 def add_months(when, months):
@@ -138,3 +144,30 @@ def sweep(settings, now=None):
             log.exception("deleting expired backup %s failed; the next sweep tries again",
                           backup.id)
     return deleted
+
+
+def sweep_imports(settings, now=None):
+    """The scheduler's job: imports older than IMPORT_KEEP_DAYS removed from storage
+    and forgotten (404 from then on); returns their ids."""
+    now = now or clock.now()
+    old = BackupImport.select().where(
+        BackupImport.created_at <= now - dt.timedelta(days=IMPORT_KEEP_DAYS))
+    store, removed = None, []
+    for imp in old:
+        if imp.task_id and Deployment.select().where(
+                Deployment.id == imp.task_id,
+                Deployment.status.in_(states.DEPLOYMENT_IN_PROGRESS)).exists():
+            continue  # a restore is reading it
+        store = store or stores.for_settings(settings)
+        try:
+            if imp.upload_id:
+                store.abort_upload(imp.storage_key, imp.upload_id)
+            store.delete_prefix(imp.storage_key.rsplit("/", 1)[0] + "/")
+        except Exception:
+            log.exception("deleting import %s failed; the next sweep tries again", imp.id)
+            continue
+        # Conditional: a restore started since the check above keeps the row.
+        if BackupImport.delete().where(BackupImport.id == imp.id,
+                                       BackupImport.task == imp.task_id).execute():
+            removed.append(imp.id)
+    return removed

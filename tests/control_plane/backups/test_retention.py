@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from control_plane import storage
-from control_plane.models import Backup, Environment
+from control_plane.models import Backup, BackupImport, Environment
 from control_plane.services.backups import retention
 from tests.control_plane.backups.conftest import V1
 
@@ -124,3 +124,39 @@ def test_a_removed_environment_s_backups_are_kept_30_days_at_most(app, client, b
     assert Backup.get_by_id(long_kept.id).expires_at == removed + dt.timedelta(days=30)
     assert retention.sweep(settings, now=DAY + dt.timedelta(days=30)) == [manual.id]
     assert retention.sweep(settings, now=removed + dt.timedelta(days=30)) == [long_kept.id]
+
+
+def test_imports_are_kept_a_week_then_leave_storage_and_the_api(client, bk, at, real_store):
+    settings, store = real_store
+    at(DAY)
+
+    def new_import(uploaded):
+        import_id = uuid.uuid4()
+        key = f"imports/{bk.env.id}/{import_id}/upload"
+        if uploaded:
+            put(client, store, key, b"an uploaded zip")
+        upload_id = None if uploaded else store.begin_upload(key)
+        return BackupImport.create(id=import_id, environment=bk.env.id, storage_key=key,
+                                   upload_id=upload_id,
+                                   status="uploaded" if uploaded else "uploading")
+
+    done, unfinished, read = new_import(True), new_import(False), new_import(True)
+    restoring = bk.backup_via_api(client)  # a task in progress stands for its restore
+    BackupImport.update(task=restoring.task_id).where(BackupImport.id == read.id).execute()
+    at(DAY + dt.timedelta(days=3))
+    young = new_import(True)
+
+    assert retention.sweep_imports(settings, now=DAY + dt.timedelta(days=6)) == []
+    removed = retention.sweep_imports(settings, now=DAY + dt.timedelta(days=7))
+    assert sorted(removed) == sorted([done.id, unfinished.id])
+    assert store.size(done.storage_key) is None
+    assert not open_uploads(store, unfinished.storage_key, unfinished.upload_id)
+    assert store.size(read.storage_key) and store.size(young.storage_key)
+    for gone in (done, unfinished):
+        r = client.get(f"{V1}/environments/{bk.env.id}/imports/{gone.id}", headers=bk.h)
+        assert r.status_code == 404, r.json
+    r = client.get(f"{V1}/environments/{bk.env.id}/imports/{young.id}", headers=bk.h)
+    assert r.status_code == 200 and r.json["status"] == "uploaded"
+    bk.ack(restoring.task_id)
+    bk.finish(restoring.task_id)
+    assert retention.sweep_imports(settings, now=DAY + dt.timedelta(days=8)) == [read.id]
