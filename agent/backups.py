@@ -9,8 +9,8 @@ server's disk and at most two parts (transfer.PART_SIZE each) are held in memory
 
 A restore takes a safety backup first, then unpacks the chosen backup's
 filestore beside the live one while its dump loads into a database of its own
-(both while the ERP still runs), stops the ERP, puts the new database in the
-live one's place, swaps the filestore in, starts the ERP and waits for its
+(both while the ERP still runs), stops the ERP, renames the new database into
+the live one's place (the replaced one is dropped afterwards), swaps the filestore in, starts the ERP and waits for its
 health; any failure after the safety backup puts the environment back as it
 was (nothing touched before the ERP stops; after, the database from the safety
 backup and the previous filestore directory, kept until success)."""
@@ -36,6 +36,7 @@ OBJECTS = {"database": "database.dump", "manifest": "manifest.json"}
 MANIFEST_MAX = 1024 * 1024
 TRASH = "filestore.trash-"  # a previous filestore being deleted (_discard)
 STAGED = "odoo_restore"  # a restore's database, loaded while the ERP still runs
+REPLACED = "odoo_replaced"  # the database a restore replaced, dropped after it
 
 
 class BackupError(AgentError):
@@ -180,7 +181,7 @@ class Backups:
                     f"restoring {source.name}")
         rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],
                     "safety_database": safety["manifest"]["database"],
-                    "stopped": False, "database": False}
+                    "staging": False, "stopped": False, "database": False}
         try:
             self._restore(source, n, db, rollback, log)
         except Exception as exc:
@@ -195,6 +196,8 @@ class Backups:
                                result={"safety": safety}) from exc
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
         _discard(n["dir"] / "filestore.old")
+        threading.Thread(target=self._drop_quietly, args=(db, REPLACED), daemon=True,
+                         name="berth-drop-replaced").start()
         log("info", f"restored {source.name}")
         return {"safety": safety, "restored_from": source.id}
 
@@ -205,14 +208,17 @@ class Backups:
             # A stored backup's parts are read independently: the filestore is
             # unpacked while the dump loads into a database of its own, both
             # beside the running ERP, which then stops only for the swap.
+            self._drop_database(db, REPLACED)  # left by an agent stop after a restore
+            _step(n, rollback, "staging")  # an agent stop from here: the staging undone
             _both(lambda: source.unpack(n["dir"], log), lambda: source.stage(db, log))
         else:
             source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
         self._stop_erp(n, log)
         _step(n, rollback, "database")
-        if staged:
-            self._drop_database(db, DB)
+        if staged:  # renames only: the replaced database is dropped once the ERP is back
+            self._terminate(db, DB)
+            self._psql(db, f"ALTER DATABASE {DB} RENAME TO {REPLACED}", database="postgres")
             self._psql(db, f"ALTER DATABASE {STAGED} RENAME TO {DB}", database="postgres")
             log("info", "restore: the restored database is in place")
         else:
@@ -229,6 +235,7 @@ class Backups:
         with contextlib.suppress(Exception):  # a restore's staged database, if any
             self._drop_database(db, STAGED)
         if not rollback["stopped"]:
+            (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)
             log("info", "the environment was not touched")
             return
         self._stop_erp(n, log)
@@ -309,10 +316,18 @@ class Backups:
                        "ENCODING 'UTF8'", database="postgres")
 
     def _drop_database(self, db, database):
-        for sql in (f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                    f" WHERE datname = '{database}' AND pid <> pg_backend_pid()",
-                    f"DROP DATABASE IF EXISTS {database}"):
-            self._psql(db, sql, database="postgres")
+        self._terminate(db, database)
+        self._psql(db, f"DROP DATABASE IF EXISTS {database}", database="postgres")
+
+    def _terminate(self, db, database):
+        self._psql(db, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                       f" WHERE datname = '{database}' AND pid <> pg_backend_pid()",
+                   database="postgres")
+
+    def _drop_quietly(self, db, database):
+        """After the task: what an agent stop leaves is dropped by the next restore."""
+        with contextlib.suppress(Exception):
+            self._drop_database(db, database)
 
     def _stop_erp(self, n, log):
         erp = self.envs._container(n["erp"])

@@ -132,13 +132,6 @@ def notes(s, env_id):
     return [(int(i), body) for i, body in (line.split("|", 1) for line in out.splitlines())]
 
 
-def has_notes(s, env_id):
-    db = s.envs._container(s.envs._names(env_id)["db"])
-    code, out = db.exec_run(["psql", "-X", "-tA", "-U", "odoo", "-d", "odoo",
-                             "-c", "SELECT to_regclass('notes') IS NOT NULL"])
-    return code == 0 and out.decode().strip() == "t"
-
-
 def store(s, env_id):
     return s.root / env_id / "filestore" / "filestore" / "odoo"
 
@@ -205,7 +198,7 @@ def finished_backup(client, s, env_id, backup_id):
 
 def completed_backup(client, s, env_id, **body):
     b = finished_backup(client, s, env_id, backup(client, s, env_id, **body)["id"])
-    assert b["status"] == "completed", b
+    assert b["status"] == "completed", (b["status"], b.get("error_message"))
     return b
 
 

@@ -28,9 +28,9 @@ from tests.backup_flow_support import (
     deployed,
     files,
     finished_backup,
-    has_notes,
     listed,
     notes,
+    psql,
     restore,
     set_notes,
     settled,
@@ -162,27 +162,30 @@ def test_backups_end_to_end(client, stand):
     hung = listed(client, s, prod, hung["id"])
     assert hung["status"] == "failed" and "restart" in hung["error_message"]
 
-    # 8. The agent killed mid-restore (the database dropped, its dump hanging):
-    # when it returns, the environment is put back from the safety backup and the
-    # restore task has failed.
+    # 8. The agent killed mid-restore (its dump hanging while it loads into the
+    # staged database beside the running ERP): when it returns, the staging is
+    # undone, the environment was never touched and the restore task has failed.
     write_files(s, prod, {"big/random": None})
     set_notes(s, prod, CHANGED)
     before = files(s, prod)
     journal = s.root / prod / ".restore.json"
     task = restore(client, s, prod, b["id"])
     wait_for(lambda: journal.exists(), timeout=180, interval=0.01, what="restore under way")
+    assert json.loads(journal.read_text())["staging"]
     s.proxy.trip(0, "stall")
-    wait_for(lambda: journal.exists() and json.loads(journal.read_text())["database"],
-             timeout=60, interval=0.05, what="the database step")
-    wait_for(lambda: not has_notes(s, prod), timeout=60, what="the database recreated")
+    wait_for(lambda: s.proxy.tripped, timeout=60, what="the staging's downloads stalled")
+    assert not json.loads(journal.read_text())["stopped"]
     s.agent.kill()
     s.proxy.heal()
     s.agent.start()
     connected(s)
     done = settled(client, s, task, timeout=60)
     assert done["status"] == "failed" and "restart" in done["error_message"], done
-    wait_for(lambda: not journal.exists(), timeout=180, interval=0.5, what="rolled back")
+    wait_for(lambda: not journal.exists(), timeout=180, interval=0.5, what="staging undone")
     assert notes(s, prod) == CHANGED and files(s, prod) == before
+    assert not (s.root / prod / "filestore.new").exists()
+    assert psql(s, prod, "SELECT count(*) FROM pg_database WHERE datname = 'odoo_restore'") \
+        == "0"
     assert client.get(f"{P}/environments/{prod}", headers=s.reader).json["status"] == "running"
 
     # 9. A restore that fails (the backup's dump spoiled in storage): the environment
