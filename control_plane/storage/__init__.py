@@ -7,6 +7,7 @@ CP_STORAGE_URL (`file:///dir`, the default under the data dir; `s3://bucket/pref
     store.part_url(key, upload_id, part_number, expires=3600) -> URL for an HTTP PUT
     store.complete_upload(key, upload_id, [(part_number, etag), ...])
     store.abort_upload(key, upload_id)
+    store.abort_uploads(prefix) -> how many unfinished uploads under the prefix were aborted
     store.get_url(key, expires=3600, filename=None) -> URL for an HTTP GET (Range works)
     store.size(key) -> int | None
     store.open(key) -> readable binary stream

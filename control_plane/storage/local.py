@@ -83,6 +83,20 @@ class LocalStorage:
             return
         shutil.rmtree(folder, ignore_errors=True)
 
+    def abort_uploads(self, prefix):
+        check_key(prefix, prefix=True)
+        aborted = 0
+        uploads = self.root / "uploads"
+        for folder in uploads.iterdir() if uploads.is_dir() else ():
+            try:
+                key = (folder / "key").read_text()
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if key.startswith(prefix):
+                shutil.rmtree(folder, ignore_errors=True)
+                aborted += 1
+        return aborted
+
     def get_url(self, key, expires=3600, filename=None):
         return self._base + tokens.sign(self._secret, op="get", key=key, expires=expires,
                                         filename=filename)

@@ -54,6 +54,22 @@ class S3Storage:
                 if _code(exc) != "NoSuchUpload":
                     raise
 
+    def abort_uploads(self, prefix):
+        full = self.prefix + check_key(prefix, prefix=True)
+        aborted = 0
+        with _errors():
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(
+                    Bucket=self.bucket, Prefix=full):
+                for upload in page.get("Uploads", []):
+                    try:
+                        self.client.abort_multipart_upload(
+                            Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+                        aborted += 1
+                    except ClientError as exc:
+                        if _code(exc) != "NoSuchUpload":
+                            raise
+        return aborted
+
     def get_url(self, key, expires=3600, filename=None):
         params = {"Bucket": self.bucket, "Key": self._key(key)}
         if filename:

@@ -120,6 +120,7 @@ def delete(backup, store, now):
         except Exception:  # gone already: the prefix's deletion removes what is left
             log.warning("aborting upload %s of backup %s failed", name, backup.id, exc_info=True)
     if backup.storage_prefix:
+        store.abort_uploads(backup.storage_prefix)
         store.delete_prefix(backup.storage_prefix)
     return bool(Backup.update(deleted_at=now, uploads={})
                 .where(Backup.id == backup.id, Backup.deleted_at.is_null()).execute())

@@ -116,8 +116,8 @@ def download_url(server, backup_id, name, settings):
 
 def abort_unfinished(settings):
     """The scheduler's job: the multipart uploads a backup left open when it ended
-    without completing (failed, cancelled) aborted in storage, then taken off
-    its row. Storage that is unreachable (often why the backup failed) keeps
+    without completing (failed, cancelled) aborted in storage (every one under its
+    prefix), then taken off its row. Storage that is unreachable (often why the backup failed) keeps
     them listed for the next run. Returns how many were aborted."""
     ended = (Backup.select().where(Backup.status.not_in(states.BACKUP_IN_PROGRESS))
              .where(Backup.uploads.is_null(False), Backup.uploads != {}))
@@ -128,6 +128,10 @@ def abort_unfinished(settings):
             for name, upload_id in (backup.uploads or {}).items():
                 store.abort_upload(backup.storage_prefix + name, upload_id)
                 aborted += 1
+            if backup.status != states.BackupStatus.COMPLETED:
+                # Also one begun in storage whose answer was lost (its id never
+                # recorded); a completed backup's prefix may hold its export's.
+                aborted += store.abort_uploads(backup.storage_prefix)
         except Exception as exc:  # storage still unreachable: the next run tries again
             log.warning("aborting the uploads of backup %s failed: %s", backup.id, exc)
             continue

@@ -49,6 +49,14 @@ class FakeStore:
             raise OSError("storage unreachable")
         self.aborted.append((key, upload_id))
 
+    def abort_uploads(self, prefix):
+        if self.unreachable:
+            raise OSError("storage unreachable")
+        ended = {u for _, u in self.aborted} | {u for u, _ in self.completed.values()}
+        left = [(k, u) for k, u in self.begun if k.startswith(prefix) and u not in ended]
+        self.aborted += left
+        return len(left)
+
     def size(self, key):
         return self.sizes.get(key)
 

@@ -160,3 +160,27 @@ def test_imports_are_kept_a_week_then_leave_storage_and_the_api(client, bk, at, 
     bk.ack(restoring.task_id)
     bk.finish(restoring.task_id)
     assert retention.sweep_imports(settings, now=DAY + dt.timedelta(days=8)) == [read.id]
+
+
+def test_a_failed_backup_s_uploads_are_all_aborted_even_one_never_recorded(client, bk,
+                                                                            real_store):
+    """A storage cut can lose the answer to a begun upload: the upload exists in
+    storage, its id is on no row. Every unfinished upload under the prefix goes."""
+    from control_plane.services.backups import transfers
+
+    settings, store = real_store
+    failed = bk.backup_via_api(client)
+    recorded = store.begin_upload(failed.storage_prefix + "filestore.tar.zst")
+    lost = store.begin_upload(failed.storage_prefix + "database.dump")
+    Backup.update(uploads={"filestore.tar.zst": recorded}).where(
+        Backup.id == failed.id).execute()
+    other = bk.backup_via_api(client, env=bk.environment())  # still running: left alone
+    running = store.begin_upload(other.storage_prefix + "database.dump")
+    bk.ack(failed.task_id)
+    bk.finish(failed.task_id, ok=False, error="storage went away")
+
+    assert transfers.abort_unfinished(settings) == 2
+    assert not open_uploads(store, failed.storage_prefix + "filestore.tar.zst", recorded)
+    assert not open_uploads(store, failed.storage_prefix + "database.dump", lost)
+    assert open_uploads(store, other.storage_prefix + "database.dump", running)
+    assert Backup.get_by_id(failed.id).uploads == {}
