@@ -10,8 +10,8 @@ server's disk and at most two parts (transfer.PART_SIZE each) are held in memory
 A restore takes a safety backup first, then unpacks the chosen backup's
 filestore beside the live one while its dump loads into a database of its own
 (both while the ERP still runs), stops the ERP, renames the new database into
-the live one's place (the replaced one is dropped afterwards), swaps the filestore in, starts the ERP and waits for its
-health; any failure after the safety backup puts the environment back as it
+the live one's place (the replaced one is dropped afterwards), swaps the
+filestore in, starts the ERP and waits for its health; any failure after the safety backup puts the environment back as it
 was (nothing touched before the ERP stops; after, the database from the safety
 backup and the previous filestore directory, kept until success)."""
 
@@ -110,7 +110,8 @@ class Backups:
         # both at once, each read back as soon as it is stored.
         self.progress(phase=f"{label}: database", bytes_done=0)
         _both(database, files)
-        parts = {names[what]: parts[names[what]] for what in ("database", "filestore")}
+        for what in ("database", "filestore"):  # in this order, whichever finished first
+            parts[names[what]] = parts.pop(names[what])
         db_size, fs_size = sizes["database"], sizes["filestore"]
         manifest = {
             "format": FORMAT, "environment_id": env_id, "backup_id": backup_id,
@@ -393,7 +394,7 @@ def _both(first, second):
         except BaseException as exc:  # re-raised below, in the caller's thread
             failed.append((time.monotonic(), exc))
 
-    thread = threading.Thread(target=run, args=(second,), name="berth-backup-part",
+    thread = threading.Thread(target=run, args=(second,), name="berth-both",
                               daemon=True)
     thread.start()
     run(first)

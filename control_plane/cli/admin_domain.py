@@ -52,12 +52,9 @@ def domain_add(env_id, name):
 def domain_verify(env_id, name):
     """Look up NAME's TXT record or CNAME now; verified once either is seen."""
     from control_plane.services.deploys import domains
-    from control_plane.services.deploys.dns_check import Resolver
 
     env = domains.environment(None, env_id)
-    settings = _settings()
-    return _domain(domains.verify(env, name, settings["APPS_DOMAIN"],
-                                  Resolver.from_settings(settings)), env)
+    return _domain(domains.verify(env, name, _settings()), env)
 
 
 @command(domain, "remove")

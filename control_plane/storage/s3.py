@@ -47,12 +47,15 @@ class S3Storage:
 
     def abort_upload(self, key, upload_id):
         with _errors():
-            try:
-                self.client.abort_multipart_upload(Bucket=self.bucket, Key=self._key(key),
-                                                   UploadId=upload_id)
-            except ClientError as exc:
-                if _code(exc) != "NoSuchUpload":
-                    raise
+            self._abort(self._key(key), upload_id)
+
+    def _abort(self, full_key, upload_id):
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=full_key,
+                                               UploadId=upload_id)
+        except ClientError as exc:
+            if _code(exc) != "NoSuchUpload":
+                raise
 
     def abort_uploads(self, prefix):
         full = self.prefix + check_key(prefix, prefix=True)
@@ -61,13 +64,8 @@ class S3Storage:
             for page in self.client.get_paginator("list_multipart_uploads").paginate(
                     Bucket=self.bucket, Prefix=full):
                 for upload in page.get("Uploads", []):
-                    try:
-                        self.client.abort_multipart_upload(
-                            Bucket=self.bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-                        aborted += 1
-                    except ClientError as exc:
-                        if _code(exc) != "NoSuchUpload":
-                            raise
+                    self._abort(upload["Key"], upload["UploadId"])
+                    aborted += 1
         return aborted
 
     def get_url(self, key, expires=3600, filename=None):

@@ -9,7 +9,6 @@ from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.deploys import domains as svc
-from control_plane.services.deploys.dns_check import Resolver
 
 blp = init_blueprint(Blueprint("ops_domains", __name__,
                                description="Custom domains of environments"))
@@ -107,8 +106,7 @@ class VerifyDomain(MethodView):
         seen, and the environment's `url` becomes its oldest verified domain.
         A verified domain answers 200 again without a lookup."""
         env = svc.environment(current_user(), env_id, "project.environments.deploy")
-        resolver = Resolver.from_settings(current_app.config)
-        return _described(svc.verify(env, domain, _apps(), resolver), env)
+        return _described(svc.verify(env, domain, current_app.config), env)
 
 
 @blp.route("/environments/<uuid:env_id>/domains/<string:domain>")

@@ -120,10 +120,15 @@ def delete(backup, store, now):
         except Exception:  # gone already: the prefix's deletion removes what is left
             log.warning("aborting upload %s of backup %s failed", name, backup.id, exc_info=True)
     if backup.storage_prefix:
-        store.abort_uploads(backup.storage_prefix)
-        store.delete_prefix(backup.storage_prefix)
+        _remove_prefix(store, backup.storage_prefix)
     return bool(Backup.update(deleted_at=now, uploads={})
                 .where(Backup.id == backup.id, Backup.deleted_at.is_null()).execute())
+
+
+def _remove_prefix(store, prefix):
+    """Everything under the prefix: unfinished uploads aborted, objects deleted."""
+    store.abort_uploads(prefix)
+    store.delete_prefix(prefix)
 
 
 def sweep(settings, now=None):
@@ -161,9 +166,7 @@ def sweep_imports(settings, now=None):
             continue  # a restore is reading it
         store = store or stores.for_settings(settings)
         try:
-            if imp.upload_id:
-                store.abort_upload(imp.storage_key, imp.upload_id)
-            store.delete_prefix(imp.storage_key.rsplit("/", 1)[0] + "/")
+            _remove_prefix(store, imp.storage_key.rsplit("/", 1)[0] + "/")
         except Exception:
             log.exception("deleting import %s failed; the next sweep tries again", imp.id)
             continue

@@ -31,6 +31,7 @@ from control_plane.errors import (
 )
 from control_plane.models import CustomDomain, Environment
 from control_plane.services.deploys import access
+from control_plane.services.deploys.dns_check import Resolver
 
 DOMAIN = states.DomainStatus
 PER_ENVIRONMENT = 20
@@ -91,8 +92,6 @@ def add(env, raw_name, apps_domain):
         if CustomDomain.select().where(CustomDomain.environment == env.id).count() \
                 >= PER_ENVIRONMENT:
             raise DomainLimitReached(f"An environment has at most {PER_ENVIRONMENT} domains.")
-        if CustomDomain.select().where(CustomDomain.name == name).exists():
-            raise DomainInUse(f"{name} is already another environment's domain.")
         states.check("domain", None, DOMAIN.PENDING)
         try:
             with database.atomic():  # a savepoint: a concurrent add loses here
@@ -102,13 +101,14 @@ def add(env, raw_name, apps_domain):
             raise DomainInUse(f"{name} is already another environment's domain.") from None
 
 
-def verify(env, raw_name, apps_domain, resolver):
+def verify(env, raw_name, settings):
     """Mark the domain verified if DNS shows its record; otherwise record what was
     found and raise DomainNotVerified (the record is kept: the check is retried)."""
+    apps_domain = settings["APPS_DOMAIN"]
     domain = _get(env, raw_name, apps_domain)
     if domain.status == DOMAIN.VERIFIED:
         return domain
-    found, error = resolver.proof(domain.name, challenge_name(domain.name),
+    found, error = Resolver.from_settings(settings).proof(domain.name, challenge_name(domain.name),
                                   TXT_PREFIX + domain.token, platform_host(env, apps_domain))
     now = clock.now()
     with database.atomic():
