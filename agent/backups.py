@@ -26,6 +26,7 @@ import time
 
 from agent import archive, exec_stream
 from agent.config import RESTORE_JOURNAL, write_private
+from agent.environments import erp_address
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
 from agent.transfer import Buffers, Checked, Transfer
@@ -345,10 +346,9 @@ class Backups:
         with engine_errors():
             erp = self.envs._container(n["erp"])
             erp.start()
-            erp.reload()
-            port = int(erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"])
+            address = erp_address(self.envs.docker, n["erp"])
         log("info", f"started {erp.name}; waiting for its health check")
-        self.envs._wait_http(port, log)
+        self.envs._wait_http(address, log)
 
     # --- helpers --------------------------------------------------------------
 

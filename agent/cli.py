@@ -93,6 +93,18 @@ def _render(s):
     for key, op in sorted((s.get("operations") or {}).items()) if s.get("running") else ():
         lines.append(f"{op.get('kind', 'work') + ':':15} {key}: {op.get('phase', '-')}, "
                      f"{_size(op.get('bytes_done'))} (since {op.get('started_at', '-')})")
+    proxy = s.get("proxy")
+    if proxy and s.get("running"):
+        lines.append(f"proxy:          {'running' if proxy.get('running') else 'down'}"
+                     + (f" ({proxy['reason']})" if proxy.get("reason") else "")
+                     + (f", checked {proxy['checked_at']}" if proxy.get("checked_at") else ""))
+        for name, cert in sorted((proxy.get("certificates") or {}).items()):
+            state = cert.get("state", "?")
+            if state == "valid":
+                state += f" until {cert.get('valid_until')}"
+            elif cert.get("reason"):
+                state += f": {cert['reason']}"
+            lines.append(f"  {name}: certificate {state}")
     envs = s.get("environments")
     if envs is None:
         lines.append("environments:   container engine not reachable")

@@ -54,13 +54,35 @@ class DeployFailed(AgentError):
         self.partial_result = result
 
 
+def _routed(agent, payload, log, result):
+    """A deployed environment's host names routed to its new ERP container, when
+    the control plane runs a proxy on this server (`proxy` in the command)."""
+    proxy = agent.proxy() if payload.get("proxy") else None
+    if proxy is not None:
+        proxy.configure(payload["proxy"])
+        workers = int((payload.get("erp_options") or {}).get("workers") or 0)
+        proxy.route(payload["environment_id"], payload.get("hostnames") or [],
+                    result["erp_container"], longpolling=workers > 0)
+        log("info", f"the proxy routes {', '.join(payload.get('hostnames') or [])}")
+    return result
+
+
+def _rerouted(agent, payload, log):
+    """After a start, stop or restart: the routes follow the ERP's new address (or
+    answer 503 while it is stopped)."""
+    proxy = agent.proxy() if payload.get("proxy") else None
+    if proxy is not None:
+        proxy.configure(payload["proxy"])
+        proxy.apply()
+
+
 @handles("deploy")
 def deploy(agent, payload, log):
     """With `pre_backup` (an environment whose database has data), the backup
     comes first; if it fails, nothing of the environment is touched."""
     pre = payload.get("pre_backup")
     if not pre:
-        return _environments(agent).deploy(payload, log)
+        return _routed(agent, payload, log, _environments(agent).deploy(payload, log))
     with _backups(agent, pre, "backup", f"backup {pre['backup_id']}") as backups:
         try:
             backup = backups.backup(pre, log, label="pre-deploy backup")
@@ -69,7 +91,7 @@ def deploy(agent, payload, log):
                                   "deployed and the environment is as it was") from exc
     log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
     try:
-        result = _environments(agent).deploy(payload, log)
+        result = _routed(agent, payload, log, _environments(agent).deploy(payload, log))
     except Exception as exc:
         raise DeployFailed(str(exc), {"pre_backup": backup}) from exc
     return {**result, "pre_backup": backup}
@@ -77,23 +99,42 @@ def deploy(agent, payload, log):
 
 @handles("start")
 def start(agent, payload, log):
-    return _environments(agent).start(payload["environment_id"], log)
+    result = _environments(agent).start(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
+    return result
 
 
 @handles("stop")
 def stop(agent, payload, log):
-    return _environments(agent).stop(payload["environment_id"], log)
+    result = _environments(agent).stop(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
+    return result
 
 
 @handles("restart")
 def restart(agent, payload, log):
-    return _environments(agent).restart(payload["environment_id"], log)
+    result = _environments(agent).restart(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
+    return result
 
 
 @handles("destroy")
 def destroy(agent, payload, log):
-    return _environments(agent).destroy(payload["environment_id"],
-                                        payload.get("delete_data", False), log)
+    result = _environments(agent).destroy(payload["environment_id"],
+                                          payload.get("delete_data", False), log)
+    if payload.get("proxy"):
+        agent.proxy().unroute(payload["environment_id"])
+    return result
+
+
+@handles("routes")
+def routes(agent, payload, log):
+    """An environment's host names changed (a custom domain verified or removed)."""
+    if payload.get("proxy"):
+        proxy = agent.proxy()
+        proxy.configure(payload["proxy"])
+        proxy.rename(payload["environment_id"], payload.get("hostnames") or [])
+    return {"hostnames": payload.get("hostnames") or []}
 
 
 

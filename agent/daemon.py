@@ -32,6 +32,7 @@ CHANNEL_OPTIONS = [
 ]
 _END = object()
 INTERRUPTED = "interrupted by an agent restart; not run again"
+PROXY_WATCH_SECONDS = 10
 FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
 
 
@@ -44,7 +45,9 @@ def backoff(attempt):
 class Agent:
     def __init__(self, config, data_dir, docker_client=None):
         self.config = config
+        self.data_dir = Path(data_dir)
         self.docker_client = docker_client
+        self._proxy = None
         self.journal = CommandJournal(data_dir / "commands.json")
         interrupted = self.journal.interrupt_unfinished(INTERRUPTED)
         if interrupted:
@@ -58,6 +61,7 @@ class Agent:
         self._host = None
         self._containers = None
         self._disk = None  # the latest DiskReport, sent again on each new stream
+        self._proxy_report = None  # likewise the latest ProxyReport
         self._outbox = _closed_queue()  # the current stream's, once there is one
 
     # --- connection loop -------------------------------------------------
@@ -65,6 +69,7 @@ class Agent:
     def run_forever(self):
         self._start_disk_meter()
         self._resume_restores()
+        self._start_proxy_watch()
         attempt = 0
         while not self.stop.is_set():
             established = self._session()
@@ -95,6 +100,8 @@ class Agent:
                         self._start_heartbeats(outbox, message.welcome.heartbeat_seconds)
                         if self._disk is not None:
                             outbox.put(pb.AgentMessage(disk=self._disk))
+                        if self._proxy_report is not None:
+                            outbox.put(pb.AgentMessage(proxy=self._proxy_report))
                     elif kind == "command":
                         self.pool.submit(self._execute, outbox, message.command)
                     elif kind == "request":
@@ -156,6 +163,51 @@ class Agent:
                 if self.stop.wait(every):
                     return
         threading.Thread(target=measure, name="berth-disk", daemon=True).start()
+
+    def proxy(self):
+        if self._proxy is None:
+            from agent.proxy import Proxy
+
+            self._proxy = Proxy(self.docker(), self.data_dir / "proxy")
+        return self._proxy
+
+    def _start_proxy_watch(self):
+        """Once this server runs a proxy (a deploy configured it): at start and then
+        every BERTH_AGENT_PROXY_WATCH_SECONDS, bring it back if it is gone, reload
+        it if its routes changed, ask for missing certificates, and show its
+        state in the status file."""
+        import os
+
+        settings = self.data_dir / "proxy" / "settings.json"
+        every = float(os.environ.get("BERTH_AGENT_PROXY_WATCH_SECONDS") or PROXY_WATCH_SECONDS)
+
+        def watch():
+            while True:
+                if settings.exists():
+                    try:
+                        done = self.proxy().watch()
+                        if done:
+                            log.warning("the proxy was %s with its routes", done)
+                        report = self.proxy().report()
+                    except Exception as exc:  # the next pass may do better
+                        log.warning("the proxy check failed: %s", exc)
+                        report = {"running": False, "reason": str(exc), "certificates": {}}
+                    self.status.update(proxy=report)
+                    self._report_proxy(report)
+                if self.stop.wait(every):
+                    return
+        threading.Thread(target=watch, name="berth-proxy-watch", daemon=True).start()
+
+    def _report_proxy(self, report):
+        """To the control plane when it changed (not for a new check time alone)."""
+        state = json.dumps({k: v for k, v in report.items() if k != "checked_at"},
+                           sort_keys=True)
+        if self._proxy_report is not None and self._proxy_report.state_json == state:
+            return
+        self._proxy_report = pb.ProxyReport(state_json=state)
+        outbox = self._outbox
+        if not _closed(outbox):
+            outbox.put(pb.AgentMessage(proxy=self._proxy_report))
 
     def _resume_restores(self):
         """Restores the last stop cut short (their commands were reported failed)

@@ -19,6 +19,7 @@ from pathlib import Path
 from agent.errors import AgentError, engine_errors
 
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
+SETTINGS_LABEL = "berth.postgres_settings"  # the settings the database container runs with
 DEFAULT_ROOT = "/srv/berth"
 ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
 CONTAINER_ADDONS = "/mnt/extra-addons"
@@ -66,6 +67,14 @@ class Environments:
     def deploy(self, spec, log):
         env_id = spec["environment_id"]
         n = self._names(env_id)
+        if spec.get("unreadable_variables"):
+            raise DeployError("the control plane could not read the secret variable(s) "
+                              f"{', '.join(spec['unreadable_variables'])} (its secret key "
+                              "changed): set them again")
+        # Checked before anything is touched: a refused value leaves the server as it was.
+        option_lines(spec.get("erp_options"))
+        postgres_arguments(spec.get("postgres_settings"))
+        variables(spec.get("variables"))
         with engine_errors():
             uid = int(spec.get("erp_uid", ERP_UID))
             for path in ("addons", "filestore", "logs"):
@@ -80,10 +89,10 @@ class Environments:
             addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
                                                               n["dir"] / "addons", log)
             self._config(n, spec, password, log)
-            erp, port = self._erp(env_id, n, spec, log)
-            self._wait_http(port, log)
-        log("info", f"environment is up on port {port}")
-        return {"erp_container": erp.id, "db_container": db.id, "http_port": port,
+            erp, address = self._erp(env_id, n, spec, log)
+            self._wait_http(address, log)
+        log("info", f"environment is up at {address} on its network")
+        return {"erp_container": erp.id, "db_container": db.id, "erp_address": address,
                 "git_commit": commit, "image_tag": spec["erp_image"],
                 "addon_commits": addon_commits}
 
@@ -102,7 +111,16 @@ class Environments:
             log("info", f"created network {n['network']}")
 
     def _postgres(self, env_id, n, spec, password, log):
+        """The database container, made again (its volume kept) when its settings
+        change: PostgreSQL reads them at start, from its command line."""
+        settings = postgres_arguments(spec.get("postgres_settings"))
         db = self._container(n["db"])
+        if db is not None and db.labels.get(SETTINGS_LABEL, "") != " ".join(settings):
+            db.stop(timeout=30)
+            db.remove()
+            db = None
+            log("info", "the database settings changed: recreating the database container "
+                        "(its data is kept)")
         if db is not None and db.status != "running":
             db.start()
             log("info", "started the database container")
@@ -112,7 +130,8 @@ class Environments:
             self._image(spec["postgres_image"], log)
             db = self.docker.containers.run(
                 spec["postgres_image"], name=n["db"], detach=True, network=n["network"],
-                labels=self._labels(env_id, "postgres"), restart_policy={"Name": "unless-stopped"},
+                labels={**self._labels(env_id, "postgres"), SETTINGS_LABEL: " ".join(settings)},
+                restart_policy={"Name": "unless-stopped"}, command=["postgres", *settings],
                 environment={"POSTGRES_USER": "odoo", "POSTGRES_PASSWORD": password,
                              "POSTGRES_DB": "odoo"},
                 volumes={n["volume"]: {"bind": "/var/lib/postgresql/data", "mode": "rw"}})
@@ -186,7 +205,7 @@ class Environments:
                  f"db_password = {password}", "db_name = odoo",
                  f"addons_path = {addons_path(spec)}", "data_dir = /var/lib/odoo",
                  "proxy_mode = True"]
-        lines += [f"{k} = {v}" for k, v in sorted((spec.get("config") or {}).items())]
+        lines += [f"{k} = {v}" for k, v in option_lines(spec.get("erp_options"))]
         path = n["dir"] / "odoo.conf"
         path.write_text("\n".join(lines) + "\n")
         os.chmod(path, 0o644)  # the ERP runs as its own user inside the container
@@ -209,8 +228,8 @@ class Environments:
                               f"pulled: {exc.explanation or exc}") from exc
 
     def _discard(self, name, log):
-        """A container the engine created but could not start (its port taken, say)
-        holds the name: remove it, so that a failed deploy leaves no half-made ERP."""
+        """A container the engine created but could not start holds the name:
+        remove it, so that a failed deploy leaves no half-made ERP."""
         import docker.errors
 
         leftover = self._container(name)
@@ -237,28 +256,24 @@ class Environments:
             erp = self.docker.containers.run(
                 spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
                 labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
-                ports={"8069/tcp": ("127.0.0.1", spec.get("http_port") or None)},
+                environment=variables(spec.get("variables")),
                 volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
                          str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
                          str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
                          str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
                 **resources)
-        except docker.errors.APIError as exc:
+        except docker.errors.APIError:
             self._discard(n["erp"], log)
-            if spec.get("http_port") and _port_taken(exc):
-                raise DeployError(
-                    f"port {spec['http_port']} on 127.0.0.1 is already in use on this server "
-                    "(by another process or container), so the ERP could not publish it; "
-                    "free the port, or deploy without a fixed port, and retry") from exc
             raise
-        erp.reload()
-        port = int(erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"])
-        log("info", f"started the ERP ({spec['erp_image']}) on port {port}")
-        return erp, port
+        address = erp_address(self.docker, n["erp"])
+        log("info", f"started the ERP ({spec['erp_image']})")
+        return erp, address
 
-    def _wait_http(self, port, log):
+    def _wait_http(self, address, log):
+        """The health check, at the ERP's address on its network (it publishes no
+        port: the proxy reaches it there too)."""
         deadline = time.monotonic() + self.health_timeout
-        url = f"http://127.0.0.1:{port}/web/health"
+        url = f"http://{address}/web/health"
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(url, timeout=5) as r:
@@ -319,12 +334,45 @@ class Environments:
                 "deleted_data": bool(delete_data)}
 
 
-def _port_taken(exc):
-    """Whether the engine refused to start a container because a host port it
-    publishes is held (by a process: "address already in use"; by another
-    container: "port is already allocated")."""
-    text = str(exc.explanation or exc)
-    return "address already in use" in text or "port is already allocated" in text
+# The control plane checked these against its allow-lists; the agent checks again
+# that nothing can break out of its line (a configuration file, a command line).
+_KEY = re.compile(r"[a-z_]{1,64}")
+_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _plain(value):
+    return isinstance(value, str) and value.isprintable()
+
+
+def option_lines(options, what="ERP options"):
+    out = sorted((options or {}).items())
+    bad = [k for k, v in out if not (_KEY.fullmatch(k) and _plain(v))]
+    if bad:
+        raise DeployError(f"refused {what}: {', '.join(map(repr, bad))}")
+    return out
+
+
+def postgres_arguments(settings):
+    pairs = option_lines(settings, "PostgreSQL settings")
+    return [arg for k, v in pairs for arg in ("-c", f"{k}={v}")]
+
+
+def variables(values):
+    bad = [k for k, v in (values or {}).items()
+           if not (_VAR.fullmatch(k) and isinstance(v, str) and "\x00" not in v)]
+    if bad:
+        raise DeployError(f"refused variables: {', '.join(map(repr, bad))}")
+    return dict(values or {})
+
+
+def erp_address(docker_client, name, port=8069):
+    """`ip:port` of a running ERP container on its environment's network."""
+    container = docker_client.containers.get(name)
+    networks = container.attrs["NetworkSettings"]["Networks"] or {}
+    ip = next((n["IPAddress"] for n in networks.values() if n.get("IPAddress")), None)
+    if not ip:
+        raise DeployError(f"the ERP container {name} has no address on its network")
+    return f"{ip}:{port}"
 
 
 def addon_repo_names(repos):

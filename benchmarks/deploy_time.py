@@ -8,8 +8,10 @@ scripts/build-test-images.sh). The project's add-ons come from a bare Git
 repository this script creates, cloned over file://. Then, N times:
 
   deploy  - from `POST /api/public/v1/projects/{id}/environments` until the ERP
-            answers `GET /web/health` with 200 on its published port (found through
-            the engine, by the container's berth.environment_id label)
+            answers `GET /web/health` with 200 at its address on the environment's
+            network (found through the engine, by the berth.environment_id label;
+            the ERP publishes no port). No proxy runs here (CP_PROXY_IMAGE empty):
+            benchmarks/https_url.py measures the time to the environment's URL.
   destroy - from `DELETE /api/public/v1/environments/{id}` (X-Confirm-Delete: true)
             until its task is `completed` and no container of it is left
 
@@ -51,10 +53,12 @@ POLL = 0.05
 
 
 class Bench:
-    def __init__(self, tmp):
+    def __init__(self, tmp, settings=None):
         self.tmp = Path(tmp)
         self.served = Served(self.tmp / "cp", {"CP_ERP_IMAGE": ERP_IMAGE,
-                                               "CP_POSTGRES_IMAGE": POSTGRES_IMAGE})
+                                               "CP_POSTGRES_IMAGE": POSTGRES_IMAGE,
+                                               "CP_PROXY_IMAGE": "", **(settings or {})})
+        self.agent_extra_env = {}
         self.docker = docker.from_env(timeout=60)
         self.agent = None
         self.env_ids = []
@@ -92,7 +96,7 @@ class Bench:
         agent_dir = self.tmp / "agent"
         self.agent_env = {**os.environ, "BERTH_AGENT_CONFIG": str(agent_dir / "agent.json"),
                           "BERTH_AGENT_DATA_DIR": str(agent_dir / "data"),
-                          "BERTH_AGENT_ENV_ROOT": str(self.tmp / "srv")}
+                          "BERTH_AGENT_ENV_ROOT": str(self.tmp / "srv"), **self.agent_extra_env}
         subprocess.run([AGENT, "register", "--control-plane", self.served.url, "--token-file", "-"],
                        input=token, env=self.agent_env, check=True, capture_output=True, text=True)
         self.agent_log = open(agent_dir / "agent.log", "w")
@@ -149,12 +153,13 @@ class Bench:
         except docker.errors.NotFound:  # one went between listing and inspecting: look again
             return []
 
-    def _erp_port(self, env_id):
+    def erp_address(self, env_id):
+        """`ip:8069` of the running ERP container on its environment's network."""
         for c in self._labeled(env_id):
-            ports = c.attrs["NetworkSettings"]["Ports"] or {}
-            if c.labels.get("berth.role") == "erp" and c.status == "running" \
-                    and ports.get("8069/tcp"):
-                return int(ports["8069/tcp"][0]["HostPort"])
+            networks = c.attrs["NetworkSettings"]["Networks"] or {}
+            ip = next((n["IPAddress"] for n in networks.values() if n.get("IPAddress")), None)
+            if c.labels.get("berth.role") == "erp" and c.status == "running" and ip:
+                return f"{ip}:8069"
         return None
 
     def _wait(self, predicate, timeout, what):
@@ -180,11 +185,11 @@ class Bench:
         self.env_ids.append(env["id"])
 
         def healthy():
-            port = self._erp_port(env["id"])
-            if port is None:
+            address = self.erp_address(env["id"])
+            if address is None:
                 return False
             try:
-                return requests.get(f"http://127.0.0.1:{port}/web/health",
+                return requests.get(f"http://{address}/web/health",
                                     timeout=2).status_code == 200
             except requests.RequestException:
                 return False

@@ -33,6 +33,15 @@ class Config:
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"
+    # The reverse proxy each server's agent runs (agent/proxy.py): its image ("" runs
+    # none, and environments answer only on their server's private networks), the
+    # ACME directory its certificates come from, the ACME account's e-mail, and a
+    # PEM file of roots to trust for the directory (a private ACME server; None:
+    # the system's roots).
+    PROXY_IMAGE = "caddy:2"
+    ACME_DIRECTORY_URL = "https://acme-v02.api.letsencrypt.org/directory"
+    ACME_EMAIL = None
+    ACME_CA_ROOTS = None
     HTTP_THREADS = 16
     # Seconds a client has to send a request's headers, all of them (also how long
     # an idle keep-alive connection stays open), and then its body.
@@ -78,11 +87,12 @@ def _coerce(default, raw):
 _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS")
 
 
-IMAGE_SETTINGS = ("ERP_IMAGE", "POSTGRES_IMAGE")
+IMAGE_SETTINGS = ("ERP_IMAGE", "POSTGRES_IMAGE", "PROXY_IMAGE", "ACME_DIRECTORY_URL", "ACME_EMAIL",
+                  "ACME_CA_ROOTS", "APPS_DOMAIN")
 
 
 def images(settings):
-    """The image settings a deployment's command names (ERP_IMAGE a template on the
+    """The image and proxy settings a deployment's command names (ERP_IMAGE a template on the
     project's version), taken once at start-up by what deploys outside a request:
     the gateway, for a registration's auto_deploy."""
     return {name: settings[name] for name in IMAGE_SETTINGS}

@@ -390,7 +390,6 @@ class StorageUnavailable(BadGateway):
     code = "storage_unavailable"
 
 
-
 class InvalidDomain(Unprocessable):
     code = "invalid_domain"  # not a host name a certificate can be had for, or reserved
 
@@ -409,6 +408,11 @@ class DomainNotVerified(Conflict):
 
 class DnsUnavailable(BadGateway):
     code = "dns_unavailable"  # the resolver did not answer: nothing was decided
+
+
+class InvalidConfiguration(Unprocessable):
+    code = "invalid_configuration"  # an environment's variables, ERP options or PG settings
+
 
 # Werkzeug/Flask HTTP errors (routing, method, body parsing) get a code too.
 HTTP_CODES = {

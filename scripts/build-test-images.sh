@@ -6,7 +6,9 @@
 #                        image's conventions (stands in for CP_POSTGRES_IMAGE)
 #   berth-test-erp       images/erp: a small server with the official odoo image's
 #                        conventions (stands in for CP_ERP_IMAGE)
-# Each tag is a hash of its inputs (this file, plus images/<name>/ for the two built
+#   berth-test-proxy     images/proxy: Debian's Caddy with the official caddy image's
+#                        conventions (stands in for CP_PROXY_IMAGE)
+# Each tag is a hash of its inputs (this file, plus images/<name>/ for the three built
 # with `docker build` on the base), so a re-run with unchanged inputs skips the build;
 # `<name>:latest` always points at the current one.
 # Prints the image names on stdout, one a line; progress goes to stderr.
@@ -98,3 +100,4 @@ docker tag "$IMAGE" "$NAME:latest"
 echo "$IMAGE"
 build_image berth-test-postgres postgres
 build_image berth-test-erp erp
+build_image berth-test-proxy proxy

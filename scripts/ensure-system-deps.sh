@@ -3,7 +3,8 @@
 #   venv: what `python3 -m venv` needs
 #   test: PostgreSQL and Redis servers (the tests start their own instances), the
 #         Docker engine, debootstrap (builds the local test images), Chromium
-#         (renders the API docs pages) and zstd (the agent's backups compress with it)
+#         (renders the API docs pages), zstd (the agent's backups compress with it) and
+#         pebble (the ACME server the proxy gets certificates from in tests)
 set -eu
 
 apt_install() {
@@ -35,6 +36,8 @@ test)
     # Headless browser for the API docs pages test.
     command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
     command -v zstd >/dev/null 2>&1 || missing="$missing zstd"
+    # A real ACME server for the environments' HTTPS certificates.
+    command -v pebble >/dev/null 2>&1 || missing="$missing pebble"
     [ -z "$missing" ] || apt_install $missing
     ;;
 *)

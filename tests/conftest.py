@@ -9,7 +9,8 @@ from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
 from tests.services import MotoS3, Postgres, Redis
 
-pytest_plugins = ["tests.docker_support", "tests.agent_support", "tests.backup_flow_support"]
+pytest_plugins = ["tests.docker_support", "tests.agent_support", "tests.backup_flow_support",
+                  "tests.proxy_support"]
 
 
 def pytest_addoption(parser):
@@ -86,7 +87,9 @@ def fake_clock():
 
 @pytest.fixture
 def app(request, tmp_path, backend):
-    settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "test-secret"}
+    # No proxy unless a test runs one (tests/proxy_support.py): PROXY_IMAGE "".
+    settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "test-secret",
+                "PROXY_IMAGE": ""}
     if backend == "postgres":
         url = request.getfixturevalue("pg_url")
         settings["DATABASE_URL"] = url

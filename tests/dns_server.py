@@ -5,7 +5,7 @@ test publishes and NXDOMAIN for every other."""
 
 import threading
 
-from dnslib import CNAME, QTYPE, RCODE, RR, TXT
+from dnslib import CNAME, QTYPE, RCODE, RR, TXT, A
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 
@@ -22,8 +22,13 @@ class _Records(BaseResolver):
         with self.lock:
             found = list(self.records.get((name, qtype), ()))
             known = any(n == name for n, _ in self.records)
+            alias = self.records.get((name, "CNAME")) if qtype != "CNAME" else None
+            if not found and alias:  # answered like a resolver: the alias, then its records
+                target = str(alias[0].label).rstrip(".").lower()
+                reply.add_answer(RR(request.q.qname, QTYPE.CNAME, rdata=alias[0], ttl=0))
+                name, found = target, list(self.records.get((target, qtype), ()))
         for rdata in found:
-            reply.add_answer(RR(request.q.qname, getattr(QTYPE, qtype), rdata=rdata, ttl=0))
+            reply.add_answer(RR(name + ".", getattr(QTYPE, qtype), rdata=rdata, ttl=0))
         if not found and not known:
             reply.header.rcode = RCODE.NXDOMAIN
         return reply
@@ -43,6 +48,9 @@ class LoopbackDNS:
 
     def txt(self, name, *values):
         self._set(name, "TXT", [TXT(v) for v in values])
+
+    def a(self, name, address="127.0.0.1"):
+        self._set(name, "A", [A(address)])
 
     def cname(self, name, target):
         self._set(name, "CNAME", [CNAME(target + ".")])

@@ -167,6 +167,7 @@ def main():
     from control_plane.cli import (  # noqa: F401 - registers `berth admin`
         admin,
         admin_backup,
+        admin_config,
         admin_domain,
         admin_git,
     )

@@ -65,5 +65,5 @@ def domain_remove(env_id, name):
     from control_plane.services.deploys import domains
 
     env = domains.environment(None, env_id)
-    domains.remove(env, name, _settings()["APPS_DOMAIN"])
+    domains.remove(env, name, _settings())
     return {"removed": name, "environment_id": str(env.id)}

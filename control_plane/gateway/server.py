@@ -21,7 +21,7 @@ from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
 from control_plane.safe_input import storable
 from control_plane.services import agents
-from control_plane.services.deploys import lifecycle, queue
+from control_plane.services.deploys import configuration, lifecycle, queue
 from control_plane.services.servers import monitoring
 
 log = logging.getLogger("berth.gateway")
@@ -340,6 +340,9 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             line = message.log
             await asyncio.to_thread(queue.append_logs, session.server_id, [
                 (line.command_id, line.seq, line.level, storable(line.message))])
+        elif kind == "proxy":
+            await asyncio.to_thread(monitoring.record_proxy, session.server_id,
+                                    message.proxy.state_json)
         elif kind == "disk":
             await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
                                     agent_link.disk_usage(message.disk))
@@ -370,5 +373,6 @@ def _due_commands(session):
         queue.mark_delivered(command.id)
         session.in_flight.add(command.id.hex)
         out.append(pb.ControlMessage(command=pb.Command(
-            id=command.id.hex, kind=command.kind, payload_json=json.dumps(command.payload))))
+            id=command.id.hex, kind=command.kind,
+            payload_json=json.dumps(configuration.for_agent(command.payload)))))
     return out

@@ -19,6 +19,8 @@ class Server(BaseModel):
     agent_version = peewee.CharField(max_length=32, null=True)
     connected_since = DateTimeField(null=True)
     last_seen_at = DateTimeField(null=True)
+    # The reverse proxy as the agent last reported it (monitoring.record_proxy).
+    proxy_state = JSONField(null=True)
     deleted_at = DateTimeField(null=True)
 
     @property

@@ -20,11 +20,16 @@ serves on 8069:
   GET /              a small page
   GET /berth/addons  the add-ons in addons_path: directories with a __manifest__.py
   GET /berth/info    settings in effect, database uuid, installed modules
+  GET /websocket     a websocket upgrade: one text frame naming the port that
+                     answered, then a close. Like Odoo, with `workers` above 0 it is
+                     served on gevent_port (8072), else on the HTTP port.
 """
 
 import argparse
 import ast
+import base64
 import configparser
+import hashlib
 import html
 import http.server
 import json
@@ -32,6 +37,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import uuid
 
@@ -42,7 +48,9 @@ VERSION = os.environ.get("ODOO_VERSION", "17.0")
 DB_WAIT_SECONDS = 30
 DEFAULTS = {"db_host": None, "db_port": "5432", "db_user": None, "db_password": None,
             "db_name": "odoo", "addons_path": "", "data_dir": "/var/lib/odoo",
-            "http_port": "8069", "http_interface": "", "proxy_mode": "False"}
+            "http_port": "8069", "http_interface": "", "proxy_mode": "False",
+            "workers": "0", "gevent_port": "8072"}
+WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
 log = logging.getLogger("odoo.service.server")
 
 
@@ -104,6 +112,8 @@ def settings(args, env_defaults):
     try:
         merged["db_port"] = int(merged["db_port"] or 5432)
         merged["http_port"] = int(merged["http_port"] or 8069)
+        merged["gevent_port"] = int(merged["gevent_port"] or 8072)
+        merged["workers"] = int(merged["workers"] or 0)
     except ValueError as exc:
         raise ConfigError(f"{path or 'options'}: a port is not a number ({exc})") from exc
     merged["db_name"] = (merged["db_name"] or "odoo").split(",")[0].strip()
@@ -223,6 +233,10 @@ class Database:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     server_version = f"odoo-stand-in/{VERSION}"
+    protocol_version = "HTTP/1.1"  # as Odoo's server: keep-alive, websocket upgrades
+    # Headers and body in one write, sent at once: unbuffered writes of each part
+    # would meet delayed ACKs on kept-alive connections (40 ms a response).
+    wbufsize, disable_nagle_algorithm = 64 * 1024, True
     s = db = None  # set by serve()
 
     def client(self):
@@ -237,9 +251,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def websocket(self):
+        """The upgrade, one text frame, a close (RFC 6455, server side)."""
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        if self.headers.get("Upgrade", "").lower() != "websocket" or not key:
+            return self.send(400, {"error": "not a websocket upgrade"})
+        longpolling_port = self.s["workers"] > 0
+        if longpolling_port != (self.server.server_address[1] == self.s["gevent_port"]):
+            return self.send(400, {"error": "websocket is served on the other port"})
+        accept = base64.b64encode(hashlib.sha1((key + WEBSOCKET_GUID).encode()).digest())
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept.decode())
+        self.end_headers()
+        text = json.dumps({"port": self.server.server_address[1]}).encode()
+        self.wfile.write(bytes([0x81, len(text)]) + text + bytes([0x88, 0]))
+        self.wfile.flush()
+        self.close_connection = True
+
     def do_GET(self):
         path = self.path.split("?")[0]
-        if path == "/web/health":
+        if path == "/websocket":
+            self.websocket()
+        elif path == "/web/health":
             try:
                 conn = self.db.connect(timeout=2)
                 try:
@@ -270,7 +305,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 scheme = self.headers.get("X-Forwarded-Proto", scheme)
                 host = self.headers.get("X-Forwarded-Host", host)
             keys = ("db_host", "db_port", "db_user", "db_name", "addons_path", "data_dir",
-                    "proxy_mode", "config_file")
+                    "proxy_mode", "config_file", "workers")
             self.send(200, {"server_version": VERSION, **{k: self.s[k] for k in keys},
                             "filestore": os.path.join(self.s["data_dir"], "filestore",
                                                       self.s["db_name"]),
@@ -331,6 +366,12 @@ def serve(argv, env_defaults):
     httpd.daemon_threads = True
     log.info("HTTP service (werkzeug) running on %s:%s", s["http_interface"] or "0.0.0.0",
              s["http_port"])
+    if s["workers"] > 0:  # Odoo's prefork mode: long polling on its own port
+        longpolling = http.server.ThreadingHTTPServer((s["http_interface"] or "",
+                                                       s["gevent_port"]), Handler)
+        longpolling.daemon_threads = True
+        threading.Thread(target=longpolling.serve_forever, daemon=True).start()
+        log.info("Evented Service (longpolling) running on port %s", s["gevent_port"])
     try:
         httpd.serve_forever()
     except SystemExit:

@@ -85,7 +85,7 @@ def test_deployed_erp_finds_the_addon_repositories(docker_client, erp_image, pos
                            "git": {"url": project, "branch": "main"},
                            "addon_repositories": [{"name": "oca-web", "url": web,
                                                    "branch": "17.0"}]}, lambda *a: None)
-        url = f"http://127.0.0.1:{result['http_port']}/berth/addons"
+        url = f"http://{result['erp_address']}/berth/addons"
         with urllib.request.urlopen(url, timeout=10) as r:
             found = {a["name"] for a in json.loads(r.read())["addons"]}
         assert {"shop_extras", "web_responsive"} <= found

@@ -18,7 +18,7 @@ import pytest
 from agent import archive, cli, commands, transfer
 from agent import status as status_mod
 from agent.backups import BackupError, Backups, RestoreError
-from agent.environments import Environments
+from agent.environments import Environments, erp_address
 from agent.status import StatusFile
 from tests.transfer_stand_in import TransferStandIn
 
@@ -95,9 +95,8 @@ def payload(stand_in, env_id):
 
 
 def healthy(envs, env_id):
-    erp = envs._container(envs._names(env_id)["erp"])
-    port = erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as r:
+    address = erp_address(envs.docker, envs._names(env_id)["erp"])
+    with urllib.request.urlopen(f"http://{address}/web/health", timeout=10) as r:
         return r.status == 200
 
 

@@ -22,7 +22,7 @@ class FakeAgent:
 
 def test_every_kind_has_one_handler():
     assert set(commands.HANDLERS) == {"ping", "deploy", "start", "stop", "restart", "destroy",
-                                      "backup", "restore", "export"}
+                                      "backup", "restore", "export", "routes"}
 
 
 def test_ping_answers_with_the_version():

@@ -1,24 +1,14 @@
-"""Deploy faults the agent must survive: a port clash. (A bad branch, a missing
-image and an unreachable repository are in test_environments.py.)
+"""Deploy faults the agent must survive: configuration that would leave its line.
+(A bad branch, a missing image and an unreachable repository are in
+test_environments.py; the proxy's own faults in test_proxy.py.) And the ERP
+publishes no port on the server: only the proxy reaches it, on its network."""
 
-The ERP's port 8069 is published on the server's loopback, on a port the
-engine picks unless the deploy names one (`http_port`). A named port that
-another process or container already holds must fail the deploy with a reason
-a person can act on, leave no ERP container behind that could not start, and a
-retry must work once the port is free."""
-
-import socket
 import urllib.request
 import uuid
 
 import pytest
 
 from agent.environments import DeployError, Environments
-from control_plane.models import AgentCommand, Server
-from control_plane.services import agents as agent_svc
-from control_plane.services.deploys import environments as env_svc
-from tests.agent_support import polled_get, registered_server, wait_for
-from tests.conftest import auth
 
 P = "/api/public/v1"
 
@@ -32,16 +22,6 @@ def envs(docker_client, tmp_path):
         e.destroy(env_id, True, lambda *a: None)
 
 
-@pytest.fixture
-def held_port():
-    """A loopback port a plain process is listening on."""
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    yield holder.getsockname()[1], holder
-    holder.close()
-
-
 def spec(env_id, erp_image, postgres_image, **extra):
     return {"environment_id": env_id, "erp_image": erp_image, "postgres_image": postgres_image,
             "git": None, **extra}
@@ -53,71 +33,41 @@ def roles(docker_client, env_id):
     return {c.labels["berth.role"]: c.status for c in found}
 
 
-def healthy(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as r:
+def healthy(address):
+    with urllib.request.urlopen(f"http://{address}/web/health", timeout=10) as r:
         return r.status == 200
 
 
-@pytest.mark.parametrize("holder", ["process", "container"])
-def test_port_clash_fails_readably_and_a_retry_works(envs, docker_client, erp_image,
-                                                     postgres_image, held_port, holder,
-                                                     labeled_container):
+@pytest.mark.parametrize("extra, said", [
+    ({"erp_options": {"dbfilter": "x\nadmin_passwd = open"}}, "refused ERP options"),
+    ({"erp_options": {"Bad Key": "1"}}, "refused ERP options"),
+    ({"postgres_settings": {"fsync=off -c x": "1"}}, "refused PostgreSQL settings"),
+    ({"variables": {"A-B": "x"}}, "refused variables"),
+    ({"variables": {"A": "x\x00y"}}, "refused variables"),
+])
+def test_configuration_that_would_leave_its_line_is_refused_before_anything(
+        envs, docker_client, erp_image, postgres_image, extra, said):
+    """The control plane checks its allow-lists; the agent still refuses what could
+    break out of a configuration file's line or a command-line argument, and
+    touches nothing."""
     e, created = envs
     env_id = str(uuid.uuid4())
     created.append(env_id)
-    port, sock = held_port
-    if holder == "container":  # another environment's container publishes it
-        sock.close()
-        labeled_container(uuid.uuid4(), "erp", ["sleep", "600"],
-                          ports={"8069/tcp": ("127.0.0.1", port)})
-    lines = []
-    for _ in range(2):  # the same fault again: still readable, nothing piles up
-        with pytest.raises(DeployError, match=f"port {port} on 127.0.0.1 is already in use"):
-            e.deploy(spec(env_id, erp_image, postgres_image, http_port=port),
-                     lambda level, msg: lines.append(msg))
-        # No ERP container that could not start is left holding the name; the
-        # database (ready, with its data) stays for the retry.
-        assert roles(docker_client, env_id) == {"postgres": "running"}
-    assert "removed the ERP container that could not start" in lines
-
-    if holder == "process":
-        sock.close()
-    else:
-        labeled_container.remove_all()
-    result = e.deploy(spec(env_id, erp_image, postgres_image, http_port=port), lambda *a: None)
-    assert result["http_port"] == port and healthy(port)
-    assert roles(docker_client, env_id) == {"postgres": "running", "erp": "running"}
+    with pytest.raises(DeployError, match=said):
+        e.deploy(spec(env_id, erp_image, postgres_image, **extra), lambda *a: None)
+    assert roles(docker_client, env_id) == {}
+    assert not (e.root / env_id).exists()
 
 
-def test_port_clash_reason_reaches_the_task_log(client, app, world, agents, tmp_path, held_port,
-                                                erp_image, postgres_image, docker_client):
-    """Through the real agent: the deployment fails, and its task log says why."""
-    settings = app.extensions["berth"].settings
-    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
-    port, _ = held_port
-    org = world.org()
-    server, credential = registered_server(org)
-    project = world.project(org, server)
-    _, key = world.key(org)
-    reader = auth(world.key(org, "read_only")[0])
-    # Queued while the agent is away, with the port named, then delivered on connect.
-    env = env_svc.create_environment(key, project.id, name="Pinned", berth=app.extensions["berth"])
-    command = AgentCommand.get(AgentCommand.server == server.id)
-    AgentCommand.update(payload={**command.payload, "http_port": port}).where(
-        AgentCommand.id == command.id).execute()
-    root = tmp_path / "srv"
-    agents(server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root)})
-    try:
-        wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
-        task = wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{command.deployment_id}",
-                                                 reader))["status"]
-                        in ("completed", "failed") and t, timeout=120, interval=0.3,
-                        what="deployment finished")
-        assert task["status"] == "failed"
-        assert f"port {port} on 127.0.0.1 is already in use" in task["error_message"]
-        log = client.get(f"{P}/environments/{env.id}/logs", headers=reader).json["log"]
-        assert f"port {port} on 127.0.0.1 is already in use" in log.splitlines()[-1]
-        assert client.get(f"{P}/environments/{env.id}", headers=reader).json["status"] == "failed"
-        assert roles(docker_client, str(env.id)) == {"postgres": "running"}
-    finally:
-        Environments(docker_client, root=root).destroy(str(env.id), True, lambda *a: None)
+def test_the_erp_publishes_no_port_and_answers_on_its_network(envs, docker_client, erp_image,
+                                                              postgres_image):
+    e, created = envs
+    env_id = str(uuid.uuid4())
+    created.append(env_id)
+    result = e.deploy(spec(env_id, erp_image, postgres_image), lambda *a: None)
+    erp = docker_client.containers.get(result["erp_container"])
+    assert not any(erp.attrs["NetworkSettings"]["Ports"].values())  # nothing published
+    assert erp.attrs["HostConfig"]["PortBindings"] in (None, {})
+    network = next(iter(erp.attrs["NetworkSettings"]["Networks"]))
+    assert network == f"berth-{env_id.replace('-', '')[:12]}"
+    assert healthy(result["erp_address"])

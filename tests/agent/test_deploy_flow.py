@@ -84,8 +84,8 @@ def test_create_environment_deploys_it(client, app, deployable, docker_client):
     short = polled_get(client, f"{P}/environments/{env['id']}/logs?lines=1", auth(raw))
     assert short["lines"] == 1 and short["truncated"] is True
 
-    port = AgentCommand.get(AgentCommand.deployment == task).result["result"]["http_port"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as h:
+    address = AgentCommand.get(AgentCommand.deployment == task).result["result"]["erp_address"]
+    with urllib.request.urlopen(f"http://{address}/web/health", timeout=10) as h:
         assert h.status == 200
     # The allocation is the ERP container's limits.
     erp = docker_client.containers.list(filters={"label": [f"berth.environment_id={env['id']}",

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from agent.environments import DeployError, Environments
+from agent.environments import DeployError, Environments, erp_address
 
 
 def git(*args, cwd):
@@ -54,13 +54,14 @@ def spec(env_id, erp_image, postgres_image, url, **extra):
             "cpu_cores": 1, "ram_mb": 512, "git": {"url": url, "branch": "main"}, **extra}
 
 
-def get(port, path):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+def get(address, path):
+    """The ERP at its address on its network (it publishes no port)."""
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as r:
         return r.status, json.loads(r.read() or b"null")
 
 
-def addons(port):
-    return [(a["name"], a["version"]) for a in get(port, "/berth/addons")[1]["addons"]]
+def addons(address):
+    return [(a["name"], a["version"]) for a in get(address, "/berth/addons")[1]["addons"]]
 
 
 def labeled(docker_client, env_id):
@@ -80,8 +81,8 @@ def test_deploy_redeploy_rollback_stop_start_destroy(envs, repo, docker_client, 
     result = e.deploy(spec(env_id, erp_image, postgres_image, repo.url),
                       lambda level, msg: lines.append((level, msg)))
     assert result["git_commit"] == first and result["image_tag"] == erp_image
-    assert get(result["http_port"], "/web/health")[0] == 200
-    assert addons(result["http_port"]) == [("shop_extras", "1.0")]
+    assert get(result["erp_address"], "/web/health")[0] == 200
+    assert addons(result["erp_address"]) == [("shop_extras", "1.0")]
     assert any("health" in msg for _, msg in lines) and all(lvl == "info" for lvl, _ in lines)
     containers, volumes, networks = labeled(docker_client, env_id)
     assert {c.labels["berth.role"] for c in containers} == {"erp", "postgres"}
@@ -93,21 +94,19 @@ def test_deploy_redeploy_rollback_stop_start_destroy(envs, repo, docker_client, 
     second = repo("2.0")
     again = e.deploy(spec(env_id, erp_image, postgres_image, repo.url), lambda *a: None)
     assert again["git_commit"] == second
-    assert addons(again["http_port"]) == [("shop_extras", "2.0")]
+    assert addons(again["erp_address"]) == [("shop_extras", "2.0")]
     assert again["db_container"] == result["db_container"]  # the database stays
 
     back = e.deploy(spec(env_id, erp_image, postgres_image, repo.url,
                          git={"url": repo.url, "branch": "main", "commit": first}),
                     lambda *a: None)
     assert back["git_commit"] == first
-    assert addons(back["http_port"]) == [("shop_extras", "1.0")]
+    assert addons(back["erp_address"]) == [("shop_extras", "1.0")]
 
     e.stop(env_id, lambda *a: None)
     assert {c.status for c in labeled(docker_client, env_id)[0]} == {"exited"}
     e.start(env_id, lambda *a: None)
-    erp = docker_client.containers.get(back["erp_container"])
-    port = int(erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"])
-    e._wait_http(port, lambda *a: None)
+    e._wait_http(erp_address(docker_client, back["erp_container"]), lambda *a: None)
 
     env_dir = tmp_path / "srv" / env_id
     out = e.destroy(env_id, False, lambda *a: None)
@@ -127,7 +126,7 @@ def test_bad_branch_fails_readably_and_a_retry_works(envs, repo, erp_image, post
         e.deploy(spec(env_id, erp_image, postgres_image, repo.url,
                       git={"url": repo.url, "branch": "no-such-branch"}), lambda *a: None)
     result = e.deploy(spec(env_id, erp_image, postgres_image, repo.url), lambda *a: None)
-    assert get(result["http_port"], "/web/health")[0] == 200
+    assert get(result["erp_address"], "/web/health")[0] == 200
 
 
 def test_missing_image_and_unreachable_repository(envs, repo, erp_image, postgres_image):

@@ -18,6 +18,7 @@ import zipfile
 
 import requests
 
+from agent.environments import erp_address
 from control_plane.models import Backup
 from control_plane.services.backups.odoo import PART_MIN
 from tests.backup_flow_support import (
@@ -86,10 +87,8 @@ def restored(client, s, base):
 
 def erp_healthy(client, s, env_id):
     assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"] == "running"
-    erp = s.envs._container(s.envs._names(env_id)["erp"])
-    erp.reload()
-    port = erp.attrs["NetworkSettings"]["Ports"]["8069/tcp"][0]["HostPort"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/web/health", timeout=10) as r:
+    address = erp_address(s.envs.docker, s.envs._names(env_id)["erp"])
+    with urllib.request.urlopen(f"http://{address}/web/health", timeout=10) as r:
         return r.status == 200
 
 

@@ -97,7 +97,7 @@ def _settled(client, f, deployment_id):
 
 def _erp(d, path):
     result = AgentCommand.get(AgentCommand.deployment == d["id"]).result["result"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{result['http_port']}{path}",
+    with urllib.request.urlopen(f"http://{result['erp_address']}{path}",
                                 timeout=10) as r:
         return json.load(r)
 

@@ -29,21 +29,21 @@ def data_dir(tmp_path, monkeypatch):
     return path
 
 
-def run(data_dir, *args):
+def run(data_dir, *args, stdin=""):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CP_") or k == "CP_DNS_RESOLVER"}
     env["CP_DATA_DIR"] = str(data_dir)
     return subprocess.run([BERTH, "admin", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, input=stdin)
 
 
-def ok(data_dir, *args, keys=None):
+def ok(data_dir, *args, keys=None, stdin=""):
     """Runs a command that must succeed; returns its one JSON object."""
-    return ok_with_stdout(data_dir, *args, keys=keys)[0]
+    return ok_with_stdout(data_dir, *args, keys=keys, stdin=stdin)[0]
 
 
-def ok_with_stdout(data_dir, *args, keys=None):
-    proc = run(data_dir, *args)
+def ok_with_stdout(data_dir, *args, keys=None, stdin=""):
+    proc = run(data_dir, *args, stdin=stdin)
     assert proc.returncode == 0, proc.stderr
     decoder = json.JSONDecoder()
     text = proc.stdout.strip()
@@ -56,9 +56,9 @@ def ok_with_stdout(data_dir, *args, keys=None):
     return obj, proc.stdout
 
 
-def fails(data_dir, *args):
+def fails(data_dir, *args, stdin=""):
     """Runs a command that must fail: exit 1, a message on stderr, nothing on stdout."""
-    proc = run(data_dir, *args)
+    proc = run(data_dir, *args, stdin=stdin)
     assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
     assert proc.stdout == "", args
     assert proc.stderr.strip(), args
@@ -345,3 +345,42 @@ def test_custom_domains_added_verified_and_removed(data_dir, in_process, loopbac
         "removed": "erp.example.io", "environment_id": env}
     fails(data_dir, "domain", "remove", "--environment", env, "erp.example.io")
     loopback_dns.clear()
+
+
+def test_configuration_set_and_shown_secret_from_stdin(data_dir, in_process):
+    org = ok(data_dir, "org", "create", "--name", "Config")["id"]
+    server = ok(data_dir, "server", "create", "--name", "s", "--provider", "p", "--cpu-cores",
+                "2", "--ram-mb", "4096", "--disk-gb", "50", "--org", org)["id"]
+    raw = ok(data_dir, "key", "create", "--org", org, "--name", "k", "--type", "full_access",
+             "--scope", "organization")["key"]
+    app = in_process()
+    project = app.client.post(f"{P}/projects", headers=auth(raw),
+                              json={"name": "p", "server_id": server}).json
+    env = app.client.post(f"{P}/projects/{project['id']}/environments", headers=auth(raw),
+                          json={"name": "e"}).json["id"]
+    change = ("config", "set", "--environment", env, "--var", "A=1", "--secret-var",
+              "API_TOKEN", "--erp-option", "workers=4", "--pg-setting", "work_mem=8MB")
+    # The first deployment is still queued: refused, nothing stored.
+    assert "pending or running" in fails(data_dir, *change, stdin="s3cr3t-value\n")
+    assert ok(data_dir, "config", "show", "--environment", env)["variables"] == []
+    with app.app.app_context():
+        from control_plane.models import Deployment
+        from control_plane.services.deploys import lifecycle
+        first = Deployment.get(Deployment.environment == env).id
+        lifecycle.on_ack(first)
+        lifecycle.on_result(first, True, {}, None)
+
+    assert "standard input" in run(data_dir, *change).stderr  # no line for the secret
+    out = ok(data_dir, *change, stdin="s3cr3t-value\n", keys={"configuration", "deployment"})
+    assert (out["deployment"]["trigger"], out["deployment"]["status"]) == (
+        "config_update", "pending")
+    shown = ok(data_dir, "config", "show", "--environment", env,
+               keys={"environment_id", "variables", "erp_options", "postgres_settings",
+                     "updated_at"})
+    assert shown == out["configuration"]
+    assert shown["variables"] == [{"name": "A", "secret": False, "value": "1"},
+                                  {"name": "API_TOKEN", "secret": True, "value": None}]
+    assert (shown["erp_options"], shown["postgres_settings"]) == (
+        {"workers": 4}, {"work_mem": "8MB"})
+    assert "Not an allowed key" in fails(data_dir, "config", "set", "--environment", env,
+                                         "--erp-option", "admin_passwd=x")

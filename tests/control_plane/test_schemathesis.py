@@ -35,9 +35,12 @@ ACCEPTED_400 = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)$"
                 r"|^/api/v1/environments/\{env_id\}/imports/\{import_id\}/complete$"
                 r"|^/api/(public/)?v1/(projects|servers|support/tickets|deployments)$")
-# Which well-formed host names are reserved (`.test`, `example.com`, the apps
-# domain...) is a policy no schema states: a new domain may be a 422 `invalid_domain`.
-DOMAINS = r"^/api/v1/environments/\{env_id\}/domains$"
+# Policies no schema states: which well-formed host names are reserved (`.test`,
+# `example.com`, the apps domain...), so a new domain may be a 422
+# `invalid_domain`; which variable names are reserved or look like credentials
+# and which options go together, so a configuration may be a 422
+# `invalid_configuration`.
+POLICY_422 = r"^/api/v1/environments/\{env_id\}/(domains|config)$"
 ACCEPTED_422 = ACCEPTED_400 + ["422"]
 # No agent is connected in this test: live reads and destroys answer their
 # documented 502 / 504 (the server or its agent did not answer). 500 stays a failure.
@@ -60,7 +63,7 @@ def _config(ids):
               f"parameters = {{ {bindings} }}", "",
               "[[operations]]", f"include-path-regex = {_toml(STATEFUL_400)}",
               f"checks.positive_data_acceptance.expected-statuses = {_toml(ACCEPTED_400)}", "",
-              "[[operations]]", f"include-path-regex = {_toml(DOMAINS)}",
+              "[[operations]]", f"include-path-regex = {_toml(POLICY_422)}",
               f"checks.positive_data_acceptance.expected-statuses = {_toml(ACCEPTED_422)}", "",
               "[[operations]]", f"include-path-regex = {_toml(LIVE)}",
               f"checks.not_a_server_error.expected-statuses = {_toml(GATEWAY_ERRORS)}", ""]

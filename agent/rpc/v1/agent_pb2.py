@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gent/rpc/v1/agent.proto\x12\x0e\x62\x65rth.agent.v1\"\x82\x01\n\tHostFacts\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x11\n\tcpu_cores\x18\x02 \x01(\x05\x12\x0e\n\x06ram_mb\x18\x03 \x01(\x03\x12\x0f\n\x07\x64isk_gb\x18\x04 \x01(\x03\x12\n\n\x02os\x18\x05 \x01(\t\x12\x0c\n\x04\x61rch\x18\x06 \x01(\t\x12\x15\n\ragent_version\x18\x07 \x01(\t\"J\n\x0fRegisterRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12(\n\x05\x66\x61\x63ts\x18\x02 \x01(\x0b\x32\x19.berth.agent.v1.HostFacts\"9\n\x10RegisterResponse\x12\x11\n\tserver_id\x18\x01 \x01(\t\x12\x12\n\ncredential\x18\x02 \x01(\t\"\xca\x02\n\x0c\x41gentMessage\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.berth.agent.v1.HelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.berth.agent.v1.HeartbeatH\x00\x12)\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x1a.berth.agent.v1.CommandAckH\x00\x12&\n\x03log\x18\x04 \x01(\x0b\x32\x17.berth.agent.v1.TaskLogH\x00\x12/\n\x06result\x18\x05 \x01(\x0b\x32\x1d.berth.agent.v1.CommandResultH\x00\x12*\n\x05reply\x18\x06 \x01(\x0b\x32\x19.berth.agent.v1.LiveReplyH\x00\x12*\n\x04\x64isk\x18\x07 \x01(\x0b\x32\x1a.berth.agent.v1.DiskReportH\x00\x42\x06\n\x04\x62ody\"1\n\x05Hello\x12(\n\x05\x66\x61\x63ts\x18\x01 \x01(\x0b\x32\x19.berth.agent.v1.HostFacts\"R\n\tHeartbeat\x12\x17\n\x0fsent_at_unix_ms\x18\x01 \x01(\x03\x12,\n\x07metrics\x18\x02 \x01(\x0b\x32\x1b.berth.agent.v1.HostMetrics\"C\n\nDiskReport\x12\x35\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32\x1f.berth.agent.v1.EnvironmentDisk\"\xd4\x01\n\x0f\x45nvironmentDisk\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x1b\n\x0e\x64\x61tabase_bytes\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x0f\x66ilestore_bytes\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x0c\x61\x64\x64ons_bytes\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x1b\n\x13measured_at_unix_ms\x18\x05 \x01(\x03\x42\x11\n\x0f_database_bytesB\x12\n\x10_filestore_bytesB\x0f\n\r_addons_bytes\"3\n\nCommandAck\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"J\n\x07TaskLog\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\r\n\x05level\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"S\n\rCommandResult\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\"\xff\x01\n\tLiveReply\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\t\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x33\n\x0chost_metrics\x18\x04 \x01(\x0b\x32\x1b.berth.agent.v1.HostMetricsH\x00\x12=\n\x11\x63ontainer_metrics\x18\x05 \x01(\x0b\x32 .berth.agent.v1.ContainerMetricsH\x00\x12\x33\n\x0cruntime_logs\x18\x06 \x01(\x0b\x32\x1b.berth.agent.v1.RuntimeLogsH\x00\x42\x06\n\x04\x62ody\"\xa0\x01\n\x0e\x43ontrolMessage\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.berth.agent.v1.WelcomeH\x00\x12*\n\x07\x63ommand\x18\x02 \x01(\x0b\x32\x17.berth.agent.v1.CommandH\x00\x12.\n\x07request\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.LiveRequestH\x00\x42\x06\n\x04\x62ody\"7\n\x07Welcome\x12\x11\n\tserver_id\x18\x01 \x01(\t\x12\x19\n\x11heartbeat_seconds\x18\x02 \x01(\x05\"9\n\x07\x43ommand\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x14\n\x0cpayload_json\x18\x03 \x01(\t\"\xeb\x01\n\x0bLiveRequest\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\t\x12:\n\x0chost_metrics\x18\x02 \x01(\x0b\x32\".berth.agent.v1.HostMetricsRequestH\x00\x12\x44\n\x11\x63ontainer_metrics\x18\x03 \x01(\x0b\x32\'.berth.agent.v1.ContainerMetricsRequestH\x00\x12:\n\x0cruntime_logs\x18\x04 \x01(\x0b\x32\".berth.agent.v1.RuntimeLogsRequestH\x00\x42\x06\n\x04kind\"\x14\n\x12HostMetricsRequest\"1\n\x17\x43ontainerMetricsRequest\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\"K\n\x12RuntimeLogsRequest\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\r\n\x05lines\x18\x03 \x01(\x05\"\xb9\x02\n\x0bHostMetrics\x12\x13\n\x0b\x63pu_percent\x18\x01 \x01(\x01\x12\x16\n\x0ememory_percent\x18\x02 \x01(\x01\x12\x14\n\x0c\x64isk_percent\x18\x03 \x01(\x01\x12\x19\n\x11memory_used_bytes\x18\x04 \x01(\x03\x12\x1a\n\x12memory_total_bytes\x18\x05 \x01(\x03\x12\x17\n\x0f\x64isk_used_bytes\x18\x06 \x01(\x03\x12\x18\n\x10\x64isk_total_bytes\x18\x07 \x01(\x03\x12#\n\x1bnetwork_rx_bytes_per_second\x18\x08 \x01(\x01\x12#\n\x1bnetwork_tx_bytes_per_second\x18\t \x01(\x01\x12\x17\n\x0f\x63ontainer_count\x18\n \x01(\x05\x12\x1a\n\x12\x63ontainers_running\x18\x0b \x01(\x05\"\xe8\x01\n\x0e\x43ontainerStats\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x18\n\x0b\x63pu_percent\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x1e\n\x11memory_used_bytes\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x12memory_limit_bytes\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x1b\n\x0ememory_percent\x18\x05 \x01(\x01H\x03\x88\x01\x01\x42\x0e\n\x0c_cpu_percentB\x14\n\x12_memory_used_bytesB\x15\n\x13_memory_limit_bytesB\x11\n\x0f_memory_percent\"q\n\x10\x43ontainerMetrics\x12+\n\x03\x65rp\x18\x01 \x01(\x0b\x32\x1e.berth.agent.v1.ContainerStats\x12\x30\n\x08postgres\x18\x02 \x01(\x0b\x32\x1e.berth.agent.v1.ContainerStats\"<\n\x0bRuntimeLogs\x12\x0b\n\x03log\x18\x01 \x01(\t\x12\r\n\x05lines\x18\x02 \x01(\x05\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x32\xaa\x01\n\x0c\x41gentGateway\x12M\n\x08Register\x12\x1f.berth.agent.v1.RegisterRequest\x1a .berth.agent.v1.RegisterResponse\x12K\n\x07\x43onnect\x12\x1c.berth.agent.v1.AgentMessage\x1a\x1e.berth.agent.v1.ControlMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gent/rpc/v1/agent.proto\x12\x0e\x62\x65rth.agent.v1\"\x82\x01\n\tHostFacts\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x11\n\tcpu_cores\x18\x02 \x01(\x05\x12\x0e\n\x06ram_mb\x18\x03 \x01(\x03\x12\x0f\n\x07\x64isk_gb\x18\x04 \x01(\x03\x12\n\n\x02os\x18\x05 \x01(\t\x12\x0c\n\x04\x61rch\x18\x06 \x01(\t\x12\x15\n\ragent_version\x18\x07 \x01(\t\"J\n\x0fRegisterRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12(\n\x05\x66\x61\x63ts\x18\x02 \x01(\x0b\x32\x19.berth.agent.v1.HostFacts\"9\n\x10RegisterResponse\x12\x11\n\tserver_id\x18\x01 \x01(\t\x12\x12\n\ncredential\x18\x02 \x01(\t\"\xf8\x02\n\x0c\x41gentMessage\x12&\n\x05hello\x18\x01 \x01(\x0b\x32\x15.berth.agent.v1.HelloH\x00\x12.\n\theartbeat\x18\x02 \x01(\x0b\x32\x19.berth.agent.v1.HeartbeatH\x00\x12)\n\x03\x61\x63k\x18\x03 \x01(\x0b\x32\x1a.berth.agent.v1.CommandAckH\x00\x12&\n\x03log\x18\x04 \x01(\x0b\x32\x17.berth.agent.v1.TaskLogH\x00\x12/\n\x06result\x18\x05 \x01(\x0b\x32\x1d.berth.agent.v1.CommandResultH\x00\x12*\n\x05reply\x18\x06 \x01(\x0b\x32\x19.berth.agent.v1.LiveReplyH\x00\x12*\n\x04\x64isk\x18\x07 \x01(\x0b\x32\x1a.berth.agent.v1.DiskReportH\x00\x12,\n\x05proxy\x18\x08 \x01(\x0b\x32\x1b.berth.agent.v1.ProxyReportH\x00\x42\x06\n\x04\x62ody\"1\n\x05Hello\x12(\n\x05\x66\x61\x63ts\x18\x01 \x01(\x0b\x32\x19.berth.agent.v1.HostFacts\"R\n\tHeartbeat\x12\x17\n\x0fsent_at_unix_ms\x18\x01 \x01(\x03\x12,\n\x07metrics\x18\x02 \x01(\x0b\x32\x1b.berth.agent.v1.HostMetrics\"C\n\nDiskReport\x12\x35\n\x0c\x65nvironments\x18\x01 \x03(\x0b\x32\x1f.berth.agent.v1.EnvironmentDisk\"!\n\x0bProxyReport\x12\x12\n\nstate_json\x18\x01 \x01(\t\"\xd4\x01\n\x0f\x45nvironmentDisk\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x1b\n\x0e\x64\x61tabase_bytes\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x1c\n\x0f\x66ilestore_bytes\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x19\n\x0c\x61\x64\x64ons_bytes\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x1b\n\x13measured_at_unix_ms\x18\x05 \x01(\x03\x42\x11\n\x0f_database_bytesB\x12\n\x10_filestore_bytesB\x0f\n\r_addons_bytes\"3\n\nCommandAck\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x11\n\tduplicate\x18\x02 \x01(\x08\"J\n\x07TaskLog\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12\r\n\x05level\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\"S\n\rCommandResult\x12\x12\n\ncommand_id\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x13\n\x0bresult_json\x18\x04 \x01(\t\"\xff\x01\n\tLiveReply\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\t\x12\x12\n\nerror_code\x18\x02 \x01(\t\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12\x33\n\x0chost_metrics\x18\x04 \x01(\x0b\x32\x1b.berth.agent.v1.HostMetricsH\x00\x12=\n\x11\x63ontainer_metrics\x18\x05 \x01(\x0b\x32 .berth.agent.v1.ContainerMetricsH\x00\x12\x33\n\x0cruntime_logs\x18\x06 \x01(\x0b\x32\x1b.berth.agent.v1.RuntimeLogsH\x00\x42\x06\n\x04\x62ody\"\xa0\x01\n\x0e\x43ontrolMessage\x12*\n\x07welcome\x18\x01 \x01(\x0b\x32\x17.berth.agent.v1.WelcomeH\x00\x12*\n\x07\x63ommand\x18\x02 \x01(\x0b\x32\x17.berth.agent.v1.CommandH\x00\x12.\n\x07request\x18\x03 \x01(\x0b\x32\x1b.berth.agent.v1.LiveRequestH\x00\x42\x06\n\x04\x62ody\"7\n\x07Welcome\x12\x11\n\tserver_id\x18\x01 \x01(\t\x12\x19\n\x11heartbeat_seconds\x18\x02 \x01(\x05\"9\n\x07\x43ommand\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x14\n\x0cpayload_json\x18\x03 \x01(\t\"\xeb\x01\n\x0bLiveRequest\x12\x16\n\x0e\x63orrelation_id\x18\x01 \x01(\t\x12:\n\x0chost_metrics\x18\x02 \x01(\x0b\x32\".berth.agent.v1.HostMetricsRequestH\x00\x12\x44\n\x11\x63ontainer_metrics\x18\x03 \x01(\x0b\x32\'.berth.agent.v1.ContainerMetricsRequestH\x00\x12:\n\x0cruntime_logs\x18\x04 \x01(\x0b\x32\".berth.agent.v1.RuntimeLogsRequestH\x00\x42\x06\n\x04kind\"\x14\n\x12HostMetricsRequest\"1\n\x17\x43ontainerMetricsRequest\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\"K\n\x12RuntimeLogsRequest\x12\x16\n\x0e\x65nvironment_id\x18\x01 \x01(\t\x12\x0e\n\x06source\x18\x02 \x01(\t\x12\r\n\x05lines\x18\x03 \x01(\x05\"\xb9\x02\n\x0bHostMetrics\x12\x13\n\x0b\x63pu_percent\x18\x01 \x01(\x01\x12\x16\n\x0ememory_percent\x18\x02 \x01(\x01\x12\x14\n\x0c\x64isk_percent\x18\x03 \x01(\x01\x12\x19\n\x11memory_used_bytes\x18\x04 \x01(\x03\x12\x1a\n\x12memory_total_bytes\x18\x05 \x01(\x03\x12\x17\n\x0f\x64isk_used_bytes\x18\x06 \x01(\x03\x12\x18\n\x10\x64isk_total_bytes\x18\x07 \x01(\x03\x12#\n\x1bnetwork_rx_bytes_per_second\x18\x08 \x01(\x01\x12#\n\x1bnetwork_tx_bytes_per_second\x18\t \x01(\x01\x12\x17\n\x0f\x63ontainer_count\x18\n \x01(\x05\x12\x1a\n\x12\x63ontainers_running\x18\x0b \x01(\x05\"\xe8\x01\n\x0e\x43ontainerStats\x12\x0e\n\x06status\x18\x01 \x01(\t\x12\x18\n\x0b\x63pu_percent\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x1e\n\x11memory_used_bytes\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x12memory_limit_bytes\x18\x04 \x01(\x03H\x02\x88\x01\x01\x12\x1b\n\x0ememory_percent\x18\x05 \x01(\x01H\x03\x88\x01\x01\x42\x0e\n\x0c_cpu_percentB\x14\n\x12_memory_used_bytesB\x15\n\x13_memory_limit_bytesB\x11\n\x0f_memory_percent\"q\n\x10\x43ontainerMetrics\x12+\n\x03\x65rp\x18\x01 \x01(\x0b\x32\x1e.berth.agent.v1.ContainerStats\x12\x30\n\x08postgres\x18\x02 \x01(\x0b\x32\x1e.berth.agent.v1.ContainerStats\"<\n\x0bRuntimeLogs\x12\x0b\n\x03log\x18\x01 \x01(\t\x12\r\n\x05lines\x18\x02 \x01(\x05\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x32\xaa\x01\n\x0c\x41gentGateway\x12M\n\x08Register\x12\x1f.berth.agent.v1.RegisterRequest\x1a .berth.agent.v1.RegisterResponse\x12K\n\x07\x43onnect\x12\x1c.berth.agent.v1.AgentMessage\x1a\x1e.berth.agent.v1.ControlMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,45 +38,47 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REGISTERRESPONSE']._serialized_start=253
   _globals['_REGISTERRESPONSE']._serialized_end=310
   _globals['_AGENTMESSAGE']._serialized_start=313
-  _globals['_AGENTMESSAGE']._serialized_end=643
-  _globals['_HELLO']._serialized_start=645
-  _globals['_HELLO']._serialized_end=694
-  _globals['_HEARTBEAT']._serialized_start=696
-  _globals['_HEARTBEAT']._serialized_end=778
-  _globals['_DISKREPORT']._serialized_start=780
-  _globals['_DISKREPORT']._serialized_end=847
-  _globals['_ENVIRONMENTDISK']._serialized_start=850
-  _globals['_ENVIRONMENTDISK']._serialized_end=1062
-  _globals['_COMMANDACK']._serialized_start=1064
-  _globals['_COMMANDACK']._serialized_end=1115
-  _globals['_TASKLOG']._serialized_start=1117
-  _globals['_TASKLOG']._serialized_end=1191
-  _globals['_COMMANDRESULT']._serialized_start=1193
-  _globals['_COMMANDRESULT']._serialized_end=1276
-  _globals['_LIVEREPLY']._serialized_start=1279
-  _globals['_LIVEREPLY']._serialized_end=1534
-  _globals['_CONTROLMESSAGE']._serialized_start=1537
-  _globals['_CONTROLMESSAGE']._serialized_end=1697
-  _globals['_WELCOME']._serialized_start=1699
-  _globals['_WELCOME']._serialized_end=1754
-  _globals['_COMMAND']._serialized_start=1756
-  _globals['_COMMAND']._serialized_end=1813
-  _globals['_LIVEREQUEST']._serialized_start=1816
-  _globals['_LIVEREQUEST']._serialized_end=2051
-  _globals['_HOSTMETRICSREQUEST']._serialized_start=2053
-  _globals['_HOSTMETRICSREQUEST']._serialized_end=2073
-  _globals['_CONTAINERMETRICSREQUEST']._serialized_start=2075
-  _globals['_CONTAINERMETRICSREQUEST']._serialized_end=2124
-  _globals['_RUNTIMELOGSREQUEST']._serialized_start=2126
-  _globals['_RUNTIMELOGSREQUEST']._serialized_end=2201
-  _globals['_HOSTMETRICS']._serialized_start=2204
-  _globals['_HOSTMETRICS']._serialized_end=2517
-  _globals['_CONTAINERSTATS']._serialized_start=2520
-  _globals['_CONTAINERSTATS']._serialized_end=2752
-  _globals['_CONTAINERMETRICS']._serialized_start=2754
-  _globals['_CONTAINERMETRICS']._serialized_end=2867
-  _globals['_RUNTIMELOGS']._serialized_start=2869
-  _globals['_RUNTIMELOGS']._serialized_end=2929
-  _globals['_AGENTGATEWAY']._serialized_start=2932
-  _globals['_AGENTGATEWAY']._serialized_end=3102
+  _globals['_AGENTMESSAGE']._serialized_end=689
+  _globals['_HELLO']._serialized_start=691
+  _globals['_HELLO']._serialized_end=740
+  _globals['_HEARTBEAT']._serialized_start=742
+  _globals['_HEARTBEAT']._serialized_end=824
+  _globals['_DISKREPORT']._serialized_start=826
+  _globals['_DISKREPORT']._serialized_end=893
+  _globals['_PROXYREPORT']._serialized_start=895
+  _globals['_PROXYREPORT']._serialized_end=928
+  _globals['_ENVIRONMENTDISK']._serialized_start=931
+  _globals['_ENVIRONMENTDISK']._serialized_end=1143
+  _globals['_COMMANDACK']._serialized_start=1145
+  _globals['_COMMANDACK']._serialized_end=1196
+  _globals['_TASKLOG']._serialized_start=1198
+  _globals['_TASKLOG']._serialized_end=1272
+  _globals['_COMMANDRESULT']._serialized_start=1274
+  _globals['_COMMANDRESULT']._serialized_end=1357
+  _globals['_LIVEREPLY']._serialized_start=1360
+  _globals['_LIVEREPLY']._serialized_end=1615
+  _globals['_CONTROLMESSAGE']._serialized_start=1618
+  _globals['_CONTROLMESSAGE']._serialized_end=1778
+  _globals['_WELCOME']._serialized_start=1780
+  _globals['_WELCOME']._serialized_end=1835
+  _globals['_COMMAND']._serialized_start=1837
+  _globals['_COMMAND']._serialized_end=1894
+  _globals['_LIVEREQUEST']._serialized_start=1897
+  _globals['_LIVEREQUEST']._serialized_end=2132
+  _globals['_HOSTMETRICSREQUEST']._serialized_start=2134
+  _globals['_HOSTMETRICSREQUEST']._serialized_end=2154
+  _globals['_CONTAINERMETRICSREQUEST']._serialized_start=2156
+  _globals['_CONTAINERMETRICSREQUEST']._serialized_end=2205
+  _globals['_RUNTIMELOGSREQUEST']._serialized_start=2207
+  _globals['_RUNTIMELOGSREQUEST']._serialized_end=2282
+  _globals['_HOSTMETRICS']._serialized_start=2285
+  _globals['_HOSTMETRICS']._serialized_end=2598
+  _globals['_CONTAINERSTATS']._serialized_start=2601
+  _globals['_CONTAINERSTATS']._serialized_end=2833
+  _globals['_CONTAINERMETRICS']._serialized_start=2835
+  _globals['_CONTAINERMETRICS']._serialized_end=2948
+  _globals['_RUNTIMELOGS']._serialized_start=2950
+  _globals['_RUNTIMELOGS']._serialized_end=3010
+  _globals['_AGENTGATEWAY']._serialized_start=3013
+  _globals['_AGENTGATEWAY']._serialized_end=3183
 # @@protoc_insertion_point(module_scope)

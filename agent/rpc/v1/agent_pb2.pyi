@@ -41,7 +41,7 @@ class RegisterResponse(_message.Message):
     def __init__(self, server_id: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk")
+    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk", "proxy")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class AgentMessage(_message.Message):
     RESULT_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     DISK_FIELD_NUMBER: _ClassVar[int]
+    PROXY_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     ack: CommandAck
@@ -56,7 +57,8 @@ class AgentMessage(_message.Message):
     result: CommandResult
     reply: LiveReply
     disk: DiskReport
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ...) -> None: ...
+    proxy: ProxyReport
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ..., proxy: _Optional[_Union[ProxyReport, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("facts",)
@@ -77,6 +79,12 @@ class DiskReport(_message.Message):
     ENVIRONMENTS_FIELD_NUMBER: _ClassVar[int]
     environments: _containers.RepeatedCompositeFieldContainer[EnvironmentDisk]
     def __init__(self, environments: _Optional[_Iterable[_Union[EnvironmentDisk, _Mapping]]] = ...) -> None: ...
+
+class ProxyReport(_message.Message):
+    __slots__ = ("state_json",)
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    state_json: str
+    def __init__(self, state_json: _Optional[str] = ...) -> None: ...
 
 class EnvironmentDisk(_message.Message):
     __slots__ = ("environment_id", "database_bytes", "filestore_bytes", "addons_bytes", "measured_at_unix_ms")

@@ -31,12 +31,14 @@ def register(app):
     from control_plane.api.ops import (
         backup_policy,
         backups,
+        configuration,
         deployments,
         domains,
         git_webhooks,
         odoo_backups,
     )
 
-    for module in (deployments, backups, backup_policy, odoo_backups, domains, git_webhooks):
+    for module in (deployments, backups, backup_policy, odoo_backups, domains, configuration,
+                   git_webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -81,6 +81,23 @@ class LastDeploySchema(Schema):
     completed_at = UTCDateTime(allow_none=True)
 
 
+class ProxySchema(Schema):
+    running = ma.fields.Boolean(required=True)
+    reason = ma.fields.String(required=True, allow_none=True, metadata={
+        "description": "Why it is not running"})
+    reported_at = ma.fields.String(required=True, metadata={
+        "description": "When the server's agent reported it (ISO 8601)"})
+
+
+class CertificateSchema(Schema):
+    hostname = ma.fields.String(required=True)
+    state = ma.fields.String(required=True, metadata={"enum": ["pending", "valid", "failing"]})
+    valid_until = ma.fields.String(required=True, allow_none=True, metadata={
+        "description": "The certificate's expiry (ISO 8601), when there is one"})
+    reason = ma.fields.String(required=True, allow_none=True, metadata={
+        "description": "What the last attempt to obtain it ran into (`failing`)"})
+
+
 class StatusSchema(Schema):
     environment_id = ma.fields.UUID(required=True)
     status = EnvironmentStatus(required=True)
@@ -89,6 +106,12 @@ class StatusSchema(Schema):
     db_ready = ma.fields.Boolean(required=True)
     http_ok = ma.fields.Boolean(required=True)
     last_deploy = ma.fields.Nested(LastDeploySchema, allow_none=True, required=True)
+    proxy = ma.fields.Nested(ProxySchema, allow_none=True, required=True, metadata={
+        "description": "The server's HTTPS proxy as its agent last reported it; null before "
+                       "any report"})
+    certificates = ma.fields.List(ma.fields.Nested(CertificateSchema), required=True, metadata={
+        "description": "One per name the environment answers at (its platform subdomain, "
+                       "then its verified custom domains); empty before any report"})
 
 
 class LogArgs(ma.Schema):

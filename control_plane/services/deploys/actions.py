@@ -14,7 +14,7 @@ from limits import RateLimitItemPerMinute
 from control_plane import clock, errors, states
 from control_plane.models import Deployment, Server
 from control_plane.services import agents
-from control_plane.services.deploys import lifecycle
+from control_plane.services.deploys import configuration, lifecycle
 
 D = states.DeploymentStatus
 TASK_IN_PROGRESS = errors.TaskInProgress  # the public API
@@ -80,12 +80,14 @@ def rollbackable(d):
 
 def rollback(target, env, actor_id, *, berth, conflict):
     """Back TO a successful deployment: its commit, branch, image and configuration
-    (data and schema stay as they are)."""
+    (data and schema stay as they are). The environment's configuration becomes
+    the target's, so that later deployments keep what the rollback restored."""
     if not rollbackable(target):
         why = (f"it is {target.status}" if target.status != D.SUCCESS else
                "it deployed no code" if target.kind not in CODE_KINDS else
                "it is marked as not available for rollback")
         raise errors.RollbackNotAllowed(f"Cannot roll back to this deployment: {why}.")
+    configuration.adopt(env, target.config)  # undone with the transaction if refused below
     return act(env, "deploy", actor_id, berth=berth, conflict=conflict, trigger="rollback",
                branch=target.git_branch, commit=target.git_commit, image=target.image_tag,
                config=target.config, rollback_from=target.id,

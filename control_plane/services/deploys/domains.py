@@ -30,8 +30,9 @@ from control_plane.errors import (
     NotFound,
 )
 from control_plane.models import CustomDomain, Environment
-from control_plane.services.deploys import access
+from control_plane.services.deploys import access, routes
 from control_plane.services.deploys.dns_check import Resolver
+from control_plane.services.deploys.routes import platform_host
 
 DOMAIN = states.DomainStatus
 PER_ENVIRONMENT = 20
@@ -44,10 +45,6 @@ _TLD = re.compile(r"^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$")
 RESERVED_TLDS = frozenset({"test", "example", "invalid", "localhost", "local", "onion",
                            "alt", "arpa", "internal", "home", "lan", "corp", "intranet"})
 RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
-
-
-def platform_host(env, apps_domain):
-    return f"{env.id.hex[:12]}.{apps_domain}"
 
 
 def normalize(raw, apps_domain):
@@ -101,9 +98,10 @@ def add(env, raw_name, apps_domain):
             raise DomainInUse(f"{name} is already another environment's domain.") from None
 
 
-def verify(env, raw_name, settings):
-    """Mark the domain verified if DNS shows its record; otherwise record what was
-    found and raise DomainNotVerified (the record is kept: the check is retried)."""
+def verify(env, raw_name, settings, wake=None):
+    """Mark the domain verified if DNS shows its record (and tell the server's
+    proxy to route it); otherwise record what was found and raise
+    DomainNotVerified (the record is kept: the check is retried)."""
     apps_domain = settings["APPS_DOMAIN"]
     domain = _get(env, raw_name, apps_domain)
     if domain.status == DOMAIN.VERIFIED:
@@ -117,6 +115,7 @@ def verify(env, raw_name, settings):
             CustomDomain.update(status=DOMAIN.VERIFIED, verified_at=now, checked_at=now,
                                 check_error=None).where(CustomDomain.id == domain.id).execute()
             _refresh_url(env.id)
+            routes.changed(env, settings, wake)
             return CustomDomain.get_by_id(domain.id)
         CustomDomain.update(checked_at=now, check_error=error).where(
             CustomDomain.id == domain.id).execute()
@@ -124,11 +123,13 @@ def verify(env, raw_name, settings):
                             details=instructions(domain, env, apps_domain))
 
 
-def remove(env, raw_name, apps_domain):
-    domain = _get(env, raw_name, apps_domain)
+def remove(env, raw_name, settings, wake=None):
+    domain = _get(env, raw_name, settings["APPS_DOMAIN"])
     with database.atomic():
         CustomDomain.delete().where(CustomDomain.id == domain.id).execute()
         _refresh_url(env.id)
+        if domain.status == DOMAIN.VERIFIED:
+            routes.changed(env, settings, wake)
 
 
 def _refresh_url(env_id):
@@ -162,13 +163,6 @@ def describe(domain, env, apps_domain):
 def list_of(env):
     return list(CustomDomain.select().where(CustomDomain.environment == env.id)
                 .order_by(CustomDomain.created_at, CustomDomain.name))
-
-
-def verified_hostnames(env):
-    """The verified custom domains an environment answers at (for its routes)."""
-    return [d.name for d in CustomDomain.select(CustomDomain.name).where(
-        CustomDomain.environment == env.id, CustomDomain.status == DOMAIN.VERIFIED)
-        .order_by(CustomDomain.name)]
 
 
 def _get(env, raw_name, apps_domain):

@@ -6,7 +6,7 @@ from control_plane.db import database
 from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
 from control_plane.services.accounts.scope import projects_for
-from control_plane.services.deploys import access, actions, lifecycle
+from control_plane.services.deploys import access, actions, lifecycle, routes
 
 
 def url_of(env, apps_domain):
@@ -112,7 +112,22 @@ def status_snapshot(key, environment_id, apps_domain):
             "container_running": running, "db_ready": running, "http_ok": running,
             "last_deploy": None if last is None else {
                 "id": last.id, "status": states.TASK_STATUS.get(last.status, last.status),
-                "started_at": last.started_at, "completed_at": last.completed_at}}
+                "started_at": last.started_at, "completed_at": last.completed_at},
+            **_proxy(env, apps_domain)}
+
+
+def _proxy(env, apps_domain):
+    """The server's proxy and the certificate of each name the environment answers
+    at, as the agent last reported them (null and an empty list before any report)."""
+    state = env.server_id and Server.select(Server.proxy_state).where(
+        Server.id == env.server_id).scalar()
+    if not state:
+        return {"proxy": None, "certificates": []}
+    known = state.get("certificates") or {}
+    return {"proxy": {k: state.get(k) for k in ("running", "reason", "reported_at")},
+            "certificates": [{"hostname": name, **known.get(name, {
+                "state": "pending", "valid_until": None, "reason": None})}
+                for name in routes.hostnames(env, apps_domain)]}
 
 
 def task_log(key, environment_id, task_id=None, lines=200):

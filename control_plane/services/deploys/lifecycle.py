@@ -16,7 +16,7 @@ from peewee import fn
 from control_plane import clock, events, states
 from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
-from control_plane.services.deploys import backup_tasks, export_tasks, queue
+from control_plane.services.deploys import backup_tasks, configuration, export_tasks, queue, routes
 from control_plane.services.projects import addon_repositories
 
 # Task-log lines the control plane writes are numbered from here, after any line
@@ -181,7 +181,8 @@ def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, 
     branch = branch or env.branch
     if config is None:
         config = {"cpu_cores": env.cpu_cores, "ram_mb": env.ram_mb,
-                  "addon_repositories": addon_repositories.for_deploy(project.id)}
+                  "addon_repositories": addon_repositories.for_deploy(project.id),
+                  **configuration.snapshot(env)}
     deployment = new_record(
         env, project, kind=kind, trigger=trigger, git_branch=branch, git_commit=commit,
         image_tag=image, triggered_by=triggered_by, config=config,
@@ -193,6 +194,8 @@ def start(env, project, settings, *, trigger, kind="deploy", triggered_by=None, 
         "cpu_cores": config.get("cpu_cores"), "ram_mb": config.get("ram_mb"),
         "git": {"url": project.git_repo_url, "branch": branch, "commit": commit},
         "addon_repositories": config.get("addon_repositories") or [],
+        **configuration.agent_fields(config),  # secret values sealed until delivery
+        **routes.fields(env, settings),  # the proxy and the host names it routes here
     }
     if pre_backup := backup_tasks.pre_deploy(env, deployment, settings):
         payload["pre_backup"] = pre_backup  # the agent takes it first, or fails the deploy

@@ -2,6 +2,7 @@
 metrics, runtime logs. Each has the spec's per-target limits (across keys)."""
 
 import datetime as dt
+import json
 import uuid
 
 from limits import RateLimitItemPerMinute
@@ -11,6 +12,7 @@ from control_plane.agent_link import NotConnected
 from control_plane.db import database
 from control_plane.errors import NotFound
 from control_plane.models import Environment, Server
+from control_plane.safe_input import storable
 from control_plane.services.deploys import environments
 
 PER_SERVER = RateLimitItemPerMinute(6)  # server metrics, per server
@@ -119,6 +121,35 @@ def record_disk_usage(server_id, report):
                 Environment.id == env_id, Environment.server == server_id, Environment.is_active,
                 Environment.disk_measured_at.is_null() | (Environment.disk_measured_at <= at),
             ).execute()
+
+
+CERTIFICATE_STATES = ("pending", "valid", "failing")
+MAX_NAMES = 1000
+
+
+def record_proxy(server_id, state_json):
+    """Store an agent's proxy report (its health, each routed name's certificate),
+    keeping only the fields and sizes it documents: it is the agent's word,
+    shown to readers of the environments' status."""
+    try:
+        state = json.loads(state_json)
+        names = state.get("certificates") or {}
+        report = {"running": state.get("running") is True,
+                  "reason": _text(state.get("reason")),
+                  "certificates": {
+                      _text(name, 253): {"state": c.get("state"),
+                                         "valid_until": _text(c.get("valid_until"), 32),
+                                         "reason": _text(c.get("reason"))}
+                      for name, c in list(names.items())[:MAX_NAMES]
+                      if isinstance(c, dict) and c.get("state") in CERTIFICATE_STATES},
+                  "reported_at": clock.now().isoformat() + "Z"}
+    except (ValueError, AttributeError, TypeError):
+        return  # not what an agent sends: ignored
+    Server.update(proxy_state=report).where(Server.id == server_id).execute()
+
+
+def _text(value, limit=500):
+    return storable(value[:limit]) if isinstance(value, str) else None
 
 
 def _agent_time(unix_ms, now):

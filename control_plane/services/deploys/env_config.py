@@ -1,0 +1,55 @@
+"""Reading and changing an environment's configuration (`configuration`), on
+the deployment-operations surface and for operators.
+
+A change is one transaction: validated (422), refused while a task of the
+environment is pending or running (409), stored, and an environment that has
+containers is redeployed with trigger `config_update` (the environment's table,
+the per-organization limit); any refusal stores nothing. Each deployment keeps the
+configuration it ran with: retry keeps it, rollback reverts to the target's
+(the environment's configuration becomes the target's), a forced redeploy uses
+the current one."""
+
+from control_plane import states
+from control_plane.db import database
+from control_plane.services.deploys import access, actions, configuration
+
+E = states.EnvironmentStatus
+# An environment with containers is redeployed on a change; one not deployed
+# yet (or destroyed) takes its configuration at its next deployment.
+REDEPLOYED = (E.RUNNING, E.STOPPED, E.ERROR, E.FAILED)
+
+
+def update(env, changes, actor_id, *, berth, conflict):
+    """(Inside the caller's transaction, the environment locked.) Returns the new
+    `config_update` deployment, or None when nothing changed or the environment
+    has no containers to redeploy."""
+    new = configuration.merged(env, changes)
+    if configuration.same(new, configuration.stored(env)):
+        return None
+    # A running task would deploy the old configuration and settle as if current.
+    actions.refuse_if_busy(env, conflict)
+    configuration.store(env, new)
+    if not (env.is_active and env.server_id and env.status in REDEPLOYED):
+        return None
+    return actions.act(env, "redeploy", actor_id, berth=berth, conflict=conflict,
+                       trigger="config_update")
+
+
+# --- the two callers: users (/api/v1) and operators (`berth admin config`) ----
+
+def read(user, env_id):
+    return configuration.describe(access.environment_for_user(user, env_id, None) if user
+                                  else access.environment_for_operator(env_id))
+
+
+def change(user, env_id, changes, *, berth):
+    """Returns (configuration as described, deployment or None)."""
+    with database.atomic():
+        if user is None:
+            env, actor = access.environment_for_operator(env_id, lock=True), None
+        else:
+            env, actor = access.environment_for_user(
+                user, env_id, "project.environments.deploy", lock=True), user.id
+        deployment = update(env, changes, actor, berth=berth,
+                            conflict=actions.DEPLOYMENT_IN_PROGRESS)
+        return configuration.describe(env), deployment

@@ -1,0 +1,58 @@
+"""What each server's proxy (agent/proxy.py) needs from the control plane: its
+settings, and the host names each environment answers at, its platform
+subdomain and its verified custom domains. Every environment command carries
+them; a change of names alone (a domain verified or removed) is a `routes`
+command of its own, so the agent routes the new names without a redeploy."""
+
+from pathlib import Path
+
+from control_plane import states
+from control_plane.models import CustomDomain
+from control_plane.services.deploys import queue
+
+E = states.EnvironmentStatus
+# Environments whose containers exist, so their routes do (or will again).
+ROUTED = (E.RUNNING, E.STOPPED, E.ERROR, E.DEPLOYING)
+
+
+def platform_host(env, apps_domain):
+    return f"{env.id.hex[:12]}.{apps_domain}"
+
+
+def hostnames(env, apps_domain):
+    verified = [d.name for d in CustomDomain.select(CustomDomain.name).where(
+        CustomDomain.environment == env.id, CustomDomain.status == states.DomainStatus.VERIFIED)
+        .order_by(CustomDomain.name)]
+    return [platform_host(env, apps_domain), *verified]
+
+
+def proxy_settings(settings):
+    """None when no proxy runs (PROXY_IMAGE empty)."""
+    if not settings.get("PROXY_IMAGE"):
+        return None
+    roots = settings.get("ACME_CA_ROOTS")
+    return {"image": settings["PROXY_IMAGE"], "acme_directory": settings["ACME_DIRECTORY_URL"],
+            "acme_email": settings.get("ACME_EMAIL") or None,
+            "acme_roots_pem": Path(roots).read_text() if roots else None}
+
+
+def fields(env, settings):
+    """The proxy fields of an environment's command (none without a proxy)."""
+    proxy = proxy_settings(settings)
+    if proxy is None:
+        return {}
+    return {"proxy": proxy, "hostnames": hostnames(env, settings["APPS_DOMAIN"])}
+
+
+def changed(env, settings, wake=None):
+    """(Inside the caller's transaction.) The environment's names changed: its
+    server's proxy is told, if it has routes there. `wake(server_id)` after commit."""
+    extra = fields(env, settings)
+    if not extra or env.server_id is None or not env.is_active or env.status not in ROUTED:
+        return None
+    command = queue.enqueue(env.server_id, "routes", {"environment_id": str(env.id), **extra})
+    if wake is not None:
+        from control_plane.db import after_commit
+
+        after_commit(lambda: wake(env.server_id))
+    return command
