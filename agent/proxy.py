@@ -126,12 +126,18 @@ class Proxy:
             text = json.dumps(config, indent=2)
             write_private(self.dir / "caddy.json", text)
             container = self._container()
-            if container is None or container.status != "running":
+            if container is None or container.status != "running" or not self._ours(container):
                 self._start(settings["image"], container)
             else:
                 self._load(config)
             self._loaded = text
             return True
+
+    def _ours(self, container):
+        """Whether the running proxy is this agent's: one left by an earlier
+        installation, with another state directory, is replaced."""
+        return any(m.get("Destination") == MOUNT and m.get("Source") == str(self.dir)
+                   for m in container.attrs.get("Mounts") or ())
 
     def watch(self):
         """Called periodically: a proxy that is gone or stopped is started again
@@ -144,7 +150,7 @@ class Proxy:
             if not settings.get("image"):
                 return None
             container = self._container()
-            if container is None or container.status != "running":
+            if container is None or container.status != "running" or not self._ours(container):
                 self.apply()
                 done = "started" if container is None else "restarted"
             elif json.dumps(self.render(settings), indent=2) != self._loaded:

@@ -35,6 +35,7 @@ Everything it made is removed at the end. Exits 1 on FAIL.
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import re
@@ -48,6 +49,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -202,6 +205,8 @@ def main():
                       f"{got['direct']:7.0f}/s  ratio {got['proxy'] / got['direct']:.2f}",
                       file=sys.stderr)
     finally:
+        with contextlib.suppress(docker.errors.NotFound):  # the agent's proxy, one per engine
+            bench.docker.containers.get("berth-proxy").remove(force=True)
         bench.close()
         pebble.proc.terminate()
         dns.stop()

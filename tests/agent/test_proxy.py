@@ -29,7 +29,9 @@ class Flow:
 
 
 @pytest.fixture
-def flow(app, world, agents, gateway, http_app, tmp_path, proxied, pebble, docker_client):
+def flow(app, world, proxied, agents, gateway, http_app, tmp_path, pebble, docker_client):
+    # `proxied` before `agents`: the agent stops before the proxy is removed (else its
+    # watch would start the proxy again).
     f = Flow()
     f.root, f.data = tmp_path / "srv", tmp_path / "agent-data"
     f.org = world.org()
@@ -65,8 +67,15 @@ def _url_host(client, f, env_id):
     return url.removeprefix("https://")
 
 
-def test_environment_answers_over_https_at_its_urls(client, flow, loopback_dns, docker_client):
+def test_environment_answers_over_https_at_its_urls(client, flow, loopback_dns, docker_client,
+                                                    proxy_image, tmp_path):
     f = flow
+    # A proxy left running by an earlier installation (another state directory) is
+    # replaced, not talked to.
+    (tmp_path / "other").mkdir()
+    docker_client.containers.run(proxy_image, name="berth-proxy", command=["sleep", "600"],
+                                 detach=True, network_mode="host", labels={"berth.role": "proxy"},
+                                 volumes={str(tmp_path / "other"): {"bind": "/berth-proxy"}})
     env_id = client.post(f"{P}/projects/{f.project.id}/environments", headers=f.key,
                          json={"name": "Production"}).json["id"]
     f.created.append(env_id)
@@ -96,6 +105,8 @@ def test_environment_answers_over_https_at_its_urls(client, flow, loopback_dns, 
                            timeout=30).stdout
     assert "proxy:          running" in shown
     assert f"  {host}: certificate valid until " in shown
+    mounts = docker_client.containers.get("berth-proxy").attrs["Mounts"]
+    assert [m["Source"] for m in mounts] == [str(f.agent.dir / "data" / "proxy")]
     # The ERP itself publishes nothing on the server.
     erp = docker_client.containers.get(f"berth-{env_id.replace('-', '')[:12]}-erp")
     assert not any(erp.attrs["NetworkSettings"]["Ports"].values())
