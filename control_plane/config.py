@@ -30,6 +30,9 @@ class Config:
     # `berth serve` / `berth web` build a missing or stale agent wheelhouse in the
     # background at start (off: only `berth wheelhouse` builds it).
     WHEELHOUSE_AUTO_BUILD = True
+    # Where the agent wheelhouse lives (None: DATA_DIR); an image built with
+    # `berth wheelhouse --into DIR` carries it there, ready before the first start.
+    WHEELHOUSE_DIR = None
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"

@@ -13,8 +13,12 @@ from control_plane import wheelhouse as wh
 blp = Blueprint("installer", __name__)
 
 
+def wheelhouse_dir(config):
+    return config["WHEELHOUSE_DIR"] or config["DATA_DIR"]
+
+
 def wheelhouse_path(config):
-    return wh.tar_path(config["DATA_DIR"])
+    return wh.tar_path(wheelhouse_dir(config))
 
 
 def start_building(app):
@@ -22,7 +26,7 @@ def start_building(app):
     background while requests are served."""
     if not app.config["WHEELHOUSE_AUTO_BUILD"]:
         return None
-    builder = app.extensions["wheelhouse"] = wh.Background(app.config["DATA_DIR"])
+    builder = app.extensions["wheelhouse"] = wh.Background(wheelhouse_dir(app.config))
     builder.ensure()
     return builder
 
@@ -38,7 +42,7 @@ def install_script():
 def wheelhouse():
     builder = current_app.extensions.get("wheelhouse")
     refusal = (builder.unavailable() if builder is not None
-               else wh.unavailable_without_builder(current_app.config["DATA_DIR"]))
+               else wh.unavailable_without_builder(wheelhouse_dir(current_app.config)))
     if refusal is not None:
         raise refusal
     return send_file(wheelhouse_path(current_app.config), mimetype="application/x-tar")

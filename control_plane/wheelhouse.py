@@ -1,5 +1,10 @@
 """The agent wheelhouse: the `berth` distribution and its dependencies as wheels,
-in one tar in the data dir, which new servers install from (no PyPI needed there).
+in one tar (in the data dir, or `CP_WHEELHOUSE_DIR`), which new servers install from
+(no PyPI needed there).
+
+`berth` itself comes from the source tree of an editable install, or, where the
+control plane runs from an installed wheel (a virtualenv, an image), from the
+installed distribution repacked as the wheel it was installed from.
 
 `berth wheelhouse` builds it in the foreground; `berth serve` and `berth web` build
 it in a background thread at start when it is missing or stale (built from other
@@ -8,6 +13,7 @@ agent code, or for another Python), so a fresh control plane serves the
 lock); the state is kept for `/agent/wheelhouse.tar` to explain a 503."""
 
 import atexit
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -22,6 +28,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 from packaging.version import Version
@@ -48,9 +55,13 @@ def _stamp_path(data_dir):
 
 
 def fingerprint(source=SOURCE):
-    """What the wheelhouse depends on: the agent's code, the package metadata, and
-    the Python version and CPU its binary wheels are for."""
+    """What the wheelhouse depends on: the agent's code and the package metadata (the
+    source tree's files, or the installed distribution's RECORD of its files' hashes),
+    and the Python version and CPU its binary wheels are for."""
     digest = hashlib.sha256(f"{sys.version_info[:2]} {platform.machine()}".encode())
+    if not _has_source(source):
+        digest.update(_installed().read_text("RECORD").encode())
+        return digest.hexdigest()
     files = [source / "pyproject.toml", *sorted((source / "agent").rglob("*"))]
     for path in files:
         if path.is_file() and "__pycache__" not in path.parts:
@@ -62,18 +73,61 @@ def _has_source(source):
     return (source / "pyproject.toml").is_file() and (source / "agent").is_dir()
 
 
+def _installed():
+    """The installed `berth` distribution, when this code is it (not an editable
+    install, whose RECORD lists no modules)."""
+    try:
+        dist = importlib.metadata.distribution("berth")
+    except importlib.metadata.PackageNotFoundError:
+        dist = None
+    if dist is None or dist.read_text("RECORD") is None or not any(
+            str(f) == "control_plane/wheelhouse.py" for f in dist.files or ()):
+        raise BuildFailed(f"Berth is neither a source tree at {SOURCE} nor an installed "
+                          "distribution to build the agent packages from")
+    return dist
+
+
+# Files pip writes at install time: not part of the wheel it installed.
+_INSTALL_ONLY = {"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"}
+
+
+def _repack_installed(into):
+    """The installed `berth` as a wheel again: its files from site-packages, its
+    dist-info without what installing added, a new RECORD. Console scripts are left
+    out (pip writes them again from entry_points.txt)."""
+    dist = _installed()
+    wheel_tags = [ln.split(":", 1)[1].strip() for ln in dist.read_text("WHEEL").splitlines()
+                  if ln.startswith("Tag:")]
+    name = f"berth-{dist.version}-{wheel_tags[0] if wheel_tags else 'py3-none-any'}.whl"
+    into.mkdir(parents=True, exist_ok=True)
+    record, info_dir = [], None
+    with zipfile.ZipFile(into / name, "w", zipfile.ZIP_DEFLATED) as whl:
+        for entry in dist.files:
+            parts = entry.parts
+            if parts[0] == ".." or "__pycache__" in parts:
+                continue
+            if parts[0].endswith(".dist-info"):
+                info_dir = parts[0]
+                if parts[-1] in _INSTALL_ONLY:
+                    continue
+            data = Path(dist.locate_file(entry)).read_bytes()
+            whl.writestr(str(entry), data)
+            sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{entry},sha256={sha},{len(data)}")
+        record.append(f"{info_dir}/RECORD,,")
+        whl.writestr(f"{info_dir}/RECORD", "\n".join(record) + "\n")
+    return into / name
+
+
 def is_current(data_dir, source=SOURCE):
-    """The tar exists and was built from this code (without a source tree to build
-    from, any existing tar is what there is)."""
+    """The tar exists and was built from this code."""
     if not tar_path(data_dir).is_file():
         return False
-    if not _has_source(source):
-        return True
     try:
         stamp = json.loads(_stamp_path(data_dir).read_text())
-    except (OSError, ValueError):
+        return stamp.get("fingerprint") == fingerprint(source)
+    except (OSError, ValueError, BuildFailed):
         return False
-    return stamp.get("fingerprint") == fingerprint(source)
 
 
 def _build_isolation_args():
@@ -129,26 +183,16 @@ def _run_pip(command):
 def build(data_dir, source=SOURCE):
     """Build the tar into the data dir (atomically replaced). Raises BuildFailed."""
     data_dir = Path(data_dir)
-    if not _has_source(source):
-        raise BuildFailed(f"no Berth source tree at {source} to build the agent packages "
-                          "from; run `berth wheelhouse` where Berth is installed from its "
-                          "source (pip install -e)")
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     target, print_ = tar_path(data_dir), fingerprint(source)
     with tempfile.TemporaryDirectory() as tmp:
-        # Built from a copy: setuptools writes build/ and *.egg-info next to the
-        # sources, and files left there from older code would end up in the wheel.
-        copy = Path(tmp) / "src"
-        copy.mkdir()
-        for name in SOURCE_FILES:
-            if (source / name).is_dir():
-                shutil.copytree(source / name, copy / name,
-                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            elif (source / name).is_file():
-                shutil.copy2(source / name, copy / name)
         wheels = Path(tmp) / "wheels"
         command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-                   *_build_isolation_args(), "--wheel-dir", str(wheels), str(copy)]
+                   "--wheel-dir", str(wheels)]
+        if _has_source(source):
+            command += [*_build_isolation_args(), str(_copy_source(source, Path(tmp) / "src"))]
+        else:  # pip copies the wheel over and fetches its dependencies' wheels
+            command.append(str(_repack_installed(Path(tmp) / "berth")))
         returncode, stderr = _run_pip(command)
         if returncode != 0:
             raise BuildFailed(f"pip wheel failed: {_pip_reason(stderr)}")
@@ -163,6 +207,19 @@ def build(data_dir, source=SOURCE):
     with os.fdopen(fd, "w") as fh:
         json.dump(stamp, fh)
     return target
+
+
+def _copy_source(source, copy):
+    """Built from a copy: setuptools writes build/ and *.egg-info next to the
+    sources, and files left there from older code would end up in the wheel."""
+    copy.mkdir()
+    for name in SOURCE_FILES:
+        if (source / name).is_dir():
+            shutil.copytree(source / name, copy / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif (source / name).is_file():
+            shutil.copy2(source / name, copy / name)
+    return copy
 
 
 class _Lock:

@@ -150,6 +150,26 @@ def web(http_addr):
     run_http(app, *parse_hostport(http_addr, 8000))
 
 
+def main():
+        bound = await gw.start(f"{_bracket(host)}:{port}")
+        click.echo(f"berth: gateway listening on {_bracket(host)}:{bound}", err=True)
+        await gw.server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+@cli.command()
+@click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
+def web(http_addr):
+    """Scale-out: one HTTP process (run `berth migrate` first)."""
+    from control_plane.installer import start_building
+    from control_plane.server import run_http
+
+    app = make_app()
+    start_building(app)
+    run_http(app, *parse_hostport(http_addr, 8000))
+
+
 @cli.command()
 def wheelhouse():
     """Build the agent packages servers install from (into the data dir)."""
