@@ -1,17 +1,18 @@
 """The Flask application factory."""
 
 import logging
+import time
 from dataclasses import dataclass
 
 import orjson
-from flask import Flask, jsonify, request
+from flask import Flask, Response, g, jsonify, request
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SessionInterface
 from werkzeug.exceptions import HTTPException
 
 from control_plane import config as config_mod
 from control_plane import db as db_mod
-from control_plane import safe_input, security
+from control_plane import observability, safe_input, security
 from control_plane.agent_link import AgentLink
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
@@ -53,13 +54,20 @@ def create_app(config=None):
         app.extensions["berth"].gateway = RedisRelay(settings["REDIS_URL"])
 
     _register_error_handlers(app)
-    # First of all hooks: query, path and header text no database can store is a 400
+    _observe(app)
+    # First of all hooks (after the request id): query, path and header text no database can store is a 400
     # before authentication or a view looks anything up with it.
     app.before_request(lambda: safe_input.check_request(request._get_current_object()))
 
     @app.get("/healthz")
     def healthz():
         return {"status": "ok"}
+
+    @app.get("/metrics")
+    def metrics():
+        from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+        return Response(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
 
     @app.get("/agent/bootstrap.json")
     def agent_bootstrap():
@@ -130,6 +138,45 @@ class _NoSessions(SessionInterface):
         pass
 
 
+access_log = logging.getLogger("berth.access")
+
+
+def _observe(app):
+    """Every request: an id (the client's X-Request-Id when it is a plain token),
+    sent back in X-Request-Id and named in its log lines; its count and time by
+    route and status for /metrics; one access log line (the path without its query,
+    which can hold a signed URL's token)."""
+    from control_plane.services.backlog import snapshot
+
+    observability.watch_backlog(snapshot)
+    logging_on = app.config["ACCESS_LOG"]
+
+    @app.before_request
+    def begin():
+        g.started = time.perf_counter()
+        g.request_id = observability.request_id(request.headers.get("X-Request-Id"))
+
+    @app.after_request
+    def finish(response):
+        started = g.get("started")
+        if started is None:  # a request that failed before `begin` (none so far)
+            return response
+        rid = g.request_id
+        response.headers["X-Request-Id"] = rid
+        route = request.url_rule.rule if request.url_rule is not None else "(unmatched)"
+        took = time.perf_counter() - started
+        observability.HTTP_REQUESTS.labels(request.method, route, response.status_code).inc()
+        observability.HTTP_LATENCY.labels(request.method, route).observe(took)
+        if logging_on and access_log.isEnabledFor(logging.INFO):
+            access_log.info("%s %s %s", request.method, request.path, response.status_code,
+                            extra={"request_id": rid, "method": request.method,
+                                   "path": request.path, "route": route,
+                                   "status": response.status_code,
+                                   "duration_ms": round(took * 1000, 2),
+                                   "client": request.remote_addr})
+        return response
+
+
 def grpc_public_address(app, port=50051):
     if app.config["GRPC_PUBLIC_ADDRESS"]:
         return app.config["GRPC_PUBLIC_ADDRESS"]
@@ -155,5 +202,5 @@ def _register_error_handlers(app):
 
     @app.errorhandler(Exception)
     def unexpected(err):
-        log.exception("unhandled error")
+        log.exception("unhandled error", extra={"request_id": g.get("request_id")})
         return jsonify({"error": "internal_error", "message": "Internal error."}), 500

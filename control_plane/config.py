@@ -33,6 +33,8 @@ class Config:
     # Where the agent wheelhouse lives (None: DATA_DIR); an image built with
     # `berth wheelhouse --into DIR` carries it there, ready before the first start.
     WHEELHOUSE_DIR = None
+    # One JSON line per HTTP request on stderr (request id, route, status, time).
+    ACCESS_LOG = True
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"

@@ -75,9 +75,10 @@ class Scheduler:
 
     def _run_one(self, job):
         from control_plane.db import database
+        from control_plane.observability import timed_job
 
         try:
-            job.run()
+            timed_job(job.name, job.run)
         except Exception:
             log.exception("scheduled job %s failed; it runs again in %s s", job.name, job.every)
         finally:

@@ -19,6 +19,28 @@ def make_app():
     return create_app()
 
 
+def _logs(kind):
+    from control_plane.observability import configure_logging
+
+    configure_logging(kind)
+
+
+def _metrics_option(func):
+    return click.option("--metrics", "metrics_addr", default=None, metavar="HOST:PORT",
+                        help="serve Prometheus /metrics on this address (off by default)")(func)
+
+
+def _serve_metrics(metrics_addr):
+    """The gateway and the scheduler serve no HTTP of their own: /metrics on a port."""
+    if metrics_addr:
+        from prometheus_client import start_http_server
+
+        host, port = parse_hostport(metrics_addr, 9100)
+        server, _ = start_http_server(port, host)
+        click.echo(f"berth: metrics on http://{_bracket(host)}:{server.server_port}/metrics",
+                   err=True)
+
+
 def parse_hostport(value, default_port):
     """'127.0.0.1:8000', '[::1]:8000', ':8000' -> (host, port)."""
     host, sep, port = value.rpartition(":")
@@ -55,6 +77,7 @@ def serve(http_addr, grpc_addr):
     from control_plane.installer import start_building
     from control_plane.server import run_http
 
+    _logs("serve")
     app = make_app()
     migrations.upgrade(app.extensions["berth"].db)
     start_building(app)
@@ -76,16 +99,20 @@ def _scheduler(app):
 
 
 @cli.command("scheduler")
-def scheduler_command():
+@_metrics_option
+def scheduler_command(metrics_addr):
     """Scale-out: the periodic jobs in their own process (run `berth migrate` first;
     more than one may run). Stops on SIGTERM or SIGINT."""
     import signal
 
+    _logs("scheduler")
     stop_on = {signal.SIGTERM, signal.SIGINT}
     # Blocked before the job thread starts (it inherits the mask): only this
     # thread takes them, in sigwait, never in the middle of a job.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_on)
-    scheduler = _scheduler(make_app()).start_in_thread()
+    scheduler = _scheduler(make_app())
+    _serve_metrics(metrics_addr)
+    scheduler.start_in_thread()
     received = signal.sigwait(stop_on)
     click.echo(f"berth: scheduler stopping ({signal.Signals(received).name})", err=True)
     scheduler.stop(timeout=60)
@@ -122,11 +149,14 @@ def _bracket(host):
 
 @cli.command()
 @click.option("--grpc", "grpc_addr", default="127.0.0.1:50051", show_default=True)
-def gateway(grpc_addr):
+@_metrics_option
+def gateway(grpc_addr, metrics_addr):
     """Scale-out: one agent-gateway process (run `berth migrate` first)."""
     import asyncio
 
+    _logs("gateway")
     app = make_app()
+    _serve_metrics(metrics_addr)
     host, port = parse_hostport(grpc_addr, 50051)
     gw = _gateway(app)
 
@@ -145,39 +175,27 @@ def web(http_addr):
     from control_plane.installer import start_building
     from control_plane.server import run_http
 
-    app = make_app()
-    start_building(app)
-    run_http(app, *parse_hostport(http_addr, 8000))
-
-
-def main():
-        bound = await gw.start(f"{_bracket(host)}:{port}")
-        click.echo(f"berth: gateway listening on {_bracket(host)}:{bound}", err=True)
-        await gw.server.wait_for_termination()
-
-    asyncio.run(main())
-
-
-@cli.command()
-@click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
-def web(http_addr):
-    """Scale-out: one HTTP process (run `berth migrate` first)."""
-    from control_plane.installer import start_building
-    from control_plane.server import run_http
-
+    _logs("web")
     app = make_app()
     start_building(app)
     run_http(app, *parse_hostport(http_addr, 8000))
 
 
 @cli.command()
-def wheelhouse():
-    """Build the agent packages servers install from (into the data dir)."""
+@click.option("--into", "into", type=click.Path(file_okay=False),
+              help="build into this directory without reading any setting (an image build: "
+                   "then set CP_WHEELHOUSE_DIR to it)")
+def wheelhouse(into):
+    """Build the agent packages servers install from (into CP_WHEELHOUSE_DIR, by
+    default the data dir)."""
     from control_plane import wheelhouse as wh
 
-    app = make_app()
+    if into is None:
+        from control_plane.installer import wheelhouse_dir
+
+        into = wheelhouse_dir(make_app().config)
     try:
-        path = wh.build_locked(app.config["DATA_DIR"], force=True)
+        path = wh.build_locked(into, force=True)
     except wh.BuildFailed as exc:
         raise click.ClickException(f"cannot build the agent packages: {exc}") from None
     click.echo(f"built {path}")

@@ -19,6 +19,7 @@ from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane import agent_link, errors
 from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
+from control_plane.observability import AGENTS_CONNECTED
 from control_plane.safe_input import storable
 from control_plane.services import agents
 from control_plane.services.deploys import configuration, lifecycle, queue
@@ -103,6 +104,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         else:
             self.port = self.server.add_insecure_port(address)
         await self.server.start()
+        AGENTS_CONNECTED.set_function(lambda: len(self.sessions))
         self._flusher = asyncio.create_task(self._flush_seen())
         self._poller = asyncio.create_task(self._poll_commands())
         if self.redis_url:

@@ -27,6 +27,7 @@ from control_plane import clock, config
 from control_plane.db import database, is_sqlite
 from control_plane.events import canonical
 from control_plane.models import Event, Webhook, WebhookDelivery
+from control_plane.observability import WEBHOOK_ATTEMPTS
 from control_plane.services.webhooks import net, payloads, subscriptions
 from control_plane.states import DeliveryStatus
 
@@ -257,10 +258,12 @@ def record(results, delays):
                 outcome.append(DeliveryStatus.FAILED)
             else:
                 fields["next_attempt_at"] = now + dt.timedelta(seconds=delay)
+        WEBHOOK_ATTEMPTS.labels(fields["status"]).inc()  # the send happened, whatever follows
         rows.append([WebhookDelivery._meta.fields[f].db_value(fields[f]) for f in _UPDATE_FIELDS]
                     + [WebhookDelivery.id.db_value(delivery.id)])
     with database.atomic():
         _update_many(rows)
+
         # One order for every worker: two recording at once never deadlock on rows.
         for hook_id in sorted(outcomes, key=str):
             _settle_webhook(hook_id, outcomes[hook_id], now)

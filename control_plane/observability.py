@@ -1,0 +1,135 @@
+"""What an operator watches: Prometheus metrics and structured logs, the same on
+every process kind (`serve`, `web`, `gateway`, `scheduler`).
+
+Metrics live in prometheus-client's default registry (which also carries the
+process's CPU, memory and garbage-collection figures). `/metrics` is a route of the
+HTTP app; the gateway and the scheduler, which serve no HTTP, expose the same text
+on their own `--metrics HOST:PORT`. Figures that live in the database (the
+agent-command queue, the webhook backlog) are read when scraped, not kept here:
+each replica reports the same shared queue, so sum over instances only what is
+this process's own (requests, streams, job runs)."""
+
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+HTTP_REQUESTS = Counter("berth_http_requests", "HTTP requests answered",
+                        ["method", "route", "status"])
+HTTP_LATENCY = Histogram("berth_http_request_duration_seconds",
+                         "Time from the request's arrival in the app to its answer",
+                         ["method", "route"],
+                         buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+AGENTS_CONNECTED = Gauge("berth_gateway_agents_connected",
+                         "Agent streams this gateway process holds")
+JOB_RUNS = Counter("berth_scheduler_job_runs", "Scheduler job runs", ["job", "outcome"])
+JOB_DURATION = Histogram("berth_scheduler_job_duration_seconds", "Scheduler job run time",
+                         ["job"], buckets=(.01, .05, .1, .5, 1, 5, 10, 30, 60, 300))
+WEBHOOK_ATTEMPTS = Counter("berth_webhook_delivery_attempts",
+                           "Webhook delivery attempts made by this process", ["outcome"])
+
+
+class BacklogCollector:
+    """The shared queues, read at scrape time by `snapshot()`: a dict with
+    commands_pending, commands_oldest_age_seconds, webhooks_pending, webhooks_failed."""
+
+    def __init__(self, snapshot):
+        self.snapshot = snapshot
+
+    def describe(self):
+        return []  # no test collect at registration: that would query the database
+
+    def collect(self):
+        try:
+            s = self.snapshot()
+        except Exception:  # a scrape must answer even with the database away
+            logging.getLogger("berth").warning("reading the backlog for /metrics failed",
+                                               exc_info=True)
+            return
+        yield GaugeMetricFamily("berth_agent_commands_pending",
+                                "Agent commands not yet acknowledged by their agent",
+                                value=s["commands_pending"])
+        yield GaugeMetricFamily("berth_agent_command_oldest_age_seconds",
+                                "Age of the oldest agent command not yet acknowledged",
+                                value=s["commands_oldest_age_seconds"])
+        yield GaugeMetricFamily("berth_webhook_deliveries_pending",
+                                "Webhook deliveries waiting for an attempt or a retry",
+                                value=s["webhooks_pending"])
+        yield GaugeMetricFamily("berth_webhook_deliveries_failed",
+                                "Webhook deliveries that gave up after their last attempt",
+                                value=s["webhooks_failed"])
+
+
+_backlog = None
+
+
+def watch_backlog(snapshot):
+    """Registers the backlog gauges once per process (several apps in one process,
+    as in the tests, share it)."""
+    global _backlog
+    if _backlog is None:
+        _backlog = BacklogCollector(snapshot)
+        REGISTRY.register(_backlog)
+
+
+def timed_job(name, run):
+    started = time.perf_counter()
+    try:
+        result = run()
+    except Exception:
+        JOB_RUNS.labels(name, "failed").inc()
+        raise
+    finally:
+        JOB_DURATION.labels(name).observe(time.perf_counter() - started)
+    JOB_RUNS.labels(name, "ok").inc()
+    return result
+
+
+# --- request ids and logs -------------------------------------------------
+
+_CLIENT_ID = re.compile(r"[A-Za-z0-9._:-]{8,128}")
+
+
+def request_id(incoming):
+    """A client's own X-Request-Id when it is a plain token (a balancer's, a
+    client's retry), else a new one; never text that could forge a log line."""
+    if incoming and _CLIENT_ID.fullmatch(incoming):
+        return incoming
+    return uuid.uuid4().hex
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message, the process kind, and
+    whatever the record carries in `extra` (request_id, method, route, status...)."""
+
+    _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def format(self, record):
+        entry = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+                 "level": record.levelname.lower(), "logger": record.name,
+                 "message": record.getMessage(), "process": self.kind}
+        entry.update({k: v for k, v in vars(record).items() if k not in self._STANDARD})
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(kind, level=logging.INFO):
+    """Structured logs on stderr for the `berth` loggers of a server process."""
+    handler = logging.StreamHandler(sys.stderr)
+    formatter = JsonFormatter(kind)
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    root = logging.getLogger("berth")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
