@@ -28,7 +28,7 @@ test: install
 	$(BIN)/lint-imports
 	@scripts/ensure-system-deps.sh test
 	@scripts/start-dockerd.sh
-	@scripts/build-test-images.sh
+	@PYTHON=$(BIN)/python scripts/build-test-images.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install

@@ -8,6 +8,8 @@
 #                        conventions (stands in for CP_ERP_IMAGE)
 #   berth-test-proxy     images/proxy: Debian's Caddy with the official caddy image's
 #                        conventions (stands in for CP_PROXY_IMAGE)
+#   berth-control-plane  images/control-plane on the base, by build-control-plane-image.sh
+#                        (tagged by a hash of the sources; PYTHON builds the wheels)
 # Each tag is a hash of its inputs (this file, plus images/<name>/ for the three built
 # with `docker build` on the base), so a re-run with unchanged inputs skips the build;
 # `<name>:latest` always points at the current one.
@@ -101,3 +103,4 @@ echo "$IMAGE"
 build_image berth-test-postgres postgres
 build_image berth-test-erp erp
 build_image berth-test-proxy proxy
+"$(dirname "$0")/build-control-plane-image.sh" "$IMAGE"
