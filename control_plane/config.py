@@ -33,6 +33,9 @@ class Config:
     # Where the agent wheelhouse lives (None: DATA_DIR); an image built with
     # `berth wheelhouse --into DIR` carries it there, ready before the first start.
     WHEELHOUSE_DIR = None
+    # Scale-out: how long `berth web`, `gateway` and `scheduler` wait at start for
+    # `berth migrate` to bring the schema to their version (or for the database).
+    MIGRATION_WAIT_SECONDS = 300
     # One JSON line per HTTP request on stderr (request id, route, status, time).
     ACCESS_LOG = True
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi

@@ -19,6 +19,32 @@ def make_app():
     return create_app()
 
 
+def _await_schema(app):
+    """Scale-out: a web, gateway or scheduler process of a new version takes work only
+    once `berth migrate` (run once, by one process) has brought the schema to it; until
+    then, or while the database is not up yet, it waits (CP_MIGRATION_WAIT_SECONDS)."""
+    import time
+
+    from control_plane import migrate as migrations
+
+    timeout = app.config["MIGRATION_WAIT_SECONDS"]
+    deadline, said = time.monotonic() + timeout, False
+    while True:
+        try:
+            left = migrations.pending(app.extensions["berth"].db)
+        except Exception as exc:  # not reachable yet: a database starting beside us
+            left = [f"the database is not reachable ({type(exc).__name__}: {exc})"]
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            raise click.ClickException(f"the database schema is not current after {timeout} s "
+                                       f"(run `berth migrate`): {', '.join(left)}")
+        if not said:
+            click.echo(f"berth: waiting for `berth migrate` ({', '.join(left)})", err=True)
+            said = True
+        time.sleep(1)
+
+
 def _logs(kind):
     from control_plane.observability import configure_logging
 
@@ -110,7 +136,9 @@ def scheduler_command(metrics_addr):
     # Blocked before the job thread starts (it inherits the mask): only this
     # thread takes them, in sigwait, never in the middle of a job.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_on)
-    scheduler = _scheduler(make_app())
+    app = make_app()
+    _await_schema(app)
+    scheduler = _scheduler(app)
     _serve_metrics(metrics_addr)
     scheduler.start_in_thread()
     received = signal.sigwait(stop_on)
@@ -156,6 +184,7 @@ def gateway(grpc_addr, metrics_addr):
 
     _logs("gateway")
     app = make_app()
+    _await_schema(app)
     _serve_metrics(metrics_addr)
     host, port = parse_hostport(grpc_addr, 50051)
     gw = _gateway(app)
@@ -177,6 +206,7 @@ def web(http_addr):
 
     _logs("web")
     app = make_app()
+    _await_schema(app)
     start_building(app)
     run_http(app, *parse_hostport(http_addr, 8000))
 

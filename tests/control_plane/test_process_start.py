@@ -1,0 +1,54 @@
+"""Scale-out processes of a new version take work only once `berth migrate` has
+brought the schema to them: before that they wait, and say why."""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+import requests
+
+from tests.serve import BERTH
+from tests.services import free_port
+
+pytestmark = pytest.mark.slow
+
+
+def _wait_text(path, pattern, proc, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(pattern, path.read_text())
+        if m:
+            return m
+        assert proc.poll() is None, path.read_text()
+        time.sleep(0.1)
+    raise AssertionError(f"{pattern!r} not in:\n{path.read_text()}")
+
+
+def test_web_waits_for_migrate_then_serves(tmp_path):
+    env = {**os.environ, "CP_DATA_DIR": str(tmp_path / "data"), "CP_WHEELHOUSE_AUTO_BUILD": "0"}
+    port = free_port()
+    log_path = tmp_path / "web.log"
+    with open(log_path, "w") as log:
+        web = subprocess.Popen([BERTH, "web", "--http", f"127.0.0.1:{port}"], env=env,
+                               stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_text(log_path, r"waiting for `berth migrate` \(0001", web)
+        time.sleep(1.5)
+        with pytest.raises(requests.ConnectionError):  # no traffic taken meanwhile
+            requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+        subprocess.run([BERTH, "migrate"], env=env, check=True, capture_output=True)
+        _wait_text(log_path, r"listening on http://", web)
+        assert requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    finally:
+        web.terminate()
+        web.wait(15)
+
+
+def test_a_schema_that_never_arrives_is_an_error_not_a_hang(tmp_path):
+    env = {**os.environ, "CP_DATA_DIR": str(tmp_path / "data"), "CP_MIGRATION_WAIT_SECONDS": "2"}
+    r = subprocess.run([BERTH, "scheduler"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "the database schema is not current after 2 s (run `berth migrate`)" in r.stderr
+    assert "Traceback" not in r.stderr
