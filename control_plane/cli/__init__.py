@@ -190,9 +190,16 @@ def gateway(grpc_addr, metrics_addr):
     gw = _gateway(app)
 
     async def main():
+        import signal
+
         bound = await gw.start(f"{_bracket(host)}:{port}")
         click.echo(f"berth: gateway listening on {_bracket(host)}:{bound}", err=True)
-        await gw.server.wait_for_termination()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await stop.wait()
+        ended = await gw.drain()
+        click.echo(f"berth: gateway stopped ({ended} agent stream(s) handed back)", err=True)
 
     asyncio.run(main())
 

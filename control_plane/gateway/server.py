@@ -49,6 +49,8 @@ REGISTER_ERRORS = {  # domain code -> gRPC status
 }
 
 
+# How long a SIGTERM'd gateway lets live requests finish before ending its streams.
+DRAIN_SECONDS = 5.0
 WAKE = object()  # in a session's outbox: look for due commands
 
 
@@ -87,6 +89,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
 
             self.remote = RedisRelay(redis_url)
         self.sessions = {}
+        self.draining = False
         self.seen = set()  # servers that beat since the last flush
         self.loop = None
         self.server = None
@@ -148,6 +151,26 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 self._relaying.cancel()
                 await self.relay.close()
             await self.server.stop(grace)
+
+    async def drain(self, grace=DRAIN_SECONDS):
+        """SIGTERM (scale-out): take no new streams, give the live requests in flight
+        up to `grace` seconds, then end every stream. Each agent reconnects at once,
+        through the balancer to another gateway, where what it had acknowledged is
+        answered from its journal (never run twice) and the rest is delivered."""
+        self.draining = True
+        deadline = self.loop.time() + grace
+        while (any(s.pending for s in self.sessions.values())
+               and self.loop.time() < deadline):
+            await asyncio.sleep(0.05)
+        sessions = list(self.sessions.values())
+        for session in sessions:
+            session.outbox.put_nowait(None)
+        deadline = self.loop.time() + grace
+        while self.sessions and self.loop.time() < deadline:  # each stream released
+            await asyncio.sleep(0.05)
+        log.info("gateway drained: %d agent stream(s) ended", len(sessions))
+        await self.stop(grace=1.0)
+        return len(sessions)
 
     def start_in_thread(self, address):
         """Run on a private event loop in a daemon thread (embedded mode)."""
@@ -238,6 +261,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         return pb.RegisterResponse(server_id=str(server.id), credential=credential)
 
     async def Connect(self, request_iterator, context):  # noqa: N802
+        if self.draining:  # the agent retries, and the balancer sends it elsewhere
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "this gateway is shutting down")
         server = await asyncio.to_thread(agents.server_for_credential, _credential(context))
         if server is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown agent credential")
