@@ -5,17 +5,20 @@ One mechanism serves the per-key limits and the per-target ones (metrics,
 runtime logs, webhook mutations): `hit(limit, namespace, *ids)`."""
 
 import bisect
+import logging
 import math
 import threading
 import time
 from dataclasses import dataclass
 
 from limits import RateLimitItemPerMinute, storage, strategies
+from limits.errors import StorageError
 from limits.storage.memory import Entry, MemoryStorage
 
 from control_plane.errors import RateLimited, TargetRateLimited
 
 WINDOW_SECONDS = 60
+log = logging.getLogger("berth.ratelimit")
 
 # Fixed per key type (spec: not configurable).
 PER_KEY = {
@@ -58,20 +61,44 @@ class _MemoryStorage(MemoryStorage):
 
 class RateLimiter:
     def __init__(self, redis_url=None):
-        self.storage = storage.storage_from_string(redis_url) if redis_url else _MemoryStorage()
+        self.storage = (storage.storage_from_string(redis_url, wrap_exceptions=True)
+                        if redis_url else _MemoryStorage())
         # A moving window: no double bursts at window edges.
         self.strategy = strategies.MovingWindowRateLimiter(self.storage)
+        # With Redis away, each process counts on its own rather than failing the
+        # request: limits then hold per process (looser by the number of web
+        # processes) until Redis answers again.
+        self._local = None
+        self._warned_at = 0.0
 
     def hit(self, limit, namespace, *ids, error=RateLimited, code=None, message=None):
         """Count one request; raise `error` (a RateLimited, 429) when the window is full."""
-        if isinstance(self.storage, _MemoryStorage):  # one call instead of two
+        try:
+            return self._hit(self.storage, self.strategy, limit, namespace, ids, error, code,
+                             message)
+        except StorageError as exc:
+            return self._hit_locally(limit, namespace, ids, error, code, message, exc)
+
+    def _hit_locally(self, limit, namespace, ids, error, code, message, exc):
+        if self._local is None:
+            local = _MemoryStorage()
+            self._local = (local, strategies.MovingWindowRateLimiter(local))
+        if time.monotonic() - self._warned_at > WINDOW_SECONDS:
+            self._warned_at = time.monotonic()
+            log.warning("rate-limit storage unreachable (%s); counting in this process",
+                        exc.storage_error if hasattr(exc, "storage_error") else exc)
+        return self._hit(*self._local, limit, namespace, ids, error, code, message)
+
+    @staticmethod
+    def _hit(store, strategy, limit, namespace, ids, error, code, message):
+        if isinstance(store, _MemoryStorage):  # one call instead of two
             expiry = limit.get_expiry()
-            allowed, start, count = self.storage.hit_with_window(
+            allowed, start, count = store.hit_with_window(
                 limit.key_for(namespace, *ids), limit.amount, expiry)
             reset_time, remaining = start + expiry, limit.amount - count
         else:
-            allowed = self.strategy.hit(limit, namespace, *ids)
-            reset_time, remaining = self.strategy.get_window_stats(limit, namespace, *ids)
+            allowed = strategy.hit(limit, namespace, *ids)
+            reset_time, remaining = strategy.get_window_stats(limit, namespace, *ids)
         reset_in = max(1, math.ceil(reset_time - time.time()))
         state = WindowState(limit.amount, max(0, remaining), reset_in)
         if not allowed:
@@ -82,7 +109,11 @@ class RateLimiter:
         """A slot of every (limit, namespace, ids, message) or of none: all are
         tested first, and the first full one raises RateLimited with its message."""
         for limit, namespace, ids, message in hits:
-            if not self.strategy.test(limit, namespace, *ids):
+            try:
+                free = self.strategy.test(limit, namespace, *ids)
+            except StorageError:
+                free = True  # `hit` below counts in this process instead
+            if not free:
                 self.hit(limit, namespace, *ids, error=error, code=code, message=message)  # raises
         for limit, namespace, ids, message in hits:
             self.hit(limit, namespace, *ids, error=error, code=code, message=message)

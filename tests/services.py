@@ -80,9 +80,13 @@ class Redis:
         exe = shutil.which("redis-server")
         if not exe:
             raise RuntimeError("redis-server is not installed; `make test` installs it")
-        self.port = free_port()
+        self.exe, self.port = exe, free_port()
+        self.start()
+
+    def start(self):
+        """(Again, on the same port: Redis back after an outage.)"""
         self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port)
 

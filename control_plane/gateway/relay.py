@@ -4,9 +4,15 @@ A gateway subscribes to `berth:live:<server>` and `berth:wake:<server>` for
 each stream it holds. A web process publishes a live request there (nobody
 subscribed means the server is not connected anywhere) and waits for the
 reply on the list `berth:reply:<correlation id>`. Durable commands never
-travel this way: they are rows in the database; a wake-up only hurries them."""
+travel this way: they are rows in the database; a wake-up only hurries them.
+
+With Redis away, nothing here fails a caller: a wake-up is dropped (the gateways'
+database poll delivers the command within seconds), a live request for a stream held
+by another process answers as not connected, and a gateway keeps its streams and
+subscribes them again once Redis is back."""
 
 import asyncio
+import contextlib
 import logging
 import uuid
 
@@ -29,9 +35,13 @@ class RedisRelay:
     def call(self, server_id, request, timeout):
         request.correlation_id = uuid.uuid4().hex
         reply_key = f"berth:reply:{request.correlation_id}"
-        if not self.redis.publish(f"berth:live:{server_id}", request.SerializeToString()):
-            raise NotConnected(str(server_id))  # no gateway holds its stream
-        got = self.redis.blpop([reply_key], timeout=max(1, round(timeout)))
+        try:
+            if not self.redis.publish(f"berth:live:{server_id}", request.SerializeToString()):
+                raise NotConnected(str(server_id))  # no gateway holds its stream
+            got = self.redis.blpop([reply_key], timeout=max(1, round(timeout)))
+        except redis.RedisError as exc:
+            log.warning("live request for %s not relayed: %s", server_id, exc)
+            raise NotConnected(str(server_id)) from None
         if got is None:
             raise TimeoutError(str(server_id))
         reply = pb.LiveReply()
@@ -39,7 +49,10 @@ class RedisRelay:
         return reply
 
     def wake(self, server_id):
-        self.redis.publish(f"berth:wake:{server_id}", b"")
+        try:
+            self.redis.publish(f"berth:wake:{server_id}", b"")
+        except redis.RedisError as exc:  # the gateways' poll delivers it instead
+            log.warning("wake-up for %s not relayed: %s", server_id, exc)
 
 
 class GatewaySubscriber:
@@ -50,16 +63,51 @@ class GatewaySubscriber:
     def __init__(self, url, gateway):
         self.url, self.gateway = url, gateway
         self.redis = aioredis.Redis.from_url(url)
-        self.pubsub = self.redis.pubsub()
+        self.pubsub = None
+        self.held = set()  # server ids whose streams this gateway holds
+
+    @staticmethod
+    def _channels(server_id):
+        return f"berth:live:{server_id}", f"berth:wake:{server_id}"
 
     async def hold(self, server_id):
-        await self.pubsub.subscribe(f"berth:live:{server_id}", f"berth:wake:{server_id}")
+        self.held.add(server_id)
+        await self._subscription("subscribe", server_id)
 
     async def release(self, server_id):
-        await self.pubsub.unsubscribe(f"berth:live:{server_id}", f"berth:wake:{server_id}")
+        self.held.discard(server_id)
+        await self._subscription("unsubscribe", server_id)
+
+    async def _subscription(self, action, server_id):
+        """Never fails the stream: without Redis, `run` subscribes what is held
+        once it is back."""
+        if self.pubsub is None:
+            return
+        try:
+            await getattr(self.pubsub, action)(*self._channels(server_id))
+        except (redis.RedisError, OSError) as exc:
+            log.warning("relay %s for %s failed: %s", action, server_id, exc)
 
     async def run(self):
-        await self.pubsub.subscribe("berth:gateway")  # keeps the connection subscribed
+        """Listen, and after any loss of Redis, connect and subscribe again (waiting
+        up to 10 s between tries)."""
+        delay = 0.5
+        while True:
+            try:
+                self.pubsub = self.redis.pubsub()
+                channels = [c for server_id in list(self.held) for c in self._channels(server_id)]
+                await self.pubsub.subscribe("berth:gateway", *channels)
+                delay = 0.5
+                await self._listen()
+            except (redis.RedisError, OSError) as exc:
+                log.warning("relay subscription lost (%s); retrying in %.1f s", exc, delay)
+            pubsub, self.pubsub = self.pubsub, None
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(10.0, delay * 2)
+
+    async def _listen(self):
         async for message in self.pubsub.listen():
             if message["type"] != "message":
                 continue
@@ -81,9 +129,14 @@ class GatewaySubscriber:
             return
         reply.correlation_id = correlation
         key = f"berth:reply:{correlation}"
-        await self.redis.rpush(key, reply.SerializeToString())
-        await self.redis.expire(key, REPLY_TTL)
+        try:
+            await self.redis.rpush(key, reply.SerializeToString())
+            await self.redis.expire(key, REPLY_TTL)
+        except (redis.RedisError, OSError) as exc:  # the caller times out
+            log.warning("reply for %s not relayed: %s", server_id, exc)
 
     async def close(self):
-        await self.pubsub.aclose()
+        if self.pubsub is not None:
+            with contextlib.suppress(Exception):
+                await self.pubsub.aclose()
         await self.redis.aclose()

@@ -4,12 +4,14 @@ wake-ups carried by a real Redis."""
 import pytest
 
 from control_plane.gateway.relay import RedisRelay
+from control_plane.ratelimit import RateLimiter
 from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.deploys import queue
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
+from tests.services import Redis
 
 
 @pytest.fixture
@@ -68,3 +70,43 @@ def test_embedded_gateway_falls_back_to_redis(app, client, world, agents, redis_
         assert r.status_code == 200, r.json
     finally:
         local.stop_from_thread()
+
+
+def test_redis_stopped_and_started_degrades_and_recovers(app, client, world, agents):
+    """With Redis away: API requests are answered (limits counted per process), a
+    live request for a stream another process holds is a 502, a queued command still
+    reaches its agent through the database poll; with Redis back, the relay works
+    again without restarting anything."""
+    redis = Redis()
+    gw = Gateway(redis_url=redis.url)
+    gw.start_in_thread("127.0.0.1:0")
+    berth = app.extensions["berth"]
+    berth.gateway, berth.limiter = RedisRelay(redis.url), RateLimiter(redis.url)
+    try:
+        org = world.org()
+        server, credential = registered_server(org)
+        world.environment(world.project(org, server), "running", server=server)
+        raw, _ = world.key(org, "read_only")
+        agents(server, credential, address=f"127.0.0.1:{gw.port}")
+        wait_for(lambda: str(server.id) in gw.sessions, what="session held")
+        metrics = f"/api/public/v1/servers/{server.id}/metrics"
+        assert client.get(metrics, headers=auth(raw)).status_code == 200
+
+        redis.stop()
+        listed = client.get("/api/public/v1/projects", headers=auth(raw))
+        assert listed.status_code == 200, listed.json
+        assert listed.headers["X-RateLimit-Remaining"] == "119"  # counted here, meanwhile
+        down = client.get(metrics, headers=auth(raw))
+        assert down.status_code == 502 and down.json["error"] == "metrics_unavailable"
+        command = queue.enqueue(server.id, "ping")
+        berth.gateway.wake(server.id)  # dropped, not raised
+        wait_for(lambda: AgentCommand.get_by_id(command.id).status == "succeeded", timeout=15,
+                 what="delivered by the database poll")
+        assert str(server.id) in gw.sessions  # the stream stayed up
+
+        redis.start()
+        wait_for(lambda: client.get(metrics, headers=auth(raw)).status_code == 200, timeout=30,
+                 interval=1, what="relay back once Redis is")
+    finally:
+        gw.stop_from_thread()
+        redis.stop()
