@@ -95,6 +95,10 @@ def _coerce(default, raw):
 _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS")
 
 
+# Set but empty means the default (a deployment description can pass a variable
+# through without repeating the default, which holds braces compose cannot quote).
+_NEVER_EMPTY = ("ERP_IMAGE", "POSTGRES_IMAGE")
+
 IMAGE_SETTINGS = ("ERP_IMAGE", "POSTGRES_IMAGE", "PROXY_IMAGE", "ACME_DIRECTORY_URL", "ACME_EMAIL",
                   "ACME_CA_ROOTS", "APPS_DOMAIN")
 
@@ -112,7 +116,7 @@ def load(overrides=None, environ=None):
     settings = {k: v for k, v in vars(Config).items() if k.isupper()}
     for name, default in list(settings.items()):
         raw = environ.get(f"CP_{name}")
-        if raw is not None:
+        if raw is not None and not (raw == "" and name in _NEVER_EMPTY):
             settings[name] = _coerce(default, raw)
     settings.update(overrides or {})
     retry_delays(settings["WEBHOOK_RETRY_DELAYS"])  # refuse to start on a bad value

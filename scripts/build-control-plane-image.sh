@@ -52,4 +52,7 @@ if ! docker image inspect "$NAME:$TAG" >/dev/null 2>&1; then
     }
 fi
 docker tag "$NAME:$TAG" "$NAME:latest"
+# Builds of older sources are of no further use (one in use by a container stays).
+docker images --format '{{.Repository}}:{{.Tag}}' "$NAME" |
+    grep -v -e ":$TAG\$" -e ':latest$' | xargs -r docker rmi >/dev/null 2>&1 || true
 echo "$NAME:$TAG"

@@ -8,6 +8,8 @@
 #                        conventions (stands in for CP_ERP_IMAGE)
 #   berth-test-proxy     images/proxy: Debian's Caddy with the official caddy image's
 #                        conventions (stands in for CP_PROXY_IMAGE)
+#   berth-test-redis     images/redis: Debian's Redis (stands in for the `redis` image)
+#   berth-test-haproxy   images/haproxy: Debian's HAProxy (stands in for `haproxy`)
 #   berth-control-plane  images/control-plane on the base, by build-control-plane-image.sh
 #                        (tagged by a hash of the sources; PYTHON builds the wheels)
 # Each tag is a hash of its inputs (this file, plus images/<name>/ for the three built
@@ -103,4 +105,6 @@ echo "$IMAGE"
 build_image berth-test-postgres postgres
 build_image berth-test-erp erp
 build_image berth-test-proxy proxy
+build_image berth-test-redis redis
+build_image berth-test-haproxy haproxy
 "$(dirname "$0")/build-control-plane-image.sh" "$IMAGE"

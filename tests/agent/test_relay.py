@@ -4,9 +4,9 @@ wake-ups carried by a real Redis."""
 import pytest
 
 from control_plane.gateway.relay import RedisRelay
-from control_plane.ratelimit import RateLimiter
 from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
+from control_plane.ratelimit import RateLimiter
 from control_plane.services import agents as agent_svc
 from control_plane.services.deploys import queue
 from tests.agent_support import registered_server, wait_for

@@ -1,0 +1,162 @@
+"""deploy/compose.yaml as a stack on a single-node Swarm: 2 web, 2 gateway and 2
+scheduler processes on PostgreSQL and Redis, behind HAProxy, with three real agents
+dialing the balancer. Requests are answered whichever web process takes them, the
+per-key rate limit is counted once across both, live requests reach every agent
+whichever gateway holds it, a gateway killed with SIGKILL loses its agents to the
+other within seconds (deployments in flight complete, no command runs twice), and
+one stopped with SIGTERM drains."""
+
+import pytest
+import requests
+
+from agent.environments import Environments
+from tests.agent_support import wait_for
+from tests.scale_out_support import Agent, P, docker, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def org(stack):
+    org = stack.admin("org", "create", "--name", "scale-out", "--server-quota", "10")
+    key = stack.admin("key", "create", "--org", org["id"], "--name", "ops", "--type",
+                      "full_access", "--scope", "organization", "--server-registration")["key"]
+    read = stack.admin("key", "create", "--org", org["id"], "--name", "read", "--type",
+                       "read_only", "--scope", "organization")["key"]
+    return {"id": org["id"], "key": key, "read": read}
+
+
+@pytest.fixture(scope="module")
+def agents(stack, org, tmp_path_factory, docker_client):
+    tmp = tmp_path_factory.mktemp("agents")
+    started, deployed = [], []
+    try:
+        for i in range(3):
+            token = requests.post(stack.url + P + "/servers/registration-tokens", timeout=30,
+                                  headers={"Authorization": f"Bearer {org['key']}"},
+                                  json={"server_name": f"node-{i}"})
+            assert token.status_code == 201, token.text
+            agent = Agent(tmp, f"agent-{i}")
+            agent.server_id = agent.register(stack.url, token.json()["token"])
+            started.append(agent.start())
+        wait_for(lambda: all(a.status().get("connected") for a in started), timeout=60,
+                 interval=0.5, what="three agents connected through the balancer")
+        yield started, deployed
+    finally:
+        for agent in started:
+            agent.stop()
+        for agent, env_id in deployed:  # the environments' containers on this engine
+            Environments(docker_client, root=agent.dir / "srv").destroy(env_id, True,
+                                                                     lambda *a: None)
+
+
+def _get(stack, key, path):
+    return requests.get(stack.url + P + path, headers={"Authorization": f"Bearer {key}"},
+                        timeout=30)
+
+
+def test_both_web_processes_answer_behind_the_balancer(stack, org):
+    answers = [_get(stack, org["read"], "/projects") for _ in range(10)]
+    assert [r.status_code for r in answers] == [200] * 10
+    ids = {r.headers["X-Request-Id"] for r in answers}
+    served_by = [c for c in stack.containers("web")
+                 if any(i in docker("logs", c).stderr for i in ids)]
+    assert len(served_by) == 2  # round robin: each web process took some
+    assert _get(stack, org["read"], "/../../metrics").status_code == 404  # kept internal
+
+
+def test_the_per_key_rate_limit_is_counted_once_across_web_processes(stack, org):
+    key = stack.admin("key", "create", "--org", org["id"], "--name", "limited", "--type",
+                      "full_access", "--scope", "organization")["key"]
+    codes = [_get(stack, key, "/projects").status_code for _ in range(26)]
+    # 20 a minute for a full-access key, shared in Redis: not 20 per process.
+    assert codes.count(200) == 20 and codes.count(429) == 6, codes
+
+
+def test_live_requests_reach_every_agent_whichever_gateway_holds_it(stack, org, agents):
+    agents, _ = agents
+    for agent in agents:
+        r = _get(stack, org["read"], f"/servers/{agent.server_id}/metrics")
+        assert r.status_code == 200, r.text
+        assert r.json()["memory_total_bytes"] > 0
+
+
+def _post(stack, key, path, body):
+    return requests.post(stack.url + P + path, json=body, timeout=30,
+                         headers={"Authorization": f"Bearer {key}"})
+
+
+def _back_within(agents, before, seconds):
+    def all_back():
+        now = {a.server_id: a.status() for a in agents}
+        return all(s.get("connected") for s in now.values()) and any(
+            s.get("since") != before[i] for i, s in now.items())
+
+    return wait_until(all_back, timeout=seconds)
+
+
+def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
+    agents, deployed = agents
+    wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
+             timeout=30, interval=0.5, what="every agent held by a gateway")
+    envs = []
+    for agent in agents:
+        project = _post(stack, org["key"], "/projects",
+                        {"name": f"p-{agent.server_id[:8]}", "server_id": agent.server_id})
+        assert project.status_code == 201, (project.text, stack.errors())
+        env = _post(stack, org["key"], f"/projects/{project.json()['id']}/environments",
+                    {"name": "Production", "environment_type": "production"})
+        assert env.status_code == 201, (env.text, stack.errors())
+        envs.append(env.json()["id"])
+        deployed.append((agent, env.json()["id"]))
+    before = {a.server_id: a.status()["since"] for a in agents}
+    docker("kill", "--signal", "KILL", stack.busiest_gateway())  # mid-deployment
+
+    assert _back_within(agents, before, 10) is not None, [a.status() for a in agents]
+
+    def finished(env_id):
+        status = _get(stack, org["read"], f"/environments/{env_id}/status").json()
+        task = (status.get("last_deploy") or {}).get("id")
+        done = task and _get(stack, org["read"], f"/deployments/{task}").json()
+        return (task, done) if done and done["status"] in ("completed", "failed") else None
+
+    for env_id in envs:
+        task, done = wait_for(lambda env_id=env_id: finished(env_id), timeout=180, interval=1,
+                              what="deployment finished")
+        assert done["status"] == "completed", done
+        log = _get(stack, org["read"], f"/environments/{env_id}/logs?task_id={task}"
+                   "&lines=1000").json()
+        text = log["log"]
+        assert text.count("created network") == 1, text  # the command ran once
+        assert text.count("started PostgreSQL") == 1, text
+
+
+def test_a_gateway_stopped_with_sigterm_drains(stack, org, agents):
+    agents, _ = agents
+    wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
+             timeout=30, interval=0.5, what="every agent held by a gateway")
+    victim = stack.busiest_gateway()
+    held = stack.agents_held(victim)
+    before = {a.server_id: a.status()["since"] for a in agents}
+    docker("stop", "--time", "30", victim)
+    state = docker("inspect", "--format", "{{.State.ExitCode}}", victim).stdout.strip()
+    assert state == "0"
+    assert f"{held} agent stream(s) handed back" in docker("logs", victim).stderr
+    assert _back_within(agents, before, 10) is not None, [a.status() for a in agents]
+
+
+def test_a_killed_gateway_loses_its_agents_to_the_other_within_seconds(stack, org, agents):
+    agents, _ = agents
+    wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
+             timeout=30, interval=0.5, what="every agent held by a gateway")
+    before = {a.server_id: a.status()["since"] for a in agents}
+    docker("kill", "--signal", "KILL", stack.busiest_gateway())
+
+    took = _back_within(agents, before, 10)
+    assert took is not None, [(a.status(), (a.dir / "agent.log").read_text()[-800:])
+                              for a in agents]
+    moved = [a for a in agents if a.status()["since"] != before[a.server_id]]
+    assert moved  # those the killed gateway held, now on the survivor
+    for agent in agents:  # and reachable there, through any web process
+        r = _get(stack, org["read"], f"/servers/{agent.server_id}/metrics")
+        assert r.status_code == 200, r.text

@@ -1,0 +1,170 @@
+"""The scale-out topology of deploy/compose.yaml, run as a stack on a single-node
+Docker Swarm made for the tests (and left again after them), on the images
+`make test` builds: the control-plane image, and local stand-ins for PostgreSQL,
+Redis and HAProxy."""
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.agent_support import AGENT, wait_for
+from tests.docker_support import _require_image
+from tests.services import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+STACK = "berth-test"
+IMAGES = {"BERTH_IMAGE": "berth-control-plane:latest", "POSTGRES_IMAGE": "berth-test-postgres:latest",
+          "REDIS_IMAGE": "berth-test-redis:latest", "HAPROXY_IMAGE": "berth-test-haproxy:latest"}
+P = "/api/public/v1"
+
+
+def docker(*args, check=True, timeout=120, env=None):
+    return subprocess.run(["docker", *args], check=check, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def swarm(docker_client):
+    for image in IMAGES.values():
+        _require_image(docker_client, image)
+    was_active = docker_client.info()["Swarm"]["LocalNodeState"] == "active"
+    if not was_active:
+        docker("swarm", "init", "--advertise-addr", "127.0.0.1")
+    yield
+    if not was_active:
+        docker("swarm", "leave", "--force", check=False)
+        docker("network", "rm", "docker_gwbridge", check=False)  # made by `swarm init`
+
+
+class Stack:
+    def __init__(self):
+        self.http_port, self.grpc_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.env = {**os.environ, **IMAGES,
+                    "POSTGRES_PASSWORD": secrets.token_hex(16),
+                    "BERTH_SECRET_KEY": secrets.token_hex(32),
+                    "BERTH_HTTP_PORT": str(self.http_port), "BERTH_GRPC_PORT": str(self.grpc_port),
+                    "BERTH_PUBLIC_URL": self.url, "BERTH_PROXY_IMAGE": "",
+                    "BERTH_ERP_IMAGE": "berth-test-erp:latest",
+                    "BERTH_ENV_POSTGRES_IMAGE": "berth-test-postgres:latest",
+                    "BERTH_GRPC_PUBLIC_ADDRESS": f"127.0.0.1:{self.grpc_port}"}
+
+    def deploy(self):
+        docker("stack", "deploy", "--resolve-image", "never", "-c",
+               str(ROOT / "deploy" / "compose.yaml"), STACK, env=self.env)
+
+    def containers(self, service):
+        out = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={STACK}_{service}")
+        return out.stdout.split()
+
+    def agents_held(self, container):
+        """What a gateway container's own /metrics says it holds."""
+        script = ("import urllib.request;print(urllib.request.urlopen("
+                  "'http://127.0.0.1:9100/metrics').read().decode())")
+        out = docker("exec", container, "python3", "-c", script).stdout
+        [line] = [ln for ln in out.splitlines() if ln.startswith("berth_gateway_agents_connected ")]
+        return int(float(line.split()[1]))
+
+    def busiest_gateway(self):
+        return max(self.containers("gateway"), key=self.agents_held)
+
+    def errors(self, service="web"):
+        """The error lines its processes logged (for a failing assertion's message)."""
+        return [line for c in self.containers(service)
+                for line in docker("logs", c).stderr.splitlines() if '"level": "error"' in line]
+
+    def admin(self, *args):
+        [container, *_] = self.containers("web")
+        out = docker("exec", container, "berth", "admin", *args)
+        return json.loads(out.stdout)
+
+    def remove(self):
+        docker("stack", "rm", STACK, check=False)
+        # `stack rm` returns at once: wait until its containers and network are gone.
+        wait_for(lambda: not docker("ps", "-aq", "--filter",
+                                    f"label=com.docker.stack.namespace={STACK}").stdout.strip(),
+                 timeout=90, interval=1, what="stack containers removed")
+        wait_for(lambda: not docker("network", "ls", "-q", "--filter",
+                                    f"label=com.docker.stack.namespace={STACK}").stdout.strip(),
+                 timeout=60, interval=1, what="stack network removed")
+        # The database's volume too: the next run's PostgreSQL has another password.
+        volumes = docker("volume", "ls", "-q", "--filter",
+                         f"label=com.docker.stack.namespace={STACK}").stdout.split()
+        if volumes:
+            docker("volume", "rm", *volumes, check=False)
+
+
+def _answers(url):
+    try:
+        return requests.get(url + "/healthz", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+@pytest.fixture(scope="module")
+def stack(swarm):
+    s = Stack()
+    s.remove()  # whatever an interrupted run left
+    s.deploy()
+    try:
+        wait_for(lambda: _answers(s.url), timeout=240, interval=1,
+                 what="the stack answering through the balancer")
+        wait_for(lambda: len(s.containers("web")) == 2 and len(s.containers("gateway")) == 2
+                 and len(s.containers("scheduler")) == 2, timeout=120, interval=1,
+                 what="two of each process kind")
+        yield s
+    finally:
+        s.remove()
+
+
+class Agent:
+    """A real `berth-agent`, registered with a token through the balancer."""
+
+    def __init__(self, tmp_path, name):
+        self.dir = tmp_path / name
+        self.dir.mkdir()
+        self.env = {**os.environ, "BERTH_AGENT_CONFIG": str(self.dir / "agent.json"),
+                    "BERTH_AGENT_DATA_DIR": str(self.dir / "data"),
+                    "BERTH_AGENT_ENV_ROOT": str(self.dir / "srv")}
+        self.proc = None
+
+    def register(self, url, token):
+        subprocess.run([AGENT, "register", "--control-plane", url], input=token, text=True,
+                       env=self.env, check=True, capture_output=True, timeout=60)
+        return json.loads((self.dir / "agent.json").read_text())["server_id"]
+
+    def start(self):
+        self.log = open(self.dir / "agent.log", "ab")
+        self.proc = subprocess.Popen([AGENT, "run"], env=self.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        return self
+
+    def status(self):
+        out = subprocess.run([AGENT, "status", "--json"], env=self.env, capture_output=True,
+                             text=True, timeout=30)
+        return json.loads(out.stdout) if out.stdout else {}
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+def wait_until(predicate, timeout, interval=0.2):
+    """How long `predicate` took to hold (seconds), or None after `timeout`."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(interval)
+    return None
