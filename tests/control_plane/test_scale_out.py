@@ -4,14 +4,19 @@ dialing the balancer. Requests are answered whichever web process takes them, th
 per-key rate limit is counted once across both, live requests reach every agent
 whichever gateway holds it, a gateway killed with SIGKILL loses its agents to the
 other within seconds (deployments in flight complete, no command runs twice), and
-one stopped with SIGTERM drains."""
+one stopped with SIGTERM drains, and a rolling restart of every process under load
+fails no request."""
+
+import threading
+import time
+from collections import Counter
 
 import pytest
 import requests
 
 from agent.environments import Environments
 from tests.agent_support import wait_for
-from tests.scale_out_support import Agent, P, docker, wait_until
+from tests.scale_out_support import STACK, Agent, P, docker, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -160,3 +165,48 @@ def test_a_killed_gateway_loses_its_agents_to_the_other_within_seconds(stack, or
     for agent in agents:  # and reachable there, through any web process
         r = _get(stack, org["read"], f"/servers/{agent.server_id}/metrics")
         assert r.status_code == 200, r.text
+
+
+def test_a_rolling_restart_of_every_process_under_load_fails_no_request(stack, org, agents):
+    """Each service's tasks replaced one by one (start-first), as an upgrade does, while
+    clients keep asking: every request is answered, and every agent is held again."""
+    agents, _ = agents
+    keys = [stack.admin("key", "create", "--org", org["id"], "--name", f"load-{i}", "--type",
+                        "read_only", "--scope", "organization")["key"] for i in range(6)]
+    failures, statuses, done = [], Counter(), threading.Event()
+
+    def load(key):  # ~4 requests a second per client: under 120 a minute per key
+        session = requests.Session()
+        while not done.is_set():
+            try:
+                r = session.get(stack.url + P + "/projects", timeout=15,
+                                headers={"Authorization": f"Bearer {key}"})
+                statuses[r.status_code] += 1
+                if r.status_code != 200:
+                    failures.append((r.status_code, r.text[:200]))
+            except requests.RequestException as exc:
+                failures.append(repr(exc))
+            time.sleep(0.25)
+
+    clients = [threading.Thread(target=load, args=(key,)) for key in keys]
+    for client in clients:
+        client.start()
+    try:
+        for service in ("web", "gateway", "scheduler"):
+            docker("service", "update", "--force", "--detach=true", f"{STACK}_{service}")
+            wait_for(lambda service=service: _converged(service), timeout=180, interval=1,
+                     what=f"{service} replaced")
+    finally:
+        done.set()
+        for client in clients:
+            client.join(30)
+    assert not failures, (failures[:5], dict(statuses))
+    assert statuses[200] > 100
+    wait_for(lambda: all(a.status().get("connected") for a in agents), timeout=10,
+             interval=0.5, what="every agent held again")
+
+
+def _converged(service):
+    state = docker("service", "inspect", "--format", "{{if .UpdateStatus}}{{.UpdateStatus.State}}"
+                   "{{end}}", f"{STACK}_{service}").stdout.strip()
+    return state == "completed"
