@@ -67,9 +67,9 @@ class Stack:
         """What a gateway container's own /metrics says it holds."""
         script = ("import urllib.request;print(urllib.request.urlopen("
                   "'http://127.0.0.1:9100/metrics').read().decode())")
-        out = docker("exec", container, "python3", "-c", script).stdout
-        [line] = [ln for ln in out.splitlines() if ln.startswith("berth_gateway_agents_connected ")]
-        return int(float(line.split()[1]))
+        out = docker("exec", container, "python3", "-c", script, check=False).stdout
+        lines = [ln for ln in out.splitlines() if ln.startswith("berth_gateway_agents_connected ")]
+        return int(float(lines[0].split()[1])) if lines else 0  # not started yet: holds none
 
     def busiest_gateway(self):
         return max(self.containers("gateway"), key=self.agents_held)
