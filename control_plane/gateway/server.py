@@ -7,6 +7,7 @@ only moves messages. HTTP threads reach a connected agent through
 the gateway is an `agent_link.AgentLink`."""
 
 import asyncio
+import gc
 import json
 import logging
 import threading
@@ -49,6 +50,14 @@ REGISTER_ERRORS = {  # domain code -> gRPC status
 }
 
 
+# Garbage collection in a process holding thousands of streams (a few hundred objects
+# each): with Python's defaults (700, 10, 10), objects alive at a young collection are
+# promoted in such numbers that a full collection ran every ~7 s and stopped the loop
+# for up to 470 ms at 5,000 streams (measured: live p99 482-496 ms). With a young
+# generation of 50,000, most die before they are looked at: no full collection in a
+# 90 s run at 5,000 streams, young ones up to ~65 ms, the same total time. Cyclic
+# garbage that reaches the old generation waits longer (after 200 young collections).
+GC_THRESHOLDS = (50_000, 20, 10)
 # How long a SIGTERM'd gateway lets live requests finish before ending its streams.
 DRAIN_SECONDS = 5.0
 WAKE = object()  # in a session's outbox: look for due commands
@@ -99,6 +108,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
 
     async def start(self, address):
         self.loop = asyncio.get_running_loop()
+        gc.freeze()  # what start-up made (modules, the app) is never garbage
+        gc.set_threshold(*GC_THRESHOLDS)
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_AgentGatewayServicer_to_server(self, self.server)
         if self.tls:
