@@ -85,10 +85,15 @@ def parse_hostport(value, default_port):
 @cli.command()
 def migrate():
     """Bring the database schema up to date (safe to run twice)."""
+    import peewee
+
     from control_plane import migrate as migrations
 
     app = make_app()
-    applied = migrations.upgrade(app.extensions["berth"].db)
+    try:
+        applied = migrations.upgrade(app.extensions["berth"].db)
+    except peewee.OperationalError as exc:  # not up yet, or refused: one line, exit 1
+        raise click.ClickException(f"cannot reach the database: {str(exc).strip()}") from None
     click.echo(f"applied {len(applied)} migration(s)" + (f": {', '.join(applied)}" if applied else ""))
 
 

@@ -52,3 +52,13 @@ def test_a_schema_that_never_arrives_is_an_error_not_a_hang(tmp_path):
     assert r.returncode == 1
     assert "the database schema is not current after 2 s (run `berth migrate`)" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_migrate_without_a_database_is_one_line_not_a_traceback(tmp_path):
+    port = free_port()  # nothing listens there
+    env = {**os.environ, "CP_DATA_DIR": str(tmp_path / "data"),
+           "CP_DATABASE_URL": f"postgresql://berth:pw@127.0.0.1:{port}/berth"}
+    r = subprocess.run([BERTH, "migrate"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "cannot reach the database" in r.stderr and "Traceback" not in r.stderr
+    assert "pw@" not in r.stderr  # the password is not repeated
