@@ -58,6 +58,20 @@ REGISTER_ERRORS = {  # domain code -> gRPC status
 # 90 s run at 5,000 streams, young ones up to ~65 ms, the same total time. Cyclic
 # garbage that reaches the old generation waits longer (after 200 young collections).
 GC_THRESHOLDS = (50_000, 20, 10)
+_gc_tuned = False
+
+
+def _tune_gc():
+    """Once a process: what start-up made (modules, the app) is never garbage, so it
+    leaves the collector's view; then the thresholds above."""
+    global _gc_tuned
+    if not _gc_tuned:
+        _gc_tuned = True
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+
+
 # How long a SIGTERM'd gateway lets live requests finish before ending its streams.
 DRAIN_SECONDS = 5.0
 WAKE = object()  # in a session's outbox: look for due commands
@@ -108,8 +122,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
 
     async def start(self, address):
         self.loop = asyncio.get_running_loop()
-        gc.freeze()  # what start-up made (modules, the app) is never garbage
-        gc.set_threshold(*GC_THRESHOLDS)
+        _tune_gc()
         self.server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_AgentGatewayServicer_to_server(self, self.server)
         if self.tls:
