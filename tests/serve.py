@@ -44,7 +44,8 @@ class Served:
             m = re.search(r"listening on (http://\S+)", text)
             if m:
                 self.url = m.group(1)
-                self.grpc = re.search(r"gateway listening on (\S+)", text).group(1)
+                self.grpc = re.search(r"^berth: gateway listening on (\S+)", text,
+                                      re.M).group(1)
                 requests.get(self.url + "/healthz", timeout=5).raise_for_status()
                 return self
             if self.proc.poll() is not None:
