@@ -45,8 +45,11 @@ def rss_mb(pid="self"):
 
 # --- simulated agents (worker processes) -----------------------------------
 
-def run_agents(address, creds, welcomed):
-    """`welcomed` counts the streams currently held (welcomed, not yet dropped)."""
+def run_agents(address, creds, welcomed, own_connections=False):
+    """`welcomed` counts the streams currently held (welcomed, not yet dropped).
+    gRPC shares one connection among a process's channels to the same address;
+    `own_connections` gives each simulated agent its own, as real agents (one a
+    server) have: a balancer in between then sees one connection an agent."""
     import grpc
 
     from agent.rpc.v1 import agent_pb2 as pb
@@ -67,7 +70,8 @@ def run_agents(address, creds, welcomed):
             await asyncio.sleep(random.uniform(0, min(30, 2 ** attempt)))
 
     async def session(server_id, credential):
-        async with grpc.aio.insecure_channel(address) as channel:
+        options = [("grpc.use_local_subchannel_pool", 1)] if own_connections else []
+        async with grpc.aio.insecure_channel(address, options=options) as channel:
             outbox = asyncio.Queue()
             await outbox.put(pb.AgentMessage(hello=pb.Hello(facts=pb.HostFacts(
                 hostname=f"sim-{server_id[:8]}", agent_version="bench"))))
