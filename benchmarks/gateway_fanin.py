@@ -162,6 +162,9 @@ def main():
     parser.add_argument("--levels", default="1000,2500,5000")
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--hold", type=float, default=20, help="seconds at each level")
+    parser.add_argument("--own-connections", action="store_true",
+                        help="a TCP connection a simulated agent (default: gRPC shares one "
+                             "among a worker process's agents)")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     print(f"file descriptors allowed: {raise_fd_limit()}")
@@ -180,8 +183,9 @@ def main():
             for level in levels:
                 while started < level:
                     batch = creds[started:min(level, started + PER_PROCESS)]
-                    proc = ctx.Process(target=run_agents,
-                                       args=(f"127.0.0.1:{port}", batch, welcomed), daemon=True)
+                    proc = ctx.Process(target=run_agents, daemon=True,
+                                       args=(f"127.0.0.1:{port}", batch, welcomed,
+                                             args.own_connections))
                     proc.start()
                     workers.append(proc)
                     started += len(batch)
