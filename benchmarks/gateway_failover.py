@@ -27,14 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gateway_fanin as fanin  # noqa: E402
+from web_scaling import run_haproxy  # noqa: E402
+
+from tests.services import free_port  # noqa: E402
 
 BERTH = str(Path(sys.executable).with_name("berth"))
-
-
-def free_port():
-    from tests.services import free_port as port
-
-    return port()
 
 
 def held_by(metrics_port):
@@ -67,14 +64,7 @@ def start_balancer(front, backends, data_dir):
            f"frontend grpc\n    bind 127.0.0.1:{front}\n    default_backend gateways\n"
            f"backend gateways\n    balance leastconn\n    retries 3\n    option redispatch 1\n"
            f"{servers}\n")
-    path = Path(data_dir) / "haproxy.cfg"
-    path.write_text(cfg)
-    proc = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    time.sleep(1)
-    if proc.poll() is not None:
-        raise SystemExit("haproxy did not start")
-    return proc
+    return run_haproxy(cfg, data_dir)
 
 
 def main():

@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import projects_list as pl  # noqa: E402
 
+from tests.services import free_port  # noqa: E402
+
 LEVELS = (1, 2, 4)
 BERTH = str(Path(sys.executable).with_name("berth"))
 HAPROXY_CFG = """global
@@ -48,11 +50,16 @@ def start_balancers(ports, data_dir):
     """One HAProxy process, a frontend per level over the first `level` web ports."""
     cfg, fronts = HAPROXY_CFG, {}
     for level in LEVELS:
-        fronts[level] = pl_free_port()
+        fronts[level] = free_port()
         servers = "\n".join(f"    server w{i} 127.0.0.1:{p}" for i, p in enumerate(ports[:level]))
         cfg += (f"frontend f{level}\n    bind 127.0.0.1:{fronts[level]}\n"
                 f"    default_backend b{level}\nbackend b{level}\n    balance roundrobin\n"
                 f"{servers}\n")
+    return run_haproxy(cfg, data_dir), fronts
+
+
+def run_haproxy(cfg, data_dir):
+    """Debian's HAProxy in the foreground on `cfg` (also used by gateway_failover.py)."""
     path = Path(data_dir) / "haproxy.cfg"
     path.write_text(cfg)
     proc = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
@@ -60,13 +67,7 @@ def start_balancers(ports, data_dir):
     time.sleep(1)
     if proc.poll() is not None:
         raise SystemExit("haproxy did not start (is Debian's haproxy installed?)")
-    return proc, fronts
-
-
-def pl_free_port():
-    from tests.services import free_port
-
-    return free_port()
+    return proc
 
 
 def main():

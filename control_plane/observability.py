@@ -34,6 +34,18 @@ WEBHOOK_ATTEMPTS = Counter("berth_webhook_delivery_attempts",
                            "Webhook delivery attempts made by this process", ["outcome"])
 
 
+_BACKLOG_GAUGES = (  # metric, snapshot key, help
+    ("berth_agent_commands_pending", "commands_pending",
+     "Agent commands not yet acknowledged by their agent"),
+    ("berth_agent_command_oldest_age_seconds", "commands_oldest_age_seconds",
+     "Age of the oldest agent command not yet acknowledged"),
+    ("berth_webhook_deliveries_pending", "webhooks_pending",
+     "Webhook deliveries waiting for an attempt or a retry"),
+    ("berth_webhook_deliveries_failed", "webhooks_failed",
+     "Webhook deliveries that gave up after their last attempt"),
+)
+
+
 class BacklogCollector:
     """The shared queues, read at scrape time by `snapshot()`: a dict with
     commands_pending, commands_oldest_age_seconds, webhooks_pending, webhooks_failed."""
@@ -51,19 +63,8 @@ class BacklogCollector:
             logging.getLogger("berth").warning("reading the backlog for /metrics failed",
                                                exc_info=True)
             return
-        yield GaugeMetricFamily("berth_agent_commands_pending",
-                                "Agent commands not yet acknowledged by their agent",
-                                value=s["commands_pending"])
-        yield GaugeMetricFamily("berth_agent_command_oldest_age_seconds",
-                                "Age of the oldest agent command not yet acknowledged",
-                                value=s["commands_oldest_age_seconds"])
-        yield GaugeMetricFamily("berth_webhook_deliveries_pending",
-                                "Webhook deliveries waiting for an attempt or a retry",
-                                value=s["webhooks_pending"])
-        yield GaugeMetricFamily("berth_webhook_deliveries_failed",
-                                "Webhook deliveries that gave up after their last attempt",
-                                value=s["webhooks_failed"])
-
+        for name, key, text in _BACKLOG_GAUGES:
+            yield GaugeMetricFamily(name, text, value=s[key])
 
 _backlog = None
 

@@ -18,6 +18,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def stop_process(proc, log=None, timeout=15):
+    """SIGTERM, then SIGKILL after `timeout` s; closes its log file."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if log is not None:
+        log.close()
+
+
 def wait_port(port, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

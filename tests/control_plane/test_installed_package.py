@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.services import free_port
+from tests.services import free_port, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -60,15 +60,6 @@ def _clean_env():
             if not k.startswith(("CP_", "PYTHON", "VIRTUAL_ENV"))}
 
 
-def _stop(proc, log):
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-
-
 def _wait_ok(url, timeout):
     deadline = time.monotonic() + timeout
     while True:
@@ -87,7 +78,7 @@ def test_an_installed_control_plane_serves_the_installer_and_builds_the_agent_pa
         script = requests.get(url + "/install.sh", timeout=10)
         tar = _wait_ok(url + "/agent/wheelhouse.tar", timeout=300)
     finally:
-        _stop(proc, log)
+        stop_process(proc, log)
     assert script.status_code == 200 and script.text.startswith("#!/bin/sh")
     assert url in script.text and "__BERTH_CONTROL_PLANE__" not in script.text
     assert tar.status_code == 200, tar.text
@@ -131,7 +122,7 @@ def test_a_wheelhouse_built_at_packaging_time_is_served_at_once(installed, tmp_p
     try:
         r = requests.get(url + "/agent/wheelhouse.tar", timeout=30)
     finally:
-        _stop(proc, log)
+        stop_process(proc, log)
     assert r.status_code == 200, r.text
     assert r.content == (tmp_path / "wh" / "wheelhouse.tar").read_bytes()
     assert "building the agent wheelhouse" not in (tmp_path / "serve.log").read_text()

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from control_plane.services.deploys import queue
 from tests.agent_support import registered_server
 from tests.serve import BERTH, Served
-from tests.services import free_port
+from tests.services import free_port, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -81,15 +81,6 @@ def _process(args, env, log_path):
     return subprocess.Popen([BERTH, *args], env=env, stdout=log, stderr=subprocess.STDOUT), log
 
 
-def _stop(proc, log):
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-
-
 def _scrape_until(url, predicate, timeout=30):
     deadline = time.monotonic() + timeout
     while True:
@@ -134,7 +125,7 @@ def test_gateway_and_scheduler_processes_serve_their_metrics(app, world, tmp_pat
         assert _value(samples, "berth_scheduler_job_duration_seconds_count", job="webhooks") >= 1
         assert _value(samples, "berth_webhook_deliveries_pending") == 0
     finally:
-        _stop(gw, gw_log)
-        _stop(sched, sched_log)
+        stop_process(gw, gw_log)
+        stop_process(sched, sched_log)
     gw_lines = (tmp_path / "gw.log").read_text().splitlines()
     assert any(json.loads(ln)["process"] == "gateway" for ln in gw_lines if ln.startswith("{"))
