@@ -10,7 +10,7 @@ from control_plane.models import ALL_MODELS
 from tests.services import MotoS3, Postgres, Redis
 
 pytest_plugins = ["tests.docker_support", "tests.agent_support", "tests.backup_flow_support",
-                  "tests.proxy_support", "tests.scale_out_support"]
+                  "tests.proxy_support"]
 
 
 def pytest_addoption(parser):

@@ -1,7 +1,7 @@
-"""The scale-out topology of deploy/compose.yaml, run as a stack on a single-node
-Docker Swarm made for the tests (and left again after them), on the images
-`make test` builds: the control-plane image, and local stand-ins for PostgreSQL,
-Redis and HAProxy."""
+"""The scale-out topology of deploy/compose.yaml as a Swarm stack for the tests
+(tests/compose.test.yaml added), on the images `make test` builds: the control-plane
+image, and local stand-ins for PostgreSQL, Redis and HAProxy; and real agents that
+register through its balancer. The fixtures: tests/control_plane/scale_out/conftest.py."""
 
 import json
 import os
@@ -10,12 +10,9 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-import requests
-
 from tests.agent_support import AGENT, wait_for
-from tests.docker_support import _require_image
 from tests.services import free_port
+from tests.webhook_receiver import _ca
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK = "berth-test"
@@ -29,19 +26,6 @@ def docker(*args, check=True, timeout=120, env=None):
                           timeout=timeout, env=env)
 
 
-@pytest.fixture(scope="module")
-def swarm(docker_client):
-    for image in IMAGES.values():
-        _require_image(docker_client, image)
-    was_active = docker_client.info()["Swarm"]["LocalNodeState"] == "active"
-    if not was_active:
-        docker("swarm", "init", "--advertise-addr", "127.0.0.1")
-    yield
-    if not was_active:
-        docker("swarm", "leave", "--force", check=False)
-        docker("network", "rm", "docker_gwbridge", check=False)  # made by `swarm init`
-
-
 class Stack:
     def __init__(self):
         self.http_port, self.grpc_port = free_port(), free_port()
@@ -53,11 +37,13 @@ class Stack:
                     "BERTH_PUBLIC_URL": self.url, "BERTH_PROXY_IMAGE": "",
                     "BERTH_ERP_IMAGE": "berth-test-erp:latest",
                     "BERTH_ENV_POSTGRES_IMAGE": "berth-test-postgres:latest",
-                    "BERTH_GRPC_PUBLIC_ADDRESS": f"127.0.0.1:{self.grpc_port}"}
+                    "BERTH_GRPC_PUBLIC_ADDRESS": f"127.0.0.1:{self.grpc_port}",
+                    "BERTH_TEST_CA": _ca()[1]}
 
     def deploy(self):
         docker("stack", "deploy", "--resolve-image", "never", "-c",
-               str(ROOT / "deploy" / "compose.yaml"), STACK, env=self.env)
+               str(ROOT / "deploy" / "compose.yaml"), "-c", str(ROOT / "tests" / "compose.test.yaml"),
+               STACK, env=self.env)
 
     def containers(self, service):
         out = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={STACK}_{service}")
@@ -79,6 +65,19 @@ class Stack:
         return [line for c in self.containers(service)
                 for line in docker("logs", c).stderr.splitlines() if '"level": "error"' in line]
 
+    @staticmethod
+    def bridge_address():
+        """This machine's address on the Swarm's bridge: where its containers reach it."""
+        return docker("network", "inspect", "docker_gwbridge", "--format",
+                      "{{(index .IPAM.Config 0).Gateway}}").stdout.strip()
+
+    def container_at(self, address):
+        """The container whose bridge address `address` is (None: no such one)."""
+        attached = json.loads(docker("network", "inspect", "docker_gwbridge", "--format",
+                                     "{{json .Containers}}").stdout)
+        return next((cid for cid, c in attached.items()
+                     if c["IPv4Address"].split("/")[0] == address), None)
+
     def admin(self, *args):
         [container, *_] = self.containers("web")
         out = docker("exec", container, "berth", "admin", *args)
@@ -98,29 +97,6 @@ class Stack:
                          f"label=com.docker.stack.namespace={STACK}").stdout.split()
         if volumes:
             docker("volume", "rm", *volumes, check=False)
-
-
-def _answers(url):
-    try:
-        return requests.get(url + "/healthz", timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
-
-
-@pytest.fixture(scope="module")
-def stack(swarm):
-    s = Stack()
-    s.remove()  # whatever an interrupted run left
-    s.deploy()
-    try:
-        wait_for(lambda: _answers(s.url), timeout=240, interval=1,
-                 what="the stack answering through the balancer")
-        wait_for(lambda: len(s.containers("web")) == 2 and len(s.containers("gateway")) == 2
-                 and len(s.containers("scheduler")) == 2, timeout=120, interval=1,
-                 what="two of each process kind")
-        yield s
-    finally:
-        s.remove()
 
 
 class Agent:

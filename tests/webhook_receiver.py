@@ -10,7 +10,10 @@ Receiver:
 - `url` ("https://127.0.0.1:<port>") and `localhost_url` ("https://localhost:<port>");
   its certificate is valid for localhost, 127.0.0.1 and ::1 (it listens on 127.0.0.1).
 - `requests`: every request received, in order, as `Received(method, path, headers,
-  body, time)`; `headers` is case-insensitive, `body` the raw bytes, `time` epoch s.
+  body, time, client)`; `headers` is case-insensitive, `body` the raw bytes, `time`
+  epoch s, `client` the sender's address.
+- `Receiver(ca, host)` listens on another address of this machine (a bridge's, for
+  senders in containers); its certificate is valid for it too.
 - `wait_for(n, timeout=5)`: block until `n` requests arrived; return `requests`.
 - `verify(received, secret)`: True when `X-SVC-Signature` is `sha256=<hex>` of the
   HMAC-SHA256 of the raw body keyed with `secret` (timing-safe comparison).
@@ -46,6 +49,7 @@ class Received:
     headers: object  # email.message.Message: case-insensitive .get()
     body: bytes
     time: float
+    client: str = ""  # the sender's address
 
 
 @dataclasses.dataclass
@@ -64,7 +68,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         receiver = self.server.receiver
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         hang, status, location = receiver._record(
-            Received(self.command, self.path, self.headers, body, time.time()))
+            Received(self.command, self.path, self.headers, body, time.time(),
+                     self.client_address[0]))
         if hang:
             receiver._stopping.wait(hang)
         payload = b'{"ok": true}' if 200 <= status < 300 else b'{"ok": false}'
@@ -100,17 +105,17 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 class Receiver:
-    def __init__(self, ca):
-        cert = ca.issue_cert("localhost", "127.0.0.1", "::1")
+    def __init__(self, ca, host="127.0.0.1"):
+        cert = ca.issue_cert(*dict.fromkeys(("localhost", "127.0.0.1", "::1", host)))
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         cert.configure_cert(context)
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server((host, 0), _Handler)
         self._server.socket = context.wrap_socket(
             self._server.socket, server_side=True, do_handshake_on_connect=False)
         self._server.receiver = self
         self._server.open_connections = set()
         self.port = self._server.server_address[1]
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{host}:{self.port}"
         self.localhost_url = f"https://localhost:{self.port}"
         self.requests = []
         self._rules = {}

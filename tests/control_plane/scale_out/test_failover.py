@@ -14,45 +14,10 @@ from collections import Counter
 import pytest
 import requests
 
-from agent.environments import Environments
 from tests.agent_support import wait_for
-from tests.scale_out_support import STACK, Agent, P, docker, wait_until
+from tests.scale_out_support import STACK, P, docker, wait_until
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def org(stack):
-    org = stack.admin("org", "create", "--name", "scale-out", "--server-quota", "10")
-    key = stack.admin("key", "create", "--org", org["id"], "--name", "ops", "--type",
-                      "full_access", "--scope", "organization", "--server-registration")["key"]
-    read = stack.admin("key", "create", "--org", org["id"], "--name", "read", "--type",
-                       "read_only", "--scope", "organization")["key"]
-    return {"id": org["id"], "key": key, "read": read}
-
-
-@pytest.fixture(scope="module")
-def agents(stack, org, tmp_path_factory, docker_client):
-    tmp = tmp_path_factory.mktemp("agents")
-    started, deployed = [], []
-    try:
-        for i in range(3):
-            token = requests.post(stack.url + P + "/servers/registration-tokens", timeout=30,
-                                  headers={"Authorization": f"Bearer {org['key']}"},
-                                  json={"server_name": f"node-{i}"})
-            assert token.status_code == 201, token.text
-            agent = Agent(tmp, f"agent-{i}")
-            agent.server_id = agent.register(stack.url, token.json()["token"])
-            started.append(agent.start())
-        wait_for(lambda: all(a.status().get("connected") for a in started), timeout=60,
-                 interval=0.5, what="three agents connected through the balancer")
-        yield started, deployed
-    finally:
-        for agent in started:
-            agent.stop()
-        for agent, env_id in deployed:  # the environments' containers on this engine
-            Environments(docker_client, root=agent.dir / "srv").destroy(env_id, True,
-                                                                     lambda *a: None)
 
 
 def _get(stack, key, path):
