@@ -55,11 +55,11 @@ def start_gateway(env, port, log_path, metrics_port):
     return proc, log
 
 
-def start_balancer(front, backends, data_dir):
+def start_balancer(front, backends, data_dir, maxconn=8000):
     servers = "\n".join(f"    server gw{i} 127.0.0.1:{p} check inter 1s fall 2 rise 1 "
                         "on-marked-down shutdown-sessions"
                         for i, p in enumerate(backends))
-    cfg = (f"global\n    maxconn 8000\ndefaults\n    mode tcp\n    timeout connect 1s\n"
+    cfg = (f"global\n    maxconn {maxconn}\ndefaults\n    mode tcp\n    timeout connect 1s\n"
            f"    timeout client 6h\n    timeout server 6h\n"
            f"frontend grpc\n    bind 127.0.0.1:{front}\n    default_backend gateways\n"
            f"backend gateways\n    balance leastconn\n    retries 3\n    option redispatch 1\n"

@@ -62,11 +62,12 @@ def run_haproxy(cfg, data_dir):
     """Debian's HAProxy in the foreground on `cfg` (also used by gateway_failover.py)."""
     path = Path(data_dir) / "haproxy.cfg"
     path.write_text(cfg)
-    proc = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    log = Path(data_dir) / "haproxy.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=out, stderr=out)
     time.sleep(1)
     if proc.poll() is not None:
-        raise SystemExit("haproxy did not start (is Debian's haproxy installed?)")
+        raise SystemExit(f"haproxy did not start:\n{log.read_text()}")
     return proc
 
 
