@@ -4,7 +4,8 @@
 #   test: PostgreSQL and Redis servers (the tests start their own instances), the
 #         Docker engine, debootstrap (builds the local test images), Chromium
 #         (renders the API docs pages), zstd (the agent's backups compress with it) and
-#         pebble (the ACME server the proxy gets certificates from in tests)
+#         pebble (the ACME server the proxy gets certificates from in tests),
+#         docker-compose (deploy/compose.yaml run on one machine without a Swarm)
 set -eu
 
 apt_install() {
@@ -38,6 +39,7 @@ test)
     command -v zstd >/dev/null 2>&1 || missing="$missing zstd"
     # A real ACME server for the environments' HTTPS certificates.
     command -v pebble >/dev/null 2>&1 || missing="$missing pebble"
+    command -v docker-compose >/dev/null 2>&1 || missing="$missing docker-compose"
     [ -z "$missing" ] || apt_install $missing
     ;;
 *)

@@ -136,6 +136,30 @@ class Agent:
         self.log.close()
 
 
+class ComposeProject(Stack):
+    """The same topology run by `docker-compose` on one engine, without a Swarm."""
+
+    NAME = "berthone"
+
+    def _compose(self, *args, timeout=300):
+        return subprocess.run(["docker-compose", "-p", self.NAME, "-f",
+                               str(ROOT / "deploy" / "compose.yaml"), "-f",
+                               str(ROOT / "deploy" / "compose.v1.yaml"), *args],
+                              check=True, capture_output=True, text=True, timeout=timeout,
+                              env=self.env)
+
+    def deploy(self, *args):
+        self._compose("up", "-d", *args)
+
+    def containers(self, service):
+        out = docker("ps", "-q", "--filter", f"label=com.docker.compose.project={self.NAME}",
+                     "--filter", f"label=com.docker.compose.service={service}")
+        return out.stdout.split()
+
+    def remove(self):
+        self._compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
+
+
 def wait_until(predicate, timeout, interval=0.2):
     """How long `predicate` took to hold (seconds), or None after `timeout`."""
     started = time.monotonic()
