@@ -298,3 +298,32 @@ def test_a_large_answer_is_sent_whole_in_pieces(tmp_path):
         assert requests.get(s.url + "/healthz", timeout=5).json() == {"status": "ok"}
     finally:
         s.stop()
+
+
+def test_a_signal_lets_the_request_in_flight_finish(tmp_path):
+    """SIGTERM while an answer is still going out (32 MB, more than the socket buffers
+    hold, read slowly): no new connection is taken, the answer arrives whole, then the
+    process exits 0."""
+    import hashlib
+    import os
+    import signal
+
+    data = os.urandom(32 * 1024 * 1024)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "wheelhouse.tar").write_bytes(data)
+    s = _serve(tmp_path)
+    try:
+        with requests.get(s.url + "/agent/wheelhouse.tar", stream=True, timeout=30) as r:
+            pieces = r.iter_content(256 * 1024)
+            digest = hashlib.sha256(next(pieces))
+            s.proc.send_signal(signal.SIGTERM)
+            time.sleep(1)
+            assert s.proc.poll() is None  # still answering
+            with pytest.raises(OSError):  # but taking no one new
+                _connect(s, timeout=2).close()
+            for piece in pieces:
+                digest.update(piece)
+        assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+        assert s.proc.wait(15) == 0
+    finally:
+        s.stop()
