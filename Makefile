@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(BIN)/python:
 	@scripts/ensure-system-deps.sh venv
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip "setuptools>=69" wheel
+	$(BIN)/pip install --quiet --upgrade pip "setuptools>=77" wheel
 
 # Reinstall only when the package metadata changes.
 $(STAMP): pyproject.toml | $(BIN)/python

@@ -134,7 +134,7 @@ def _build_isolation_args():
     """Build `berth` with the venv's own setuptools when it is new enough for
     pyproject.toml's build-system; otherwise let pip fetch one in isolation."""
     try:
-        if Version(importlib.metadata.version("setuptools")) >= Version("69"):
+        if Version(importlib.metadata.version("setuptools")) >= Version("77"):
             importlib.metadata.version("wheel")
             return ["--no-build-isolation"]
     except importlib.metadata.PackageNotFoundError:

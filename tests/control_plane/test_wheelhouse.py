@@ -132,7 +132,7 @@ def test_berth_wheelhouse_builds_where_setuptools_is_old_and_wheel_missing(tmp_p
                            "    except m.PackageNotFoundError: print(n, 'missing')"],
                           capture_output=True, text=True, check=True).stdout
     assert "wheel missing" in have and not any(
-        line.split()[1] != "missing" and int(line.split()[1].split(".")[0]) >= 69
+        line.split()[1] != "missing" and int(line.split()[1].split(".")[0]) >= 77
         for line in have.splitlines() if line.startswith("setuptools")), have
     root = Path(__file__).resolve().parents[2]
     subprocess.run([py, "-m", "pip", "install", "--quiet", "-e", f"{root}[server]"],
