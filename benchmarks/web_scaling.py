@@ -46,6 +46,22 @@ def start_web(env, data_dir, i):
     return proc, log, pl.wait_listening(proc, log, f"web {i}", timeout=60)
 
 
+def cpu_now(webs):
+    """(monotonic s, CPU s of the web processes, CPU s of the machine, idle s)."""
+    import psutil
+
+    machine = psutil.cpu_times()
+    web = sum(sum(w.cpu_times()[:2]) for w in webs)
+    return time.monotonic(), web, sum(machine) - machine.idle - machine.iowait, machine.idle
+
+
+def cores(before, after):
+    """Where the round's CPU went, in cores: the web processes, the rest, idle."""
+    wall = after[0] - before[0]
+    web, busy, idle = ((a - b) / wall for a, b in zip(after[1:], before[1:], strict=True))
+    return web, busy - web, idle
+
+
 def start_balancers(ports, data_dir):
     """One HAProxy process, a frontend per level over the first `level` web ports."""
     cfg, fronts = HAPROXY_CFG, {}
@@ -100,19 +116,24 @@ def main():
             procs.append((proc, log))
             ports.append(port)
         balancer, fronts = start_balancers(ports, tmp)
+        import psutil
+        webs = [psutil.Process(proc.pid) for proc, _ in procs]
         ctx = multiprocessing.get_context("spawn")
         results = {level: [] for level in LEVELS}
         offset = 0
         for r in range(args.rounds):
             order = LEVELS if r % 2 == 0 else LEVELS[::-1]
             for level in order:
+                before = cpu_now(webs)
                 res = pl.run_round(ctx, fronts[level], pl.PATHS["berth"], key_slices, offset,
                                    cap, args.seconds)
+                web, rest, idle = cores(before, cpu_now(webs))
                 offset += pl.WARMUP + cap
                 results[level].append(res)
                 bad = {s: n for s, n in res[3].items() if s != 200}
                 print(f"round {r + 1} web x{level}: {res[0]:.0f} req/s  p50 {res[1]:.1f} ms  "
-                      f"p99 {res[2]:.1f} ms{'  not 200: ' + str(bad) if bad else ''}", flush=True)
+                      f"p99 {res[2]:.1f} ms  cores: web {web:.2f}, rest {rest:.2f}, idle "
+                      f"{idle:.2f}{'  not 200: ' + str(bad) if bad else ''}", flush=True)
         balancer.terminate()
     finally:
         for proc, log in procs:
