@@ -82,6 +82,13 @@ build_base() {
     trap - EXIT INT TERM
 }
 
+# prune NAME TAG: builds of older inputs are of no further use (one a container still
+# uses, or that another image is built on, stays).
+prune() {
+    docker images --format '{{.Repository}}:{{.Tag}}' "$1" |
+        grep -v -e ":$2\$" -e ':latest$' | xargs -r docker rmi >/dev/null 2>&1 || true
+}
+
 # build_image NAME DIR: `docker build` of images/DIR on the base image.
 build_image() {
     tag=$(cd "$IMAGES_DIR" && { printf '%s\n' "$SCRIPT_SUM"; find "$2" -type f | LC_ALL=C sort |
@@ -96,6 +103,7 @@ build_image() {
         }
     fi
     docker tag "$1:$tag" "$1:latest"
+    prune "$1" "$tag"
     echo "$1:$tag"
 }
 
@@ -108,3 +116,4 @@ build_image berth-test-proxy proxy
 build_image berth-test-redis redis
 build_image berth-test-haproxy haproxy
 "$(dirname "$0")/build-control-plane-image.sh" "$IMAGE"
+prune "$NAME" "$HASH"  # last: the older images built on it are gone by now
