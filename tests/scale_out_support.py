@@ -1,7 +1,8 @@
-"""The scale-out topology of deploy/compose.yaml as a Swarm stack for the tests
-(tests/compose.test.yaml added), on the images `make test` builds: the control-plane
-image, and local stand-ins for PostgreSQL, Redis and HAProxy; and real agents that
-register through its balancer. The fixtures: tests/control_plane/scale_out/conftest.py."""
+"""The scale-out topology of deploy/compose.yaml for the tests, on the images `make
+test` builds (the control-plane image, and local stand-ins for PostgreSQL, Redis and
+HAProxy): `Stack` runs it on a Swarm (tests/compose.test.yaml added; the fixtures are
+in tests/control_plane/scale_out/conftest.py), `ComposeProject` with docker-compose on
+one engine; `Agent` is a real agent that registers through the balancer."""
 
 import json
 import os
