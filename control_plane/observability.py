@@ -27,6 +27,10 @@ HTTP_LATENCY = Histogram("berth_http_request_duration_seconds",
                          buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
 AGENTS_CONNECTED = Gauge("berth_gateway_agents_connected",
                          "Agent streams this gateway process holds")
+AGENT_WAKEUPS = Counter("berth_gateway_wakeups",
+                        "Wake-ups (new commands) for streams this gateway holds, by where "
+                        "they came from: this process, the Redis relay, or the database poll",
+                        ["via"])
 JOB_RUNS = Counter("berth_scheduler_job_runs", "Scheduler job runs", ["job", "outcome"])
 JOB_DURATION = Histogram("berth_scheduler_job_duration_seconds", "Scheduler job run time",
                          ["job"], buckets=(.01, .05, .1, .5, 1, 5, 10, 30, 60, 300))

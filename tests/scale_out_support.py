@@ -50,13 +50,18 @@ class Stack:
         out = docker("ps", "-q", "--filter", f"label=com.docker.swarm.service.name={STACK}_{service}")
         return out.stdout.split()
 
-    def agents_held(self, container):
-        """What a gateway container's own /metrics says it holds."""
+    @staticmethod
+    def metric(container, sample):
+        """A sample from a gateway's or scheduler's own /metrics (0 when it has none yet,
+        or has not started)."""
         script = ("import urllib.request;print(urllib.request.urlopen("
                   "'http://127.0.0.1:9100/metrics').read().decode())")
         out = docker("exec", container, "python3", "-c", script, check=False).stdout
-        lines = [ln for ln in out.splitlines() if ln.startswith("berth_gateway_agents_connected ")]
-        return int(float(lines[0].split()[1])) if lines else 0  # not started yet: holds none
+        lines = [ln for ln in out.splitlines() if ln.startswith(sample + " ")]
+        return int(float(lines[0].split()[-1])) if lines else 0
+
+    def agents_held(self, container):
+        return self.metric(container, "berth_gateway_agents_connected")
 
     def busiest_gateway(self):
         return max(self.containers("gateway"), key=self.agents_held)

@@ -20,7 +20,7 @@ from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane import agent_link, errors
 from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
-from control_plane.observability import AGENTS_CONNECTED
+from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
 from control_plane.safe_input import storable
 from control_plane.services import agents
 from control_plane.services.deploys import configuration, lifecycle, queue
@@ -155,6 +155,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             for server_id in due:
                 session = self.sessions.get(server_id)
                 if session is not None:
+                    AGENT_WAKEUPS.labels(via="poll").inc()
                     session.wake()
 
     async def _flush_seen(self):
@@ -230,15 +231,18 @@ class Gateway(pb_grpc.AgentGatewayServicer):
     # --- called from HTTP threads ----------------------------------------
 
     def wake_local(self, server_id):
-        """On the loop: deliver due commands now if the server is connected here."""
+        """On the loop (the relay's wake-ups): deliver due commands now if the server is
+        connected here."""
         session = self.sessions.get(str(server_id))
         if session is not None:
+            AGENT_WAKEUPS.labels(via="relay").inc()
             session.wake()
 
     def wake(self, server_id):
         """New durable commands for a server: deliver now if it is connected here."""
         session = self.sessions.get(str(server_id))
         if session is not None:
+            AGENT_WAKEUPS.labels(via="local").inc()
             self.loop.call_soon_threadsafe(session.wake)
         elif self.remote is not None:
             self.remote.wake(server_id)

@@ -69,6 +69,9 @@ def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
     agents, deployed = agents
     wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
              timeout=30, interval=0.5, what="every agent held by a gateway")
+    relayed = 'berth_gateway_wakeups_total{via="relay"}'
+    gateways = stack.containers("gateway")
+    woken_before = sum(stack.metric(c, relayed) for c in gateways)
     envs = []
     for agent in agents:
         project = _post(stack, org["key"], "/projects",
@@ -79,6 +82,10 @@ def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
         assert env.status_code == 201, (env.text, stack.errors())
         envs.append(env.json()["id"])
         deployed.append((agent, env.json()["id"]))
+    # Each deployment's command woke its agent through Redis, whichever gateway holds it
+    # (not left to the database poll).
+    wait_for(lambda: sum(stack.metric(c, relayed) for c in gateways) >= woken_before + 3,
+             timeout=5, interval=0.5, what="three wake-ups relayed")
     before = {a.server_id: a.status()["since"] for a in agents}
     docker("kill", "--signal", "KILL", stack.busiest_gateway())  # mid-deployment
 
