@@ -1,11 +1,12 @@
 """deploy/compose.yaml as a stack on a single-node Swarm: 2 web, 2 gateway and 2
 scheduler processes on PostgreSQL and Redis, behind HAProxy, with three real agents
 dialing the balancer. Requests are answered whichever web process takes them, the
-per-key rate limit is counted once across both, live requests reach every agent
-whichever gateway holds it, a gateway killed with SIGKILL loses its agents to the
-other within seconds (deployments in flight complete, no command runs twice), one
-stopped with SIGTERM drains, a web process killed under load fails only the requests
-it was answering, and a rolling restart of every process under load fails none."""
+per-key rate limit is counted once across both, live requests (metrics, runtime logs)
+and wake-ups reach every agent whichever gateway holds it, a gateway killed with
+SIGKILL loses its agents to the other within seconds (deployments in flight complete,
+no command runs twice), one stopped with SIGTERM drains, a web process killed under
+load fails only the requests it was answering, and a rolling restart of every process
+under load fails none."""
 
 import threading
 import time
@@ -106,6 +107,10 @@ def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
         text = log["log"]
         assert text.count("created network") == 1, text  # the command ran once
         assert text.count("started PostgreSQL") == 1, text
+        # Runtime logs are read live from the server, whichever gateway now holds it.
+        runtime = _get(stack, org["read"], f"/environments/{env_id}/runtime-logs?source=postgres")
+        assert runtime.status_code == 200, runtime.text
+        assert runtime.json()["environment_id"] == env_id and runtime.json()["lines"] > 0
 
 
 def test_a_gateway_stopped_with_sigterm_drains(stack, org, agents):
