@@ -13,7 +13,6 @@ spreads them: no thundering herd). Target: p99 under 10 s.
 """
 
 import argparse
-import multiprocessing as mp
 import os
 import shutil
 import signal
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gateway_fanin as fanin  # noqa: E402
 from web_scaling import run_haproxy  # noqa: E402
 
-from tests.services import free_port  # noqa: E402
+from tests.services import free_port, stop_process  # noqa: E402
 
 BERTH = str(Path(sys.executable).with_name("berth"))
 
@@ -87,14 +86,8 @@ def main():
         front = free_port()
         balancer = start_balancer(front, ports, tmp)
         time.sleep(3)  # both gateways checked up before the agents come
-        ctx = mp.get_context("spawn")
-        welcomed = ctx.Value("i", 0)
-        for start in range(0, args.agents, fanin.PER_PROCESS):
-            proc = ctx.Process(target=fanin.run_agents, daemon=True,
-                               args=(f"127.0.0.1:{front}",
-                                     creds[start:start + fanin.PER_PROCESS], welcomed, True))
-            proc.start()
-            workers.append(proc)
+        welcomed = fanin.new_counter()
+        workers += fanin.spawn_agents(f"127.0.0.1:{front}", creds, welcomed, own_connections=True)
         t0 = time.monotonic()
         while welcomed.value < args.agents and time.monotonic() - t0 < 300:
             time.sleep(0.2)
@@ -118,10 +111,7 @@ def main():
         for proc in workers:
             proc.terminate()
         for proc, log in procs:
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait(15)
-            log.close()
+            stop_process(proc, log)
         shutil.rmtree(tmp, ignore_errors=True)
 
     low = min(h for _, h in samples)

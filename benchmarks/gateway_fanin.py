@@ -116,6 +116,24 @@ def run_agents(address, creds, welcomed, own_connections=False):
     asyncio.run(main())
 
 
+def spawn_agents(address, creds, welcomed, own_connections=False):
+    """Worker processes of PER_PROCESS simulated agents each, dialing `address`."""
+    ctx = mp.get_context("spawn")  # never fork a process in which gRPC runs
+    workers = []
+    for start in range(0, len(creds), PER_PROCESS):
+        proc = ctx.Process(target=run_agents, daemon=True,
+                           args=(address, creds[start:start + PER_PROCESS], welcomed,
+                                 own_connections))
+        proc.start()
+        workers.append(proc)
+    return workers
+
+
+def new_counter():
+    """The shared count of streams held, for `spawn_agents`."""
+    return mp.get_context("spawn").Value("i", 0)
+
+
 # --- the measuring side ------------------------------------------------------
 
 def setup(n, data_dir):
@@ -176,19 +194,13 @@ def main():
         gateway = Gateway()
         port = gateway.start_in_thread("127.0.0.1:0")
         baseline = rss_mb()
-        ctx = mp.get_context("spawn")  # never fork a process in which gRPC runs
-        welcomed = ctx.Value("i", 0)
+        welcomed = new_counter()
         workers, started, results = [], 0, []
         try:
             for level in levels:
-                while started < level:
-                    batch = creds[started:min(level, started + PER_PROCESS)]
-                    proc = ctx.Process(target=run_agents, daemon=True,
-                                       args=(f"127.0.0.1:{port}", batch, welcomed,
-                                             args.own_connections))
-                    proc.start()
-                    workers.append(proc)
-                    started += len(batch)
+                workers += spawn_agents(f"127.0.0.1:{port}", creds[started:level], welcomed,
+                                        args.own_connections)
+                started = max(started, level)
                 t0 = time.monotonic()
                 while (welcomed.value < level or len(gateway.sessions) < level) \
                         and time.monotonic() - t0 < 300:

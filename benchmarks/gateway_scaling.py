@@ -16,7 +16,6 @@ processes here may have 20,000 (9,000 agents and HAProxy's own fit).
 """
 
 import argparse
-import multiprocessing as mp
 import os
 import random
 import shutil
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gateway_fanin as fanin  # noqa: E402
 from gateway_failover import held_by, start_balancer, start_gateway  # noqa: E402
 
-from tests.services import Redis, free_port  # noqa: E402
+from tests.services import Redis, free_port, stop_process  # noqa: E402
 
 
 def live_p99(redis_url, server_ids, calls, concurrency=8):
@@ -74,14 +73,8 @@ def round_with(gateways, creds, redis_url, tmp, args):
     workers = []
     try:
         time.sleep(3)  # every gateway checked up before the agents come
-        ctx = mp.get_context("spawn")
-        welcomed = ctx.Value("i", 0)
-        for start in range(0, len(creds), fanin.PER_PROCESS):
-            proc = ctx.Process(target=fanin.run_agents, daemon=True,
-                               args=(f"127.0.0.1:{front}",
-                                     creds[start:start + fanin.PER_PROCESS], welcomed, True))
-            proc.start()
-            workers.append(proc)
+        welcomed = fanin.new_counter()
+        workers = fanin.spawn_agents(f"127.0.0.1:{front}", creds, welcomed, own_connections=True)
         t0 = time.monotonic()
         while welcomed.value < len(creds) and time.monotonic() - t0 < 600:
             time.sleep(0.5)
@@ -95,12 +88,9 @@ def round_with(gateways, creds, redis_url, tmp, args):
             proc.terminate()
         for proc in workers:
             proc.join(30)
-        balancer.terminate()
-        balancer.wait(10)
+        stop_process(balancer)
         for proc, log in procs:
-            proc.terminate()
-            proc.wait(30)
-            log.close()
+            stop_process(proc, log)
 
 
 def main():

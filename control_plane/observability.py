@@ -70,6 +70,7 @@ class BacklogCollector:
         for name, key, text in _BACKLOG_GAUGES:
             yield GaugeMetricFamily(name, text, value=s[key])
 
+
 _backlog = None
 
 

@@ -11,7 +11,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import requests
+
 from tests.agent_support import AGENT, wait_for
+from tests.docker_support import _require_image
 from tests.services import free_port
 from tests.webhook_receiver import _ca
 
@@ -25,6 +28,11 @@ P = "/api/public/v1"
 def docker(*args, check=True, timeout=120, env=None):
     return subprocess.run(["docker", *args], check=check, capture_output=True, text=True,
                           timeout=timeout, env=env)
+
+
+def require_images(docker_client):
+    for image in IMAGES.values():
+        _require_image(docker_client, image)
 
 
 class Stack:
@@ -88,6 +96,43 @@ class Stack:
         [container, *_] = self.containers("web")
         out = docker("exec", container, "berth", "admin", *args)
         return json.loads(out.stdout)
+
+    def answering(self):
+        try:
+            return requests.get(self.url + "/healthz", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def api(self, method, key, path, body=None, headers=None):
+        """A public API request through the balancer."""
+        return requests.request(method, self.url + P + path, json=body, timeout=30,
+                                headers={"Authorization": f"Bearer {key}", **(headers or {})})
+
+    def new_org(self, name):
+        """An organization with a full-access key that may register servers and a
+        read-only one: {"id", "key", "read"}."""
+        org = self.admin("org", "create", "--name", name, "--server-quota", "10")
+        key = self.admin("key", "create", "--org", org["id"], "--name", "ops", "--type",
+                         "full_access", "--scope", "organization", "--server-registration")["key"]
+        read = self.admin("key", "create", "--org", org["id"], "--name", "read", "--type",
+                          "read_only", "--scope", "organization")["key"]
+        return {"id": org["id"], "key": key, "read": read}
+
+    def key(self, org, name, kind="full_access"):
+        """A fresh organization key: its own rate-limit window."""
+        return self.admin("key", "create", "--org", org["id"], "--name", name, "--type", kind,
+                          "--scope", "organization")["key"]
+
+    def registration_token(self, org, name):
+        r = self.api("POST", org["key"], "/servers/registration-tokens", {"server_name": name})
+        assert r.status_code == 201, r.text
+        return r.json()["token"]
+
+    def served_by(self, answers):
+        """The web containers that logged the request id of any of `answers`."""
+        ids = {r.headers["X-Request-Id"] for r in answers}
+        return [c for c in self.containers("web")
+                if any(i in docker("logs", c).stderr for i in ids)]
 
     def remove(self):
         docker("stack", "rm", STACK, check=False)

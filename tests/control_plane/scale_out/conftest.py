@@ -3,18 +3,15 @@ made for them (and left again after them), with an organization, its keys and th
 real agents registered through the balancer."""
 
 import pytest
-import requests
 
 from agent.environments import Environments
 from tests.agent_support import wait_for
-from tests.docker_support import _require_image
-from tests.scale_out_support import IMAGES, Agent, P, Stack, docker
+from tests.scale_out_support import Agent, Stack, docker, require_images
 
 
 @pytest.fixture(scope="package")
 def swarm(docker_client):
-    for image in IMAGES.values():
-        _require_image(docker_client, image)
+    require_images(docker_client)
     was_active = docker_client.info()["Swarm"]["LocalNodeState"] == "active"
     if not was_active:
         docker("swarm", "init", "--advertise-addr", "127.0.0.1")
@@ -24,20 +21,13 @@ def swarm(docker_client):
         docker("network", "rm", "docker_gwbridge", check=False)  # made by `swarm init`
 
 
-def _answers(url):
-    try:
-        return requests.get(url + "/healthz", timeout=2).status_code == 200
-    except requests.RequestException:
-        return False
-
-
 @pytest.fixture(scope="package")
 def stack(swarm):
     s = Stack()
     s.remove()  # whatever an interrupted run left
     s.deploy()
     try:
-        wait_for(lambda: _answers(s.url), timeout=240, interval=1,
+        wait_for(s.answering, timeout=240, interval=1,
                  what="the stack answering through the balancer")
         wait_for(lambda: len(s.containers("web")) == 2 and len(s.containers("gateway")) == 2
                  and len(s.containers("scheduler")) == 2, timeout=120, interval=1,
@@ -47,28 +37,9 @@ def stack(swarm):
         s.remove()
 
 
-def new_org(stack, name):
-    """An organization with a full-access key that may register servers and a read-only
-    one: {"id", "key", "read"}."""
-    org = stack.admin("org", "create", "--name", name, "--server-quota", "10")
-    key = stack.admin("key", "create", "--org", org["id"], "--name", "ops", "--type",
-                      "full_access", "--scope", "organization", "--server-registration")["key"]
-    read = stack.admin("key", "create", "--org", org["id"], "--name", "read", "--type",
-                       "read_only", "--scope", "organization")["key"]
-    return {"id": org["id"], "key": key, "read": read}
-
-
 @pytest.fixture(scope="package")
 def org(stack):
-    return new_org(stack, "scale-out")
-
-
-def registration_token(stack, org, name):
-    r = requests.post(stack.url + P + "/servers/registration-tokens", timeout=30,
-                      headers={"Authorization": f"Bearer {org['key']}"},
-                      json={"server_name": name})
-    assert r.status_code == 201, r.text
-    return r.json()["token"]
+    return stack.new_org("scale-out")
 
 
 @pytest.fixture(scope="package")
@@ -78,7 +49,7 @@ def agents(stack, org, tmp_path_factory, docker_client):
     try:
         for i in range(3):
             agent = Agent(tmp, f"agent-{i}")
-            agent.server_id = agent.register(stack.url, registration_token(stack, org, f"node-{i}"))
+            agent.server_id = agent.register(stack.url, stack.registration_token(org, f"node-{i}"))
             started.append(agent.start())
         wait_for(lambda: all(a.status().get("connected") for a in started), timeout=60,
                  interval=0.5, what="three agents connected through the balancer")

@@ -13,49 +13,31 @@ import uuid
 from collections import defaultdict
 
 import pytest
-import requests
 
 from control_plane.services.webhooks.delivery import CLAIM_SECONDS
 from tests.agent_support import wait_for
-from tests.control_plane.scale_out.conftest import new_org, registration_token
-from tests.scale_out_support import STACK, Agent, P, docker
+from tests.scale_out_support import STACK, Agent, docker
 from tests.webhook_receiver import Receiver, _ca
 
 pytestmark = pytest.mark.slow
-
-
-def _key(stack, org, name):
-    """A fresh full-access key: its own 20 requests a minute."""
-    return stack.admin("key", "create", "--org", org["id"], "--name", name, "--type",
-                       "full_access", "--scope", "organization")["key"]
-
-
-def _call(stack, method, key, path, body=None, headers=None):
-    return requests.request(method, stack.url + P + path, json=body, timeout=30,
-                            headers={"Authorization": f"Bearer {key}", **(headers or {})})
 
 
 @pytest.fixture(scope="module")
 def idle_server(stack, org, tmp_path_factory):
     """A registered server whose agent never runs: what is deployed on it stays queued."""
     agent = Agent(tmp_path_factory.mktemp("idle"), "idle")
-    return agent.register(stack.url, registration_token(stack, org, "idle"))
-
-
-def _served_by(stack, request_ids):
-    return [c for c in stack.containers("web")
-            if any(i in docker("logs", c).stderr for i in request_ids)]
+    return agent.register(stack.url, stack.registration_token(org, "idle"))
 
 
 def test_an_idempotency_key_holds_across_web_processes(stack, org, idle_server):
-    key = _key(stack, org, "idempotent")
+    key = stack.key(org, "idempotent")
     body = {"name": "once", "server_id": idle_server}
     same = {"X-Idempotency-Key": str(uuid.uuid4())}
-    answers = [_call(stack, "POST", key, "/projects", body, same) for _ in range(4)]
+    answers = [stack.api("POST", key, "/projects", body, same) for _ in range(4)]
     assert [r.status_code for r in answers] == [201] * 4, [r.text for r in answers]
     assert len({r.json()["id"] for r in answers}) == 1
     assert [r.headers.get("X-Idempotency-Replayed") for r in answers] == [None] + ["true"] * 3
-    assert len(_served_by(stack, {r.headers["X-Request-Id"] for r in answers})) == 2
+    assert len(stack.served_by(answers)) == 2
 
     # The same key sent at once to both: one creates, the rest are told it is in flight
     # or get its answer.
@@ -63,7 +45,7 @@ def test_an_idempotency_key_holds_across_web_processes(stack, org, idle_server):
     answers = [None] * 8
 
     def send(i):
-        answers[i] = _call(stack, "POST", key, "/projects", body, same)
+        answers[i] = stack.api("POST", key, "/projects", body, same)
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -72,30 +54,30 @@ def test_an_idempotency_key_holds_across_web_processes(stack, org, idle_server):
         thread.join(60)
     assert {r.status_code for r in answers} <= {201, 409}, [r.text for r in answers]
     assert len({r.json()["id"] for r in answers if r.status_code == 201}) == 1
-    listed = _call(stack, "GET", org["read"], "/projects?limit=100").json()["data"]
+    listed = stack.api("GET", org["read"], "/projects?limit=100").json()["data"]
     assert [p["name"] for p in listed].count("at-once") == 1
 
 
 def test_a_scheduler_killed_while_sending_webhooks_loses_no_event(stack, tmp_path):
     # An organization of its own: 10 deployments a minute are its whole allowance.
-    org = new_org(stack, "hooks")
+    org = stack.new_org("hooks")
     key = org["key"]
     idle_server = Agent(tmp_path, "idle").register(stack.url,
-                                                   registration_token(stack, org, "idle"))
+                                                   stack.registration_token(org, "idle"))
     receiver = Receiver(_ca()[0], host=stack.bridge_address())
     receiver.hang(3.0)  # each delivery is in flight for 3 s
     try:
-        hook = _call(stack, "POST", key, "/webhooks", {"url": receiver.url + "/hook",
+        hook = stack.api("POST", key, "/webhooks", {"url": receiver.url + "/hook",
                                                        "events": ["environment.created"]})
         assert hook.status_code == 201, hook.text
-        project = _call(stack, "POST", key, "/projects", {"name": "hooked",
+        project = stack.api("POST", key, "/projects", {"name": "hooked",
                                                           "server_id": idle_server})
         assert project.status_code == 201, project.text
         envs = project.json()["id"], []
 
         def create(n):
             for _ in range(n):
-                env = _call(stack, "POST", key, f"/projects/{envs[0]}/environments",
+                env = stack.api("POST", key, f"/projects/{envs[0]}/environments",
                             {"name": f"env-{len(envs[1])}"})
                 assert env.status_code == 201, env.text
                 envs[1].append(env.json()["id"])
@@ -112,7 +94,7 @@ def test_a_scheduler_killed_while_sending_webhooks_loses_no_event(stack, tmp_pat
         create(5)  # and events after it: fanned out by the other scheduler
 
         def every_delivery_answered():
-            log = _call(stack, "GET", org["read"], f"/webhooks/{hook.json()['id']}/deliveries")
+            log = stack.api("GET", org["read"], f"/webhooks/{hook.json()['id']}/deliveries")
             return len(log.json()) == 10 and {d["status"] for d in log.json()} == {"delivered"}
 
         wait_for(every_delivery_answered, timeout=CLAIM_SECONDS + 60, interval=1,
@@ -141,23 +123,23 @@ def _environment(received):
 def test_with_redis_stopped_work_goes_on_and_resumes_sharing_when_it_is_back(
         stack, org, agents):
     agents, deployed = agents
-    key = _key(stack, org, "redis-away")
+    key = stack.key(org, "redis-away")
     docker("service", "scale", f"{STACK}_redis=0", timeout=120)
     try:
         # Requests are answered (each web process counts the rate limit on its own).
-        assert _call(stack, "GET", org["read"], "/projects").status_code == 200
+        assert stack.api("GET", org["read"], "/projects").status_code == 200
         # A deployment completes: its command waits in the database for the gateway's poll.
         agent = agents[0]
-        project = _call(stack, "POST", key, "/projects",
+        project = stack.api("POST", key, "/projects",
                         {"name": "no-redis", "server_id": agent.server_id})
         assert project.status_code == 201, (project.text, stack.errors())
-        env = _call(stack, "POST", key, f"/projects/{project.json()['id']}/environments",
+        env = stack.api("POST", key, f"/projects/{project.json()['id']}/environments",
                     {"name": "Redis away"})
         assert env.status_code == 201, (env.text, stack.errors())
         deployed.append((agent, env.json()["id"]))
 
         def status():
-            return _call(stack, "GET", org["read"],
+            return stack.api("GET", org["read"],
                          f"/environments/{env.json()['id']}/status").json().get("status")
 
         wait_for(lambda: status() in ("running", "failed", "error"), timeout=180, interval=1,
@@ -169,13 +151,13 @@ def test_with_redis_stopped_work_goes_on_and_resumes_sharing_when_it_is_back(
     # Back: one count across both web processes again, and live requests reach every
     # agent whichever gateway holds it (the gateways subscribed again by themselves).
     for _ in range(8):  # each web process's pool finds its connections broken, once
-        _call(stack, "GET", org["read"], "/projects")
-    shared = _key(stack, org, "redis-back")
-    codes = [_call(stack, "GET", shared, "/projects").status_code for _ in range(26)]
+        stack.api("GET", org["read"], "/projects")
+    shared = stack.key(org, "redis-back")
+    codes = [stack.api("GET", shared, "/projects").status_code for _ in range(26)]
     assert codes.count(200) == 20 and codes.count(429) == 6, codes
 
     def live_everywhere():
-        return all(_call(stack, "GET", org["read"], f"/servers/{a.server_id}/metrics")
+        return all(stack.api("GET", org["read"], f"/servers/{a.server_id}/metrics")
                    .status_code == 200 for a in agents)
 
     wait_for(live_everywhere, timeout=30, interval=1, what="live requests relayed again")

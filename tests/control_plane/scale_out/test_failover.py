@@ -21,25 +21,16 @@ from tests.scale_out_support import STACK, P, docker, wait_until
 pytestmark = pytest.mark.slow
 
 
-def _get(stack, key, path):
-    return requests.get(stack.url + P + path, headers={"Authorization": f"Bearer {key}"},
-                        timeout=30)
-
-
 def test_both_web_processes_answer_behind_the_balancer(stack, org):
-    answers = [_get(stack, org["read"], "/projects") for _ in range(10)]
+    answers = [stack.api("GET", org["read"], "/projects") for _ in range(10)]
     assert [r.status_code for r in answers] == [200] * 10
-    ids = {r.headers["X-Request-Id"] for r in answers}
-    served_by = [c for c in stack.containers("web")
-                 if any(i in docker("logs", c).stderr for i in ids)]
-    assert len(served_by) == 2  # round robin: each web process took some
-    assert _get(stack, org["read"], "/../../metrics").status_code == 404  # kept internal
+    assert len(stack.served_by(answers)) == 2  # round robin: each web process took some
+    assert stack.api("GET", org["read"], "/../../metrics").status_code == 404  # kept internal
 
 
 def test_the_per_key_rate_limit_is_counted_once_across_web_processes(stack, org):
-    key = stack.admin("key", "create", "--org", org["id"], "--name", "limited", "--type",
-                      "full_access", "--scope", "organization")["key"]
-    codes = [_get(stack, key, "/projects").status_code for _ in range(26)]
+    key = stack.key(org, "limited")
+    codes = [stack.api("GET", key, "/projects").status_code for _ in range(26)]
     # 20 a minute for a full-access key, shared in Redis: not 20 per process.
     assert codes.count(200) == 20 and codes.count(429) == 6, codes
 
@@ -47,14 +38,9 @@ def test_the_per_key_rate_limit_is_counted_once_across_web_processes(stack, org)
 def test_live_requests_reach_every_agent_whichever_gateway_holds_it(stack, org, agents):
     agents, _ = agents
     for agent in agents:
-        r = _get(stack, org["read"], f"/servers/{agent.server_id}/metrics")
+        r = stack.api("GET", org["read"], f"/servers/{agent.server_id}/metrics")
         assert r.status_code == 200, r.text
         assert r.json()["memory_total_bytes"] > 0
-
-
-def _post(stack, key, path, body):
-    return requests.post(stack.url + P + path, json=body, timeout=30,
-                         headers={"Authorization": f"Bearer {key}"})
 
 
 def _back_within(agents, before, seconds):
@@ -75,10 +61,10 @@ def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
     woken_before = sum(stack.metric(c, relayed) for c in gateways)
     envs = []
     for agent in agents:
-        project = _post(stack, org["key"], "/projects",
+        project = stack.api("POST", org["key"], "/projects",
                         {"name": f"p-{agent.server_id[:8]}", "server_id": agent.server_id})
         assert project.status_code == 201, (project.text, stack.errors())
-        env = _post(stack, org["key"], f"/projects/{project.json()['id']}/environments",
+        env = stack.api("POST", org["key"], f"/projects/{project.json()['id']}/environments",
                     {"name": "Production", "environment_type": "production"})
         assert env.status_code == 201, (env.text, stack.errors())
         envs.append(env.json()["id"])
@@ -93,22 +79,22 @@ def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
     assert _back_within(agents, before, 10) is not None, [a.status() for a in agents]
 
     def finished(env_id):
-        status = _get(stack, org["read"], f"/environments/{env_id}/status").json()
+        status = stack.api("GET", org["read"], f"/environments/{env_id}/status").json()
         task = (status.get("last_deploy") or {}).get("id")
-        done = task and _get(stack, org["read"], f"/deployments/{task}").json()
+        done = task and stack.api("GET", org["read"], f"/deployments/{task}").json()
         return (task, done) if done and done["status"] in ("completed", "failed") else None
 
     for env_id in envs:
         task, done = wait_for(lambda env_id=env_id: finished(env_id), timeout=180, interval=1,
                               what="deployment finished")
         assert done["status"] == "completed", done
-        log = _get(stack, org["read"], f"/environments/{env_id}/logs?task_id={task}"
+        log = stack.api("GET", org["read"], f"/environments/{env_id}/logs?task_id={task}"
                    "&lines=1000").json()
         text = log["log"]
         assert text.count("created network") == 1, text  # the command ran once
         assert text.count("started PostgreSQL") == 1, text
         # Runtime logs are read live from the server, whichever gateway now holds it.
-        runtime = _get(stack, org["read"], f"/environments/{env_id}/runtime-logs?source=postgres")
+        runtime = stack.api("GET", org["read"], f"/environments/{env_id}/runtime-logs?source=postgres")
         assert runtime.status_code == 200, runtime.text
         assert runtime.json()["environment_id"] == env_id and runtime.json()["lines"] > 0
 
@@ -140,7 +126,7 @@ def test_a_killed_gateway_loses_its_agents_to_the_other_within_seconds(stack, or
     moved = [a for a in agents if a.status()["since"] != before[a.server_id]]
     assert moved  # those the killed gateway held, now on the survivor
     for agent in agents:  # and reachable there, through any web process
-        r = _get(stack, org["read"], f"/servers/{agent.server_id}/metrics")
+        r = stack.api("GET", org["read"], f"/servers/{agent.server_id}/metrics")
         assert r.status_code == 200, r.text
 
 
@@ -149,9 +135,7 @@ class Load:
     (under the 120 a minute of its read-only key), recording what failed and when."""
 
     def __init__(self, stack, org, clients=6):
-        self.keys = [stack.admin("key", "create", "--org", org["id"], "--name", f"load-{i}",
-                                 "--type", "read_only", "--scope", "organization")["key"]
-                     for i in range(clients)]
+        self.keys = [stack.key(org, f"load-{i}", "read_only") for i in range(clients)]
         self.url = stack.url + P + "/projects"
         self.failures, self.statuses, self.done = [], Counter(), threading.Event()
 
