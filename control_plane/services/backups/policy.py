@@ -121,11 +121,14 @@ def take_due(env_id, *, settings, gateway=None, now=None):
 def run(settings, gateway=None):
     """The scheduler's job: every due environment's scheduled backup."""
     taken = []
-    for row in _candidates():
+    # Read whole first: a SELECT still being stepped holds its snapshot, and on
+    # SQLite a transaction begun on that connection after another scheduler has
+    # written fails at once ("database is locked") instead of waiting its turn.
+    for env_id in [row.id for row in _candidates()]:
         try:
-            backup = take_due(row.id, settings=settings, gateway=gateway)
+            backup = take_due(env_id, settings=settings, gateway=gateway)
         except Exception:
-            log.exception("the scheduled backup of environment %s failed to start", row.id)
+            log.exception("the scheduled backup of environment %s failed to start", env_id)
             continue
         if backup is not None:
             taken.append(backup)
