@@ -153,27 +153,29 @@ def _observe(app):
 
     @app.before_request
     def begin():
-        g.started = time.perf_counter()
-        g.request_id = observability.request_id(request.headers.get("X-Request-Id"))
+        ctx = g._get_current_object()  # each read through a context proxy costs a lookup
+        ctx.started = time.perf_counter()
+        ctx.request_id = observability.request_id(
+            request._get_current_object().environ.get("HTTP_X_REQUEST_ID"))
 
     @app.after_request
     def finish(response):
-        started = g.get("started")
+        ctx = g._get_current_object()
+        started = ctx.get("started")
         if started is None:  # a request that failed before `begin` (none so far)
             return response
-        rid = g.request_id
-        response.headers["X-Request-Id"] = rid
-        route = request.url_rule.rule if request.url_rule is not None else "(unmatched)"
         took = time.perf_counter() - started
-        observability.HTTP_REQUESTS.labels(request.method, route, response.status_code).inc()
-        observability.HTTP_LATENCY.labels(request.method, route).observe(took)
+        req = request._get_current_object()
+        rid, method, status = ctx.request_id, req.method, response.status_code
+        response.headers["X-Request-Id"] = rid
+        route = req.url_rule.rule if req.url_rule is not None else "(unmatched)"
+        observability.observe_request(method, route, status, took)
         if logging_on and access_log.isEnabledFor(logging.INFO):
-            access_log.info("%s %s %s", request.method, request.path, response.status_code,
-                            extra={"request_id": rid, "method": request.method,
-                                   "path": request.path, "route": route,
-                                   "status": response.status_code,
+            access_log.info("%s %s %s", method, req.path, status,
+                            extra={"request_id": rid, "method": method, "path": req.path,
+                                   "route": route, "status": status,
                                    "duration_ms": round(took * 1000, 2),
-                                   "client": request.remote_addr})
+                                   "client": req.remote_addr})
         return response
 
 

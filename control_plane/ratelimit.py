@@ -9,7 +9,7 @@ import logging
 import math
 import threading
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from limits import RateLimitItemPerMinute, storage, strategies
 from limits.errors import StorageError
@@ -27,8 +27,7 @@ PER_KEY = {
 }
 
 
-@dataclass(frozen=True)
-class WindowState:
+class WindowState(NamedTuple):  # built on every request: a tuple is the cheapest record
     limit: int
     remaining: int
     reset_in: int  # seconds until a slot frees
@@ -39,7 +38,13 @@ class _MemoryStorage(MemoryStorage):
     previous one has finished: under load, a thread start per request. The sweep
     only frees memory (counting reads timestamps), so once a second is plenty."""
 
+    _checked_at = 0.0
+
     def _MemoryStorage__schedule_expiry(self):
+        now = time.monotonic()
+        if now - self._checked_at < 1.0:
+            return
+        self._checked_at = now
         if not self.timer.is_alive():
             self.timer = threading.Timer(1.0, self._MemoryStorage__expire_events)
             self.timer.daemon = True
@@ -127,9 +132,14 @@ class RateLimiter:
         self.storage.reset()
 
 
+def header_items(state: WindowState):
+    return [("X-RateLimit-Limit", str(state.limit)),
+            ("X-RateLimit-Remaining", str(state.remaining)),
+            ("X-RateLimit-Window", _WINDOW_TEXT)]
+
+
+_WINDOW_TEXT = str(WINDOW_SECONDS)
+
+
 def headers_for(state: WindowState):
-    return {
-        "X-RateLimit-Limit": str(state.limit),
-        "X-RateLimit-Remaining": str(state.remaining),
-        "X-RateLimit-Window": str(WINDOW_SECONDS),
-    }
+    return dict(header_items(state))

@@ -117,8 +117,9 @@ def check_request(request):
     for name, value in environ.items():
         if name.startswith("HTTP_"):
             texts += (name, value)
-    for name, value in request.args.items(multi=True):
-        texts += (name, value)
+    if environ.get("QUERY_STRING"):  # parsing an empty one costs more than the test
+        for name, value in request.args.items(multi=True):
+            texts += (name, value)
     for value in (request.view_args or {}).values():
         if isinstance(value, str):
             texts.append(value)

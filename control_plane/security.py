@@ -42,7 +42,7 @@ def random_token(length=40):
 def digest(secret: str) -> str:
     if _pepper is None:
         raise RuntimeError("security.configure() was not called")
-    return hmac.new(_pepper, secret.encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(_pepper, secret.encode(), "sha256").hex()  # one C call: every request
 
 
 def same(a: str, b: str) -> bool:

@@ -20,15 +20,28 @@ def authenticate_request():
     keys.authorize_method(key, req.method)
 
 
+_STAMPED = frozenset(("x-api-key-id", "x-ratelimit-limit", "x-ratelimit-remaining",
+                      "x-ratelimit-window"))
+
+
 def stamp_headers(response):
-    key = g.get("api_key")
-    if key is not None:
-        response.headers["X-API-Key-Id"] = key.public_id
-        state = g.get("rate_state")
-        if state is not None:
-            response.headers.update(ratelimit.headers_for(state))
-        else:  # the 429 itself: its headers were set when it was raised
-            response.headers.setdefault("X-RateLimit-Window", str(ratelimit.WINDOW_SECONDS))
+    ctx = g._get_current_object()
+    key = ctx.get("api_key")
+    if key is None:
+        return response
+    headers, state = response.headers, ctx.get("rate_state")
+    if state is None:  # the 429 itself: its headers were set when it was raised
+        headers["X-API-Key-Id"] = key.public_id
+        headers.setdefault("X-RateLimit-Window", str(ratelimit.WINDOW_SECONDS))
+        return response
+    stamped = [("X-API-Key-Id", key.public_id), *ratelimit.header_items(state)]
+    # Appended in one go (werkzeug's `set` rescans the list per header), unless the
+    # answer carries some already (a per-target 429): the key's figures replace them.
+    if _STAMPED.isdisjoint(name.lower() for name, _ in headers):
+        headers.extend(stamped)
+    else:
+        for name, value in stamped:
+            headers[name] = value
     return response
 
 
