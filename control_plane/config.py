@@ -64,6 +64,10 @@ class Config:
     # retry may take it over (a crashed request must not block it forever).
     IDEMPOTENCY_LEASE_SECONDS = 60
     SQLITE_BUSY_TIMEOUT_MS = 15000
+    # PostgreSQL: the hot statements (key check, list pages) are prepared once per
+    # connection. Off behind a pooler in transaction mode (PgBouncer's default),
+    # where a connection's prepared statements do not follow the client.
+    DATABASE_PREPARED_STATEMENTS = True
     # How long DELETE /api/v1/deployments/environment/{id}/destroy waits for the
     # agent's answer before it replies 504 destroy_timeout (the destroy goes on).
     DESTROY_WAIT_SECONDS = 60

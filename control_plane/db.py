@@ -1,9 +1,13 @@
 """The database: SQLite (WAL) by default, PostgreSQL when CP_DATABASE_URL says so."""
 
+import hashlib
 import logging
 import os
+import re
+import weakref
 from pathlib import Path
 
+import orjson
 import peewee
 from playhouse.pool import PooledPostgresqlDatabase
 
@@ -76,10 +80,15 @@ def _postgres(url):
     )
 
 
+_prepared_statements = True
+
+
 def init(settings):
     """Bind the proxy to the configured database and return it."""
+    global _prepared_statements
     db = make_database(settings)
     database.initialize(db)
+    _prepared_statements = settings.get("DATABASE_PREPARED_STATEMENTS", True)
     return db
 
 
@@ -135,22 +144,86 @@ def _is_uuid(field):
 
 
 _UUID_AS_TEXT = None
+# PostgreSQL: each connection's statements prepared so far (see _execute).
+_PREPARED = weakref.WeakKeyDictionary()
+_STATEMENTS = {}  # SQL text -> (PREPARE statement, EXECUTE statement)
+_PLACEHOLDER = re.compile(r"%[%s]")
 
 
-def _execute_text_uuids(sql, params):
-    """PostgreSQL: run with uuid columns read as their text, which is what a list
-    shows; psycopg2 would build a uuid.UUID per value (peewee registers that
-    globally) only for the response to turn it back into text."""
+def _statement(sql):
+    """PREPARE and EXECUTE statements for peewee's SQL (`%s` parameters, `%%` a
+    literal percent), named by the text's hash: the same text, the same name on
+    every connection."""
+    hit = _STATEMENTS.get(sql)
+    if hit is None:
+        count = 0
+
+        def number(match):
+            nonlocal count
+            if match.group() == "%%":
+                return "%"
+            count += 1
+            return f"${count}"
+
+        name = "berth_" + hashlib.sha256(sql.encode()).hexdigest()[:24]
+        body = _PLACEHOLDER.sub(number, sql)
+        args = f"({', '.join(['%s'] * count)})" if count else ""
+        hit = _STATEMENTS[sql] = (f"PREPARE {name} AS {body}", f"EXECUTE {name}{args}")
+    return hit
+
+
+def _execute(sql, params, text_uuids=False):
+    """Run a compiled statement. On PostgreSQL it is prepared once per connection
+    and then executed by name: the server parses and plans the hot statements
+    (the key check, list pages) once, not on every request. SQLite's driver keeps
+    its own cache of prepared statements. With `text_uuids` (PostgreSQL), uuid
+    columns are read as their text, which is what a list shows; psycopg2 would
+    build a uuid.UUID per value only for the response to turn it back into text."""
+    if is_sqlite():
+        return database.execute_sql(sql, params)
     global _UUID_AS_TEXT
     import psycopg2.extensions as ext
 
-    if _UUID_AS_TEXT is None:
-        _UUID_AS_TEXT = ext.new_type((2950,), "BERTH_UUID_TEXT", lambda value, cursor: value)
     cursor = database.cursor()
-    ext.register_type(_UUID_AS_TEXT, cursor)
+    if text_uuids:
+        if _UUID_AS_TEXT is None:
+            _UUID_AS_TEXT = ext.new_type((2950,), "BERTH_UUID_TEXT", lambda value, cursor: value)
+        ext.register_type(_UUID_AS_TEXT, cursor)
     with peewee.__exception_wrapper__:
-        cursor.execute(sql, params)
+        if not _prepared_statements:
+            cursor.execute(sql, params)
+            return cursor
+        prepare, execute = _statement(sql)
+        names = _PREPARED.get(cursor.connection)
+        if names is None:
+            names = _PREPARED[cursor.connection] = set()
+        if prepare not in names:
+            cursor.execute(prepare)  # not undone by a rollback: a session's statement
+            names.add(prepare)
+        cursor.execute(execute, params)
     return cursor
+
+
+_INEXACT_IN_JSON = (peewee.FloatField, peewee.DecimalField, peewee.BlobField)
+
+
+def _one_step(sql, columns, sample):
+    """SQLite: the statement that returns all rows of `sql` (its columns: label and
+    model field or None) as one JSON array, or False when they do not survive JSON
+    exactly (floats, decimals, blobs; seen in the `sample` rows or declared).
+
+    The sqlite3 driver releases the interpreter lock for every row it steps, and
+    with requests on several threads each release hands the lock to another
+    thread: a 20-row page cost ~20 thread switches, now one. SQLite keeps the
+    order of an ORDER BY subquery for the aggregate over it (its query flattener
+    leaves such a subquery alone so that order-sensitive aggregates see it)."""
+    labels = [label for label, _ in columns]
+    if len(set(labels)) != len(labels) or any(isinstance(f, _INEXACT_IN_JSON) for _, f in columns):
+        return False
+    if any(type(value) not in (str, int, type(None)) for row in sample for value in row):
+        return False
+    cols = ", ".join('"' + label.replace('"', '""') + '"' for label in labels)
+    return f"SELECT json_group_array(json_array({cols})) FROM ({sql})"
 
 
 class Compiled:
@@ -175,23 +248,32 @@ class Compiled:
         if hit is None:
             markers = [f"\x00berth-param-{i}\x00" for i in range(nparams)]
             sql, params = self.build(*markers, shape=shape).sql()
-            hit = self._cache[key] = [sql, [markers.index(p) for p in params], None]
+            hit = self._cache[key] = [sql, [markers.index(p) for p in params], None, None]
         return hit
 
     def dicts(self, model, *args, shape=(), text_ids=False):
         hit = self._render(shape, len(args), variant=text_ids)
-        sql, order, columns = hit
+        sql, order, columns, packed = hit
         params = [args[i] for i in order]
-        text_uuids = text_ids and not is_sqlite()
-        cursor = _execute_text_uuids(sql, params) if text_uuids else database.execute_sql(sql, params)
-        if columns is None:  # label -> converter, resolved once
-            by_column = {f.column_name: f for f in model._meta.sorted_fields}
-            columns = hit[2] = [
-                (d[0], None if text_uuids and _is_uuid(by_column.get(d[0]))
-                 else _converter(by_column.get(d[0]), text_ids))
-                for d in cursor.description]
+        if packed:
+            (text,) = _execute(packed, params).fetchone()
+            raw = orjson.loads(text)
+        else:
+            text_uuids = text_ids and not is_sqlite()
+            cursor = _execute(sql, params, text_uuids)
+            if columns is None or packed is None:
+                by_column = {f.column_name: f for f in model._meta.sorted_fields}
+            if columns is None:  # label -> converter, resolved once
+                columns = hit[2] = [
+                    (d[0], None if text_uuids and _is_uuid(by_column.get(d[0]))
+                     else _converter(by_column.get(d[0]), text_ids))
+                    for d in cursor.description]
+            raw = cursor.fetchall()
+            if packed is None and raw:  # decided once, on a first result
+                hit[3] = is_sqlite() and _one_step(
+                    sql, [(name, by_column.get(name)) for name, _ in columns], raw)
         names = [name for name, _ in columns]
-        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        rows = [dict(zip(names, row, strict=True)) for row in raw]
         for name, conv in columns:  # column by column: most columns need nothing
             if conv is not None:
                 for row in rows:
@@ -202,13 +284,13 @@ class Compiled:
 
     def row(self, *args, shape=()):
         """The first row as the driver returns it (no conversion), or None."""
-        sql, order, _ = self._render(shape, len(args), variant="raw")
-        return database.execute_sql(sql, [args[i] for i in order]).fetchone()
+        sql, order, *_ = self._render(shape, len(args), variant="raw")
+        return _execute(sql, [args[i] for i in order]).fetchone()
 
     def exists(self, *args, shape=()):
-        sql, order, _ = self._render(shape, len(args))
-        return database.execute_sql(sql, [args[i] for i in order]).fetchone() is not None
+        sql, order, *_ = self._render(shape, len(args))
+        return _execute(sql, [args[i] for i in order]).fetchone() is not None
 
     def scalar(self, *args, shape=()):
-        sql, order, _ = self._render(shape, len(args))
-        return database.execute_sql(sql, [args[i] for i in order]).fetchone()[0]
+        sql, order, *_ = self._render(shape, len(args))
+        return _execute(sql, [args[i] for i in order]).fetchone()[0]

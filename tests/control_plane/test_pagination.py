@@ -46,6 +46,23 @@ def test_cursor_is_stable_when_rows_share_a_timestamp(client, world):
     assert len(seen) == len(set(seen)) == total == 7
 
 
+
+def test_every_walk_of_a_list_gives_the_same_rows_in_the_same_order(client, world):
+    """Once a page statement is known, SQLite returns its rows in one step (one
+    JSON array, db.Compiled): repeated walks, half the rows sharing a timestamp,
+    keep the order of (created_at, id) and see every row once."""
+    org = world.org()
+    server = world.server(org)
+    made = [world.project(org, server) for _ in range(30)]
+    tie = Project.get_by_id(made[0].id).created_at
+    Project.update(created_at=tie).where(Project.id.in_([p.id for p in made[::2]])).execute()
+    rows = Project.select().where(Project.organization == org)
+    expected = [str(p.id) for p in sorted(rows, key=lambda p: (p.created_at, p.id.hex))]
+    raw, _ = world.key(org, "read_only")
+    for _ in range(3):
+        seen, pages, total = _walk(client, raw, f"{P}/projects", 7)
+        assert (seen, pages, total) == (expected, 5, 30)
+
 @pytest.mark.parametrize("cursor", ["garbage", "eyJhIjoxfQ", "a" * 500])
 def test_forged_cursor_is_400_invalid_cursor(client, world, cursor):
     org = world.org()
