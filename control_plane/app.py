@@ -14,6 +14,7 @@ from control_plane import config as config_mod
 from control_plane import db as db_mod
 from control_plane import observability, safe_input, security
 from control_plane.agent_link import AgentLink
+from control_plane.api.auth import dispatch_confirmed
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
 from control_plane.ratelimit import RateLimiter
@@ -91,6 +92,9 @@ def create_app(config=None):
 
 class _Flask(Flask):
     _sync = frozenset()
+
+    def dispatch_request(self):
+        return dispatch_confirmed(super().dispatch_request)
 
     def ensure_sync(self, func):
         """Flask asks on every request, for each hook and the view, whether it is a

@@ -13,6 +13,7 @@ from control_plane.db import Compiled
 from control_plane.errors import InvalidCursor
 
 _TOTAL = "_berth_total"  # the page statement's column for the list's total
+_ALSO = "_berth_also"  # and for a caller's scalar (`page(also=...)`)
 
 
 class CursorList:
@@ -40,8 +41,11 @@ class CursorList:
         return self.build(*params, shape=shape).select(fn.COUNT(self.model.id)).order_by()
 
     def _page_query(self, *params, shape):
-        base_shape, has_cursor = shape
-        n = len(params) - (3 if has_cursor else 1)
+        base_shape, has_cursor, also = shape
+        *params, limit = params
+        if also is not None:
+            *params, also_param = params
+        n = len(params) - (2 if has_cursor else 0)
         query, m = self.build(*params[:n], shape=base_shape), self.model
         if has_cursor:
             created, last = params[n], params[n + 1]
@@ -53,18 +57,29 @@ class CursorList:
                                     | ((m.created_at == created) & (m.id > last)))
         order = (m.created_at.desc(), m.id.desc()) if self.newest_first else (m.created_at, m.id)
         total = self._count_query(*params[:n], shape=base_shape)
-        return query.select_extend(total.alias(_TOTAL)).order_by(*order).limit(params[-1])
+        query = query.select_extend(total.alias(_TOTAL))
+        if also is not None:
+            query = query.select_extend(also(also_param).alias(_ALSO))
+        return query.order_by(*order).limit(limit)
 
-    def page(self, *params, shape=(), limit, cursor):
-        """Returns (rows as dicts, ids as text, {"has_more", "next_cursor", "total"})."""
+    def page(self, *params, shape=(), limit, cursor, also=None):
+        """Returns (rows as dicts, ids as text, {"has_more", "next_cursor", "total"}).
+
+        `also`: (build, param, receive), a scalar query `build(param)` read as a
+        column of the page's own statement (no round trip of its own); `receive`
+        gets its value, unless the page is empty."""
         fingerprint = hashlib.sha256(repr((shape, params)).encode()).hexdigest()[:16]
         after = self._decode(cursor, fingerprint) if cursor else ()
-        rows = self._page.dicts(self.model, *params, *after, limit + 1,
-                                shape=(shape, bool(after)), text_ids=True)
+        build, param, receive = also if also is not None else (None, None, None)
+        rows = self._page.dicts(self.model, *params, *after, *((param,) if build else ()),
+                                limit + 1, shape=(shape, bool(after), build), text_ids=True)
         if rows:
             total = rows[0][_TOTAL]
+            if build is not None:
+                receive(rows[0][_ALSO])
             for row in rows:
                 del row[_TOTAL]
+                row.pop(_ALSO, None)
         else:  # nothing matches at all, or nothing after the cursor
             total = self._count.scalar(*params, shape=shape) if after else 0
         has_more = len(rows) > limit

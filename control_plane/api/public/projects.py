@@ -4,7 +4,7 @@ import marshmallow as ma
 from flask import request
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_key, key_checked_by_page
 from control_plane.api.fields import Branch, HttpsUrl, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
@@ -57,6 +57,7 @@ ProjectPage = cursor_page_schema(ProjectSchema, "ProjectPage")
 
 @blp.route("/projects")
 class Projects(MethodView):
+    @key_checked_by_page
     @blp.arguments(CursorArgs, location="query")
     @blp.response(200, ProjectPage)
     def get(self, args):

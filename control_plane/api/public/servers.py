@@ -3,7 +3,7 @@
 import marshmallow as ma
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_key, key_checked_by_page
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
@@ -36,6 +36,7 @@ ServerPage = cursor_page_schema(ServerSchema, "ServerPage")
 
 @blp.route("/servers")
 class Servers(MethodView):
+    @key_checked_by_page
     @blp.arguments(CursorArgs, location="query")
     @blp.response(200, ServerPage)
     def get(self, args):

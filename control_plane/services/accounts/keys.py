@@ -1,6 +1,10 @@
 """API keys: created by operators, shown once, stored as a keyed digest."""
 
+import functools
 import secrets
+from contextvars import ContextVar
+
+from peewee import SQL, Cast, fn
 
 from control_plane import clock, security
 from control_plane.db import Compiled, database
@@ -72,13 +76,32 @@ _BY_DIGEST = Compiled(lambda digest, shape: ApiKey.select(
     ApiKey.id, ApiKey.public_id, ApiKey.organization, ApiKey.key_type, ApiKey.scope,
     ApiKey.project, ApiKey.server_registration, ApiKey.support_tickets, ApiKey.owner,
     ApiKey.expires_at, ApiKey.revoked_at, ApiKey.deleted_at).where(ApiKey.key_hash == digest))
-# What of a remembered key's row can change (revocation, deletion, and anything an
-# operator may alter: type, scope, capabilities, owner, expiry), read as the driver
-# returns it: one indexed read, compared with what was read when it was remembered.
-_MUTABLE = Compiled(lambda digest, shape: ApiKey.select(
-    ApiKey.key_type, ApiKey.scope, ApiKey.project, ApiKey.server_registration,
-    ApiKey.support_tickets, ApiKey.owner, ApiKey.expires_at, ApiKey.revoked_at,
-    ApiKey.deleted_at).where(ApiKey.key_hash == digest))
+
+
+def fingerprint_query(digest):
+    """What of a key's row can change (revocation, deletion, and anything an
+    operator may alter: type, scope, capabilities, owner, expiry) as one text,
+    compared with what it was when the key was remembered. A scalar query: it
+    runs on its own or as a column of another statement (see KeyCache.get)."""
+    # Separators as SQL literals: db.Compiled takes every parameter for a marker.
+    parts = [fn.COALESCE(Cast(column, "TEXT"), SQL("'~'")) for column in (
+        ApiKey.key_type, ApiKey.scope, ApiKey.project, ApiKey.server_registration,
+        ApiKey.support_tickets, ApiKey.owner, ApiKey.expires_at, ApiKey.revoked_at,
+        ApiKey.deleted_at)]
+    return ApiKey.select(functools.reduce(lambda a, b: a.concat(SQL("'|'")).concat(b), parts)) \
+        .where(ApiKey.key_hash == digest)
+
+
+_FINGERPRINT = Compiled(lambda digest, shape: fingerprint_query(digest))
+
+
+def _fingerprint(digest):
+    row = _FINGERPRINT.row(digest)
+    return row[0] if row is not None else None
+
+
+# A request's remembered key whose row it has not re-read yet: (cache, digest, seen).
+_UNCHECKED = ContextVar("berth_unchecked_key", default=None)
 
 
 class KeyCache:
@@ -86,20 +109,28 @@ class KeyCache:
     on its key instead of loading and building it. Every hit still reads the key's
     row as it is now (any process may have revoked, deleted or changed it) and
     checks its expiry against the clock, so the cache cannot outlive a change: it
-    saves work, never a check. Bounded: emptied when full."""
+    saves work, never a check. Bounded: emptied when full.
+
+    A read-only request may `defer` that read: the list it asks for then reads the
+    row in the page's own statement (scope.scoped_page), and `confirm` compares
+    it before the answer leaves; nothing is answered on a key not read as it is."""
 
     MAX = 4096
 
     def __init__(self):
         self._keys = {}
 
-    def get(self, digest):
+    def get(self, digest, *, defer=False):
         entry = self._keys.get(digest)
         if entry is None:
             return None
         key, seen = entry
-        if (key.expires_at is not None and key.expires_at <= clock.now()) \
-                or _MUTABLE.row(digest) != seen:
+        if key.expires_at is not None and key.expires_at <= clock.now():
+            self._keys.pop(digest, None)  # the full lookup says why it fails
+            return None
+        if defer:
+            _UNCHECKED.set((self, digest, seen))
+        elif _fingerprint(digest) != seen:
             self._keys.pop(digest, None)  # the full lookup says why it fails, or reloads
             return None
         return key
@@ -107,7 +138,10 @@ class KeyCache:
     def seen(self, digest):
         """Read before the key is loaded: a change between the two reads then
         shows as a difference on the next hit, never as a stale key kept."""
-        return _MUTABLE.row(digest)
+        return _fingerprint(digest)
+
+    def forget(self, digest):
+        self._keys.pop(digest, None)
 
     def put(self, digest, key, seen):
         if len(self._keys) >= self.MAX:
@@ -115,15 +149,54 @@ class KeyCache:
         self._keys[digest] = (key, seen)
 
 
-def authenticate(raw, cache=None):
+_CHANGED = "changed"  # what _UNCHECKED holds once a re-read found the key changed
+
+
+def unchecked_digest():
+    """The digest of this request's key while its row is still to be re-read."""
+    pending = _UNCHECKED.get()
+    return pending[1] if isinstance(pending, tuple) else None
+
+
+def settle(fingerprint):
+    """The deferred check, with the key row's fingerprint as another statement read it."""
+    pending = _UNCHECKED.get()
+    if isinstance(pending, tuple):
+        cache, digest, seen = pending
+        if fingerprint == seen:
+            _UNCHECKED.set(None)
+        else:
+            cache.forget(digest)
+            _UNCHECKED.set(_CHANGED)
+
+
+def confirm():
+    """False when this request's key changed since the cache remembered it (its
+    row re-read now, unless a statement of the request already read it): the
+    request must authenticate again. Ends the request's deferred check."""
+    pending = _UNCHECKED.get()
+    if isinstance(pending, tuple):
+        settle(_fingerprint(pending[1]))
+        pending = _UNCHECKED.get()
+    _UNCHECKED.set(None)
+    return pending is None
+
+
+def forget_unchecked():
+    """At a request's start and end: a worker thread's next request starts clean."""
+    _UNCHECKED.set(None)
+
+
+def authenticate(raw, cache=None, *, defer=False):
     """The active key for a presented secret, or a 401 saying why not.
 
     The lookup is by digest: timing reveals nothing about stored keys. The key
-    returned may be shared with other requests (via `cache`): read it only."""
+    returned may be shared with other requests (via `cache`): read it only.
+    `defer`: see KeyCache."""
     if not raw.startswith(tuple(KEY_PREFIX.values())) or len(raw) > 128:
         raise InvalidApiKey()
     digest = security.digest(raw)
-    key = cache.get(digest) if cache is not None else None
+    key = cache.get(digest, defer=defer) if cache is not None else None
     if key is not None:
         return key
     seen = cache.seen(digest) if cache is not None else None

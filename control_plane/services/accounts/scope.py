@@ -3,6 +3,7 @@ project-scoped keys. Anything else answers 404, as if it did not exist."""
 
 from control_plane.errors import OrgScopeRequired
 from control_plane.models import Project
+from control_plane.services.accounts import keys
 
 
 def projects_for(key):
@@ -20,8 +21,11 @@ def require_org_scope(key, message="This needs an organization-scoped key."):
 
 def scoped_page(listing, key, *, limit, cursor):
     """A page of `listing` (a CursorList whose query takes the organization and,
-    in its "project" shape, the project) as the key may see it."""
-    if key.project_scoped:
-        return listing.page(key.organization_id.hex, key.project_id.hex, shape=("project",),
-                            limit=limit, cursor=cursor)
-    return listing.page(key.organization_id.hex, limit=limit, cursor=cursor)
+    in its "project" shape, the project) as the key may see it. When the request
+    deferred its key check (keys.KeyCache), the page's statement re-reads the
+    key's row as well."""
+    params, shape = ((key.organization_id.hex, key.project_id.hex), ("project",)) \
+        if key.project_scoped else ((key.organization_id.hex,), ())
+    digest = keys.unchecked_digest()
+    also = (keys.fingerprint_query, digest, keys.settle) if digest is not None else None
+    return listing.page(*params, shape=shape, limit=limit, cursor=cursor, also=also)

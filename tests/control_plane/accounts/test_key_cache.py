@@ -90,3 +90,41 @@ def test_deleted_key_fails_on_the_next_request(client, world, fake_clock):
     keys.delete_key(expired.public_id)
     r = client.get(f"{P}/projects", headers=auth(raw_expired))
     assert r.status_code == 401 and r.json["error"] == "invalid_api_key"
+
+
+def test_list_reads_wait_for_the_key_row_even_when_empty_or_refused(client, world):
+    """A list read checks its remembered key in the page's own statement. An empty
+    page (no row to carry the key's), a refused request (a forged cursor) and the
+    servers list answer 401 all the same once the key is revoked elsewhere."""
+    from control_plane.services.accounts import keys
+    org = world.org()  # no projects: every page is empty
+    checks = {f"{P}/projects": "key_revoked", f"{P}/projects?cursor=forged": "key_revoked",
+              f"{P}/servers": "key_revoked"}
+    for path, error in checks.items():
+        raw, key = world.key(org, "read_only")
+        warm(client, raw)
+        assert client.get(path.replace("forged", ""), headers=auth(raw)).status_code in (200, 400)
+        keys.revoke_key(key.public_id)
+        r = client.get(path, headers=auth(raw))
+        assert r.status_code == 401 and r.json["error"] == error, (path, r.json)
+        assert "X-API-Key-Id" not in r.headers and "X-RateLimit-Remaining" not in r.headers
+
+
+def test_key_row_changed_but_still_valid_answers_as_the_key_now_is(client, world):
+    """A direct change to a key's row (an operator's UPDATE narrowing it to one
+    project) shows on the very next list read, counted once against the limit."""
+    from control_plane.models import ApiKey
+    org = world.org()
+    server = world.server(org)
+    first, second = world.project(org, server), world.project(org, server)
+    raw, key = world.key(org, "read_only")
+    warm(client, raw)
+    before = client.get(f"{P}/projects", headers=auth(raw))
+    assert {row["id"] for row in before.json["data"]} == {str(first.id), str(second.id)}
+    ApiKey.update(scope="project", project=second.id).where(ApiKey.id == key.id).execute()
+    after = client.get(f"{P}/projects", headers=auth(raw))
+    assert after.status_code == 200
+    assert [row["id"] for row in after.json["data"]] == [str(second.id)]
+    assert after.json["pagination"]["total"] == 1
+    assert int(after.headers["X-RateLimit-Remaining"]) == \
+        int(before.headers["X-RateLimit-Remaining"]) - 1
