@@ -16,22 +16,33 @@ def key_checked_by_page(view):
     return view
 
 
+_DEFERS = {}  # endpoint -> whether its GET is marked key_checked_by_page
+
+
 def _defers(req):
     if req.method not in ("GET", "HEAD") or req.url_rule is None:
         return False
-    view = current_app.view_functions.get(req.url_rule.endpoint)
-    handler = getattr(getattr(view, "view_class", None), "get", view)
-    return getattr(handler, "key_checked_by_page", False)
+    endpoint = req.url_rule.endpoint
+    marked = _DEFERS.get(endpoint)
+    if marked is None:
+        view = current_app.view_functions.get(endpoint)
+        handler = getattr(getattr(view, "view_class", None), "get", view)
+        marked = _DEFERS[endpoint] = getattr(handler, "key_checked_by_page", False)
+    return marked
+
+
+def _authenticate_key(req, *, defer=False):
+    """The request's key, active (or a 401 saying why not)."""
+    headers = req.headers
+    raw = keys.presented_key(headers.get("Authorization"), headers.get("X-API-Key"))
+    return keys.authenticate(raw, current_app.extensions["berth_keys"], defer=defer)
 
 
 def authenticate_request():
     # Each read through Flask's context proxies costs a lookup: the objects once.
     req, ctx = request._get_current_object(), g._get_current_object()
-    headers = req.headers
-    raw = keys.presented_key(headers.get("Authorization"), headers.get("X-API-Key"))
-    extensions = current_app.extensions
-    key = ctx.api_key = keys.authenticate(raw, extensions["berth_keys"], defer=_defers(req))
-    ctx.rate_state = extensions["berth"].limiter.hit(
+    key = ctx.api_key = _authenticate_key(req, defer=_defers(req))
+    ctx.rate_state = current_app.extensions["berth"].limiter.hit(
         ratelimit.PER_KEY[key.key_type], "key", key.public_id)
     keys.authorize_method(key, req.method)
 
@@ -79,11 +90,9 @@ def dispatch_confirmed(dispatch):
     else:
         if keys.confirm():
             return result
-    req, ctx = request._get_current_object(), g._get_current_object()
+    ctx = g._get_current_object()
     state, ctx.api_key, ctx.rate_state = ctx.rate_state, None, None  # a 401 carries no key headers
-    ctx.api_key = keys.authenticate(
-        keys.presented_key(req.headers.get("Authorization"), req.headers.get("X-API-Key")),
-        current_app.extensions["berth_keys"])
+    ctx.api_key = _authenticate_key(request._get_current_object())
     ctx.rate_state = state  # the request was counted once, before
     return dispatch()
 
