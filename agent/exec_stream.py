@@ -13,6 +13,7 @@ from agent.errors import AgentError, engine_errors
 CHUNK = 1 << 20  # the most read from the engine at once
 IDLE_TIMEOUT = 1800  # seconds without a byte either way: the command or the engine is stuck
 SEND_WAIT = 1.0  # seconds a write may wait before asking the engine if the command runs
+OUTPUT_POLL = 0.05  # seconds between looks at whether a stalled command's output ended
 STDERR_KEEP = 2000  # the tail of a command's error output kept for its failure message
 
 
@@ -27,6 +28,7 @@ class Exec:
     def __init__(self, api, container_id, cmd, stdin=False, what=None):
         self.api, self.what = api, what or cmd[0]
         self.stderr = b""
+        self.output_ended = threading.Event()  # set by feed's reader at the output's end
         with engine_errors():
             self.id = api.exec_create(container_id, cmd, stdin=stdin, stdout=True,
                                       stderr=True)["Id"]
@@ -88,12 +90,15 @@ class Exec:
                 pass
         except (OSError, ValueError):  # closed under it: the feed failed, and says why
             pass
+        finally:
+            self.output_ended.set()
 
-    def feed(self, chunks):
+    def feed(self, chunks, to_end=True):
         """Write `chunks` to standard input, then close it and wait for the
         command. A command that stops reading early (it has what it needs, or
-        it failed) is not an error here: its exit code says which; the chunks
-        are consumed to the end either way, so a caller hashing them sees all."""
+        it failed) is not an error here: its exit code says which. With `to_end`
+        the chunks are still consumed to the end, so that a caller hashing them
+        sees all; without, they are closed there."""
         drained = threading.Thread(target=self._drain, name="berth-exec-drain", daemon=True)
         drained.start()
         writable = True
@@ -104,6 +109,8 @@ class Exec:
                         self._send(chunk)
                     except (BrokenPipeError, ConnectionResetError):
                         writable = False
+                if not writable and not to_end:
+                    break
             if writable:
                 try:
                     self.raw.shutdown(socket.SHUT_WR)
@@ -111,26 +118,32 @@ class Exec:
                     pass
             drained.join(IDLE_TIMEOUT)
         finally:
+            if not to_end and hasattr(chunks, "close"):
+                chunks.close()
             self.close()
         self.check()
 
     def _send(self, chunk):
         """sendall, except that a command which has exited ends it: the engine may
         hold the connection open without reading it (pg_restore --list reads only
-        a dump's table of contents), and a plain sendall then waits on it."""
-        view, idle = memoryview(chunk), 0.0
+        a dump's table of contents), and a plain sendall then waits on it. The
+        end of its output says so at once; the engine is asked every SEND_WAIT."""
+        view, polls = memoryview(chunk), 0
         while view:
-            _, writable, _ = select.select([], [self.raw], [], SEND_WAIT)
-            if not writable:
-                idle += SEND_WAIT
-                if idle >= IDLE_TIMEOUT:
-                    raise TimeoutError(f"{self.what}: no input read for {IDLE_TIMEOUT} s")
+            _, writable, _ = select.select([], [self.raw], [], OUTPUT_POLL)
+            if writable:
+                view, polls = view[self.raw.send(view):], 0
+                continue
+            if self.output_ended.is_set():
+                raise BrokenPipeError(f"{self.what} has closed its output")
+            polls += 1
+            if polls * OUTPUT_POLL >= IDLE_TIMEOUT:
+                raise TimeoutError(f"{self.what}: no input read for {IDLE_TIMEOUT} s")
+            if polls % round(SEND_WAIT / OUTPUT_POLL) == 0:
                 with engine_errors():
                     running = self.api.exec_inspect(self.id).get("Running")
                 if not running:
                     raise BrokenPipeError(f"{self.what} has exited")
-                continue
-            view, idle = view[self.raw.send(view):], 0.0
 
     def close(self):
         try:

@@ -20,6 +20,9 @@ PART_SIZE = 6 * 1024 * 1024
 READ_SIZE = 1024 * 1024
 TIMEOUT = 120  # seconds for one request or one read
 PUT_ATTEMPTS = 3
+# Completing an upload reads the whole object back from storage: its request may
+# take TIMEOUT plus a second per this many bytes.
+READ_BACK_RATE = 20 * 1024 * 1024
 
 
 class TransferError(AgentError):
@@ -45,13 +48,13 @@ class Transfer:
         self.base, self.credential = transfer_url.rstrip("/"), credential
         self.part_size = part_size
 
-    def _call(self, action, body):
+    def _call(self, action, body, timeout=TIMEOUT):
         request = urllib.request.Request(
             f"{self.base}/{action}", data=json.dumps(body).encode(), method="POST",
             headers={"Authorization": f"Bearer {self.credential}",
                      "Content-Type": "application/json", "Accept": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as r:
+            with urllib.request.urlopen(request, timeout=timeout) as r:
                 data = r.read(1 << 20)
         except (urllib.error.URLError, OSError) as exc:
             raise TransferError(f"the transfer API refused {action} of "
@@ -62,8 +65,16 @@ class Transfer:
         return self._call("parts", {"object": name, "part_number": part_number})["url"]
 
     def complete(self, name, parts, size, sha256):
-        self._call("complete", {"object": name, "size": size, "sha256": sha256,
-                                "parts": [{"part_number": n, "etag": e} for n, e in parts]})
+        """Join the parts; the control plane reads the object back from storage
+        and refuses it unless it matches. Returns {size, sha256} as read back."""
+        sent = {"size": size, "sha256": sha256}
+        stored = self._call("complete", {"object": name, **sent, "parts": [
+            {"part_number": n, "etag": e} for n, e in parts]},
+            timeout=TIMEOUT + size // READ_BACK_RATE)
+        if not isinstance(stored, dict) or {k: stored.get(k) for k in sent} != sent:
+            raise TransferError(f"the control plane did not confirm {name} as stored "
+                                f"({stored!r}; sent {sent})")
+        return sent
 
     def download_url(self, name):
         return self._call("download", {"object": name})["url"]
@@ -91,7 +102,8 @@ class Transfer:
             return etag.strip().strip('"')
 
     def upload(self, name, chunks, progress=None, pool=None):
-        """Upload an object from an iterable of byte chunks; returns {size, sha256}.
+        """Upload an object from an iterable of byte chunks; returns {size, sha256},
+        confirmed by the control plane's read-back of the stored object.
         Parts are filled in buffers of `pool` (a Buffers; two of its own when
         none is given): one is PUT on a thread while the next fills, so the
         producer (pg_dump, tar | zstd) is not stalled for the length of each
@@ -137,9 +149,7 @@ class Transfer:
                 state["in_flight"].join()
             if state["buf"] is not None:
                 pool.put(state["buf"])
-        sha = digest.hexdigest()
-        self.complete(name, parts, size, sha)
-        return {"size": size, "sha256": sha}
+        return self.complete(name, parts, size, digest.hexdigest())
 
     def download(self, name):
         """The object's bytes, READ_SIZE at a time."""

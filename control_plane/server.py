@@ -10,6 +10,7 @@ running out of file descriptors would stop the whole process."""
 import asyncio
 import json
 import logging
+import os
 import resource
 import signal
 import socket
@@ -26,9 +27,10 @@ from tornado.netutil import bind_sockets
 from tornado.wsgi import WSGIContainer
 from werkzeug.wsgi import FileWrapper
 
+from control_plane import storage
 from control_plane.config import Config
 from control_plane.errors import HTTP_CODES
-from control_plane.storage import PART_MAX
+from control_plane.storage import PART_MAX, SPOOLED
 from control_plane.storage.tokens import PATH as STORAGE_PATH
 
 MAX_HEADER_BYTES = 64 * 1024
@@ -63,6 +65,7 @@ async def _serve(app, host, port):
     executor = ThreadPoolExecutor(cfg["HTTP_THREADS"], thread_name_prefix="berth-http")
     container = _Container(app, executor=executor)
     server = _Server(container, max_connections=_connection_cap(cfg["HTTP_MAX_CONNECTIONS"]),
+                     spool_dir=_spool_dir(cfg),
                      idle_connection_timeout=cfg["HTTP_HEADER_TIMEOUT"],
                      body_timeout=cfg["HTTP_BODY_TIMEOUT"], max_header_size=MAX_HEADER_BYTES,
                      chunk_size=BODY_CHUNK,
@@ -103,6 +106,8 @@ class _Container(WSGIContainer):
         if spool is not None:  # a part upload's body, read from its file
             environ["wsgi.input"] = spool
             environ["CONTENT_LENGTH"] = str(request.spool_size)
+            if getattr(spool, "name", None) and isinstance(spool.name, str):
+                environ[SPOOLED] = spool.name  # the storage may move the file into place
         return environ
 
     async def handle_request(self, request):
@@ -110,7 +115,7 @@ class _Container(WSGIContainer):
             await self._handle(request)
         finally:
             if getattr(request, "spool", None) is not None:
-                request.spool.close()
+                _discard_spool(request.spool)
 
     async def _handle(self, request):
         self.in_flight += 1
@@ -164,6 +169,28 @@ class _Container(WSGIContainer):
         return answer["status"], answer["headers"], b"".join(chunks), None
 
 
+def _spool_dir(cfg):
+    """Where part uploads are spooled: the local storage's own directory, so that
+    a part is moved into place rather than copied again; None (a temporary
+    file in memory, then in the system's directory) for S3 or an app without
+    storage settings."""
+    try:
+        store = storage.from_settings(cfg)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return store.spool_dir() if hasattr(store, "spool_dir") else None
+
+
+def _discard_spool(spool):
+    spool.close()
+    name = getattr(spool, "name", None)
+    if isinstance(name, str):  # a named spool the storage did not take
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+
+
 def _file_wrapper(file, buffer_size=None):
     return FileWrapper(file, FILE_BLOCK)
 
@@ -185,12 +212,13 @@ def _next_chunks(iterator):
 
 
 class _Server(HTTPServer):
-    def initialize(self, *args, max_connections, **kwargs):
+    def initialize(self, *args, max_connections, spool_dir=None, **kwargs):
         super().initialize(*args, **kwargs)
         self.max_connections, self.open_connections = max_connections, 0
+        self.spool_dir = spool_dir
 
     def start_request(self, server_conn, request_conn):
-        return _Adapter(self.request_callback, request_conn)
+        return _Adapter(self.request_callback, request_conn, self.spool_dir)
 
     def handle_stream(self, stream, address):
         if self.open_connections >= self.max_connections:
@@ -208,11 +236,11 @@ class _Server(HTTPServer):
 class _Adapter(HTTPMessageDelegate):
     """tornado's own adapter (a request's body gathered in memory, then the
     container called), except for a PUT to a storage upload URL: its body (up to
-    PART_MAX, above the app's 1 MiB limit) is spooled to a temporary file as it
-    arrives, so no part is ever whole in memory."""
+    PART_MAX, above the app's 1 MiB limit) is spooled to a file as it arrives, so
+    no part is ever whole in memory; with `spool_dir`, a named file there."""
 
-    def __init__(self, callback, connection):
-        self.callback, self.connection = callback, connection
+    def __init__(self, callback, connection, spool_dir=None):
+        self.callback, self.connection, self.spool_dir = callback, connection, spool_dir
         self.request, self.spool, self.size = None, None, 0
         self.chunks = bytearray()
 
@@ -221,7 +249,9 @@ class _Adapter(HTTPMessageDelegate):
                                          headers=headers)
         if start_line.method == "PUT" and start_line.path.startswith(STORAGE_PATH):
             self.connection.set_max_body_size(PART_MAX + BODY_HEADROOM)
-            self.spool = tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY)
+            self.spool = (tempfile.NamedTemporaryFile(dir=self.spool_dir, prefix=".spool-",
+                                                      delete=False)
+                          if self.spool_dir else tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
 
     def data_received(self, chunk):
         if self.spool is None:
@@ -242,7 +272,7 @@ class _Adapter(HTTPMessageDelegate):
     def on_connection_close(self):
         self.chunks = None
         if self.spool is not None:
-            self.spool.close()
+            _discard_spool(self.spool)
 
 
 # tornado answers a malformed request with these literal bytes, written from inside

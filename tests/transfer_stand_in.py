@@ -5,14 +5,16 @@ storage backend does.
 
   POST /agent/v1/transfers/<backup_id>/parts     {object, part_number} -> {url}
   POST /agent/v1/transfers/<backup_id>/complete  {object, parts: [{part_number, etag}],
-                                                  size, sha256} -> 204
+                                                  size, sha256} -> {size, sha256} read back
   POST /agent/v1/transfers/<backup_id>/download  {object} -> {url}
   PUT  /put/<token>   one part (single use), streamed to disk; ETag = MD5 hex
   GET  /get/<token>   an object, with Range (suffix ranges too)
 
 The transfer calls need `Authorization: Bearer <credential>`; the part and
-download URLs need nothing. It records every part's size (`part_sizes`), and
-`fail_puts` makes the next part uploads answer 500 (storage unreachable)."""
+download URLs need nothing. It records every part's size (`part_sizes`),
+`fail_puts` makes the next part uploads answer 500 (storage unreachable), and
+an object named in `mangle` has a byte changed as it is stored (storage that
+does not keep what it was sent)."""
 
 import hashlib
 import http.server
@@ -32,6 +34,7 @@ class TransferStandIn:
         self.tokens = {}  # token -> ("put", backup, object, part) | ("get", backup, object)
         self.part_sizes = []
         self.fail_puts = 0
+        self.mangle = set()
         self.lock = threading.Lock()
         stand_in = self
 
@@ -102,7 +105,7 @@ class TransferStandIn:
         return self._complete(h, backup_id, name, body)
 
     def _complete(self, h, backup_id, name, body):
-        target, digest, size = self.path(backup_id, name), hashlib.sha256(), 0
+        target = self.path(backup_id, name)
         with open(target, "wb") as out:
             for part in sorted(body["parts"], key=lambda p: p["part_number"]):
                 piece, md5 = self.path(backup_id, f".{name}.{part['part_number']}"), hashlib.md5()
@@ -110,15 +113,24 @@ class TransferStandIn:
                     while data := f.read(65536):
                         md5.update(data)
                         out.write(data)
-                        digest.update(data)
-                        size += len(data)
                 if md5.hexdigest() != part["etag"]:
                     return self._send(h, 400, {"error": "bad_etag"})
                 piece.unlink()
-        if (size, digest.hexdigest()) != (body["size"], body["sha256"]):
-            target.unlink()
-            return self._send(h, 400, {"error": "checksum_mismatch"})
-        self._send(h, 204)
+        if name in self.mangle and target.stat().st_size:
+            with open(target, "r+b") as f:
+                first = f.read(1)
+                f.seek(0)
+                f.write(bytes([first[0] ^ 0xFF]))
+        digest, size = hashlib.sha256(), 0
+        with open(target, "rb") as f:  # read back, as the control plane does
+            while data := f.read(65536):
+                digest.update(data)
+                size += len(data)
+        stored = {"size": size, "sha256": digest.hexdigest()}
+        if stored != {"size": body["size"], "sha256": body["sha256"]}:
+            return self._send(h, 422, {"error": "validation_error",
+                                       "message": f"{name} in storage does not match what was sent"})
+        self._send(h, 200, stored)
 
     def _put(self, h):
         with self.lock:

@@ -71,9 +71,8 @@ def part(backup_id):
 def complete(backup_id):
     server = _server()
     body = _body(CompleteBody)
-    transfers.complete(server, backup_id, body["object"], body["parts"], body["size"],
-                       body["sha256"], _settings())
-    return "", 204
+    return transfers.complete(server, backup_id, body["object"], body["parts"], body["size"],
+                              body["sha256"], _settings())
 
 
 @blp.post("/<uuid:backup_id>/download")

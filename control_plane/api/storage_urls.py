@@ -8,7 +8,7 @@ from werkzeug.exceptions import RequestedRangeNotSatisfiable
 
 from control_plane import storage
 from control_plane.errors import NotFound, PartTooLarge, RangeNotSatisfiable
-from control_plane.storage import tokens
+from control_plane.storage import SPOOLED, tokens
 from control_plane.storage.local import LocalStorage
 
 blp = Blueprint("storage_urls", __name__)
@@ -65,5 +65,6 @@ def upload_part(token):
     # This route's own body limit (the app's is 1 MiB); a chunked body past it
     # stops the read with a 413 as well.
     request.max_content_length = storage.PART_MAX
-    etag = store.receive_part(claims, request.stream)
+    # The HTTP server spools a part's body to a file beside the parts (server.py).
+    etag = store.receive_part(claims, request.stream, spooled=request.environ.get(SPOOLED))
     return "", 200, {"ETag": f'"{etag}"'}

@@ -11,19 +11,24 @@ CP_STORAGE_URL (`file:///dir`, the default under the data dir; `s3://bucket/pref
     store.get_url(key, expires=3600, filename=None) -> URL for an HTTP GET (Range works)
     store.size(key) -> int | None
     store.open(key) -> readable binary stream
+    read_back(store, key) -> {size, sha256} of the object as stored, every byte read
     store.delete_prefix(prefix) -> objects removed
 
 Keys are `/`-separated relative names the control plane makes
 (`backups/<env_id>/<backup_id>/database.dump`), never taken from a request.
 The agent holds no storage credential: it PUTs and GETs the URLs only."""
 
+import contextlib
 import functools
+import hashlib
 import re
 from pathlib import Path
 from urllib.parse import urlparse
 
 PART_MAX = 64 * 1024 * 1024  # largest part a local upload URL accepts
 MAX_PARTS = 10000  # S3's limit, kept by both backends
+READ_BACK_CHUNK = 1024 * 1024
+SPOOLED = "berth.spooled"  # WSGI environ: the path of a file holding a PUT's whole body
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
@@ -35,6 +40,17 @@ def check_key(key, prefix=False):
             not _SEGMENT.fullmatch(seg) or seg in (".", "..") for seg in body.split("/")):
         raise ValueError(f"not a valid storage key: {key!r}")
     return key
+
+
+def read_back(store, key):
+    """The object's size and SHA-256, from every byte storage now holds (a local
+    file from the page cache or disk, an S3 object over the network)."""
+    digest, size = hashlib.sha256(), 0
+    with contextlib.closing(store.open(key)) as body:
+        while chunk := body.read(READ_BACK_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return {"size": size, "sha256": digest.hexdigest()}
 
 
 def check_part_number(part_number):

@@ -3,13 +3,17 @@ URLs point at the control plane itself (control_plane/api/storage_urls.py).
 
     <root>/objects/<key>                  complete objects
     <root>/uploads/<upload id>/key        the key an upload is for
-    <root>/uploads/<upload id>/<part>-<md5>  parts received (00001-<md5 hex> ...)
+    <root>/uploads/<upload id>/<part>-<etag>  parts received (00001-<nonce> ...)
     <root>/uploads/<upload id>/used/<n>   nonces of the PUT URLs already used
+    <root>/uploads/.spool-*               part bodies the HTTP server is receiving
+
+A part's ETag is its PUT URL's one-time nonce, not a hash of it: nothing reads
+a part twice on the way in, and the whole object's SHA-256 is checked when its
+upload is completed (storage.read_back).
 
 Every path is built from a checked key or from ids the control plane made
 (hex), never from anything a request says."""
 
-import hashlib
 import os
 import re
 import secrets
@@ -22,7 +26,7 @@ from control_plane.storage import check_key, check_part_number, tokens
 
 CHUNK = 1024 * 1024
 _UPLOAD_ID = re.compile(r"[0-9a-f]{32}")
-_MD5 = re.compile(r"[0-9a-f]{32}")
+_ETAG = re.compile(r"[0-9a-f]{32}")
 
 
 class LocalStorage:
@@ -48,8 +52,7 @@ class LocalStorage:
 
     def complete_upload(self, key, upload_id, parts):
         """Join the parts, in order, into the object: the first part's file becomes
-        it and the others are appended in the kernel (each part's MD5 is in its file
-        name, taken as it arrived: nothing is read back); built beside the object,
+        it and the others are appended in the kernel; built beside the object,
         then renamed over it, so a reader sees the old object or the whole new one."""
         folder = self._upload(key, upload_id)
         numbers = [check_part_number(n) for n, _ in parts]
@@ -130,9 +133,16 @@ class LocalStorage:
     def object_path(self, key):
         return self.root / "objects" / check_key(key)
 
-    def receive_part(self, claims, stream):
-        """Store one part from `stream` (a signed PUT's claims) in CHUNK pieces and
-        return its MD5 hex. The URL's nonce is claimed first: a replay is refused."""
+    def spool_dir(self):
+        """Where the HTTP server writes a part's body as it arrives: on the same
+        filesystem as the parts, so that receive_part moves it into place."""
+        return _mkdirs(self.root, "uploads")
+
+    def receive_part(self, claims, stream, spooled=None):
+        """Store one part (a signed PUT's claims) and return its ETag, the URL's
+        nonce. `spooled`: the path of a file holding the whole body, moved into
+        place when it is on this filesystem; else `stream` is copied in CHUNK
+        pieces. The nonce is claimed first: a replay is refused."""
         folder = self._upload(claims["key"], claims["upload"])
         used = _mkdirs(folder, "used")
         try:
@@ -140,21 +150,22 @@ class LocalStorage:
                              0o600))
         except FileExistsError:
             raise StorageUrlUsed() from None
+        target = folder / f"{claims['part']:05d}-{claims['nonce']}"
         tmp = folder / f".{claims['part']:05d}.{claims['nonce']}.tmp"
-        digest = hashlib.md5(usedforsecurity=False)
         try:
-            with _open_new(tmp) as out:
-                while chunk := stream.read(CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-            target = f"{claims['part']:05d}-{digest.hexdigest()}"
-            os.replace(tmp, folder / target)
+            try:
+                os.replace(spooled, tmp)
+            except (TypeError, OSError):  # none, or on another filesystem: copied
+                with _open_new(tmp) as out:
+                    while chunk := stream.read(CHUNK):
+                        out.write(chunk)
+            os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
         for other in folder.glob(f"{claims['part']:05d}-*"):  # a part sent again replaces it
-            if other.name != target:
+            if other != target:
                 other.unlink(missing_ok=True)
-        return digest.hexdigest()
+        return claims["nonce"]
 
     def _upload(self, key, upload_id):
         """The folder of an open upload for `key`."""
@@ -171,9 +182,9 @@ class LocalStorage:
 
 
 def _part_file(folder, number, etag):
-    """The file of part `number` whose MD5 is `etag`."""
+    """The file of part `number` whose ETag is `etag`."""
     etag = str(etag).strip('"')
-    if _MD5.fullmatch(etag):
+    if _ETAG.fullmatch(etag):
         path = folder / f"{number:05d}-{etag}"
         if path.exists():
             return path

@@ -86,10 +86,11 @@ class S3Storage:
                 raise
 
     def open(self, key):
-        """The object's streaming body (read(n), iter_chunks, close)."""
+        """The object's streaming body (read(n), close)."""
         with _errors():
             try:
-                return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
+                return _Body(self.client.get_object(Bucket=self.bucket,
+                                                    Key=self._key(key))["Body"])
             except ClientError as exc:
                 if _code(exc) in ("404", "NoSuchKey"):
                     raise FileNotFoundError(key) from None
@@ -124,6 +125,23 @@ class _errors:
         if isinstance(exc, ClientError):
             raise StorageUnavailable(f"S3 storage: {_code(exc)}: {exc}") from exc
         return False
+
+
+class _Body:
+    """A streaming body whose broken read is storage_unavailable too."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def read(self, n=-1):
+        with _errors():
+            try:
+                return self.body.read(n)
+            except OSError as exc:
+                raise StorageUnavailable(f"S3 storage: reading the object failed: {exc}") from exc
+
+    def close(self):
+        self.body.close()
 
 
 # S3's answers to a wrong part list, as the local backend raises them.

@@ -243,6 +243,16 @@ def test_storage_failing_mid_upload_fails_the_backup(env, stand_in):
     assert not stand_in.path(job["backup_id"], "database.dump").exists()
 
 
+def test_an_object_storage_did_not_keep_as_sent_fails_the_backup(env, stand_in):
+    """Completing an upload reads the object back where it is stored: one byte
+    changed there and the backup fails, naming the object."""
+    envs, env_id, _ = env
+    stand_in.mangle.add("filestore.tar.zst")
+    job = payload(stand_in, env_id)
+    with pytest.raises(transfer.TransferError, match="filestore.tar.zst.*does not match"):
+        Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
+
+
 def test_a_stopped_database_is_refused(env, stand_in, docker_client):
     envs, env_id, _ = env
     db = envs._container(envs._names(env_id)["db"])

@@ -1,5 +1,6 @@
 """The agents' side of backup objects: upload URLs (multipart, begun lazily,
-one upload per object), completing an upload, and download URLs (to verify a
+one upload per object), completing an upload (the object read back from
+storage and checked against the agent's size and SHA-256), and download URLs (to verify a
 backup, or to restore one). The agent is its server's credential; it reaches
 only backups of environments on its server, and the backup a restore running
 on its server reads. Object names come from a fixed list; the control plane
@@ -7,7 +8,7 @@ makes every storage key (`Backup.storage_prefix` + name)."""
 
 import logging
 
-from control_plane import errors, states
+from control_plane import errors, states, storage
 from control_plane.db import database, for_update
 from control_plane.models import Backup, Deployment, Environment
 from control_plane.services.backups import odoo, stores
@@ -81,7 +82,9 @@ def part_url(server, backup_id, name, part_number, settings):
 
 def complete(server, backup_id, name, parts, size, sha256, settings):
     """The object's parts joined (ascending part numbers, as the agent's PUTs
-    answered them); its size and SHA-256 recorded in `Backup.parts`."""
+    answered them), then the whole object read back from storage and hashed
+    here: only an object whose size and SHA-256 match what the agent sent is
+    recorded in `Backup.parts`. Returns `{size, sha256}` as read back."""
     check_object(name, writing=True)
     store = stores.for_settings(settings)
     with database.atomic():
@@ -94,12 +97,19 @@ def complete(server, backup_id, name, parts, size, sha256, settings):
         key = backup.storage_prefix + name
         store.complete_upload(key, upload_id,
                               sorted((p["part_number"], p["etag"]) for p in parts))
-        stored = store.size(key)
-        if stored is not None and stored != size:
-            raise errors.Unprocessable(f"The stored object has {stored} bytes, not {size}.")
-        Backup.update(uploads=uploads, parts={**(backup.parts or {}),
-                                              name: {"size": size, "sha256": sha256}}).where(
+        Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
+    # Outside the transaction: reading a large object back takes a while.
+    stored = storage.read_back(store, key)
+    if stored != {"size": size, "sha256": sha256}:
+        raise errors.Unprocessable(
+            f"{name} in storage does not match what was sent: {stored['size']} bytes, sha256 "
+            f"{stored['sha256']}; sent {size} bytes, sha256 {sha256}.")
+    with database.atomic():
+        backup = _backup(server, backup_id, lock=True)
+        _open(backup, name)
+        Backup.update(parts={**(backup.parts or {}), name: stored}).where(
             Backup.id == backup.id).execute()
+    return stored
 
 
 def download_url(server, backup_id, name, settings):

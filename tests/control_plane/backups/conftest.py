@@ -4,6 +4,8 @@ the server's credential; storage is a recording fake (the storage backends have
 their own contract tests)."""
 
 import datetime as dt
+import hashlib
+import io
 import itertools
 
 import pytest
@@ -30,8 +32,14 @@ class FakeStore:
     streaming = True
 
     def __init__(self):
-        self.begun, self.completed, self.sizes = [], {}, {}
+        self.begun, self.completed, self.sizes, self.objects = [], {}, {}, {}
         self.aborted, self.unreachable = [], False
+
+    def holds(self, key, data):
+        """What a completed upload of `key` will be read back as; returns its
+        {size, sha256}."""
+        self.objects[key], self.sizes[key] = data, len(data)
+        return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
     def begin_upload(self, key):
         upload_id = f"up-{len(self.begun)}"
@@ -59,6 +67,11 @@ class FakeStore:
 
     def size(self, key):
         return self.sizes.get(key)
+
+    def open(self, key):
+        if key not in self.objects:
+            raise FileNotFoundError(key)
+        return io.BytesIO(self.objects[key])
 
     def get_url(self, key, expires=3600, filename=None):
         return f"https://store.test/get/{key}?ttl={expires}&filename={filename}"

@@ -22,14 +22,14 @@ def test_upload_complete_and_read_back(client, store, bk):
     assert "upload=up-0&part=2" in r.json["url"] and store.begun == [(key, "up-0")]  # begun once
     r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
     assert r.status_code == 404  # not uploaded yet
-    store.sizes[key] = 12
+    sent = store.holds(key, b"PGDMP" + b"x" * 7)
     r = client.post(f"{url}/complete", headers=bk.credential, json={
-        "object": "database.dump", "size": 12, "sha256": SHA,
+        "object": "database.dump", **sent,
         "parts": [{"part_number": 2, "etag": "e2"}, {"part_number": 1, "etag": "e1"}]})
-    assert r.status_code == 204, r.json
+    assert r.status_code == 200 and r.json == sent  # as read back from storage
     assert store.completed[key] == ("up-0", [(1, "e1"), (2, "e2")])  # ascending
     row = Backup.get_by_id(backup.id)
-    assert row.parts == {"database.dump": {"size": 12, "sha256": SHA}} and row.uploads == {}
+    assert row.parts == {"database.dump": sent} and row.uploads == {}
     r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
     assert r.status_code == 200 and r.json["url"].startswith(f"https://store.test/get/{key}")
 
@@ -49,12 +49,28 @@ def test_bad_requests(client, store, bk):
     assert r.status_code == 409  # no upload begun
     client.post(f"{url}/parts", headers=bk.credential,
                 json={"object": "manifest.json", "part_number": 1})
-    store.sizes[f"{backup.storage_prefix}manifest.json"] = 5
+    stored = store.holds(f"{backup.storage_prefix}manifest.json", b"{}\n\n\n")
     r = client.post(f"{url}/complete", headers=bk.credential, json={
-        "object": "manifest.json", "size": 6, "sha256": SHA,
+        "object": "manifest.json", "size": 6, "sha256": stored["sha256"],
         "parts": [{"part_number": 1, "etag": "e"}]})
     assert r.status_code == 422 and Backup.get_by_id(backup.id).parts == {}
     assert store.begun == [(f"{backup.storage_prefix}manifest.json", "up-0")]
+
+
+def test_an_object_stored_unlike_what_was_sent_is_not_recorded(client, store, bk):
+    """The control plane reads the whole object back: a byte changed on the way
+    (same size) is refused with both checksums, and the object is not recorded."""
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}"
+    client.post(f"{url}/parts", headers=bk.credential,
+                json={"object": "filestore.tar.zst", "part_number": 1})
+    sent = store.holds(f"{backup.storage_prefix}filestore.tar.zst", b"abcdef")
+    store.objects[f"{backup.storage_prefix}filestore.tar.zst"] = b"abcdeF"
+    r = client.post(f"{url}/complete", headers=bk.credential, json={
+        "object": "filestore.tar.zst", **sent, "parts": [{"part_number": 1, "etag": "e"}]})
+    assert r.status_code == 422 and r.json["error"] == "validation_error"
+    assert sent["sha256"] in r.json["message"] and "does not match" in r.json["message"]
+    assert Backup.get_by_id(backup.id).parts == {}
 
 
 def test_only_the_servers_agent(client, store, bk):
@@ -117,10 +133,10 @@ def test_an_interrupted_restore_reads_its_safety_backup_back(client, store, bk):
     url = f"{T}/{safety.id}"
     client.post(f"{url}/parts", headers=bk.credential,
                 json={"object": "database.dump", "part_number": 1})
+    sent = store.holds(safety.storage_prefix + "database.dump", b"PGD")
     r = client.post(f"{url}/complete", headers=bk.credential, json={
-        "object": "database.dump", "size": 3, "sha256": SHA,
-        "parts": [{"part_number": 1, "etag": "e"}]})
-    assert r.status_code == 204
+        "object": "database.dump", **sent, "parts": [{"part_number": 1, "etag": "e"}]})
+    assert r.status_code == 200
     bk.finish(task, ok=False, error="interrupted: the agent stopped")
     assert Backup.get_by_id(safety.id).status == "failed"
     r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
