@@ -24,6 +24,7 @@ DEFAULT_ROOT = "/srv/berth"
 ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
 CONTAINER_ADDONS = "/mnt/extra-addons"
 ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
+HEALTH_POLL = 0.1  # seconds between health checks: a restore or deploy waits on the first success
 
 
 class DeployError(AgentError):
@@ -282,7 +283,7 @@ class Environments:
                         return
             except OSError:
                 pass
-            time.sleep(0.5)
+            time.sleep(HEALTH_POLL)
         raise DeployError(f"the ERP did not answer {url} within {self.health_timeout} s")
 
     # --- lifecycle --------------------------------------------------------------
