@@ -17,8 +17,9 @@ machine is shared):
                     surface until the backup is `completed`: the agent's pg_dump
                     streamed over the engine socket, tar | zstd of the filestore,
                     both uploaded in parts over HTTP to the control plane's
-                    signed storage URLs, then every object read back, hashed and
-                    the dump checked with `pg_restore --list`
+                    signed storage URLs; each object read back and hashed by the
+                    control plane where it is stored, and the stored dump's
+                    table of contents listed by `pg_restore --list`
   baseline backup - `pg_dump -Fc > file` inside the PostgreSQL container, and
                     `tar -cf - . | zstd -T0 -3 > file` of the filestore, on the
                     same disk
