@@ -65,7 +65,7 @@ async def _serve(app, host, port):
     executor = ThreadPoolExecutor(cfg["HTTP_THREADS"], thread_name_prefix="berth-http")
     container = _Container(app, executor=executor)
     server = _Server(container, max_connections=_connection_cap(cfg["HTTP_MAX_CONNECTIONS"]),
-                     spool_dir=_spool_dir(cfg),
+                     spool_dir=_spool_dir(app),
                      idle_connection_timeout=cfg["HTTP_HEADER_TIMEOUT"],
                      body_timeout=cfg["HTTP_BODY_TIMEOUT"], max_header_size=MAX_HEADER_BYTES,
                      chunk_size=BODY_CHUNK,
@@ -169,14 +169,15 @@ class _Container(WSGIContainer):
         return answer["status"], answer["headers"], b"".join(chunks), None
 
 
-def _spool_dir(cfg):
-    """Where part uploads are spooled: the local storage's own directory, so that
-    a part is moved into place rather than copied again; None (a temporary
-    file in memory, then in the system's directory) for S3 or an app without
-    storage settings."""
+def _spool_dir(app):
+    """Where part uploads are spooled: Berth's local storage's own directory, so
+    that a part is moved into place rather than copied again; None (a temporary
+    file in memory, then in the system's directory) for S3 or another app."""
+    if "berth" not in getattr(app, "extensions", {}):
+        return None
     try:
-        store = storage.from_settings(cfg)
-    except (KeyError, TypeError, ValueError):
+        store = storage.from_settings(app.config)
+    except (KeyError, ValueError):
         return None
     return store.spool_dir() if hasattr(store, "spool_dir") else None
 

@@ -154,6 +154,10 @@ def test_part_bodies_spool_beside_the_parts_and_nothing_is_left(local_store):
     with socket.create_connection((host, int(port)), timeout=10) as sock:  # cut off mid-body
         sock.sendall(f"PUT {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1000000\r\n"
                      "\r\n".encode() + b"z" * 400_000)
+        deadline = time.monotonic() + 10
+        while not list(uploads.glob(".spool-*")):  # the body being spooled there
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
     deadline = time.monotonic() + 10
     while list(uploads.glob(".spool-*")):
         assert time.monotonic() < deadline, list(uploads.glob(".spool-*"))
