@@ -170,16 +170,17 @@ class _Container(WSGIContainer):
 
 
 def _spool_dir(app):
-    """Where part uploads are spooled: Berth's local storage's own directory, so
-    that a part is moved into place rather than copied again; None (a temporary
-    file in memory, then in the system's directory) for S3 or another app."""
+    """Where part uploads are spooled: a function naming Berth's local storage's
+    own directory (made at the first part), so that a part is moved into place
+    rather than copied again; None (a temporary file in memory, then in the
+    system's directory) for S3 or another app."""
     if "berth" not in getattr(app, "extensions", {}):
         return None
     try:
         store = storage.from_settings(app.config)
     except (KeyError, ValueError):
         return None
-    return store.spool_dir() if hasattr(store, "spool_dir") else None
+    return getattr(store, "spool_dir", None)
 
 
 def _discard_spool(spool):
@@ -238,7 +239,8 @@ class _Adapter(HTTPMessageDelegate):
     """tornado's own adapter (a request's body gathered in memory, then the
     container called), except for a PUT to a storage upload URL: its body (up to
     PART_MAX, above the app's 1 MiB limit) is spooled to a file as it arrives, so
-    no part is ever whole in memory; with `spool_dir`, a named file there."""
+    no part is ever whole in memory; with `spool_dir`, a named file in the
+    directory it returns."""
 
     def __init__(self, callback, connection, spool_dir=None):
         self.callback, self.connection, self.spool_dir = callback, connection, spool_dir
@@ -250,7 +252,7 @@ class _Adapter(HTTPMessageDelegate):
                                          headers=headers)
         if start_line.method == "PUT" and start_line.path.startswith(STORAGE_PATH):
             self.connection.set_max_body_size(PART_MAX + BODY_HEADROOM)
-            self.spool = (tempfile.NamedTemporaryFile(dir=self.spool_dir, prefix=".spool-",
+            self.spool = (tempfile.NamedTemporaryFile(dir=self.spool_dir(), prefix=".spool-",
                                                       delete=False)
                           if self.spool_dir else tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
 
