@@ -256,22 +256,20 @@ class Compiled:
         sql, order, columns, packed = hit
         params = [args[i] for i in order]
         if packed:
-            (text,) = _execute(packed, params).fetchone()
-            raw = orjson.loads(text)
+            raw = orjson.loads(_execute(packed, params).fetchone()[0])
         else:
             text_uuids = text_ids and not is_sqlite()
             cursor = _execute(sql, params, text_uuids)
-            if columns is None or packed is None:
+            raw = cursor.fetchall()
+            if packed is None:  # until decided: label -> converter, then whether one step does
                 by_column = {f.column_name: f for f in model._meta.sorted_fields}
-            if columns is None:  # label -> converter, resolved once
-                columns = hit[2] = [
+                columns = hit[2] = columns or [
                     (d[0], None if text_uuids and _is_uuid(by_column.get(d[0]))
                      else _converter(by_column.get(d[0]), text_ids))
                     for d in cursor.description]
-            raw = cursor.fetchall()
-            if packed is None and raw:  # decided once, on a first result
-                hit[3] = is_sqlite() and _one_step(
-                    sql, [(name, by_column.get(name)) for name, _ in columns], raw)
+                if raw:  # decided once, on a first result
+                    hit[3] = is_sqlite() and _one_step(
+                        sql, [(name, by_column.get(name)) for name, _ in columns], raw)
         names = [name for name, _ in columns]
         rows = [dict(zip(names, row, strict=True)) for row in raw]
         for name, conv in columns:  # column by column: most columns need nothing

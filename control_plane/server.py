@@ -106,7 +106,7 @@ class _Container(WSGIContainer):
         if spool is not None:  # a part upload's body, read from its file
             environ["wsgi.input"] = spool
             environ["CONTENT_LENGTH"] = str(request.spool_size)
-            if getattr(spool, "name", None) and isinstance(spool.name, str):
+            if _spool_path(spool):
                 environ[SPOOLED] = spool.name  # the storage may move the file into place
         return environ
 
@@ -170,25 +170,34 @@ class _Container(WSGIContainer):
 
 
 def _spool_dir(app):
-    """Where part uploads are spooled: a function naming Berth's local storage's
+    """A function naming where part uploads are spooled: Berth's local storage's
     own directory (made at the first part), so that a part is moved into place
-    rather than copied again; None (a temporary file in memory, then in the
-    system's directory) for S3 or another app."""
+    rather than copied again; None from it (a temporary file in memory, then in
+    the system's directory) for S3. Resolved at the first part, not at start."""
     if "berth" not in getattr(app, "extensions", {}):
         return None
-    try:
-        store = storage.from_settings(app.config)
-    except (KeyError, ValueError):
-        return None
-    return getattr(store, "spool_dir", None)
+
+    def where():
+        try:
+            store = storage.from_settings(app.config)
+        except (KeyError, ValueError):
+            return None
+        return store.spool_dir() if hasattr(store, "spool_dir") else None
+    return where
+
+
+def _spool_path(spool):
+    """The file's path if the spool is a named file (not one in memory)."""
+    name = getattr(spool, "name", None)
+    return name if isinstance(name, str) else None
 
 
 def _discard_spool(spool):
     spool.close()
-    name = getattr(spool, "name", None)
-    if isinstance(name, str):  # a named spool the storage did not take
+    path = _spool_path(spool)
+    if path:  # a named spool the storage did not take
         try:
-            os.unlink(name)
+            os.unlink(path)
         except FileNotFoundError:
             pass
 
@@ -252,9 +261,9 @@ class _Adapter(HTTPMessageDelegate):
                                          headers=headers)
         if start_line.method == "PUT" and start_line.path.startswith(STORAGE_PATH):
             self.connection.set_max_body_size(PART_MAX + BODY_HEADROOM)
-            self.spool = (tempfile.NamedTemporaryFile(dir=self.spool_dir(), prefix=".spool-",
-                                                      delete=False)
-                          if self.spool_dir else tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
+            where = self.spool_dir() if self.spool_dir else None
+            self.spool = (tempfile.NamedTemporaryFile(dir=where, prefix=".spool-", delete=False)
+                          if where else tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
 
     def data_received(self, chunk):
         if self.spool is None:

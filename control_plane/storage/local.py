@@ -152,16 +152,14 @@ class LocalStorage:
             raise StorageUrlUsed() from None
         target = folder / f"{claims['part']:05d}-{claims['nonce']}"
         tmp = folder / f".{claims['part']:05d}.{claims['nonce']}.tmp"
-        try:
+        if not (spooled and _moved(spooled, target)):
             try:
-                os.replace(spooled, tmp)
-            except (TypeError, OSError):  # none, or on another filesystem: copied
                 with _open_new(tmp) as out:
                     while chunk := stream.read(CHUNK):
                         out.write(chunk)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+                os.replace(tmp, target)
+            finally:
+                tmp.unlink(missing_ok=True)
         for other in folder.glob(f"{claims['part']:05d}-*"):  # a part sent again replaces it
             if other != target:
                 other.unlink(missing_ok=True)
@@ -179,6 +177,15 @@ class LocalStorage:
         except FileNotFoundError:
             raise UploadNotFound() from None
         return folder
+
+
+def _moved(path, target):
+    """`path` renamed to `target`; False when it is on another filesystem."""
+    try:
+        os.replace(path, target)
+    except OSError:
+        return False
+    return True
 
 
 def _part_file(folder, number, etag):
