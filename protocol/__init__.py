@@ -1,0 +1,4 @@
+"""The protocol between the control plane's gateway and the agents: the only code
+both sides import. It holds the wire contract (`v1/agent.proto` and its generated
+stubs), the kinds of work that cross it (`kinds`), the codes an agent answers with
+(`errors`) and the states it reports (`states`). It imports nothing of either side."""
