@@ -31,7 +31,7 @@ def jobs(settings, berth=None):
     `berth` (the app's extension) gives the way to the agents, when there is one."""
     from control_plane.services import housekeeping
     from control_plane.services.backups import policy, retention, transfers
-    from control_plane.services.deploys import reaper
+    from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
 
     return [

@@ -23,7 +23,12 @@ class EnvironmentStatus(StrEnum):
 
 
 class DeploymentStatus(StrEnum):
-    """A deployment record, as the operations surface shows it."""
+    """A deployment record, as the operations surface shows it, in the spec's
+    order. QUEUED, BUILDING, DEPLOYING and ROLLED_BACK are the spec's values that
+    no path produces (FILTER_ONLY): a task waits as `pending`, runs as `running`
+    (the agent reports no build phases), and a rollback is a new deployment that
+    leaves its target `success`. They are accepted as list filters and find
+    nothing (docs/decisions.md)."""
     PENDING = "pending"
     QUEUED = "queued"
     BUILDING = "building"
@@ -36,6 +41,19 @@ class DeploymentStatus(StrEnum):
     DESTROYED = "destroyed"
 
 
+class Trigger(StrEnum):
+    """What started a task (the spec's trigger values). WEBHOOK and SCHEDULED are
+    the spec's too; no path records them yet."""
+    MANUAL = "manual"
+    GIT_PUSH = "git_push"
+    WEBHOOK = "webhook"
+    SCHEDULED = "scheduled"
+    ROLLBACK = "rollback"
+    AUTO_DEPLOY = "auto_deploy"
+    DESTROY = "destroy"
+    CONFIG_UPDATE = "config_update"
+
+
 class TaskStatus(StrEnum):
     """A deployment record, as the public API shows it (a "task")."""
     QUEUED = "queued"
@@ -46,7 +64,7 @@ class TaskStatus(StrEnum):
 
 
 class CommandStatus(StrEnum):
-    """A durable agent command (services/commands.py)."""
+    """A durable agent command (services/tasks/queue.py)."""
     QUEUED = "queued"
     DELIVERED = "delivered"
     ACKED = "acked"
@@ -89,6 +107,12 @@ class BackupStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+
+
+class BackupType(StrEnum):
+    MANUAL = "manual"            # asked for (a restore's safety backup too)
+    SCHEDULED = "scheduled"      # taken by the environment's backup policy
+    PRE_DEPLOY = "pre_deploy"    # taken by a deploy before it touches anything
 
 
 class ImportStatus(StrEnum):
@@ -159,6 +183,7 @@ DEPLOYMENT = {
     (None, D.DESTROYED),
     (D.PENDING, D.DESTROYED), (D.RUNNING, D.DESTROYED),  # destroy (operations surface) done
 }
+FILTER_ONLY = frozenset({D.QUEUED, D.BUILDING, D.DEPLOYING, D.ROLLED_BACK})
 DEPLOYMENT_TERMINAL = frozenset({D.SUCCESS, D.FAILED, D.CANCELLED, D.DESTROYED})
 DEPLOYMENT_IN_PROGRESS = (D.PENDING, D.RUNNING)
 

@@ -3,6 +3,7 @@ restore, and Odoo's zip: export, export-url)."""
 
 import click
 
+from control_plane import states
 from control_plane.cli.admin import UUID_T, _iso, admin, command
 
 FIELDS = ("backup_type", "status", "database_size", "filestore_size", "total_size",
@@ -30,8 +31,7 @@ def backup():
 
 @command(backup, "list")
 @click.option("--environment", "env_id", type=UUID_T, required=True)
-@click.option("--status", type=click.Choice(["pending", "running", "completed", "failed",
-                                             "cancelled"]))
+@click.option("--status", type=click.Choice([s.value for s in states.BackupStatus]))
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--page-size", type=click.IntRange(1, 100), default=20, show_default=True)
 def backup_list(env_id, status, page, page_size):

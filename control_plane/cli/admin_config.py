@@ -39,9 +39,9 @@ def config():
 @click.option("--environment", "env_id", type=UUID_T, required=True)
 def config_show(env_id):
     """The environment's configuration; secret values show as null."""
-    from control_plane.services.deploys import env_config
+    from control_plane.services.deploys import config_change
 
-    return _shown(env_config.read(None, env_id))
+    return _shown(config_change.read(None, env_id))
 
 
 @command(config, "set")
@@ -61,7 +61,7 @@ def config_set(env_id, variables, secret_names, unset_var, erp_options, unset_er
     (trigger config_update), and the new deployment is printed with it."""
     from flask import current_app
 
-    from control_plane.services.deploys import env_config
+    from control_plane.services.deploys import config_change
 
     changes = {"variables": {}, "erp_options": {}, "postgres_settings": {}}
     for item in variables:
@@ -80,7 +80,7 @@ def config_set(env_id, variables, secret_names, unset_var, erp_options, unset_er
                               **dict.fromkeys(unset_erp_option)}
     changes["postgres_settings"] = {**_pairs(pg_settings, "--pg-setting"),
                                     **dict.fromkeys(unset_pg_setting)}
-    shown, d = env_config.change(None, env_id, changes,
+    shown, d = config_change.change(None, env_id, changes,
                                  berth=current_app.extensions["berth"])
     return {"configuration": _shown(shown),
             "deployment": d and {"id": str(d.id), "version": d.version, "trigger": d.trigger,

@@ -13,7 +13,7 @@ def _settings():
 
 
 def _domain(d, env):
-    from control_plane.services.deploys import domains
+    from control_plane.services.environment_settings import domains
 
     out = domains.describe(d, env, _settings()["APPS_DOMAIN"])
     return {**out, "environment_id": str(env.id),
@@ -29,7 +29,7 @@ def domain():
 @click.option("--environment", "env_id", type=UUID_T, required=True)
 def domain_list(env_id):
     """The environment's custom domains, oldest first."""
-    from control_plane.services.deploys import domains
+    from control_plane.services.environment_settings import domains
 
     env = domains.environment(None, env_id)
     return {"items": [_domain(d, env) for d in domains.list_of(env)]}
@@ -40,7 +40,7 @@ def domain_list(env_id):
 @click.argument("name")
 def domain_add(env_id, name):
     """Add NAME (pending until verified); prints the DNS records that prove it."""
-    from control_plane.services.deploys import domains
+    from control_plane.services.environment_settings import domains
 
     env = domains.environment(None, env_id)
     return _domain(domains.add(env, name, _settings()["APPS_DOMAIN"]), env)
@@ -51,7 +51,7 @@ def domain_add(env_id, name):
 @click.argument("name")
 def domain_verify(env_id, name):
     """Look up NAME's TXT record or CNAME now; verified once either is seen."""
-    from control_plane.services.deploys import domains
+    from control_plane.services.environment_settings import domains
 
     env = domains.environment(None, env_id)
     return _domain(domains.verify(env, name, _settings()), env)
@@ -62,7 +62,7 @@ def domain_verify(env_id, name):
 @click.argument("name")
 def domain_remove(env_id, name):
     """Remove NAME from the environment; the name is free again."""
-    from control_plane.services.deploys import domains
+    from control_plane.services.environment_settings import domains
 
     env = domains.environment(None, env_id)
     domains.remove(env, name, _settings())

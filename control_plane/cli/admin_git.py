@@ -19,7 +19,7 @@ def project_webhook_secret(project_id, rotate):
     print the URL to configure with it."""
     from flask import current_app
 
-    from control_plane.services.deploys import git_push
+    from control_plane.services.projects import git_push
 
     return git_push.issue_secret(project_id, rotate=rotate,
                                  public_url=current_app.config["PUBLIC_URL"])

@@ -23,7 +23,8 @@ from control_plane.errors import ApiError
 from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
 from control_plane.safe_input import storable
 from control_plane.services import agents
-from control_plane.services.deploys import configuration, lifecycle, queue
+from control_plane.services.environment_settings import configuration
+from control_plane.services.tasks import engine, queue
 from control_plane.services.servers import monitoring
 
 log = logging.getLogger("berth.gateway")
@@ -389,7 +390,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 reply.set_result(message.reply)
         elif kind == "ack":
             session.in_flight.discard(message.ack.command_id)
-            await asyncio.to_thread(lifecycle.record_ack, session.server_id,
+            await asyncio.to_thread(engine.record_ack, session.server_id,
                                     message.ack.command_id)
         elif kind == "log":
             line = message.log
@@ -404,7 +405,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         elif kind == "result":
             r = message.result
             result = storable(json.loads(r.result_json)) if r.result_json else None
-            await asyncio.to_thread(lifecycle.record_result, session.server_id,
+            await asyncio.to_thread(engine.record_result, session.server_id,
                                     r.command_id, r.ok, result, storable(r.error))
 
 

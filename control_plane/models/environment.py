@@ -56,8 +56,7 @@ class Deployment(BaseModel):
     environment = peewee.ForeignKeyField(Environment, backref="deployments")
     project = peewee.ForeignKeyField(Project, backref="deployments")
     version = peewee.IntegerField()
-    # deploy | redeploy | restart | start | stop | delete | destroy
-    kind = peewee.CharField(max_length=16, default="deploy")
+    kind = peewee.CharField(max_length=16, default="deploy")  # protocol.kinds.TaskKind
     trigger = peewee.CharField(max_length=16)
     status = peewee.CharField(max_length=16, default=DeploymentStatus.PENDING, index=True)
     git_branch = peewee.CharField(max_length=255, null=True)
@@ -69,6 +68,9 @@ class Deployment(BaseModel):
     triggered_by = peewee.ForeignKeyField(User, null=True)
     error_message = peewee.TextField(null=True)
     can_rollback = peewee.BooleanField(default=True)
+    # How long it may run before the reaper fails it, fixed by its kind when it
+    # starts (services/tasks/kinds.py), counted from its last sign of progress.
+    time_limit_minutes = peewee.IntegerField(default=30)
     started_at = DateTimeField(null=True)
     completed_at = DateTimeField(null=True)
     updated_at = DateTimeField(null=True)

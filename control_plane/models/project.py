@@ -5,6 +5,10 @@ from control_plane.models.org import Organization
 from control_plane.models.server import Server
 
 
+# The ERP version of a project that names none: its images' and its backups'.
+DEFAULT_ERP_VERSION = "17.0"
+
+
 class Project(BaseModel):
     organization = peewee.ForeignKeyField(Organization, backref="projects")
     name = peewee.CharField(max_length=255)
@@ -14,6 +18,10 @@ class Project(BaseModel):
     server = peewee.ForeignKeyField(Server, null=True, backref="projects")
     updated_at = DateTimeField(null=True)
     deleted_at = DateTimeField(null=True, index=True)  # soft delete
+
+    @property
+    def effective_erp_version(self):
+        return self.erp_version or DEFAULT_ERP_VERSION
 
     class Meta:
         # The projects list: an organization's active projects in list order

@@ -29,7 +29,7 @@ from control_plane.models import (
     Server,
     TaskLogLine,
 )
-from control_plane.services.deploys import queue, reaper
+from control_plane.services.tasks import queue, reaper
 from tests.agent_support import AgentProcess, registered_server, wait_for
 from tests.conftest import World, auth
 from tests.serve import Served

@@ -8,7 +8,7 @@ from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.ratelimit import RateLimiter
 from control_plane.services import agents as agent_svc
-from control_plane.services.deploys import queue
+from control_plane.services.tasks import queue
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
 from tests.services import Redis

@@ -13,7 +13,7 @@ from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
-from control_plane.services.deploys import queue
+from control_plane.services.tasks import queue
 from tests.agent_support import polled_get, registered_server, wait_for
 
 

@@ -365,10 +365,10 @@ def test_configuration_set_and_shown_secret_from_stdin(data_dir, in_process):
     assert ok(data_dir, "config", "show", "--environment", env)["variables"] == []
     with app.app.app_context():
         from control_plane.models import Deployment
-        from control_plane.services.deploys import lifecycle
+        from control_plane.services.tasks import engine
         first = Deployment.get(Deployment.environment == env).id
-        lifecycle.on_ack(first)
-        lifecycle.on_result(first, True, {}, None)
+        engine.on_ack(first)
+        engine.on_result(first, True, {}, None)
 
     assert "standard input" in run(data_dir, *change).stderr  # no line for the secret
     out = ok(data_dir, *change, stdin="s3cr3t-value\n", keys={"configuration", "deployment"})

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from control_plane.models import Server
-from control_plane.services.deploys import queue
+from control_plane.services.tasks import queue
 from tests.agent_support import registered_server, wait_for
 from tests.serve import BERTH
 from tests.services import free_port

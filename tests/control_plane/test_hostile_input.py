@@ -17,7 +17,7 @@ import pytest
 from control_plane import secretbox
 from control_plane.models import ALL_MODELS, Environment, Project, Webhook
 from control_plane.services.accounts import orgs
-from control_plane.services.deploys import git_push
+from control_plane.services.projects import git_push
 from tests.conftest import auth
 
 P, V1 = "/api/public/v1", "/api/v1"

@@ -7,7 +7,7 @@ import uuid
 from control_plane import events
 from control_plane.models import Event, IdempotencyRecord, TaskLogLine, Webhook, WebhookDelivery
 from control_plane.services import housekeeping
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -15,11 +15,11 @@ P = "/api/public/v1"
 
 def finished_with_log(app, world, project, lines=3):
     env = world.environment(project, "deploying")
-    d = lifecycle.start(env, project, app.extensions["berth"].settings, trigger="manual")
-    lifecycle.on_ack(d.id)
+    d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual")
+    engine.on_ack(d.id)
     for i in range(lines):
         TaskLogLine.create(deployment=d.id, seq=i, message=f"step {i}")
-    lifecycle.on_result(d.id, True, {}, None)
+    engine.on_result(d.id, True, {}, None)
     return env, d
 
 

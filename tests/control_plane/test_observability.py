@@ -11,7 +11,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from control_plane.services.deploys import queue
+from control_plane.services.tasks import queue
 from tests.agent_support import registered_server
 from tests.serve import BERTH, Served
 from tests.services import free_port, stop_process

@@ -13,7 +13,7 @@ import pytest
 from control_plane import clock
 from control_plane.models import Deployment, Event
 from control_plane.scheduler import Job, Scheduler
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 from tests.agent_support import wait_for
 from tests.serve import BERTH, Served
 
@@ -65,7 +65,7 @@ def process_env(app, backend):
 def stuck(app, world, project, minutes=31):
     """A deployment queued `minutes` ago whose agent never came."""
     env = world.environment(project, "deploying")
-    d = lifecycle.start(env, project, app.extensions["berth"].settings, trigger="manual")
+    d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual")
     Deployment.update(created_at=clock.now() - dt.timedelta(minutes=minutes)).where(
         Deployment.id == d.id).execute()
     return d

@@ -9,8 +9,8 @@ from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.smorest import Blueprint, error_responses
-from control_plane.services.deploys import config_rules as rules
-from control_plane.services.deploys import env_config as svc
+from control_plane.services.deploys import config_change as svc
+from control_plane.services.environment_settings import config_rules as rules
 
 blp = init_blueprint(Blueprint("ops_configuration", __name__,
                                description="Configuration of environments"))

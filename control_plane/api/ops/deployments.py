@@ -5,11 +5,13 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
+from control_plane import states
 from control_plane.api.fields import Boolean, Branch, QueryBoolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.deploys import operations as svc
+from protocol.kinds import TaskKind
 
 blp = init_blueprint(Blueprint("operations", __name__, description="Deployment operations"))
 
@@ -47,13 +49,12 @@ class DeploymentSchema(Schema):
     version = ma.fields.Integer(required=True, metadata={
         "description": "1, 2, 3… per environment"})
     kind = ma.fields.String(required=True, metadata={
-        "description": "deploy, redeploy, restart, start, stop, delete or destroy; backup, "
-                       "restore and export for the tasks of backups (not deployments: never "
-                       "retried or rolled back to)"})
+        "enum": [k.value for k in TaskKind],
+        "description": "backup, restore and export are the tasks of backups, not deployments: "
+                       "never retried or rolled back to"})
     status = ma.fields.String(required=True, metadata={"description": ", ".join(svc.STATUSES)})
     trigger = ma.fields.String(required=True, metadata={
-        "description": "manual, git_push, webhook, scheduled, rollback, auto_deploy, destroy, "
-                       "config_update"})
+        "enum": [t.value for t in states.Trigger]})
     git_commit = ma.fields.String(allow_none=True, required=True)
     git_branch = ma.fields.String(allow_none=True, required=True)
     rollback_from_id = ma.fields.UUID(allow_none=True, required=True, metadata={

@@ -5,10 +5,11 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
+from control_plane import states
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.smorest import Blueprint, error_responses
-from control_plane.services.deploys import domains as svc
+from control_plane.services.environment_settings import domains as svc
 
 blp = init_blueprint(Blueprint("ops_domains", __name__,
                                description="Custom domains of environments"))
@@ -44,7 +45,8 @@ class DomainSchema(Schema):
     domain = ma.fields.String(required=True, metadata={
         "description": "Lower case; an internationalized name in its IDNA (xn--) form"})
     environment_id = ma.fields.UUID(required=True)
-    status = ma.fields.String(required=True, metadata={"enum": ["pending", "verified"]})
+    status = ma.fields.String(required=True, metadata={
+        "enum": [s.value for s in states.DomainStatus]})
     verification = ma.fields.Nested(VerificationSchema, required=True)
     created_at = UTCDateTime(required=True)
     verified_at = UTCDateTime(required=True, allow_none=True)

@@ -6,7 +6,7 @@ from flask import current_app, request
 
 from control_plane import ratelimit
 from control_plane.api.smorest import Blueprint, ErrorSchema
-from control_plane.services.deploys import git_push
+from control_plane.services.projects import git_push
 
 blp = Blueprint("git_webhooks", __name__, description="Incoming Git push webhooks")
 

@@ -20,7 +20,8 @@ class BackupSchema(Schema):
     environment_id = ma.fields.UUID(required=True)
     status = ma.fields.String(required=True, metadata={
         "enum": [s.value for s in states.BackupStatus]})
-    backup_type = ma.fields.String(required=True, metadata={"enum": list(svc.TYPES)})
+    backup_type = ma.fields.String(required=True, metadata={
+        "enum": [t.value for t in states.BackupType]})
     database_size = ma.fields.Integer(required=True)
     filestore_size = ma.fields.Integer(required=True)
     total_size = ma.fields.Integer(required=True)
@@ -48,7 +49,8 @@ class BackupPage(ma.Schema):
 class BackupListArgs(PageArgs):
     status = ma.fields.String(load_default=None, validate=ma.validate.OneOf(
         [s.value for s in states.BackupStatus]))
-    backup_type = ma.fields.String(load_default=None, validate=ma.validate.OneOf(svc.TYPES))
+    backup_type = ma.fields.String(load_default=None, validate=ma.validate.OneOf(
+        [t.value for t in states.BackupType]))
 
 
 class DownloadArgs(ma.Schema):

@@ -16,6 +16,7 @@ from control_plane.api.smorest import (
     confirm_delete_header,
 )
 from control_plane.services.deploys import environments as svc
+from protocol.states import CertificateState
 
 blp = Blueprint("environments", __name__, description="Environments")
 
@@ -91,7 +92,8 @@ class ProxySchema(Schema):
 
 class CertificateSchema(Schema):
     hostname = ma.fields.String(required=True)
-    state = ma.fields.String(required=True, metadata={"enum": ["pending", "valid", "failing"]})
+    state = ma.fields.String(required=True, metadata={
+        "enum": [s.value for s in CertificateState]})
     valid_until = ma.fields.String(required=True, allow_none=True, metadata={
         "description": "The certificate's expiry (ISO 8601), when there is one"})
     reason = ma.fields.String(required=True, allow_none=True, metadata={

@@ -9,6 +9,7 @@ from control_plane.api.auth import current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services.servers import monitoring as svc
+from protocol.states import ServerHealth
 
 blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")
 
@@ -33,7 +34,8 @@ def _berth():
 
 class ServerMetricsSchema(Schema):
     server_id = ma.fields.UUID(required=True)
-    status = ma.fields.String(required=True, metadata={"enum": ["healthy", "warning", "critical"]})
+    status = ma.fields.String(required=True, metadata={
+        "enum": [h.value for h in ServerHealth]})
     cpu_percent = ma.fields.Float(required=True)
     memory_percent = ma.fields.Float(required=True)
     disk_percent = ma.fields.Float(required=True)

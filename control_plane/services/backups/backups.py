@@ -1,6 +1,6 @@
 """Backups of an environment (database dump, filestore archive, manifest) and
-restores into one, both as tasks (lifecycle.KINDS `backup`, `restore`; their
-rows settle in deploys/backup_tasks.py).
+restores into one, both as tasks (kinds `backup` and `restore`, registered with
+their hooks in tasks.py), on the public API, /api/v1 and for operators.
 
 A backup or restore needs a `running` environment (409 environment_not_ready)
 with no task pending or running (409 task_in_progress, on every surface: it is
@@ -17,54 +17,34 @@ from control_plane import clock, errors, states
 from control_plane.db import database
 from control_plane.models import Backup, Environment
 from control_plane.pagination import page_page
+from control_plane.services.tasks import engine
 from control_plane.services.backups import stores
-from control_plane.services.deploys import access, backup_tasks, lifecycle, queue
+from control_plane.services.backups.tasks import EXPORT_OBJECT, IMPORT_OBJECT, OBJECTS
+from control_plane.services.backups.tasks import require_ready
+from control_plane.services.environment_settings import access
+from protocol.kinds import TaskKind
 
 B = states.BackupStatus
-TYPES = ("manual", "scheduled", "pre_deploy")
-OBJECTS = backup_tasks.OBJECTS  # what a backup uploads
 # Every object name the transfer API accepts (the agent falls back to gzip without zstd;
 # an export adds Odoo's zip; an import's one object is read, never written, by the agent).
-ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", "odoo-export.zip", "upload")
-HEALTH_TIMEOUT = 120  # seconds the agent waits for the restored ERP's health check
-TASK_IN_PROGRESS = errors.TaskInProgress
+ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", EXPORT_OBJECT, IMPORT_OBJECT)
 
 
 # --- starting ---------------------------------------------------------------
 
-transfer_url = backup_tasks.transfer_url
-
-
-def _require_ready(env, conflict):
-    if lifecycle.in_progress(env.id):
-        raise conflict("A task is already pending or running for this environment.")
-    if env.status != states.EnvironmentStatus.RUNNING or not env.server_id:
-        raise errors.EnvironmentNotReady(
-            f"The environment is {states.public_environment_status(env.status)}; only a "
-            "running environment can be backed up or restored.")
-
-
-
-def _task(env, kind, actor_id, extra):
-    return lifecycle.new_record(env, env.project_id, kind=kind, trigger="manual",
-                                git_branch=env.branch, triggered_by=actor_id, extra_data=extra)
-
-
-def create(env, *, actor_id, settings, gateway, backup_type="manual", notes=None,
-           conflict=TASK_IN_PROGRESS):
+def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MANUAL,
+           notes=None, conflict=errors.TaskInProgress):
     """Inside the caller's transaction, `env` locked: the backup (`pending`), its
     task and the agent's command. Returns the Backup."""
-    _require_ready(env, conflict)
+    require_ready(env, conflict)
     backup_id = uuid.uuid4()
-    d = _task(env, "backup", actor_id, {"backup_id": str(backup_id)})
-    backup = backup_tasks.new_backup(env, d, backup_type, notes, backup_id)
-    queue.enqueue(env.server_id, "backup", backup_tasks.agent_payload(env, backup, settings),
-                  deployment_id=d.id)
-    lifecycle.wake(gateway, env.server_id)
-    return backup
+    engine.start(env, TaskKind.BACKUP, settings=settings, gateway=gateway, actor_id=actor_id,
+                record={"extra_data": {"backup_id": str(backup_id)}},
+                backup_type=backup_type, notes=notes)
+    return Backup.get_by_id(backup_id)
 
 
-def restore(env, source_id, *, actor_id, settings, gateway, conflict=TASK_IN_PROGRESS):
+def restore(env, source_id, *, actor_id, settings, gateway):
     """Inside the caller's transaction, `env` locked: a `restore` task of a
     completed backup of an environment of the same project (404 otherwise, 400
     unless completed), with its safety backup. Returns the task."""
@@ -75,21 +55,10 @@ def restore(env, source_id, *, actor_id, settings, gateway, conflict=TASK_IN_PRO
     if source.status != B.COMPLETED:
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be restored; this one is {source.status}.")
-    _require_ready(env, conflict)
-    safety_id = uuid.uuid4()
-    d = _task(env, "restore", actor_id,
-              {"backup_id": str(source.id), "safety_backup_id": str(safety_id)})
-    safety = backup_tasks.new_backup(
-        env, d, "manual", f"Safety backup before restore {d.id} of backup {source.id}",
-        safety_id, source)
-    queue.enqueue(env.server_id, "restore", {
-        "environment_id": str(env.id), "backup_id": str(source.id),
-        "transfer_url": transfer_url(settings, source.id),
-        "safety": backup_tasks.agent_payload(env, safety, settings),
-        "health_timeout": HEALTH_TIMEOUT,
-    }, deployment_id=d.id)
-    lifecycle.wake(gateway, env.server_id)
-    return d
+    require_ready(env)
+    return engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway,
+                       actor_id=actor_id, source=source, record={"extra_data": {
+                           "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4())}})
 
 
 # --- reading ----------------------------------------------------------------

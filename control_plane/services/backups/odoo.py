@@ -1,6 +1,6 @@
 """Odoo's own backup format, both ways, on the deployment-operations surface.
 
-Export: an `export` task (lifecycle.KINDS) has the agent of the backup's
+Export: an `export` task (registered in tasks.py) has the agent of the backup's
 environment write the completed backup as Odoo's zip, one more object of that
 backup (`odoo-export.zip`, kept and removed with its others); then a signed
 GET URL of it is handed out.
@@ -22,13 +22,14 @@ from control_plane.db import database, for_update
 from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services.backups import backups as bk
 from control_plane.services.backups import stores
-from control_plane.services.deploys import access, backup_tasks, lifecycle, queue
-from control_plane.services.deploys.export_tasks import EXPORT_OBJECT
+from control_plane.services.backups.tasks import EXPORT_OBJECT, IMPORT_OBJECT, require_ready
+from control_plane.services.environment_settings import access
+from control_plane.services.tasks import engine
 from control_plane.storage import MAX_PARTS, PART_MAX  # noqa: F401  (the API names them)
+from protocol.kinds import TaskKind
 
 I = states.ImportStatus  # noqa: E741
 D = states.DeploymentStatus
-IMPORT_OBJECT = "upload"  # the agent's name for an import's one object
 PART_MIN = 5 * 1024 * 1024  # S3's least part (but the last)
 URL_SECONDS = 3600
 
@@ -50,8 +51,8 @@ def _backup_for_user(user, backup_id, *, lock=False):
 def export_task(backup):
     """The backup's export task pending or running, if any."""
     tasks = (Deployment.select().where(Deployment.environment == backup.environment_id,
-                                       Deployment.kind == "export",
-                                       Deployment.status.in_(lifecycle.ACTIVE)))
+                                       Deployment.kind == TaskKind.EXPORT,
+                                       Deployment.status.in_(engine.ACTIVE)))
     return next((d for d in tasks if (d.extra_data or {}).get("backup_id") == str(backup.id)),
                 None)
 
@@ -85,15 +86,11 @@ def _export(backup, env, actor_id, berth):
     if backup.status != states.BackupStatus.COMPLETED:
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be exported; this one is {backup.status}.")
-    bk._require_ready(env, bk.TASK_IN_PROGRESS)
+    require_ready(env)
     _abort_stale_upload(backup, berth.settings)
-    d = bk._task(env, "export", actor_id, {"backup_id": str(backup.id)})
-    queue.enqueue(env.server_id, "export", {
-        "environment_id": str(env.id), "backup_id": str(backup.id),
-        "transfer_url": bk.transfer_url(berth.settings, backup.id), "object": EXPORT_OBJECT,
-        "erp_version": env.project.erp_version or "17.0"}, deployment_id=d.id)
-    lifecycle.wake(berth.gateway, env.server_id)
-    return d
+    return engine.start(env, TaskKind.EXPORT, settings=berth.settings, gateway=berth.gateway,
+                        actor_id=actor_id, backup=backup,
+                        record={"extra_data": {"backup_id": str(backup.id)}})
 
 
 def _abort_stale_upload(backup, settings):
@@ -194,28 +191,16 @@ def complete_import(user, env_id, import_id, parts, *, settings):
 def restore_import(user, env_id, import_id, *, berth):
     """A `restore` task from the upload (409 `import_not_uploaded` before it is
     complete), with its safety backup."""
-    settings = berth.settings
     with database.atomic():
         imp, env = _import_for_user(user, env_id, import_id, lock=True)
         if imp.status == I.UPLOADING:
             raise errors.ImportNotUploaded("Complete the import's upload first.")
-        bk._require_ready(env, bk.TASK_IN_PROGRESS)
-        safety_id = uuid.uuid4()
-        d = bk._task(env, "restore", user.id,
-                     {"import_id": str(imp.id), "safety_backup_id": str(safety_id)})
-        safety = backup_tasks.new_backup(
-            env, d, "manual", f"Safety backup before restore {d.id} of import {imp.id}",
-            safety_id)
-        queue.enqueue(env.server_id, "restore", {
-            "environment_id": str(env.id), "erp_version": env.project.erp_version or "17.0",
-            "import": {"import_id": str(imp.id), "object": IMPORT_OBJECT,
-                       "transfer_url": bk.transfer_url(settings, imp.id)},
-            "safety": backup_tasks.agent_payload(env, safety, settings),
-            "health_timeout": bk.HEALTH_TIMEOUT,
-        }, deployment_id=d.id)
+        require_ready(env)
+        d = engine.start(env, TaskKind.RESTORE, settings=berth.settings, gateway=berth.gateway,
+                         actor_id=user.id, upload=imp, record={"extra_data": {
+                             "import_id": str(imp.id), "safety_backup_id": str(uuid.uuid4())}})
         BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
         imp.task = d.id
-        lifecycle.wake(berth.gateway, env.server_id)
         return d
 
 
@@ -228,7 +213,7 @@ def import_status(imp):
     if imp.status == I.UPLOADING or imp.task_id is None:
         return imp.status
     task = Deployment.get_or_none(Deployment.id == imp.task_id)
-    if task is None or task.status in lifecycle.ACTIVE:
+    if task is None or task.status in engine.ACTIVE:
         return I.RESTORING
     return I.RESTORED if task.status == D.SUCCESS else I.FAILED
 

@@ -19,7 +19,8 @@ from control_plane import clock, states
 from control_plane.db import database, for_update
 from control_plane.models import Environment, Project
 from control_plane.services.backups import backups, retention
-from control_plane.services.deploys import access, lifecycle
+from control_plane.services.environment_settings import access
+from control_plane.services.tasks import engine
 
 log = logging.getLogger("berth.backups")
 DEFAULT_TIME = "02:00"
@@ -103,7 +104,7 @@ def take_due(env_id, *, settings, gateway=None, now=None):
         slot = slot_on(env, now.date())
         if now < slot or (env.backup_scheduled_for and env.backup_scheduled_for >= slot):
             return None
-        if env.status != states.EnvironmentStatus.RUNNING or lifecycle.in_progress(env.id):
+        if env.status != states.EnvironmentStatus.RUNNING or engine.in_progress(env.id):
             return None  # not now: the next turn tries again, until the day ends
         claimed = (Environment.update(backup_scheduled_for=slot)
                    .where(Environment.id == env.id,

@@ -2,7 +2,7 @@
 
 Every backup has an `expires_at`:
 - `manual` (safety backups of restores too): 30 days after it was taken;
-  `pre_deploy`: 7 days (deploys/backup_tasks.FIXED_RETENTION).
+  `pre_deploy`: 7 days (tasks.FIXED_RETENTION).
 - `scheduled` (grandfather-father-son): a daily copy kept `keep_daily` days;
   the first scheduled backup of an ISO week (not failed nor cancelled) is also
   the week's copy, kept `keep_weekly` weeks; the first of a calendar month the

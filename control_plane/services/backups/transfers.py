@@ -13,7 +13,7 @@ from control_plane.db import database, for_update
 from control_plane.models import Backup, Deployment, Environment
 from control_plane.services.backups import odoo, stores
 from control_plane.services.backups.backups import ALLOWED_OBJECTS
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 
 log = logging.getLogger("berth.backups")
 URL_SECONDS = 3600
@@ -38,7 +38,7 @@ def _restoring_on(backup, server):
     return (Backup.select().join(Deployment, on=(Backup.task == Deployment.id))
             .join(Environment, on=(Deployment.environment == Environment.id))
             .where(Backup.source_backup == backup.id, Environment.server == server.id,
-                   Deployment.status.in_(lifecycle.ACTIVE)).exists())
+                   Deployment.status.in_(engine.ACTIVE)).exists())
 
 
 def _backup(server, backup_id, *, lock=False, reading=False):

@@ -1,4 +1,5 @@
-"""The deployment lifecycle, in layers: `queue` (durable agent commands) <-
-`lifecycle` (kinds, start, the agent's results, settle) <- `actions` (what a
-person asks, on either API surface) and `reaper` (the scheduler's timeouts);
-`access` resolves the environment an action takes."""
+"""An environment and what is done to it: `kinds` (the deploy task kinds and the
+command they carry), `environments` (the public API's environments and their
+actions), `operations` (the /api/v1 deployment operations), `actions` (act,
+retry, rollback, cancel, destroy, for both), `config_change` (a changed
+configuration, redeployed). Tasks start and settle in services/tasks."""

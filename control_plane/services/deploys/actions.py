@@ -6,20 +6,22 @@ inside the caller's transaction, the actor, and the conflict code of the caller'
 surface (`errors.TaskInProgress` for the public API, `errors.DeploymentInProgress`
 for /api/v1). Order of the checks: the task's status (400), one task at a time (409),
 the environment's table (409), the per-organization limits (429). A refused
-request changes nothing and uses no rate-limit slot; the gateway is woken when
-the transaction commits."""
+request changes nothing and uses no rate-limit slot. Each task starts through
+the task engine (services/tasks/engine.py `start`); the gateway is woken when the
+transaction commits."""
 
 from limits import RateLimitItemPerMinute
 
 from control_plane import clock, errors, states
 from control_plane.models import Deployment, Server
 from control_plane.services import agents
-from control_plane.services.deploys import configuration, lifecycle
+from control_plane.services.environment_settings import configuration
+from control_plane.services.tasks import engine, kinds
+from protocol.kinds import TaskKind
 
-D = states.DeploymentStatus
+D, Trigger = states.DeploymentStatus, states.Trigger
 TASK_IN_PROGRESS = errors.TaskInProgress  # the public API
 DEPLOYMENT_IN_PROGRESS = errors.DeploymentInProgress  # /api/v1
-CODE_KINDS = ("deploy", "redeploy")  # the kinds that put code on the server
 
 # Per organization (spec Limits), on every deployment a person asks for, on either
 # surface; automatic ones (git push, a registration's auto_deploy) do not count.
@@ -39,19 +41,19 @@ def count_requested(berth, org_id, *, retry=False):
 
 def refuse_if_busy(env, conflict):
     """`conflict`: the surface's error class (TASK_IN_PROGRESS or DEPLOYMENT_IN_PROGRESS)."""
-    if lifecycle.in_progress(env.id):
+    if engine.in_progress(env.id):
         raise conflict()
 
 
-def act(env, kind, actor_id, *, berth, conflict, trigger="manual", retry=False, **start):
-    """A new task of `kind`: the busy check, the environment's move, the rate-limit
-    slot, the record and its command."""
-    org_id = env.project.organization_id
+def act(env, kind, actor_id, *, berth, conflict, trigger=Trigger.MANUAL, retry=False, **start):
+    """A new task of `kind`: the busy check, the environment's table, the rate-limit
+    slot, then the task (engine.start: the environment's move, the record and its
+    command)."""
     refuse_if_busy(env, conflict)
-    lifecycle.begin(env, kind, org_id)
-    count_requested(berth, org_id, retry=retry)
-    return lifecycle.start(env, env.project, berth.settings, trigger=trigger, kind=kind,
-                           triggered_by=actor_id, gateway=berth.gateway, **start)
+    engine.check_allowed(env, kind)
+    count_requested(berth, env.project.organization_id, retry=retry)
+    return engine.start(env, kind, settings=berth.settings, gateway=berth.gateway,
+                        trigger=trigger, actor_id=actor_id, **start)
 
 
 def retry(d, env, actor_id, *, berth, conflict):
@@ -60,22 +62,30 @@ def retry(d, env, actor_id, *, berth, conflict):
     if d.status != D.FAILED:
         raise errors.DeploymentNotFailed(
             f"Only a failed deployment can be retried; this one is {d.status}.")
-    if d.kind == "destroy":
+    if d.kind == TaskKind.DESTROY:
         raise errors.DeploymentNotFailed("A destroy is not retried; call destroy again.")
-    if d.kind in lifecycle.NOT_DEPLOYMENTS:
+    if not kinds.get(d.kind).is_deployment:
         raise errors.TaskNotRetryable(f"A {d.kind} task is not retried; start a new {d.kind}.")
     extra = {k: v for k, v in d.extra_data.items() if k in ("rollback_to", "rollback_to_version")}
     return act(env, d.kind, actor_id, berth=berth, conflict=conflict, retry=True,
-               trigger="rollback" if d.trigger == "rollback" else "manual",
-               branch=d.git_branch, commit=d.git_commit, image=d.image_tag, config=d.config,
-               rollback_from=d.rollback_from_id, extra_data={**extra, "retry_of": str(d.id)})
+               trigger=Trigger.ROLLBACK if d.trigger == Trigger.ROLLBACK else Trigger.MANUAL,
+               record=_repeating(d, rollback_from=d.rollback_from_id,
+                                 extra_data={**extra, "retry_of": str(d.id)}))
+
+
+def _repeating(d, **fields):
+    """The task row's fields of a deployment done again: its code, image and
+    configuration."""
+    return {"git_branch": d.git_branch, "git_commit": d.git_commit, "image_tag": d.image_tag,
+            "config": d.config, **fields}
 
 
 def rollbackable(d):
     """A rollback target: a successful deployment of code whose flag allows it.
     Reads model objects and list rows (dicts) alike."""
     get = d.get if isinstance(d, dict) else (lambda name: getattr(d, name))
-    return get("status") == D.SUCCESS and get("kind") in CODE_KINDS and bool(get("can_rollback"))
+    return (get("status") == D.SUCCESS and get("kind") in kinds.names(deploys_code=True)
+            and bool(get("can_rollback")))
 
 
 def rollback(target, env, actor_id, *, berth, conflict):
@@ -84,14 +94,14 @@ def rollback(target, env, actor_id, *, berth, conflict):
     the target's, so that later deployments keep what the rollback restored."""
     if not rollbackable(target):
         why = (f"it is {target.status}" if target.status != D.SUCCESS else
-               "it deployed no code" if target.kind not in CODE_KINDS else
+               "it deployed no code" if not kinds.get(target.kind).deploys_code else
                "it is marked as not available for rollback")
         raise errors.RollbackNotAllowed(f"Cannot roll back to this deployment: {why}.")
     configuration.adopt(env, target.config)  # undone with the transaction if refused below
-    return act(env, "deploy", actor_id, berth=berth, conflict=conflict, trigger="rollback",
-               branch=target.git_branch, commit=target.git_commit, image=target.image_tag,
-               config=target.config, rollback_from=target.id,
-               extra_data={"rollback_to": str(target.id), "rollback_to_version": target.version})
+    return act(env, TaskKind.DEPLOY, actor_id, berth=berth, conflict=conflict,
+               trigger=Trigger.ROLLBACK, record=_repeating(
+                   target, rollback_from=target.id, extra_data={
+                       "rollback_to": str(target.id), "rollback_to_version": target.version}))
 
 
 def cancel(d, user):
@@ -107,14 +117,14 @@ def cancel(d, user):
     warning line of the task log (name only); a `deploy.cancelled` event goes to
     the outbox. Never the e-mail address: read-only keys of the organization read
     both."""
-    if d.status not in lifecycle.ACTIVE:
+    if d.status not in engine.ACTIVE:
         raise errors.DeploymentNotCancellable(
             f"Only a pending or running deployment can be cancelled; this one is {d.status}.")
-    if lifecycle.KINDS[d.kind].removes:
+    if kinds.get(d.kind).removes:
         raise errors.DeploymentNotCancellable("A deletion or destroy cannot be cancelled.")
     now = clock.now()
     who = {"id": str(user.id), "name": user.name}
-    restored = lifecycle.settle(d, lifecycle.Outcome(
+    restored = engine.settle(d, engine.Outcome(
         D.CANCELLED, fields={"extra_data": {**d.extra_data, "cancelled_by": who,
                                             "cancelled_at": now.isoformat() + "Z"}},
         withdraw=f"cancelled by {user.name}", cancelled_by=user.id,
@@ -141,14 +151,15 @@ def destroy(env, actor_id, *, berth, conflict, delete_data=False):
     if env.server_id is not None and (server is None or not agents.is_connected(server)):
         raise errors.ServerUnreachable("The environment's server is not connected; nothing "
                                        "was destroyed. Try again once its agent is back.")
-    lifecycle.begin(env, "destroy", org_id)
+    engine.check_allowed(env, TaskKind.DESTROY)
     count_requested(berth, org_id)
     extra = {"delete_data": bool(delete_data)}
     if env.server_id is None:  # nothing to remove on a server
-        d = lifecycle.new_record(env, env.project_id, kind="destroy", trigger="destroy",
-                                 git_branch=env.branch, triggered_by=actor_id, extra_data=extra)
-        lifecycle.settle(d, lifecycle.Outcome(D.DESTROYED, result={}))
+        engine.begin(env, TaskKind.DESTROY)
+        d = engine.new_record(env, TaskKind.DESTROY, trigger=Trigger.DESTROY,
+                              git_branch=env.branch, triggered_by=actor_id, extra_data=extra)
+        engine.settle(d, engine.Outcome(D.DESTROYED, result={}))
         return Deployment.get_by_id(d.id)
-    return lifecycle.start(env, env.project, berth.settings, trigger="destroy", kind="destroy",
-                           triggered_by=actor_id, delete_data=delete_data, extra_data=extra,
-                           gateway=berth.gateway)
+    return engine.start(env, TaskKind.DESTROY, settings=berth.settings, gateway=berth.gateway,
+                        trigger=Trigger.DESTROY, actor_id=actor_id, delete_data=delete_data,
+                        record={"extra_data": extra})

@@ -6,7 +6,11 @@ from control_plane.db import database
 from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
 from control_plane.services.accounts.scope import projects_for
-from control_plane.services.deploys import access, actions, lifecycle, routes
+from control_plane.services.deploys import actions
+from control_plane.services.environment_settings import access, routes
+from control_plane.services.tasks import engine
+from protocol.kinds import TaskKind
+from protocol.states import CertificateState
 
 
 def url_of(env, apps_domain):
@@ -53,12 +57,12 @@ def _create(project, server_id, settings, *, name, branch, environment_type, tri
     deployment, queued for the server's agent."""
     env = Environment.create(
         project=project, server=server_id, name=name.strip(), environment_type=environment_type,
-        status=states.check("environment", None, "deploying"),
+        status=states.check("environment", None, states.EnvironmentStatus.DEPLOYING),
         branch=branch or project.default_branch or "main", updated_at=clock.now(),
         **(allocation or {}))
     events.record_created(env, project.organization_id)
-    lifecycle.start(env, project, settings, trigger=trigger, triggered_by=triggered_by,
-                    gateway=gateway)
+    engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway, trigger=trigger,
+                 actor_id=triggered_by)
     return env
 
 
@@ -83,7 +87,7 @@ def create_environment(key, project_id, *, name, berth, branch=None,
         _check_allocation(allocation, Server.get_by_id(project.server_id))
         actions.count_requested(berth, project.organization_id)
         return _create(project, project.server_id, berth.settings, name=name, branch=branch,
-                       environment_type=environment_type, trigger="manual",
+                       environment_type=environment_type, trigger=states.Trigger.MANUAL,
                        triggered_by=key.owner_id, allocation=allocation, gateway=berth.gateway)
 
 
@@ -99,14 +103,14 @@ def auto_deploy(spec, server, images):
     return _create(project, server.id, images, name=spec.get("environment_name") or "production",
                    branch=spec.get("branch"),
                    environment_type=spec.get("environment_type") or "production",
-                   trigger="auto_deploy")
+                   trigger=states.Trigger.AUTO_DEPLOY)
 
 
 def status_snapshot(key, environment_id, apps_domain):
     env = get_environment(key, environment_id)
     running = env.status == states.EnvironmentStatus.RUNNING
     last = (Deployment.select().where(Deployment.environment == env.id,
-                                      Deployment.kind.not_in(lifecycle.NOT_DEPLOYMENTS))
+                                      engine.deployments())
             .order_by(Deployment.version.desc()).first())
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
             "container_running": running, "db_ready": running, "http_ok": running,
@@ -126,7 +130,7 @@ def _proxy(env, apps_domain):
     known = state.get("certificates") or {}
     return {"proxy": {k: state.get(k) for k in ("running", "reason", "reported_at")},
             "certificates": [{"hostname": name, **known.get(name, {
-                "state": "pending", "valid_until": None, "reason": None})}
+                "state": CertificateState.PENDING, "valid_until": None, "reason": None})}
                 for name in routes.hostnames(env, apps_domain)]}
 
 
@@ -156,7 +160,7 @@ def get_task(key, task_id):
     return d
 
 
-ACTIONS = ("deploy", "redeploy", "restart", "start", "stop")
+ACTIONS = (TaskKind.DEPLOY, TaskKind.REDEPLOY, TaskKind.RESTART, TaskKind.START, TaskKind.STOP)
 
 
 def act(key, environment_id, action, *, berth):
@@ -176,4 +180,4 @@ def delete_environment(key, environment_id, confirm, *, berth):
     if confirm != "true":
         raise ConfirmRequired("Send the header 'X-Confirm-Delete: true' to delete an "
                               "environment.")
-    return act(key, environment_id, "delete", berth=berth)
+    return act(key, environment_id, TaskKind.DELETE, berth=berth)

@@ -17,7 +17,10 @@ from control_plane.db import database
 from control_plane.errors import DestroyFailed, DestroyTimeout, NotFound
 from control_plane.models import Deployment, Project
 from control_plane.pagination import CursorList
-from control_plane.services.deploys import access, actions, lifecycle
+from control_plane.services.deploys import actions
+from control_plane.services.environment_settings import access
+from control_plane.services.tasks import engine
+from protocol.kinds import TaskKind
 
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
 CONFLICT = actions.DEPLOYMENT_IN_PROGRESS
@@ -68,13 +71,12 @@ def deploy_environment(user, environment_id, *, berth, force=False, git_branch=N
         if (not force and env.is_active and env.status == states.EnvironmentStatus.RUNNING
                 and git_branch in (None, env.branch)):
             latest = (Deployment.select()
-                      .where(Deployment.environment == env.id,
-                             Deployment.kind.not_in(lifecycle.NOT_DEPLOYMENTS))
+                      .where(Deployment.environment == env.id, engine.deployments())
                       .order_by(Deployment.version.desc()).first())
             return latest, True
         _set_branch(env, git_branch)
-        return actions.act(env, "redeploy" if force else "deploy", user.id, berth=berth,
-                           conflict=CONFLICT), False
+        return actions.act(env, TaskKind.REDEPLOY if force else TaskKind.DEPLOY, user.id,
+                           berth=berth, conflict=CONFLICT), False
 
 
 def create_deployment(user, *, project_id, environment_id, berth, git_branch=None):
@@ -86,7 +88,7 @@ def create_deployment(user, *, project_id, environment_id, berth, git_branch=Non
             raise NotFound("The environment is not in this project.")
         actions.refuse_if_busy(env, CONFLICT)
         _set_branch(env, git_branch)
-        return actions.act(env, "deploy", user.id, berth=berth, conflict=CONFLICT)
+        return actions.act(env, TaskKind.DEPLOY, user.id, berth=berth, conflict=CONFLICT)
 
 
 def update_environment(user, project_id, environment_id, changes):

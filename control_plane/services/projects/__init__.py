@@ -1,1 +1,1 @@
-"""Projects and their add-on repositories."""
+"""Projects, their add-on repositories, and deploys on a signed git push."""

@@ -13,7 +13,8 @@ from control_plane.db import database
 from control_plane.errors import NotFound
 from control_plane.models import Environment, Server
 from control_plane.safe_input import storable
-from control_plane.services.deploys import environments
+from control_plane.services.environment_settings import access
+from protocol.states import CertificateState, ServerHealth
 
 PER_SERVER = RateLimitItemPerMinute(6)  # server metrics, per server
 PER_ENVIRONMENT = RateLimitItemPerMinute(6)  # environment metrics, per environment
@@ -47,10 +48,10 @@ def server_status(m):
     """`m`: the host metrics as agent_link.host_metrics returns them."""
     cpu, memory, disk = m["cpu_percent"], m["memory_percent"], m["disk_percent"]
     if cpu >= 95 or memory >= 95 or disk >= 90:
-        return "critical"
+        return ServerHealth.CRITICAL
     if cpu >= 80 or memory >= 80 or disk >= 80:
-        return "warning"
-    return "healthy"
+        return ServerHealth.WARNING
+    return ServerHealth.HEALTHY
 
 
 def server_metrics(key, server_id, berth):
@@ -72,7 +73,7 @@ def server_metrics(key, server_id, berth):
 
 
 def _ready(key, environment_id, berth, limit, namespace):
-    env = environments.get_environment(key, environment_id)
+    env = access.environment_for_key(key, environment_id)
     if env.server_id is None:
         raise errors.NoServer("The environment has no server yet.")
     if env.status in NOT_READY:
@@ -123,7 +124,6 @@ def record_disk_usage(server_id, report):
             ).execute()
 
 
-CERTIFICATE_STATES = ("pending", "valid", "failing")
 MAX_NAMES = 1000
 
 
@@ -141,7 +141,7 @@ def record_proxy(server_id, state_json):
                                          "valid_until": _text(c.get("valid_until"), 32),
                                          "reason": _text(c.get("reason"))}
                       for name, c in list(names.items())[:MAX_NAMES]
-                      if isinstance(c, dict) and c.get("state") in CERTIFICATE_STATES},
+                      if isinstance(c, dict) and c.get("state") in frozenset(CertificateState)},
                   "reported_at": clock.now().isoformat() + "Z"}
     except (ValueError, AttributeError, TypeError):
         return  # not what an agent sends: ignored

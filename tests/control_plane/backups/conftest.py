@@ -14,7 +14,7 @@ from control_plane import clock, security
 from control_plane.models import AgentCommand, Backup, Environment, Server
 from control_plane.services.accounts import orgs
 from control_plane.services.backups import stores
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 
 V1, P = "/api/v1", "/api/public/v1"
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
@@ -124,10 +124,10 @@ class Bk:
         return AgentCommand.get(AgentCommand.deployment == task_id)
 
     def ack(self, task_id, server=None):
-        lifecycle.record_ack((server or self.server).id, self.command(task_id).id)
+        engine.record_ack((server or self.server).id, self.command(task_id).id)
 
     def finish(self, task_id, ok=True, result=None, error=None, server=None):
-        lifecycle.record_result((server or self.server).id, self.command(task_id).id, ok,
+        engine.record_result((server or self.server).id, self.command(task_id).id, ok,
                                 RESULT if result is None and ok else result, error)
 
     def completed_backup(self, client, env=None, server=None):

@@ -1,7 +1,7 @@
 """`berth admin backup list|create|restore` through the real console script."""
 
 from control_plane.models import AgentCommand, Backup
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 from tests.control_plane.backups.conftest import RESULT
 from tests.control_plane.test_admin_cli import data_dir, fails, ok  # noqa: F401 - fixture
 
@@ -30,7 +30,7 @@ def test_list_create_restore(data_dir):  # noqa: F811
                                                  "--environment", env.id)
     command = AgentCommand.get(AgentCommand.deployment == created["task_id"])
     assert command.kind == "backup" and command.payload["backup_id"] == created["id"]
-    lifecycle.record_result(env.server_id, command.id, True, RESULT)
+    engine.record_result(env.server_id, command.id, True, RESULT)
 
     page = ok(data_dir, "backup", "list", "--environment", env.id,
               keys={"items", "total", "page", "page_size", "total_pages"})
@@ -61,7 +61,7 @@ def test_export_then_its_url(data_dir):  # noqa: F811
     created = ok(data_dir, "backup", "create", "--environment", env.id)
     assert "completed" in fails(data_dir, "backup", "export", "--backup", created["id"])
     command = AgentCommand.get(AgentCommand.deployment == created["task_id"])
-    lifecycle.record_result(env.server_id, command.id, True, RESULT)
+    engine.record_result(env.server_id, command.id, True, RESULT)
     assert "not exported yet" in fails(data_dir, "backup", "export-url", "--backup",
                                        created["id"])
 
@@ -78,7 +78,7 @@ def test_export_then_its_url(data_dir):  # noqa: F811
     row = Backup.get_by_id(created["id"])  # as the agent's upload of the zip records it
     Backup.update(parts={**row.parts, "odoo-export.zip": {"size": 42, "sha256": "e" * 64}}
                   ).where(Backup.id == row.id).execute()
-    lifecycle.record_result(env.server_id, command.id, True, {"object": "odoo-export.zip"})
+    engine.record_result(env.server_id, command.id, True, {"object": "odoo-export.zip"})
 
     link = ok(data_dir, "backup", "export-url", "--backup", created["id"], "--expires-in",
               "600", keys={"url", "expires_at", "filename", "size", "use_streaming"})

@@ -3,7 +3,7 @@ Backup row following its task (acknowledged, completed, failed, unverified,
 cancelled, reaped), the events, and that a backup is not a deployment."""
 
 from control_plane.models import AgentCommand, Backup, Deployment, Environment, Event
-from control_plane.services.deploys import reaper
+from control_plane.services.tasks import reaper
 from tests.control_plane.backups.conftest import RESULT, V1
 
 
@@ -14,9 +14,9 @@ def events_named(prefix=""):
 
 def test_a_backup_is_queued_as_a_task_with_the_agreed_command(app, client, bk):
     # The environment's deployed code, for the manifest: its last successful deploy.
-    from control_plane.services.deploys import lifecycle
-    lifecycle.new_record(bk.env, bk.project.id, kind="deploy", trigger="manual",
-                         git_branch="main", git_commit="c" * 40)
+    from control_plane.services.tasks import engine
+    engine.new_record(bk.env, "deploy", trigger="manual", git_branch="main",
+                      git_commit="c" * 40)
     Deployment.update(status="success", config={"addon_repositories": [
         {"name": "acme-tools", "url": "https://example.com/t.git", "commit": "a" * 40}]}).execute()
     r = client.post(f"{V1}/environments/{bk.env.id}/backups", headers=bk.h,

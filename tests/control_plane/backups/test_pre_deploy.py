@@ -6,7 +6,7 @@ import datetime as dt
 
 from control_plane import states
 from control_plane.models import Backup, Deployment, Environment
-from control_plane.services.deploys import lifecycle, reaper
+from control_plane.services.tasks import engine, reaper
 from tests.control_plane.backups.conftest import RESULT, V1
 
 DEPLOYED = {"erp_container": "erp-2", "db_container": "db-2"}
@@ -14,7 +14,7 @@ DEPLOYED = {"erp_container": "erp-2", "db_container": "db-2"}
 
 def with_data(bk):
     """bk.env as after a successful first deploy: its database container exists."""
-    first = lifecycle.new_record(bk.env, bk.project.id, kind="deploy", trigger="manual")
+    first = engine.new_record(bk.env, "deploy", trigger="manual")
     Deployment.update(status=states.DeploymentStatus.SUCCESS, git_commit="a" * 40).where(
         Deployment.id == first.id).execute()
     Environment.update(db_container="db-1", erp_container="erp-1").where(

@@ -23,7 +23,7 @@ from control_plane.models import (
     UserToken,
 )
 from control_plane.services.accounts import orgs
-from control_plane.services.deploys import lifecycle, queue
+from control_plane.services.tasks import engine, queue
 
 V1 = "/api/v1"
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
@@ -237,7 +237,7 @@ def test_cancel_a_pending_deployment(client, ops):
     assert command_of(d["id"]).status == "withdrawn"
     assert queue.undelivered(ops.server.id) == []
     # A late acknowledgement changes nothing.
-    lifecycle.record_ack(ops.server.id, command_of(d["id"]).id.hex)
+    engine.record_ack(ops.server.id, command_of(d["id"]).id.hex)
     assert Deployment.get_by_id(d["id"]).status == "cancelled"
 
 
@@ -247,18 +247,18 @@ def test_a_late_result_does_not_change_a_cancelled_deployment(client, ops):
     d = _queue(client, ops, env)
     command = command_of(d["id"])
     queue.mark_delivered(command.id)
-    lifecycle.record_ack(ops.server.id, command.id.hex)
+    engine.record_ack(ops.server.id, command.id.hex)
     assert Deployment.get_by_id(d["id"]).status == "running"
     assert client.post(f"{V1}/deployments/{d['id']}/cancel", headers=ops.h).status_code == 200
     assert Environment.get_by_id(env.id).status == "running"
-    lifecycle.record_result(ops.server.id, command.id.hex, True,
+    engine.record_result(ops.server.id, command.id.hex, True,
                            {"git_commit": "f" * 40, "erp_container": "new"})
     row = Deployment.get_by_id(d["id"])
     assert row.status == "cancelled" and row.git_commit is None
     env = Environment.get_by_id(env.id)
     assert env.status == "running" and env.erp_container is None
     assert not Event.select().where(Event.name == "deploy.completed").exists()
-    lifecycle.record_result(ops.server.id, command.id.hex, False, None, "late failure")
+    engine.record_result(ops.server.id, command.id.hex, False, None, "late failure")
     assert Deployment.get_by_id(d["id"]).status == "cancelled"
 
 
@@ -490,9 +490,9 @@ class StandInAgent(threading.Thread):
                 if due:
                     command = self.seen = due[0]
                     queue.mark_delivered(command.id)
-                    lifecycle.record_ack(self.server.id, command.id.hex)
+                    engine.record_ack(self.server.id, command.id.hex)
                     time.sleep(self.delay)
-                    lifecycle.record_result(self.server.id, command.id.hex, self.ok, self.result,
+                    engine.record_result(self.server.id, command.id.hex, self.ok, self.result,
                                            None if self.ok else "the engine refused")
                     return
                 time.sleep(0.05)
@@ -573,7 +573,7 @@ def test_destroy_timeout_and_late_completion(client, app, ops):
     assert command_of(d).status == "queued"  # delivered when the agent comes back
     busy = client.post(f"{V1}/environments/{env.id}/deploy", headers=ops.h, json={"force": True})
     assert busy.status_code == 409
-    lifecycle.record_result(ops.server.id, command_of(d).id.hex, True,
+    engine.record_result(ops.server.id, command_of(d).id.hex, True,
                            {"deleted_containers": 1, "deleted_database": True,
                             "deleted_data": False})
     assert Deployment.get_by_id(d).status == "destroyed"

@@ -12,7 +12,7 @@ from control_plane import secretbox
 from control_plane.db import database
 from control_plane.models import AgentCommand, Deployment, Environment, TaskLogLine
 from control_plane.services.accounts import orgs
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 
 V1 = "/api/v1"
 DEPLOY = ("project.environments.deploy",)
@@ -39,13 +39,13 @@ def _command(deployment_id):
 
 def _delivered(deployment_id):
     """The payload as the gateway hands it to the agent."""
-    from control_plane.services.deploys import configuration
+    from control_plane.services.environment_settings import configuration
     return configuration.for_agent(_command(deployment_id).payload)
 
 
 def _succeed(deployment_id):
-    lifecycle.on_ack(deployment_id)
-    lifecycle.on_result(deployment_id, True, {"erp_container": "e", "db_container": "d"}, None)
+    engine.on_ack(deployment_id)
+    engine.on_result(deployment_id, True, {"erp_container": "e", "db_container": "d"}, None)
 
 
 CHANGE = {"variables": {"SMTP_HOST": {"value": "mail.example.com"},
@@ -180,12 +180,12 @@ def test_retry_keeps_rollback_reverts_and_forced_redeploy_uses_current(client, m
     second = client.patch(m.url, headers=m.h, json={
         "variables": {"MODE": {"value": "two"}}, "postgres_settings": {"work_mem": "16MB"}}
     ).json["deployment"]["id"]
-    lifecycle.on_ack(second)
-    lifecycle.on_result(second, False, None, "the ERP did not start")
+    engine.on_ack(second)
+    engine.on_result(second, False, None, "the ERP did not start")
     retry = client.post(f"{V1}/deployments/{second}/retry", headers=m.h).json
     assert _delivered(retry["id"])["variables"] == {"MODE": "two"}  # rule 1
-    lifecycle.on_ack(retry["id"])
-    lifecycle.on_result(retry["id"], False, None, "still not")
+    engine.on_ack(retry["id"])
+    engine.on_result(retry["id"], False, None, "still not")
 
     back = client.post(f"{V1}/deployments/{first}/rollback", headers=m.h)
     assert back.status_code == 201, back.json

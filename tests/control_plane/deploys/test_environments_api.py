@@ -4,7 +4,7 @@ through HTTP, on both database backends."""
 import pytest
 
 from control_plane.models import AgentCommand, Deployment, Environment, Event
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 from tests.conftest import auth, new_uuid
 
 P = "/api/public/v1"
@@ -62,8 +62,8 @@ def test_new_branch_applies_on_the_next_deploy_only(client, app, setup):
     assert client.get(f"{P}/deployments/{first}", headers=auth(reader)).json["git_branch"] == "main"
     assert AgentCommand.get(AgentCommand.deployment == first).payload["git"]["branch"] == "main"
 
-    lifecycle.on_ack(first)  # the agent runs it and reports success
-    lifecycle.on_result(first, True, {"git_commit": "a" * 40}, None)
+    engine.on_ack(first)  # the agent runs it and reports success
+    engine.on_result(first, True, {"git_commit": "a" * 40}, None)
     assert client.get(base, headers=auth(reader)).json["status"] == "running"
 
     nxt = client.post(f"{base}/actions/deploy", headers=auth(raw))

@@ -20,7 +20,7 @@ from control_plane.models import (
     GitDelivery,
     GitWebhookSecret,
 )
-from control_plane.services.deploys import git_push
+from control_plane.services.projects import git_push
 from control_plane.services.projects import addon_repositories
 
 URL = "/api/v1/webhooks"

@@ -9,7 +9,7 @@ import pytest
 
 from control_plane.db import database
 from control_plane.models import AgentCommand, Deployment, Environment, Event, TaskLogLine
-from control_plane.services.deploys import lifecycle, queue, reaper
+from control_plane.services.tasks import engine, kinds, queue, reaper
 from tests.conftest import auth
 
 P = "/api/public/v1"
@@ -25,11 +25,13 @@ def org_setup(world):
 
 
 def queued(app, world, project, kind="deploy", env_status=None):
-    """A task as `act` leaves it: the environment moved, the record and its command."""
-    while_running = lifecycle.KINDS[kind].while_running
-    env = world.environment(project, env_status or while_running or "running")
-    d = lifecycle.start(env, project, app.extensions["berth"].settings, trigger="manual",
-                          kind=kind)
+    """A task as `act` leaves it: the environment moved, the record and its command.
+    `env_status`: the environment's status afterwards, whatever the task made it."""
+    env = world.environment(project, kinds.get(kind).while_running or "running")
+    d = engine.start(env, kind, settings=app.extensions["berth"].settings, trigger="manual")
+    if env_status:
+        Environment.update(status=env_status).where(Environment.id == env.id).execute()
+        env.status = env_status
     return env, d
 
 
@@ -97,7 +99,7 @@ def test_a_running_deployment_counts_from_its_start(app, world, fake_clock, org_
     command = AgentCommand.get(AgentCommand.deployment == d.id)
     fake_clock.advance(minutes=20)
     queue.mark_delivered(command.id)
-    lifecycle.record_ack(command.server_id, command.id.hex)
+    engine.record_ack(command.server_id, command.id.hex)
     assert Deployment.get_by_id(d.id).status == "running"
     fake_clock.advance(minutes=29)
     assert reaper.reap() == []
@@ -153,9 +155,9 @@ def test_a_late_agent_reply_changes_nothing(app, world, fake_clock, org_setup):
 
     fake_clock.advance(minutes=5)
     server_id, cid = command.server_id, command.id.hex
-    lifecycle.record_ack(server_id, cid)  # the agent was slow, not gone
+    engine.record_ack(server_id, cid)  # the agent was slow, not gone
     queue.append_logs(server_id, [(cid, 1, "info", "started PostgreSQL")])
-    lifecycle.record_result(server_id, cid, True, {"erp_container": "c1", "db_container": "c2",
+    engine.record_result(server_id, cid, True, {"erp_container": "c1", "db_container": "c2",
                                                  "git_commit": "a" * 40})
     after = Deployment.get_by_id(d.id)
     assert after.status == "failed" and after.started_at is None

@@ -16,7 +16,7 @@ import standardwebhooks
 from control_plane import config, events, secretbox
 from control_plane.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery, subscriptions, urls
 from tests.agent_support import wait_for
 from tests.conftest import auth
@@ -106,9 +106,9 @@ def test_deploy_flow_events_carry_their_documented_data(app, world, settings, re
     hook(org, receiver.url, events=["deploy.started", "deploy.completed",
                                     "environment.status_changed"])
     with database.atomic():
-        d = lifecycle.start(env, project, settings, trigger="manual", kind="redeploy")
-    lifecycle.on_ack(d.id)
-    lifecycle.on_result(d.id, True, {}, None)
+        d = engine.start(env, "redeploy", settings=settings, trigger="manual")
+    engine.on_ack(d.id)
+    engine.on_result(d.id, True, {}, None)
     delivery.run(settings)
     got = {b["event"]: b for b in map(body, receiver.wait_for(3))}
     ids = {"environment_id": str(env.id), "project_id": str(project.id)}

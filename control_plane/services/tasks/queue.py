@@ -3,7 +3,7 @@ the change that needs them, delivered when the agent (re)connects, acknowledged,
 and executed at most once (the agent remembers what it has run).
 
 It imports nothing above it: what an acknowledgement or a result means for a
-task is decided in `lifecycle` (record_ack, record_result), which calls this."""
+task is decided in `engine` (record_ack, record_result), which calls this."""
 
 from control_plane import clock, states
 from control_plane.db import database

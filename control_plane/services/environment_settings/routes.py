@@ -8,7 +8,8 @@ from pathlib import Path
 
 from control_plane import states
 from control_plane.models import CustomDomain
-from control_plane.services.deploys import queue
+from control_plane.services.tasks import queue
+from protocol.kinds import CommandKind
 
 E = states.EnvironmentStatus
 # Environments whose containers exist, so their routes do (or will again).
@@ -50,7 +51,8 @@ def changed(env, settings, wake=None):
     extra = fields(env, settings)
     if not extra or env.server_id is None or not env.is_active or env.status not in ROUTED:
         return None
-    command = queue.enqueue(env.server_id, "routes", {"environment_id": str(env.id), **extra})
+    command = queue.enqueue(env.server_id, CommandKind.ROUTES,
+                            {"environment_id": str(env.id), **extra})
     if wake is not None:
         from control_plane.db import after_commit
 

@@ -23,8 +23,9 @@ from control_plane.models import (
     GitWebhookSecret,
     Project,
 )
-from control_plane.services.deploys import lifecycle
+from control_plane.services.tasks import engine
 from control_plane.services.projects.addon_repositories import full_name_of
+from protocol.kinds import TaskKind
 
 LIMIT = RateLimitItemPerMinute(30)  # spec: incoming push webhook, 30 requests per minute
 SECRET_PURPOSE = "git-webhook-secret"
@@ -307,12 +308,12 @@ def _deploy_project(project, repo, push, berth, provider_name, delivery_id):
         if reason:
             result["skipped"].append({**ids, **reason})
             continue
-        lifecycle.begin(env, "deploy", project.organization_id)
-        d = lifecycle.start(env, project, berth.settings, trigger="git_push", commit=commit,
-                            gateway=berth.gateway, extra_data={"git_push": {
-                                "provider": provider_name, "delivery_id": delivery_id,
-                                "repository": repo, "branch": push.branch,
-                                "commit": push.commit}})
+        d = engine.start(env, TaskKind.DEPLOY, settings=berth.settings, gateway=berth.gateway,
+                         trigger=states.Trigger.GIT_PUSH, record={
+                             "git_commit": commit, "extra_data": {"git_push": {
+                                 "provider": provider_name, "delivery_id": delivery_id,
+                                 "repository": repo, "branch": push.branch,
+                                 "commit": push.commit}}})
         result["deployments"].append({**ids, "deployment_id": str(d.id), "source": source,
                                       "git_commit": commit})
     return result
@@ -321,7 +322,7 @@ def _deploy_project(project, repo, push, berth, provider_name, delivery_id):
 def _not_deployable(env):
     if env.server_id is None:
         return {"reason": errors.NoServer.code, "message": "The environment has no server."}
-    if lifecycle.in_progress(env.id):
+    if engine.in_progress(env.id):
         return {"reason": errors.DeploymentInProgress.code,
                 "message": "A deployment is already pending or running; push again or "
                            "deploy once it has finished."}

@@ -30,9 +30,9 @@ from control_plane.errors import (
     NotFound,
 )
 from control_plane.models import CustomDomain, Environment
-from control_plane.services.deploys import access, routes
-from control_plane.services.deploys.dns_check import Resolver
-from control_plane.services.deploys.routes import platform_host
+from control_plane.services.environment_settings import access, routes
+from control_plane.services.environment_settings.dns_check import Resolver
+from control_plane.services.environment_settings.routes import platform_host
 
 DOMAIN = states.DomainStatus
 PER_ENVIRONMENT = 20

@@ -11,7 +11,9 @@ the current one."""
 
 from control_plane import states
 from control_plane.db import database
-from control_plane.services.deploys import access, actions, configuration
+from control_plane.services.deploys import actions
+from control_plane.services.environment_settings import access, configuration
+from protocol.kinds import TaskKind
 
 E = states.EnvironmentStatus
 # An environment with containers is redeployed on a change; one not deployed
@@ -31,8 +33,8 @@ def update(env, changes, actor_id, *, berth, conflict):
     configuration.store(env, new)
     if not (env.is_active and env.server_id and env.status in REDEPLOYED):
         return None
-    return actions.act(env, "redeploy", actor_id, berth=berth, conflict=conflict,
-                       trigger="config_update")
+    return actions.act(env, TaskKind.REDEPLOY, actor_id, berth=berth, conflict=conflict,
+                       trigger=states.Trigger.CONFIG_UPDATE)
 
 
 # --- the two callers: users (/api/v1) and operators (`berth admin config`) ----

@@ -13,7 +13,7 @@ put in events."""
 from control_plane import clock, secretbox
 from control_plane.errors import InvalidConfiguration
 from control_plane.models import Environment
-from control_plane.services.deploys import config_rules as rules
+from control_plane.services.environment_settings import config_rules as rules
 
 SEAL_PURPOSE = "environment-variable"
 SECTIONS = ("variables", "erp_options", "postgres_settings")
