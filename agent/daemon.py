@@ -142,7 +142,7 @@ class Agent:
         stream (without one, it waits for the next stream's welcome)."""
         # Imported here, not in the thread: what compiling it allocates would stay
         # in the thread's own malloc arena (~0.4 MB of resident memory).
-        from agent.disk_usage import DiskMeter, interval_seconds, lower_priority
+        from agent.metrics.disk import DiskMeter, interval_seconds, lower_priority
 
         def measure():
             lower_priority()
@@ -213,7 +213,7 @@ class Agent:
         """Restores the last stop cut short (their commands were reported failed)
         are rolled back to their safety backups, on a thread of their own."""
         from agent.config import RESTORE_JOURNAL
-        from agent.disk_usage import env_root
+        from agent.metrics.disk import env_root
 
         if not any(Path(env_root()).glob(f"*/{RESTORE_JOURNAL}")):
             return
@@ -310,14 +310,14 @@ class Agent:
 
     def host_sampler(self):
         if self._host is None:
-            from agent.host_metrics import HostSampler
+            from agent.metrics.host import HostSampler
 
             self._host = HostSampler()  # counts containers without docker-py; disk of disk_path()
         return self._host
 
     def container_sampler(self):
         if self._containers is None:
-            from agent.container_metrics import ContainerMetrics
+            from agent.metrics.containers import ContainerMetrics
 
             self._containers = ContainerMetrics(self.docker())
         return self._containers

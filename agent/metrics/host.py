@@ -8,9 +8,9 @@ import time
 
 import psutil
 
-from agent import engine
 from agent.config import data_dir
 from agent.errors import AgentError, call_with_deadline
+from agent.metrics import engine
 
 log = logging.getLogger("berth.agent")
 
@@ -101,8 +101,8 @@ class HostSampler:
 
     def _containers(self):
         """(all containers, running ones) on the host; (0, 0) without an engine.
-        Without a docker-py client, asks the engine through agent.engine, which
-        keeps docker-py out of a heartbeat's memory."""
+        Without a docker-py client, asks the engine through agent.metrics.engine,
+        which keeps docker-py out of a heartbeat's memory."""
         try:
             if self.docker_client is None:
                 states = engine.container_states(ENGINE_TIMEOUT_S)

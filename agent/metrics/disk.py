@@ -8,9 +8,9 @@ figures are "from the last measurement", not live):
 
 A pass runs every BERTH_AGENT_DISK_INTERVAL_SECONDS (default 900: 15 minutes),
 and once when the daemon starts. It is cheap on a large, quiet filestore: a
-tree is walked again only when one of its directories changed (agent.disk_walk).
-The measuring thread runs at a lower CPU and I/O priority, so it never starves
-the ERP or the agent's own stream."""
+tree is walked again only when one of its directories changed
+(agent.metrics.disk_walk). The measuring thread runs at a lower CPU and I/O
+priority, so it never starves the ERP or the agent's own stream."""
 
 import contextlib
 import logging
@@ -19,9 +19,9 @@ import re
 import threading
 import time
 
-from agent import engine
-from agent.disk_walk import Tree
 from agent.errors import AgentError
+from agent.metrics import engine
+from agent.metrics.disk_walk import Tree
 
 log = logging.getLogger("berth.agent")
 
