@@ -166,7 +166,7 @@ class Agent:
 
     def proxy(self):
         if self._proxy is None:
-            from agent.proxy import Proxy
+            from agent.proxy.proxy import Proxy
 
             self._proxy = Proxy(self.docker(), self.data_dir / "proxy")
         return self._proxy

@@ -31,9 +31,9 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from agent import proxy_certificates as certificates
 from agent.config import write_private
 from agent.errors import AgentError
+from agent.proxy import certificates
 
 NAME, ROLE_LABEL = "berth-proxy", "berth.role"
 MOUNT = "/berth-proxy"  # the state directory, at the same place inside the container

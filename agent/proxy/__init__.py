@@ -1,0 +1,11 @@
+"""The server's HTTPS reverse proxy (one Caddy container, `berth-proxy`):
+
+- `proxy`: `Proxy`, which keeps each environment's host names routed to its
+  ERP container, renders Caddy's configuration and loads it, brings a missing
+  proxy back (`watch`) and reports its health;
+- `certificates`: each routed name's certificate as the proxy's state directory
+  shows it, and the handshakes that make the proxy obtain missing ones.
+
+The daemon makes one `Proxy` when a deploy first names proxy settings
+(`Agent.proxy()`); the deploy commands route, rename and unroute through it,
+and the daemon's watch thread calls `watch` and `report`."""
