@@ -28,7 +28,7 @@ import time
 
 from agent import archive, exec_stream
 from agent.config import RESTORE_JOURNAL, write_private
-from agent.environments import erp_address
+from agent.deploy.environments import erp_address
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
 from agent.transfer import Buffers, Checked, Transfer
@@ -58,7 +58,7 @@ class RestoreError(AgentError):
 
 
 class Backups:
-    """`environments`: an agent.environments.Environments (names, ERP health);
+    """`environments`: an agent.deploy.environments.Environments (names, ERP health);
     `progress(**fields)`: what `berth-agent status` shows of the running work."""
 
     def __init__(self, environments, credential, progress=None):
@@ -476,7 +476,7 @@ def _commit(addons):
 
 
 def _addon_commits(addons):
-    from agent.environments import ADDON_REPOS
+    from agent.deploy.environments import ADDON_REPOS
 
     repos = addons / ADDON_REPOS
     if not repos.is_dir():

@@ -25,7 +25,7 @@ def run(agent, kind, payload, log):
 
 
 def _environments(agent):
-    from agent.environments import Environments  # loads the engine client only when needed
+    from agent.deploy.environments import Environments  # loads the engine client only when needed
 
     return Environments(agent.docker())
 
@@ -143,7 +143,7 @@ def _backups(agent, payload, kind, key):
     """The environment's Backups, its progress shown by `berth-agent status`
     (the status file) while the command runs."""
     from agent.backups import Backups
-    from agent.environments import Environments
+    from agent.deploy.environments import Environments
     from agent.status import now_iso
 
     status = getattr(agent, "status", None)

@@ -220,7 +220,7 @@ class Agent:
 
         def resume():
             from agent.backups import Backups
-            from agent.environments import Environments
+            from agent.deploy.environments import Environments
 
             def task_log(level, message):
                 log.log(logging.ERROR if level == "error" else logging.INFO, "%s", message)
@@ -284,7 +284,7 @@ class Agent:
                             **{k: v for k, v in found[role].items() if v is not None}))
                 reply.container_metrics.CopyFrom(body)
             elif kind == "runtime_logs":
-                from agent.runtime_logs import runtime_logs
+                from agent.deploy.runtime_logs import runtime_logs
 
                 r = request.runtime_logs
                 reply.runtime_logs.CopyFrom(pb.RuntimeLogs(**runtime_logs(

@@ -27,9 +27,9 @@ log = logging.getLogger("berth.agent")
 
 DEFAULT_INTERVAL_S = 900
 MIN_INTERVAL_S = 1.0
-ENV_ROOT = "/srv/berth"  # agent.environments.DEFAULT_ROOT, without importing docker-py
+ENV_ROOT = "/srv/berth"  # agent.deploy.environments.DEFAULT_ROOT (metrics import no deploy module)
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
-DB_NAME, DB_USER = "odoo", "odoo"  # as agent.environments configures every environment
+DB_NAME, DB_USER = "odoo", "odoo"  # as agent.deploy.environments configures every environment
 SIZE_SQL = "SELECT pg_database_size(current_database())"
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 

@@ -18,7 +18,7 @@ SYS_CLASS_NET = "/sys/class/net"
 BASELINE_S = 0.2  # the first sample measures rates over this long
 MIN_INTERVAL_S = 0.05  # closer samples wait, so a rate never divides by ~0
 ENGINE_TIMEOUT_S = 5
-ENV_ROOT = "/srv/berth"  # agent.environments.DEFAULT_ROOT, without importing that module
+ENV_ROOT = "/srv/berth"  # agent.deploy.environments.DEFAULT_ROOT (metrics import no deploy module)
 
 
 def disk_path():

@@ -18,7 +18,7 @@ import pytest
 from agent import archive, cli, commands, transfer
 from agent import status as status_mod
 from agent.backups import BackupError, Backups, RestoreError
-from agent.environments import Environments, erp_address
+from agent.deploy.environments import Environments, erp_address
 from agent.status import StatusFile
 from tests.transfer_stand_in import TransferStandIn
 

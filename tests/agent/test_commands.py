@@ -41,9 +41,9 @@ def test_ping_answers_with_the_version():
     ("destroy", {"environment_id": "e1"}, ("destroy", ("e1", False))),
 ])
 def test_environment_commands_reach_their_method(monkeypatch, kind, payload, expected):
-    import agent.environments
+    import agent.deploy.environments
 
-    monkeypatch.setattr(agent.environments, "Environments", Recorder)
+    monkeypatch.setattr(agent.deploy.environments, "Environments", Recorder)
     Recorder.calls = []
     log = object()
     assert commands.run(FakeAgent(), kind, payload, log) == {"did": kind}

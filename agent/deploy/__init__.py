@@ -1,0 +1,10 @@
+"""The environments on this server and their containers:
+
+- `environments`: `Environments`, which deploys (network, PostgreSQL, the
+  add-ons checked out with git, the ERP), starts, stops, restarts and destroys
+  an environment's containers, all found by their `berth.environment_id` label;
+- `runtime_logs`: the last lines a container printed (the `runtime_logs`
+  live request).
+
+The docker-py client is handed in: the daemon's `Agent.docker()`, made when a
+command or a request first needs the engine."""
