@@ -142,7 +142,7 @@ def routes(agent, payload, log):
 def _backups(agent, payload, kind, key):
     """The environment's Backups, its progress shown by `berth-agent status`
     (the status file) while the command runs."""
-    from agent.backups import Backups
+    from agent.backups.backups import Backups
     from agent.deploy.environments import Environments
     from agent.status import now_iso
 
@@ -180,8 +180,8 @@ def restore(agent, payload, log):
 
 @handles("export")
 def export(agent, payload, log):
-    """A completed backup written as Odoo's backup zip (agent/odoo_transfer.py)."""
-    from agent import odoo_transfer
+    """A completed backup written as Odoo's backup zip (agent/backups/odoo_transfer.py)."""
+    from agent.backups import odoo_transfer
 
     with _backups(agent, payload, "export", f"export {payload['backup_id']}") as backups:
         return odoo_transfer.export(backups, payload, log)

@@ -219,7 +219,7 @@ class Agent:
             return
 
         def resume():
-            from agent.backups import Backups
+            from agent.backups.backups import Backups
             from agent.deploy.environments import Environments
 
             def task_log(level, message):

@@ -15,9 +15,10 @@ import uuid
 
 import pytest
 
-from agent import archive, cli, commands, transfer
+from agent import cli, commands
 from agent import status as status_mod
-from agent.backups import BackupError, Backups, RestoreError
+from agent.backups import archive, transfer
+from agent.backups.backups import BackupError, Backups, RestoreError
 from agent.deploy.environments import Environments, erp_address
 from agent.status import StatusFile
 from tests.transfer_stand_in import TransferStandIn
