@@ -1,5 +1,7 @@
 """Backups and restores of an environment, and Odoo's own backup zip:
 
+- `commands`: the backup, restore and export commands (registered in
+  `agent.commands`);
 - `backups`: `Backups`, Berth's backup (database dump, filestore archive,
   manifest, each verified in storage) and restore (a safety backup first, rolled
   back on any failure, and after an agent stop);
@@ -12,6 +14,6 @@
   storage through HTTP range requests.
 
 Nothing is staged on the server's disk and memory stays bounded: every object
-streams. These modules are imported when a backup, restore or export command
-first runs (and at start, when a restore cut short is rolled back); they work
-on the environments of `agent.deploy`."""
+streams. `commands` loads with the other command handlers; the rest when a
+backup, restore or export first runs (and at start, when a restore cut short is
+rolled back). They work on the environments of `agent.deploy`."""
