@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from agent import __version__, commands
+from agent import __version__, commands, live
 from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.rpc.v1 import agent_pb2 as pb
@@ -266,31 +266,17 @@ class Agent:
     # --- live requests -------------------------------------------------------
 
     def _answer(self, outbox, request):
+        """The reply to a live request, from its handler in agent.live's table."""
         from agent.errors import AgentError
 
         reply = pb.LiveReply(correlation_id=request.correlation_id)
         kind = request.WhichOneof("kind")
+        handler = live.HANDLERS.get(kind)
         try:
-            if kind == "host_metrics":
-                reply.host_metrics.CopyFrom(pb.HostMetrics(**self.host_sampler().sample()))
-            elif kind == "container_metrics":
-                found = self.container_sampler().for_environment(
-                    request.container_metrics.environment_id)
-                body = pb.ContainerMetrics()
-                for role in ("erp", "postgres"):
-                    # A monitoring agent reports only running containers (spec).
-                    if found.get(role) is not None and found[role]["status"] == "running":
-                        getattr(body, role).CopyFrom(pb.ContainerStats(
-                            **{k: v for k, v in found[role].items() if v is not None}))
-                reply.container_metrics.CopyFrom(body)
-            elif kind == "runtime_logs":
-                from agent.deploy.runtime_logs import runtime_logs
-
-                r = request.runtime_logs
-                reply.runtime_logs.CopyFrom(pb.RuntimeLogs(**runtime_logs(
-                    self.docker(), r.environment_id, r.source, r.lines)))
-            else:
+            if handler is None:
                 reply.error_code, reply.error_message = "unavailable", f"unknown request {kind}"
+            else:
+                getattr(reply, kind).CopyFrom(handler(self, getattr(request, kind)))
         except AgentError as exc:
             reply.error_code, reply.error_message = exc.code, str(exc)
         except Exception as exc:
