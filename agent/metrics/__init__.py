@@ -11,5 +11,8 @@ periodic disk report:
 - `engine`: a minimal engine client over the engine's socket, without docker-py,
   for the questions periodic work asks (how many containers; an exec's output).
 
-The daemon and `agent.live` import these modules when first needed; they
-import none of the agent's other packages (backups, proxy, deploy)."""
+The daemon imports them when first needed: its samplers (`Agent.host_sampler()`,
+`container_sampler()`) serve heartbeats and agent.live's requests, its disk
+thread runs `DiskMeter`; `agent.facts` reads `disk_path`. They import none of
+the agent's other packages (backups, proxy, deploy), and a heartbeat needs only
+`host` and `engine`: no docker-py."""

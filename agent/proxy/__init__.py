@@ -6,6 +6,7 @@
 - `certificates`: each routed name's certificate as the proxy's state directory
   shows it, and the handshakes that make the proxy obtain missing ones.
 
-The daemon makes one `Proxy` when a deploy first names proxy settings
-(`Agent.proxy()`); the deploy commands route, rename and unroute through it,
-and the daemon's watch thread calls `watch` and `report`."""
+The daemon makes one `Proxy` when first needed (`Agent.proxy()`): the
+environment commands (agent.deploy.commands) route, rename and unroute through
+it, and once a deploy has configured it, the daemon's watch thread calls
+`watch` and `report`."""
