@@ -1,6 +1,7 @@
-"""docker-py's own errors, made as docker-py makes them from an engine's answer,
-for tests of how the agent translates them (agent/errors.py) and what each call
-site then does."""
+"""A stand-in for the container engine: docker-py's own errors, made as docker-py
+makes them from an engine's answer, and a client whose calls raise them, for
+tests of how the agent translates them (agent/errors.py) and what each place
+that expects some then does."""
 
 import json
 
