@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from agent import __version__, commands
+from agent import __version__, commands, live
 from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.rpc.v1 import agent_pb2 as pb
@@ -142,7 +142,7 @@ class Agent:
         stream (without one, it waits for the next stream's welcome)."""
         # Imported here, not in the thread: what compiling it allocates would stay
         # in the thread's own malloc arena (~0.4 MB of resident memory).
-        from agent.disk_usage import DiskMeter, interval_seconds, lower_priority
+        from agent.metrics.disk import DiskMeter, interval_seconds, lower_priority
 
         def measure():
             lower_priority()
@@ -166,7 +166,7 @@ class Agent:
 
     def proxy(self):
         if self._proxy is None:
-            from agent.proxy import Proxy
+            from agent.proxy.proxy import Proxy
 
             self._proxy = Proxy(self.docker(), self.data_dir / "proxy")
         return self._proxy
@@ -213,14 +213,14 @@ class Agent:
         """Restores the last stop cut short (their commands were reported failed)
         are rolled back to their safety backups, on a thread of their own."""
         from agent.config import RESTORE_JOURNAL
-        from agent.disk_usage import env_root
+        from agent.metrics.disk import env_root
 
         if not any(Path(env_root()).glob(f"*/{RESTORE_JOURNAL}")):
             return
 
         def resume():
-            from agent.backups import Backups
-            from agent.environments import Environments
+            from agent.backups.backups import Backups
+            from agent.deploy.environments import Environments
 
             def task_log(level, message):
                 log.log(logging.ERROR if level == "error" else logging.INFO, "%s", message)
@@ -266,31 +266,17 @@ class Agent:
     # --- live requests -------------------------------------------------------
 
     def _answer(self, outbox, request):
+        """The reply to a live request, from its handler in agent.live's table."""
         from agent.errors import AgentError
 
         reply = pb.LiveReply(correlation_id=request.correlation_id)
         kind = request.WhichOneof("kind")
+        handler = live.HANDLERS.get(kind)
         try:
-            if kind == "host_metrics":
-                reply.host_metrics.CopyFrom(pb.HostMetrics(**self.host_sampler().sample()))
-            elif kind == "container_metrics":
-                found = self.container_sampler().for_environment(
-                    request.container_metrics.environment_id)
-                body = pb.ContainerMetrics()
-                for role in ("erp", "postgres"):
-                    # A monitoring agent reports only running containers (spec).
-                    if found.get(role) is not None and found[role]["status"] == "running":
-                        getattr(body, role).CopyFrom(pb.ContainerStats(
-                            **{k: v for k, v in found[role].items() if v is not None}))
-                reply.container_metrics.CopyFrom(body)
-            elif kind == "runtime_logs":
-                from agent.runtime_logs import runtime_logs
-
-                r = request.runtime_logs
-                reply.runtime_logs.CopyFrom(pb.RuntimeLogs(**runtime_logs(
-                    self.docker(), r.environment_id, r.source, r.lines)))
-            else:
+            if handler is None:
                 reply.error_code, reply.error_message = "unavailable", f"unknown request {kind}"
+            else:
+                getattr(reply, kind).CopyFrom(handler(self, getattr(request, kind)))
         except AgentError as exc:
             reply.error_code, reply.error_message = exc.code, str(exc)
         except Exception as exc:
@@ -310,14 +296,14 @@ class Agent:
 
     def host_sampler(self):
         if self._host is None:
-            from agent.host_metrics import HostSampler
+            from agent.metrics.host import HostSampler
 
             self._host = HostSampler()  # counts containers without docker-py; disk of disk_path()
         return self._host
 
     def container_sampler(self):
         if self._containers is None:
-            from agent.container_metrics import ContainerMetrics
+            from agent.metrics.containers import ContainerMetrics
 
             self._containers = ContainerMetrics(self.docker())
         return self._containers

@@ -1,5 +1,20 @@
 """The agent's own exceptions, and the one place where the container engine's
-foreign errors (docker-py, requests, urllib3, sockets) become them.
+foreign errors (docker-py, requests, urllib3, sockets) become them: calls
+through docker-py run inside `engine_errors()` (or `call_with_deadline`), and
+the agent's other modules catch only these exceptions.
+
+    docker-py's ImageNotFound                    -> ImageNotFound
+    docker-py's NotFound (any other 404)         -> ContainerNotFound
+    docker-py's APIError (any other answer)      -> EngineError
+    a timeout (requests, urllib3, socket)        -> EngineTimeout
+    any other failure to reach the engine        -> EngineUnreachable
+      (no socket, connection refused or reset, docker-py's other errors)
+
+EngineError is the base of the two "not found" errors, as APIError is of
+docker-py's: `except EngineError` catches every error the engine answered
+with. Its `detail` is what the engine said, for a caller's own message.
+(agent.metrics.engine, which asks the engine without docker-py, turns its own
+socket errors into these exceptions.)
 
 Each exception carries the `code` the agent puts in a live reply's
 `error_code`; the control plane maps those codes to the spec's errors."""
@@ -31,16 +46,26 @@ class EngineTimeout(AgentError):
     code = "engine_timeout"
 
 
-class ContainerNotFound(AgentError):
+class EngineError(AgentError):
+    """The container engine answered with an error."""
+
+    code = "engine_error"
+
+    def __init__(self, message=None, detail=None):
+        super().__init__(message)
+        self.detail = detail or str(self)
+
+
+class ContainerNotFound(EngineError):
     """The container does not exist on this server."""
 
     code = "container_not_found"
 
 
-class EngineError(AgentError):
-    """The container engine answered with an error."""
+class ImageNotFound(EngineError):
+    """The image is not on this server."""
 
-    code = "engine_error"
+    code = "image_not_found"
 
 
 def _foreign_kinds():
@@ -89,10 +114,15 @@ def engine_errors(timeout_s=None):
         yield
     except AgentError:
         raise
+    except docker.errors.ImageNotFound as exc:
+        said = str(exc.explanation or exc)
+        raise ImageNotFound(f"image not found: {said}", said) from exc
     except docker.errors.NotFound as exc:
-        raise ContainerNotFound(f"container not found: {exc.explanation or exc}") from exc
+        said = str(exc.explanation or exc)
+        raise ContainerNotFound(f"container not found: {said}", said) from exc
     except docker.errors.APIError as exc:
-        raise EngineError(f"container engine error: {exc.explanation or exc}") from exc
+        said = str(exc.explanation or exc)
+        raise EngineError(f"container engine error: {said}", said) from exc
     except (requests.exceptions.RequestException, docker.errors.DockerException,
             urllib3.exceptions.HTTPError, OSError) as exc:
         if _timed_out(exc):

@@ -6,7 +6,7 @@ import socket
 import psutil
 
 from agent import __version__
-from agent.host_metrics import disk_path
+from agent.metrics.host import disk_path
 from agent.rpc.v1 import agent_pb2 as pb
 
 

@@ -26,7 +26,7 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.container_metrics import ContainerMetrics  # noqa: E402
+from agent.metrics.containers import ContainerMetrics  # noqa: E402
 
 TARGET = 10.0
 IMAGE = "berth-test-base:latest"

@@ -240,7 +240,7 @@ class Bench:
             self.agent_log.close()
         if getattr(self.served, "proc", None) is not None:
             self.served.stop()
-        from agent.environments import Environments
+        from agent.deploy.environments import Environments
 
         envs = Environments(self.docker, root=self.tmp / "srv")
         for env_id in self.env_ids:

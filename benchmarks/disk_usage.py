@@ -27,8 +27,8 @@ def main():
     parser.add_argument("--size", type=int, default=2048, help="bytes per file")
     args = parser.parse_args()
 
-    from agent import disk_walk
-    from agent.disk_walk import Tree
+    from agent.metrics import disk_walk
+    from agent.metrics.disk_walk import Tree
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "filestore"

@@ -17,7 +17,7 @@ import pytest
 from werkzeug.serving import make_server
 from werkzeug.wsgi import ClosingIterator
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from control_plane.models import Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs

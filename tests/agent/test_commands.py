@@ -1,5 +1,8 @@
 """The agent's command registry: each kind the control plane queues has one handler."""
 
+import subprocess
+import sys
+
 import pytest
 
 from agent import __version__, commands
@@ -21,8 +24,25 @@ class FakeAgent:
 
 
 def test_every_kind_has_one_handler():
-    assert set(commands.HANDLERS) == {"ping", "deploy", "start", "stop", "restart", "destroy",
-                                      "backup", "restore", "export", "routes"}
+    assert set(commands.load()) == {"ping", "deploy", "start", "stop", "restart", "destroy",
+                                    "backup", "restore", "export", "routes"}
+
+
+def test_a_kind_cannot_have_two_handlers():
+    with pytest.raises(ValueError, match="two handlers for the command kind 'ping'"):
+        commands.handles("ping")(lambda agent, payload, log: None)
+    assert commands.HANDLERS["ping"] is commands.ping
+
+
+def test_the_handler_modules_load_when_a_command_first_needs_one():
+    """An idle agent (and a ping) imports none of them."""
+    code = ("import sys; from agent import commands, daemon; "
+            "loaded = lambda: [m for m in commands.HANDLER_MODULES if m in sys.modules]; "
+            "idle = loaded(); commands.run(None, 'ping', {}, lambda *line: None); "
+            "pinged = loaded(); commands.run(None, 'routes', {'environment_id': 'e1'}, None); "
+            "print(idle, pinged, loaded() == list(commands.HANDLER_MODULES))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["[]", "[]", "True"]
 
 
 def test_ping_answers_with_the_version():
@@ -41,9 +61,9 @@ def test_ping_answers_with_the_version():
     ("destroy", {"environment_id": "e1"}, ("destroy", ("e1", False))),
 ])
 def test_environment_commands_reach_their_method(monkeypatch, kind, payload, expected):
-    import agent.environments
+    import agent.deploy.environments
 
-    monkeypatch.setattr(agent.environments, "Environments", Recorder)
+    monkeypatch.setattr(agent.deploy.environments, "Environments", Recorder)
     Recorder.calls = []
     log = object()
     assert commands.run(FakeAgent(), kind, payload, log) == {"did": kind}

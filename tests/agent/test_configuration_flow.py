@@ -6,7 +6,7 @@ first values back; a destroy removes the configuration file."""
 
 import pytest
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from control_plane.models import Server, TaskLogLine
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs

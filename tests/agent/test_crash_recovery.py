@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 import requests
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from control_plane import clock
 from control_plane.app import create_app
 from control_plane.models import (

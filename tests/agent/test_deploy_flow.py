@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from control_plane.models import AgentCommand, Event, Project, Server
 from control_plane.services import agents as agent_svc
 from tests.agent_support import polled_get, registered_server, wait_for

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from control_plane.models import Environment, Project, Server
 from control_plane.services import agents as agent_svc
 from tests.agent_support import AGENT, polled_get, registered_server, wait_for

@@ -18,7 +18,7 @@ import zipfile
 
 import requests
 
-from agent.environments import erp_address
+from agent.deploy.environments import erp_address
 from control_plane.models import Backup
 from control_plane.services.backups.odoo import PART_MIN
 from tests.backup_flow_support import (

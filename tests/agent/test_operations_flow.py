@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from control_plane.models import AgentCommand, Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs

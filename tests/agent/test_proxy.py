@@ -47,7 +47,7 @@ def flow(app, world, proxied, agents, gateway, http_app, tmp_path, pebble, docke
     f.port, f.pebble = pebble.tls_port, pebble
     f.created = []
     yield f
-    from agent.environments import Environments
+    from agent.deploy.environments import Environments
     for env_id in f.created:
         Environments(docker_client, root=f.root).destroy(env_id, True, lambda *a: None)
 

@@ -4,7 +4,7 @@ real agents registered through the balancer."""
 
 import pytest
 
-from agent.environments import Environments
+from agent.deploy.environments import Environments
 from tests.agent_support import wait_for
 from tests.scale_out_support import Agent, Stack, docker, require_images
 

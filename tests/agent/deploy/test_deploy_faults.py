@@ -1,14 +1,15 @@
 """Deploy faults the agent must survive: configuration that would leave its line.
 (A bad branch, a missing image and an unreachable repository are in
-test_environments.py; the proxy's own faults in test_proxy.py.) And the ERP
-publishes no port on the server: only the proxy reaches it, on its network."""
+test_environments.py; the proxy's own faults in tests/agent/test_proxy.py.) And
+the ERP publishes no port on the server: only the proxy reaches it, on its
+network."""
 
 import urllib.request
 import uuid
 
 import pytest
 
-from agent.environments import DeployError, Environments
+from agent.deploy.environments import DeployError, Environments
 
 P = "/api/public/v1"
 

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from agent.environments import DeployError, Environments, addon_repo_names, addons_path
+from agent.deploy.environments import DeployError, Environments, addon_repo_names, addons_path
 
 
 def git(*args, cwd):

@@ -1,4 +1,4 @@
-"""The proxy's certificates (agent/proxy.py), as the agent reads them from the
+"""The proxy's certificates (agent/proxy/proxy.py), as the agent reads them from the
 proxy's state directory: each routed name's certificate file (valid until its
 notAfter) and the proxy's JSON log (the last error for a name: failing, and
 why); and the handshakes that make the proxy ask for a missing certificate

@@ -8,9 +8,9 @@ figures are "from the last measurement", not live):
 
 A pass runs every BERTH_AGENT_DISK_INTERVAL_SECONDS (default 900: 15 minutes),
 and once when the daemon starts. It is cheap on a large, quiet filestore: a
-tree is walked again only when one of its directories changed (agent.disk_walk).
-The measuring thread runs at a lower CPU and I/O priority, so it never starves
-the ERP or the agent's own stream."""
+tree is walked again only when one of its directories changed
+(agent.metrics.disk_walk). The measuring thread runs at a lower CPU and I/O
+priority, so it never starves the ERP or the agent's own stream."""
 
 import contextlib
 import logging
@@ -19,17 +19,17 @@ import re
 import threading
 import time
 
-from agent import engine
-from agent.disk_walk import Tree
 from agent.errors import AgentError
+from agent.metrics import engine
+from agent.metrics.disk_walk import Tree
 
 log = logging.getLogger("berth.agent")
 
 DEFAULT_INTERVAL_S = 900
 MIN_INTERVAL_S = 1.0
-ENV_ROOT = "/srv/berth"  # agent.environments.DEFAULT_ROOT, without importing docker-py
+ENV_ROOT = "/srv/berth"  # agent.deploy.environments.DEFAULT_ROOT (metrics import no deploy module)
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
-DB_NAME, DB_USER = "odoo", "odoo"  # as agent.environments configures every environment
+DB_NAME, DB_USER = "odoo", "odoo"  # as agent.deploy.environments configures every environment
 SIZE_SQL = "SELECT pg_database_size(current_database())"
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 

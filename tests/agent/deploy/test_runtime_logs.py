@@ -6,8 +6,8 @@ import uuid
 import docker
 import pytest
 
+from agent.deploy.runtime_logs import runtime_logs
 from agent.errors import ContainerNotFound, EngineTimeout, EngineUnreachable
-from agent.runtime_logs import runtime_logs
 from tests.docker_support import silent_engine
 
 BIG_LINE = 1500  # bytes per line of the big log, newline excluded

@@ -15,10 +15,12 @@ import uuid
 
 import pytest
 
-from agent import archive, cli, commands, transfer
+from agent import cli, commands
 from agent import status as status_mod
-from agent.backups import BackupError, Backups, RestoreError
-from agent.environments import Environments, erp_address
+from agent.backups import archive, transfer
+from agent.backups.backups import BackupError, Backups, RestoreError
+from agent.deploy.commands import PreBackupFailed
+from agent.deploy.environments import Environments, erp_address
 from agent.status import StatusFile
 from tests.transfer_stand_in import TransferStandIn
 
@@ -419,7 +421,7 @@ def test_a_deploy_whose_pre_deploy_backup_fails_touches_nothing(env, stand_in, d
     job = {"environment_id": env_id, "erp_image": erp_image, "postgres_image": postgres_image,
            "pre_backup": payload(stand_in, env_id)}
     agent = _Agent(docker_client, StatusFile(tmp_path / "status.json"))
-    with pytest.raises(commands.PreBackupFailed, match="nothing was deployed") as failed:
+    with pytest.raises(PreBackupFailed, match="nothing was deployed") as failed:
         commands.run(agent, "deploy", job, lambda *a: None)
     assert failed.value.partial_result == {"untouched": True}  # the daemon reports it
     assert _erp_container(envs, env_id) == before and healthy(envs, env_id)

@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent import odoo_format as of
-from agent.odoo_format import RangeFile
+from agent.backups import odoo_zip as of
+from agent.backups.odoo_zip import RangeFile
 
 HEADER = b"--\n-- PostgreSQL database dump\n--\n\nSET statement_timeout = 0;\n"
 MANIFEST = {"db_name": "odoo", "version": "17.0", "pg_version": "16.4",

@@ -1,4 +1,4 @@
-"""Odoo's own backup zip (agent/odoo_format.py) moved through the transfer API,
+"""Odoo's own backup zip (agent/backups/odoo_zip.py) moved through the transfer API,
 both ways.
 
 Export (the `export` command): a completed backup's objects are read from
@@ -23,10 +23,10 @@ import socket
 import subprocess
 import threading
 
-from agent import archive, exec_stream, odoo_format
+from agent.backups import archive, exec_stream, odoo_zip
+from agent.backups.odoo_zip import ImportRefused, RangeFile
+from agent.backups.transfer import Checked
 from agent.errors import AgentError
-from agent.odoo_format import ImportRefused, RangeFile
-from agent.transfer import Checked
 
 EXPORT_OBJECT = "odoo-export.zip"
 FILESTORE_PREFIX = "filestore/odoo/"  # the database's filestore in the ERP's data directory
@@ -57,7 +57,7 @@ def export(backups, payload, log):
 
     def write(out):
         version = payload.get("erp_version") or manifest.get("erp_version")
-        summary.update(odoo_format.write_odoo_zip(
+        summary.update(odoo_zip.write_odoo_zip(
             out, dump, tar, {**manifest, "db_name": "odoo", "version": version},
             prefix=FILESTORE_PREFIX))
 
@@ -218,7 +218,7 @@ class ImportSource:
         self.object = spec.get("object") or "upload"
         self.file = RangeFile(self.transfer.download_url(self.object))
         try:
-            self.info = odoo_format.inspect_import(self.file, erp_version)
+            self.info = odoo_zip.inspect_import(self.file, erp_version)
         except ImportRefused as exc:
             self.file.close()
             raise ImportRefused(f"{exc.code}: {exc}") from exc
@@ -251,8 +251,8 @@ class ImportSource:
                 os.chown(path, uid, gid)
                 os.chmod(path, st.st_mode & 0o7777)
         try:
-            with odoo_format.open_zip(self.file) as zf:
-                odoo_format.extract_filestore(zf, new / FILESTORE_PREFIX, uid, gid)
+            with odoo_zip.open_zip(self.file) as zf:
+                odoo_zip.extract_filestore(zf, new / FILESTORE_PREFIX, uid, gid)
         except BaseException:
             shutil.rmtree(new, ignore_errors=True)
             raise
@@ -268,8 +268,8 @@ class ImportSource:
         elif kind == "sql":
             cmd, chunks = [*_PSQL], self.transfer.download(self.object)
         else:
-            zf = odoo_format.open_zip(self.file)
-            cmd, chunks = [*_PSQL], _closing(odoo_format.iter_member(zf, odoo_format.DUMP), zf)
+            zf = odoo_zip.open_zip(self.file)
+            cmd, chunks = [*_PSQL], _closing(odoo_zip.iter_member(zf, odoo_zip.DUMP), zf)
         counted = Checked(chunks, backups._counter())
         exec_stream.Exec(backups.api, db.id, cmd, stdin=True, what=cmd[0]).feed(counted)
         log("info", f"import: the database is loaded ({counted.size} bytes of dump)")

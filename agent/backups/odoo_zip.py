@@ -16,9 +16,9 @@ import time
 import zipfile
 import zlib
 
-from agent import safe_zip
-from agent.range_file import DownloadFailed, RangeFile  # noqa: F401  (part of this API)
-from agent.safe_zip import (  # noqa: F401  (part of this API)
+from agent.backups import safe_zip
+from agent.backups.range_file import DownloadFailed, RangeFile  # noqa: F401  (part of this API)
+from agent.backups.safe_zip import (  # noqa: F401  (part of this API)
     CHUNK,
     DEFAULT_LIMITS,
     CorruptImport,

@@ -13,11 +13,11 @@ import zipfile
 
 import pytest
 
-from agent import odoo_format
-from agent.backups import Backups
-from agent.odoo_transfer import EXPORT_OBJECT, export
-from tests.agent import test_backups
-from tests.agent.test_backups import CREDENTIAL, NOTES, files, healthy, notes, payload, psql
+from agent.backups import odoo_zip
+from agent.backups.backups import Backups
+from agent.backups.odoo_transfer import EXPORT_OBJECT, export
+from tests.agent.backups import test_backups
+from tests.agent.backups.test_backups import CREDENTIAL, NOTES, files, healthy, notes, payload, psql
 
 env, stand_in = test_backups.env, test_backups.stand_in  # the fixtures, shared
 
@@ -105,7 +105,7 @@ def test_a_zip_made_by_hand_is_imported(env, stand_in, target):
             t.addfile(info, io.BytesIO(data))
     tar.seek(0)
     out = io.BytesIO()
-    odoo_format.write_odoo_zip(out, [sql.encode()], tar,
+    odoo_zip.write_odoo_zip(out, [sql.encode()], tar,
                                {"version": "17.0", "pg_version": "16", "modules": {"base": "17.0.1.3"}},
                                prefix="filestore/odoo/")
     import_upload(envs, stand_in, target_id, out.getvalue())
@@ -160,7 +160,7 @@ def test_a_hostile_import_is_refused_with_the_environment_untouched(env, stand_i
     erp = envs._container(envs._names(env_id)["erp"])
     started = erp.attrs["State"]["StartedAt"]
     lines = []
-    with pytest.raises(odoo_format.ImportRefused, match=code):
+    with pytest.raises(odoo_zip.ImportRefused, match=code):
         import_upload(envs, stand_in, env_id, data, lines)
     assert notes(envs, env_id) == rows and files(store) == before
     erp.reload()

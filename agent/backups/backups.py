@@ -26,12 +26,12 @@ import subprocess
 import threading
 import time
 
-from agent import archive, exec_stream
+from agent.backups import archive, exec_stream
+from agent.backups.transfer import Buffers, Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
-from agent.environments import erp_address
+from agent.deploy.environments import erp_address
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
-from agent.transfer import Buffers, Checked, Transfer
 
 FORMAT = "berth-backup/1"
 DB = "odoo"  # the database and its owner in every environment
@@ -58,7 +58,7 @@ class RestoreError(AgentError):
 
 
 class Backups:
-    """`environments`: an agent.environments.Environments (names, ERP health);
+    """`environments`: an agent.deploy.environments.Environments (names, ERP health);
     `progress(**fields)`: what `berth-agent status` shows of the running work."""
 
     def __init__(self, environments, credential, progress=None):
@@ -160,14 +160,14 @@ class Backups:
     # --- restore --------------------------------------------------------------
 
     def restore(self, payload, log):
-        """A backup's restore, or with `import` (agent/odoo_transfer.py) an
+        """A backup's restore, or with `import` (agent/backups/odoo_transfer.py) an
         upload's, inspected before anything is touched."""
         env_id = payload["environment_id"]
         n = self.envs._names(env_id)
         self.envs.health_timeout = int(payload.get("health_timeout") or self.envs.health_timeout)
         db = self._db_container(n)
         if payload.get("import"):
-            from agent.odoo_transfer import ImportSource
+            from agent.backups.odoo_transfer import ImportSource
 
             source = ImportSource(self, payload["import"], payload.get("erp_version"), log)
         else:
@@ -476,7 +476,7 @@ def _commit(addons):
 
 
 def _addon_commits(addons):
-    from agent.environments import ADDON_REPOS
+    from agent.deploy.environments import ADDON_REPOS
 
     repos = addons / ADDON_REPOS
     if not repos.is_dir():

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from agent import disk_usage, disk_walk
-from agent.disk_usage import DiskMeter
-from agent.disk_walk import Tree
+from agent.metrics import disk, disk_walk
+from agent.metrics.disk import DiskMeter
+from agent.metrics.disk_walk import Tree
 from tests.agent_support import wait_for
 
 ENV_ID = "0f0e0d0c-0b0a-4909-8807-060504030201"
@@ -98,7 +98,7 @@ def test_interval_setting(monkeypatch, raw, expected):
         monkeypatch.delenv("BERTH_AGENT_DISK_INTERVAL_SECONDS", raising=False)
     else:
         monkeypatch.setenv("BERTH_AGENT_DISK_INTERVAL_SECONDS", raw)
-    assert disk_usage.interval_seconds() == expected
+    assert disk.interval_seconds() == expected
 
 
 def test_database_figure_from_the_running_container_kept_while_stopped(

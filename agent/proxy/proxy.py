@@ -31,9 +31,9 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from agent import proxy_certificates as certificates
 from agent.config import write_private
-from agent.errors import AgentError
+from agent.errors import AgentError, ContainerNotFound, EngineError, engine_errors
+from agent.proxy import certificates
 
 NAME, ROLE_LABEL = "berth-proxy", "berth.role"
 MOUNT = "/berth-proxy"  # the state directory, at the same place inside the container
@@ -162,33 +162,31 @@ class Proxy:
         return done
 
     def _container(self):
-        import docker.errors
-
         try:
-            return self.docker.containers.get(NAME)
-        except docker.errors.NotFound:
+            with engine_errors():
+                return self.docker.containers.get(NAME)
+        except ContainerNotFound:
             return None
 
     def _start(self, image, old):
-        import docker.errors
-
         if old is not None:
-            with contextlib.suppress(docker.errors.APIError):
+            with contextlib.suppress(EngineError), engine_errors():
                 old.remove(force=True)
         (self.dir / "admin.sock").unlink(missing_ok=True)
         try:
-            container = self.docker.containers.run(
-                image, name=NAME, detach=True, network_mode="host",
-                labels={ROLE_LABEL: "proxy"}, restart_policy={"Name": "unless-stopped"},
-                command=["caddy", "run", "--config", f"{MOUNT}/caddy.json"],
-                volumes={str(self.dir): {"bind": MOUNT, "mode": "rw"}})
-        except docker.errors.APIError as exc:
-            raise ProxyError(f"the proxy ({image}) could not start: "
-                             f"{exc.explanation or exc}") from exc
+            with engine_errors():
+                container = self.docker.containers.run(
+                    image, name=NAME, detach=True, network_mode="host",
+                    labels={ROLE_LABEL: "proxy"}, restart_policy={"Name": "unless-stopped"},
+                    command=["caddy", "run", "--config", f"{MOUNT}/caddy.json"],
+                    volumes={str(self.dir): {"bind": MOUNT, "mode": "rw"}})
+        except EngineError as exc:
+            raise ProxyError(f"the proxy ({image}) could not start: {exc.detail}") from exc
         try:
             _wait_for_socket(self.dir / "admin.sock", container)
         except ProxyError:
-            with contextlib.suppress(docker.errors.APIError):  # the next try starts afresh
+            # The next try starts afresh.
+            with contextlib.suppress(EngineError), engine_errors():
                 container.remove(force=True)
             raise
 
@@ -277,11 +275,10 @@ class Proxy:
 
     def _address(self, erp_container):
         """The ERP container's address on its network, or None (stopped, gone)."""
-        import docker.errors
-
         try:
-            container = self.docker.containers.get(erp_container)
-        except docker.errors.NotFound:
+            with engine_errors():
+                container = self.docker.containers.get(erp_container)
+        except ContainerNotFound:
             return None
         if container.status != "running":
             return None
@@ -374,9 +371,11 @@ def _wait_for_socket(path, container, timeout=20):
     say) is reported with the last line it wrote."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        container.reload()
+        with engine_errors():
+            container.reload()
         if container.status in ("exited", "dead", "restarting"):
-            said = container.logs(tail=20).decode(errors="replace").strip().splitlines()
+            with engine_errors():
+                said = container.logs(tail=20).decode(errors="replace").strip().splitlines()
             why = next((line for line in reversed(said) if "rror" in line), said[-1:] or [""])
             raise ProxyError(f"the proxy stopped as it started: {str(why)[:400]}")
         if path.exists():

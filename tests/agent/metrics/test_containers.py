@@ -9,8 +9,8 @@ import docker
 import psutil
 import pytest
 
-from agent.container_metrics import ContainerMetrics
 from agent.errors import EngineUnreachable
+from agent.metrics.containers import ContainerMetrics
 from agent.rpc.v1 import agent_pb2 as pb
 
 BURN = ["sh", "-c", "while :; do :; done"]

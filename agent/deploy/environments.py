@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from agent.errors import AgentError, engine_errors
+from agent.errors import AgentError, ContainerNotFound, EngineError, ImageNotFound, engine_errors
 
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
 SETTINGS_LABEL = "berth.postgres_settings"  # the settings the database container runs with
@@ -56,11 +56,11 @@ class Environments:
         return labels
 
     def _container(self, name):
-        import docker.errors
-
+        """The container of that name, or None."""
         try:
-            return self.docker.containers.get(name)
-        except docker.errors.NotFound:
+            with engine_errors():
+                return self.docker.containers.get(name)
+        except ContainerNotFound:
             return None
 
     # --- deploy ---------------------------------------------------------------
@@ -214,34 +214,31 @@ class Environments:
 
     def _image(self, name, log):
         """The image is on the server, pulled if need be; else a reason a person reads."""
-        import docker.errors
-
         try:
-            self.docker.images.get(name)
+            with engine_errors():
+                self.docker.images.get(name)
             return
-        except docker.errors.ImageNotFound:
+        except ImageNotFound:
             pass
         log("info", f"pulling {name}")
         try:
-            self.docker.images.pull(name)
-        except docker.errors.APIError as exc:
+            with engine_errors():
+                self.docker.images.pull(name)
+        except EngineError as exc:
             raise DeployError(f"the image {name} is not on this server and could not be "
-                              f"pulled: {exc.explanation or exc}") from exc
+                              f"pulled: {exc.detail}") from exc
 
     def _discard(self, name, log):
         """A container the engine created but could not start holds the name:
         remove it, so that a failed deploy leaves no half-made ERP."""
-        import docker.errors
-
         leftover = self._container(name)
         if leftover is not None:
-            with contextlib.suppress(docker.errors.APIError):  # a retry removes it anyway
-                leftover.remove(force=True)
+            with contextlib.suppress(EngineError):  # a retry removes it anyway
+                with engine_errors():
+                    leftover.remove(force=True)
                 log("info", "removed the ERP container that could not start")
 
     def _erp(self, env_id, n, spec, log):
-        import docker.errors
-
         old = self._container(n["erp"])
         if old is not None:
             old.remove(force=True)
@@ -254,16 +251,17 @@ class Environments:
         d = n["dir"]
         self._image(spec["erp_image"], log)
         try:
-            erp = self.docker.containers.run(
-                spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
-                labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
-                environment=variables(spec.get("variables")),
-                volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
-                         str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
-                         str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
-                         str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
-                **resources)
-        except docker.errors.APIError:
+            with engine_errors():
+                erp = self.docker.containers.run(
+                    spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
+                    labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
+                    environment=variables(spec.get("variables")),
+                    volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
+                             str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
+                             str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
+                             str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
+                    **resources)
+        except EngineError:
             self._discard(n["erp"], log)
             raise
         address = erp_address(self.docker, n["erp"])

@@ -8,9 +8,9 @@ import time
 
 import psutil
 
-from agent import engine
 from agent.config import data_dir
 from agent.errors import AgentError, call_with_deadline
+from agent.metrics import engine
 
 log = logging.getLogger("berth.agent")
 
@@ -18,7 +18,7 @@ SYS_CLASS_NET = "/sys/class/net"
 BASELINE_S = 0.2  # the first sample measures rates over this long
 MIN_INTERVAL_S = 0.05  # closer samples wait, so a rate never divides by ~0
 ENGINE_TIMEOUT_S = 5
-ENV_ROOT = "/srv/berth"  # agent.environments.DEFAULT_ROOT, without importing that module
+ENV_ROOT = "/srv/berth"  # agent.deploy.environments.DEFAULT_ROOT (metrics import no deploy module)
 
 
 def disk_path():
@@ -101,8 +101,8 @@ class HostSampler:
 
     def _containers(self):
         """(all containers, running ones) on the host; (0, 0) without an engine.
-        Without a docker-py client, asks the engine through agent.engine, which
-        keeps docker-py out of a heartbeat's memory."""
+        Without a docker-py client, asks the engine through agent.metrics.engine,
+        which keeps docker-py out of a heartbeat's memory."""
         try:
             if self.docker_client is None:
                 states = engine.container_states(ENGINE_TIMEOUT_S)

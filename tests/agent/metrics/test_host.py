@@ -7,9 +7,9 @@ import uuid
 import docker
 import psutil
 
-from agent import host_metrics
 from agent.facts import host_facts
-from agent.host_metrics import HostSampler, disk_path, physical_interfaces
+from agent.metrics import host as host_metrics
+from agent.metrics.host import HostSampler, disk_path, physical_interfaces
 from agent.rpc.v1 import agent_pb2 as pb
 
 
@@ -127,7 +127,7 @@ def test_counts_without_docker_py(labeled_container, monkeypatch):
     import uuid
 
     labeled_container(str(uuid.uuid4()), "erp", ["sleep", "600"])
-    code = ("import sys, agent.host_metrics as h; m = h.HostSampler().sample(); "
+    code = ("import sys, agent.metrics.host as h; m = h.HostSampler().sample(); "
             "print(m['container_count'], m['containers_running'], 'docker' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     total, running, loaded = out.stdout.split()

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from agent.environments import DeployError, Environments, erp_address
+from agent.deploy.environments import DeployError, Environments, erp_address
 
 
 def git(*args, cwd):

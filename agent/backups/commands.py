@@ -1,0 +1,57 @@
+"""The backup commands: backup (also a deploy's pre-deploy backup, through the
+registry), restore (of a backup, or of an import in Odoo's format) and export
+(a backup written as Odoo's zip). While one runs, `berth-agent status` shows
+its progress (the status file)."""
+
+import contextlib
+
+from agent.commands import handles
+from agent.status import now_iso
+
+
+@contextlib.contextmanager
+def _backups(agent, payload, kind, key):
+    """The environment's Backups, its progress shown by `berth-agent status`
+    (the status file) while the command runs."""
+    from agent.backups.backups import Backups
+    from agent.deploy.environments import Environments
+
+    status = getattr(agent, "status", None)
+
+    def progress(**fields):
+        if status is not None:
+            status.operation(key, **fields)
+
+    progress(kind=kind, environment_id=payload["environment_id"],
+             backup_id=payload.get("backup_id"), started_at=now_iso(), phase="starting",
+             bytes_done=0)
+    envs = Environments(agent.docker(), health_timeout=int(payload.get("health_timeout") or 120))
+    try:
+        yield Backups(envs, agent.config.credential, progress)
+    finally:
+        if status is not None:
+            status.end_operation(key)
+
+
+@handles("backup")
+def backup(agent, payload, log, label="backup"):
+    with _backups(agent, payload, "backup", f"backup {payload['backup_id']}") as backups:
+        return backups.backup(payload, log, label=label)
+
+
+@handles("restore")
+def restore(agent, payload, log):
+    source = (f"import {payload['import'].get('import_id')}" if payload.get("import")
+              else payload["backup_id"])
+    key = f"restore {source} into {payload['environment_id']}"
+    with _backups(agent, payload, "restore", key) as backups:
+        return backups.restore(payload, log)
+
+
+@handles("export")
+def export(agent, payload, log):
+    """A completed backup written as Odoo's backup zip (agent/backups/odoo_transfer.py)."""
+    from agent.backups import odoo_transfer
+
+    with _backups(agent, payload, "export", f"export {payload['backup_id']}") as backups:
+        return odoo_transfer.export(backups, payload, log)

@@ -1,0 +1,118 @@
+"""The environment commands: deploy (after a pre-deploy backup when the control
+plane asks for one), start, stop, restart, destroy, and routes (an
+environment's host names changed). When the command carries the server's proxy
+settings, the proxy follows: a deploy routes the environment's host names to
+its new ERP container, a destroy unroutes them, and the others load the
+routes again (an ERP's address changes when it starts)."""
+
+from agent import commands
+from agent.commands import handles
+from agent.errors import AgentError
+
+
+def _environments(agent):
+    from agent.deploy.environments import Environments  # subprocess, git, HTTP: when needed
+
+    return Environments(agent.docker())
+
+
+class PreBackupFailed(AgentError):
+    """The pre-deploy backup failed: nothing was deployed (`untouched`)."""
+
+    code = "pre_backup_failed"
+    partial_result = {"untouched": True}
+
+
+class DeployFailed(AgentError):
+    """A deploy that failed after its pre-deploy backup: its `partial_result`
+    still carries the backup, which stands."""
+
+    code = "deploy_failed"
+
+    def __init__(self, message, result):
+        super().__init__(message)
+        self.partial_result = result
+
+
+def _routed(agent, payload, log, result):
+    """A deployed environment's host names routed to its new ERP container, when
+    the control plane runs a proxy on this server (`proxy` in the command)."""
+    proxy = agent.proxy() if payload.get("proxy") else None
+    if proxy is not None:
+        proxy.configure(payload["proxy"])
+        workers = int((payload.get("erp_options") or {}).get("workers") or 0)
+        proxy.route(payload["environment_id"], payload.get("hostnames") or [],
+                    result["erp_container"], longpolling=workers > 0)
+        log("info", f"the proxy routes {', '.join(payload.get('hostnames') or [])}")
+    return result
+
+
+def _rerouted(agent, payload, log):
+    """After a start, stop or restart: the routes follow the ERP's new address (or
+    answer 503 while it is stopped)."""
+    proxy = agent.proxy() if payload.get("proxy") else None
+    if proxy is not None:
+        proxy.configure(payload["proxy"])
+        proxy.apply()
+
+
+@handles("deploy")
+def deploy(agent, payload, log):
+    """With `pre_backup` (an environment whose database has data), the backup
+    command runs first; if it fails, nothing of the environment is touched."""
+    # First: an engine that cannot be reached fails the deploy itself, not its backup.
+    environments = _environments(agent)
+    pre = payload.get("pre_backup")
+    if not pre:
+        return _routed(agent, payload, log, environments.deploy(payload, log))
+    try:
+        backup = commands.run(agent, "backup", pre, log, label="pre-deploy backup")
+    except Exception as exc:
+        raise PreBackupFailed(f"the pre-deploy backup failed ({exc}); nothing was "
+                              "deployed and the environment is as it was") from exc
+    log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
+    try:
+        result = _routed(agent, payload, log, environments.deploy(payload, log))
+    except Exception as exc:
+        raise DeployFailed(str(exc), {"pre_backup": backup}) from exc
+    return {**result, "pre_backup": backup}
+
+
+@handles("start")
+def start(agent, payload, log):
+    result = _environments(agent).start(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
+    return result
+
+
+@handles("stop")
+def stop(agent, payload, log):
+    result = _environments(agent).stop(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
+    return result
+
+
+@handles("restart")
+def restart(agent, payload, log):
+    result = _environments(agent).restart(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
+    return result
+
+
+@handles("destroy")
+def destroy(agent, payload, log):
+    result = _environments(agent).destroy(payload["environment_id"],
+                                          payload.get("delete_data", False), log)
+    if payload.get("proxy"):
+        agent.proxy().unroute(payload["environment_id"])
+    return result
+
+
+@handles("routes")
+def routes(agent, payload, log):
+    """An environment's host names changed (a custom domain verified or removed)."""
+    if payload.get("proxy"):
+        proxy = agent.proxy()
+        proxy.configure(payload["proxy"])
+        proxy.rename(payload["environment_id"], payload.get("hostnames") or [])
+    return {"hostnames": payload.get("hostnames") or []}

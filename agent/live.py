@@ -1,0 +1,49 @@
+"""The live requests the agent answers, by kind: kind -> handler(agent, body),
+which returns the reply's body. A request's kind (LiveRequest's `kind` oneof)
+and its answer (LiveReply's `body` oneof) have the same name. The control
+plane's live reads send these kinds; a kind not here answers `unavailable` (the
+agent may be older than the control plane).
+
+The daemon (`Agent._answer`) looks the handler up and puts its failures in the
+reply: an agent error's `code` (agent.errors) as `error_code`, anything else as
+`unavailable`. The modules that do the work load when first asked for: the
+samplers through the daemon (`Agent.host_sampler()`, `container_sampler()`),
+runtime logs here."""
+
+from agent.rpc.v1 import agent_pb2 as pb
+
+HANDLERS = {}
+
+
+def answers(kind):
+    def register(handler):
+        if HANDLERS.get(kind, handler) is not handler:
+            raise ValueError(f"two handlers for the live request kind {kind!r}")
+        HANDLERS[kind] = handler
+        return handler
+    return register
+
+
+@answers("host_metrics")
+def host_metrics(agent, body):
+    return pb.HostMetrics(**agent.host_sampler().sample())
+
+
+@answers("container_metrics")
+def container_metrics(agent, body):
+    found = agent.container_sampler().for_environment(body.environment_id)
+    metrics = pb.ContainerMetrics()
+    for role in ("erp", "postgres"):
+        # A monitoring agent reports only running containers (spec).
+        if found.get(role) is not None and found[role]["status"] == "running":
+            getattr(metrics, role).CopyFrom(pb.ContainerStats(
+                **{k: v for k, v in found[role].items() if v is not None}))
+    return metrics
+
+
+@answers("runtime_logs")
+def runtime_logs(agent, body):
+    from agent.deploy.runtime_logs import runtime_logs
+
+    return pb.RuntimeLogs(**runtime_logs(agent.docker(), body.environment_id, body.source,
+                                         body.lines))
