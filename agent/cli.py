@@ -10,6 +10,7 @@ import sys
 from agent import __version__
 from agent import config as cfg
 from agent import status as status_mod
+from protocol.states import CertificateState
 
 
 def register(args):
@@ -100,7 +101,7 @@ def _render(s):
                      + (f", checked {proxy['checked_at']}" if proxy.get("checked_at") else ""))
         for name, cert in sorted((proxy.get("certificates") or {}).items()):
             state = cert.get("state", "?")
-            if state == "valid":
+            if state == CertificateState.VALID:
                 state += f" until {cert.get('valid_until')}"
             elif cert.get("reason"):
                 state += f": {cert['reason']}"

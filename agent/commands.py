@@ -12,6 +12,7 @@ registry imports none of them (they import it)."""
 import importlib
 
 from agent import __version__
+from protocol.kinds import CommandKind
 
 HANDLERS = {}
 HANDLER_MODULES = ("agent.deploy.commands", "agent.backups.commands")
@@ -42,7 +43,7 @@ def run(agent, kind, payload, log, **options):
     return handler(agent, payload, log, **options)
 
 
-@handles("ping")
+@handles(CommandKind.PING)
 def ping(agent, payload, log):
     log("info", f"pong from berth-agent {__version__}")
     return {"pong": True, "agent_version": __version__}

@@ -23,12 +23,14 @@ import socket
 import threading
 from contextlib import contextmanager
 
+from protocol.errors import AgentErrorCode
+
 # docker-py (with requests and urllib3) is imported only where it is in use:
 # it is most of the agent's memory, and a heartbeat never needs it.
 
 
 class AgentError(Exception):
-    code = "agent_error"
+    code = AgentErrorCode.AGENT_ERROR  # what a live reply says (subclasses: their own)
 
     def __init__(self, message=None):
         super().__init__(message or self.__doc__)
@@ -37,19 +39,19 @@ class AgentError(Exception):
 class EngineUnreachable(AgentError):
     """The container engine could not be reached."""
 
-    code = "engine_unreachable"
+    code = AgentErrorCode.ENGINE_UNREACHABLE
 
 
 class EngineTimeout(AgentError):
     """The container engine did not answer in time."""
 
-    code = "engine_timeout"
+    code = AgentErrorCode.ENGINE_TIMEOUT
 
 
 class EngineError(AgentError):
     """The container engine answered with an error."""
 
-    code = "engine_error"
+    code = AgentErrorCode.ENGINE_ERROR
 
     def __init__(self, message=None, detail=None):
         super().__init__(message)
@@ -59,13 +61,13 @@ class EngineError(AgentError):
 class ContainerNotFound(EngineError):
     """The container does not exist on this server."""
 
-    code = "container_not_found"
+    code = AgentErrorCode.CONTAINER_NOT_FOUND
 
 
 class ImageNotFound(EngineError):
     """The image is not on this server."""
 
-    code = "image_not_found"
+    code = AgentErrorCode.IMAGE_NOT_FOUND
 
 
 def _foreign_kinds():

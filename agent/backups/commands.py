@@ -7,6 +7,7 @@ import contextlib
 
 from agent.commands import handles
 from agent.status import now_iso
+from protocol.kinds import CommandKind
 
 
 @contextlib.contextmanager
@@ -33,25 +34,25 @@ def _backups(agent, payload, kind, key):
             status.end_operation(key)
 
 
-@handles("backup")
+@handles(CommandKind.BACKUP)
 def backup(agent, payload, log, label="backup"):
-    with _backups(agent, payload, "backup", f"backup {payload['backup_id']}") as backups:
+    with _backups(agent, payload, CommandKind.BACKUP, f"backup {payload['backup_id']}") as backups:
         return backups.backup(payload, log, label=label)
 
 
-@handles("restore")
+@handles(CommandKind.RESTORE)
 def restore(agent, payload, log):
     source = (f"import {payload['import'].get('import_id')}" if payload.get("import")
               else payload["backup_id"])
     key = f"restore {source} into {payload['environment_id']}"
-    with _backups(agent, payload, "restore", key) as backups:
+    with _backups(agent, payload, CommandKind.RESTORE, key) as backups:
         return backups.restore(payload, log)
 
 
-@handles("export")
+@handles(CommandKind.EXPORT)
 def export(agent, payload, log):
     """A completed backup written as Odoo's backup zip (agent/backups/odoo_transfer.py)."""
     from agent.backups import odoo_transfer
 
-    with _backups(agent, payload, "export", f"export {payload['backup_id']}") as backups:
+    with _backups(agent, payload, CommandKind.EXPORT, f"export {payload['backup_id']}") as backups:
         return odoo_transfer.export(backups, payload, log)

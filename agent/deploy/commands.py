@@ -8,6 +8,7 @@ routes again (an ERP's address changes when it starts)."""
 from agent import commands
 from agent.commands import handles
 from agent.errors import AgentError
+from protocol.kinds import CommandKind
 
 
 def _environments(agent):
@@ -56,7 +57,7 @@ def _rerouted(agent, payload, log):
         proxy.apply()
 
 
-@handles("deploy")
+@handles(CommandKind.DEPLOY)
 def deploy(agent, payload, log):
     """With `pre_backup` (an environment whose database has data), the backup
     command runs first; if it fails, nothing of the environment is touched."""
@@ -66,7 +67,7 @@ def deploy(agent, payload, log):
     if not pre:
         return _routed(agent, payload, log, environments.deploy(payload, log))
     try:
-        backup = commands.run(agent, "backup", pre, log, label="pre-deploy backup")
+        backup = commands.run(agent, CommandKind.BACKUP, pre, log, label="pre-deploy backup")
     except Exception as exc:
         raise PreBackupFailed(f"the pre-deploy backup failed ({exc}); nothing was "
                               "deployed and the environment is as it was") from exc
@@ -78,28 +79,28 @@ def deploy(agent, payload, log):
     return {**result, "pre_backup": backup}
 
 
-@handles("start")
+@handles(CommandKind.START)
 def start(agent, payload, log):
     result = _environments(agent).start(payload["environment_id"], log)
     _rerouted(agent, payload, log)
     return result
 
 
-@handles("stop")
+@handles(CommandKind.STOP)
 def stop(agent, payload, log):
     result = _environments(agent).stop(payload["environment_id"], log)
     _rerouted(agent, payload, log)
     return result
 
 
-@handles("restart")
+@handles(CommandKind.RESTART)
 def restart(agent, payload, log):
     result = _environments(agent).restart(payload["environment_id"], log)
     _rerouted(agent, payload, log)
     return result
 
 
-@handles("destroy")
+@handles(CommandKind.DESTROY)
 def destroy(agent, payload, log):
     result = _environments(agent).destroy(payload["environment_id"],
                                           payload.get("delete_data", False), log)
@@ -108,7 +109,7 @@ def destroy(agent, payload, log):
     return result
 
 
-@handles("routes")
+@handles(CommandKind.ROUTES)
 def routes(agent, payload, log):
     """An environment's host names changed (a custom domain verified or removed)."""
     if payload.get("proxy"):

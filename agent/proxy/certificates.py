@@ -13,6 +13,8 @@ import ssl
 import threading
 import time
 
+from protocol.states import CertificateState
+
 
 def states(state_dir, routes):
     """Each routed name's certificate: `valid` (until when), `failing` (the proxy's
@@ -26,11 +28,11 @@ def states(state_dir, routes):
             until = not_after(found[-1].read_text()) if found else None
             error = errors.get(name)
             if until and (error is None or error[0] <= found[-1].stat().st_mtime):
-                out[name] = {"state": "valid", "valid_until": until, "reason": None}
+                out[name] = {"state": CertificateState.VALID, "valid_until": until, "reason": None}
             elif error:
-                out[name] = {"state": "failing", "valid_until": until, "reason": error[1]}
+                out[name] = {"state": CertificateState.FAILING, "valid_until": until, "reason": error[1]}
             else:
-                out[name] = {"state": "pending", "valid_until": None, "reason": None}
+                out[name] = {"state": CertificateState.PENDING, "valid_until": None, "reason": None}
     return out
 
 
@@ -47,7 +49,7 @@ class Warmer:
     def warm(self, certificates, address):
         for name, cert in certificates.items():
             failures, due = self._tries.get(name, (0, 0.0))
-            if cert["state"] == "valid":
+            if cert["state"] == CertificateState.VALID:
                 self._tries.pop(name, None)
                 continue
             if time.monotonic() < due:

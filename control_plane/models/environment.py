@@ -5,6 +5,7 @@ from control_plane.models.org import User
 from control_plane.models.project import Project
 from control_plane.models.server import Server
 from control_plane.states import CommandStatus, DeploymentStatus, EnvironmentStatus
+from protocol.kinds import TaskKind
 
 
 class Environment(BaseModel):
@@ -56,7 +57,7 @@ class Deployment(BaseModel):
     environment = peewee.ForeignKeyField(Environment, backref="deployments")
     project = peewee.ForeignKeyField(Project, backref="deployments")
     version = peewee.IntegerField()
-    kind = peewee.CharField(max_length=16, default="deploy")  # protocol.kinds.TaskKind
+    kind = peewee.CharField(max_length=16, default=TaskKind.DEPLOY)
     trigger = peewee.CharField(max_length=16)
     status = peewee.CharField(max_length=16, default=DeploymentStatus.PENDING, index=True)
     git_branch = peewee.CharField(max_length=255, null=True)
