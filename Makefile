@@ -36,8 +36,8 @@ bench: install
 
 # Regenerate the agent protocol stubs (committed; a test checks they match).
 proto: install
-	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --grpc_python_out=. --pyi_out=. \
-		proto/agent/rpc/v1/agent.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. \
+		protocol/v1/agent.proto
 
 lint: install
 	$(BIN)/pip install --quiet ruff

@@ -1,3 +1,3 @@
 """Berth agent: runs on each customer server."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

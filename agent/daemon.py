@@ -17,9 +17,11 @@ import grpc
 from agent import __version__, commands, live
 from agent.facts import host_facts
 from agent.journal import CommandJournal
-from agent.rpc.v1 import agent_pb2 as pb
-from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from agent.status import StatusFile, now_iso
+from protocol import wire
+from protocol.errors import AgentErrorCode
+from protocol.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2_grpc as pb_grpc
 
 log = logging.getLogger("berth.agent")
 
@@ -31,6 +33,7 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
 ]
 _END = object()
+UNAVAILABLE = AgentErrorCode.UNAVAILABLE
 INTERRUPTED = "interrupted by an agent restart; not run again"
 PROXY_WATCH_SECONDS = 10
 FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
@@ -88,13 +91,19 @@ class Agent:
         try:
             with channel_with_options(address, self.config.grpc_tls) as ch:
                 stub = pb_grpc.AgentGatewayStub(ch)
-                outbox.put(pb.AgentMessage(hello=pb.Hello(facts=host_facts())))
+                outbox.put(pb.AgentMessage(hello=pb.Hello(facts=host_facts(),
+                                                          revision=wire.REVISION)))
                 stream = stub.Connect(_drain(outbox), metadata=[
                     ("authorization", f"Bearer {self.config.credential}")])
                 self._stream = stream
                 for message in stream:
                     kind = message.WhichOneof("body")
                     if kind == "welcome":
+                        if refused := wire.gateway_too_old(message.welcome):
+                            log.error("not working with %s: %s", address, refused)
+                            self.status.error(refused)
+                            stream.cancel()
+                            return False
                         welcomed = True
                         self.status.update(connected=True, since=now_iso(), last_error=None)
                         self._start_heartbeats(outbox, message.welcome.heartbeat_seconds)
@@ -200,11 +209,10 @@ class Agent:
 
     def _report_proxy(self, report):
         """To the control plane when it changed (not for a new check time alone)."""
-        state = json.dumps({k: v for k, v in report.items() if k != "checked_at"},
-                           sort_keys=True)
-        if self._proxy_report is not None and self._proxy_report.state_json == state:
+        message = wire.proxy_report(report)
+        if message == self._proxy_report:
             return
-        self._proxy_report = pb.ProxyReport(state_json=state)
+        self._proxy_report = message
         outbox = self._outbox
         if not _closed(outbox):
             outbox.put(pb.AgentMessage(proxy=self._proxy_report))
@@ -249,7 +257,7 @@ class Agent:
         outbox.put(_ack(command.id))
         log = _TaskLog(lambda message: self._send(outbox, message), command.id)
         try:
-            payload = json.loads(command.payload_json or "{}")
+            payload = wire.payload(command)
             result, ok, error = self.handle_command(command.kind, payload, log), True, None
         except Exception as exc:
             log("error", str(exc))
@@ -274,14 +282,14 @@ class Agent:
         handler = live.HANDLERS.get(kind)
         try:
             if handler is None:
-                reply.error_code, reply.error_message = "unavailable", f"unknown request {kind}"
+                reply.error_code, reply.error_message = UNAVAILABLE, f"unknown request {kind}"
             else:
                 getattr(reply, kind).CopyFrom(handler(self, getattr(request, kind)))
         except AgentError as exc:
             reply.error_code, reply.error_message = exc.code, str(exc)
         except Exception as exc:
             log.exception("live request failed")
-            reply.error_code, reply.error_message = "unavailable", str(exc)
+            reply.error_code, reply.error_message = UNAVAILABLE, str(exc)
         outbox.put(pb.AgentMessage(reply=reply))
 
     def docker(self):

@@ -7,7 +7,7 @@ import psutil
 
 from agent import __version__
 from agent.metrics.host import disk_path
-from agent.rpc.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2 as pb
 
 
 def host_facts(data_path=None):

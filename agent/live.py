@@ -10,7 +10,7 @@ reply: an agent error's `code` (agent.errors) as `error_code`, anything else as
 samplers through the daemon (`Agent.host_sampler()`, `container_sampler()`),
 runtime logs here."""
 
-from agent.rpc.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2 as pb
 
 HANDLERS = {}
 

@@ -8,8 +8,9 @@ import grpc
 
 from agent.config import AgentConfig
 from agent.facts import host_facts
-from agent.rpc.v1 import agent_pb2 as pb
-from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+from protocol import wire
+from protocol.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2_grpc as pb_grpc
 
 
 class RegistrationError(Exception):
@@ -37,6 +38,12 @@ def register(control_plane, token):
     if not token.startswith("srt_live_"):
         raise RegistrationError("that is not a registration token (srt_live_…)")
     info = discover(control_plane)
+    revision = info.get("revision") if isinstance(info.get("revision"), int) else 0
+    if revision < wire.REVISION:  # the token stays unused: nothing was sent yet
+        raise RegistrationError(f"the control plane at {control_plane} speaks protocol revision "
+                                f"{revision}, older than this agent's {wire.REVISION}: upgrade "
+                                "the control plane, or install the agent it serves (its "
+                                "install command)")
     with channel(info["grpc_address"], info.get("grpc_tls", False)) as ch:
         try:
             reply = pb_grpc.AgentGatewayStub(ch).Register(

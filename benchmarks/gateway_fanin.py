@@ -52,8 +52,8 @@ def run_agents(address, creds, welcomed, own_connections=False):
     server) have: a balancer in between then sees one connection an agent."""
     import grpc
 
-    from agent.rpc.v1 import agent_pb2 as pb
-    from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+    from protocol.v1 import agent_pb2 as pb
+    from protocol.v1 import agent_pb2_grpc as pb_grpc
 
     raise_fd_limit()
     reply_body = pb.HostMetrics(**CANNED)
@@ -161,7 +161,7 @@ def setup(n, data_dir):
 
 
 def live_round_trips(gateway, server_ids, calls, concurrency=8):
-    from agent.rpc.v1 import agent_pb2 as pb
+    from protocol.v1 import agent_pb2 as pb
 
     def one(_):
         sid = random.choice(server_ids)

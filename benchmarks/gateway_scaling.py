@@ -35,9 +35,9 @@ from tests.services import Redis, free_port, stop_process  # noqa: E402
 
 
 def live_p99(redis_url, server_ids, calls, concurrency=8):
-    from agent.rpc.v1 import agent_pb2 as pb
     from control_plane.agent_link import NotConnected
     from control_plane.gateway.relay import RedisRelay
+    from protocol.v1 import agent_pb2 as pb
 
     relay = RedisRelay(redis_url)
     unanswered = []

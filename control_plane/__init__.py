@@ -1,3 +1,3 @@
 """Berth control plane: REST APIs, agent gateway, scheduler and admin CLI."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

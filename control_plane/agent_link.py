@@ -7,7 +7,7 @@ protobuf messages nor import the gateway."""
 from dataclasses import dataclass
 from typing import Protocol
 
-from agent.rpc.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2 as pb
 
 
 class NotConnected(Exception):

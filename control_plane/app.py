@@ -72,9 +72,12 @@ def create_app(config=None):
 
     @app.get("/agent/bootstrap.json")
     def agent_bootstrap():
-        """Where agents dial the gateway (read by the installer and `register`)."""
+        """Where agents dial the gateway, and the protocol revision it speaks (read
+        by the installer and `register`)."""
+        from protocol.wire import REVISION
+
         return {"grpc_address": grpc_public_address(app),
-                "grpc_tls": bool(app.config["GRPC_TLS_CERT"])}
+                "grpc_tls": bool(app.config["GRPC_TLS_CERT"]), "revision": REVISION}
 
     from control_plane.api.agent_transfers import blp as agent_transfers
     from control_plane.api.ops import register as register_ops

@@ -246,6 +246,8 @@ class EnvironmentNotReady(Conflict):
     code = "environment_not_ready"
 
 
+# The API's codes for what an agent answered with protocol.errors.AgentErrorCode's
+# CONTAINER_NOT_FOUND and ENGINE_TIMEOUT (services/servers/monitoring.py maps them).
 class ContainerNotFound(Conflict):
     code = "container_not_found"
 

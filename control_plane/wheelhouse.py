@@ -39,7 +39,7 @@ from control_plane.errors import WheelhouseBuildFailed, WheelhouseBuilding, Whee
 SOURCE = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_SECONDS = 900
 RETRY_AFTER_FAILURE_SECONDS = 60
-SOURCE_FILES = ("pyproject.toml", "README.md", "agent", "control_plane")
+SOURCE_FILES = ("pyproject.toml", "README.md", "agent", "protocol", "control_plane")
 
 
 class BuildFailed(Exception):
@@ -62,7 +62,9 @@ def fingerprint(source=SOURCE):
     if not _has_source(source):
         digest.update(_installed().read_text("RECORD").encode())
         return digest.hexdigest()
-    files = [source / "pyproject.toml", *sorted((source / "agent").rglob("*"))]
+    files = [source / "pyproject.toml"]
+    for code in ("agent", "protocol"):  # what servers run
+        files += sorted((source / code).rglob("*"))
     for path in files:
         if path.is_file() and "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())

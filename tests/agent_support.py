@@ -69,7 +69,10 @@ def gateway(app):
 
 
 class AgentProcess:
-    def __init__(self, tmp_path, address, server_id, credential, env=None):
+    """`berth-agent run` (this release's, or another's `executable`)."""
+
+    def __init__(self, tmp_path, address, server_id, credential, env=None, executable=AGENT):
+        self.executable = executable
         self.dir = tmp_path / f"agent-{server_id}"
         self.dir.mkdir(exist_ok=True)
         self.config = self.dir / "agent.json"
@@ -82,7 +85,7 @@ class AgentProcess:
 
     def start(self):
         self.log = open(self.dir / "agent.log", "ab")
-        self.proc = subprocess.Popen([AGENT, "run"], env=self.env, stdout=self.log,
+        self.proc = subprocess.Popen([self.executable, "run"], env=self.env, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         return self
 
@@ -93,7 +96,7 @@ class AgentProcess:
         self.log.close()
 
     def status(self):
-        out = subprocess.run([AGENT, "status", "--json"], env=self.env, capture_output=True,
+        out = subprocess.run([self.executable, "status", "--json"], env=self.env, capture_output=True,
                              text=True, timeout=30)
         return out.returncode, json.loads(out.stdout)
 
@@ -115,9 +118,9 @@ def registered_server(org, name="srv"):
 def agents(tmp_path, gateway):
     started = []
 
-    def start(server, credential, address=None, env=None):
+    def start(server, credential, address=None, env=None, executable=AGENT):
         a = AgentProcess(tmp_path, address or f"127.0.0.1:{gateway.port}", server.id, credential,
-                         env)
+                         env, executable)
         started.append(a.start())
         return a
 

@@ -15,7 +15,8 @@ BERTH = str(Path(sys.executable).with_name("berth"))
 
 
 class Served:
-    def __init__(self, data_dir, extra_env=None):
+    def __init__(self, data_dir, extra_env=None, berth=BERTH):
+        self.berth = berth  # this release's `berth`, or another's
         # No background wheelhouse build (a pip run) in every served test; the tests
         # of that build turn it on, the installer's tests run `berth wheelhouse`.
         self.env = {**os.environ, "CP_DATA_DIR": str(data_dir),
@@ -24,7 +25,7 @@ class Served:
         Path(data_dir).mkdir(parents=True, exist_ok=True)
 
     def admin(self, *args):
-        out = subprocess.run([BERTH, "admin", *args], env=self.env, capture_output=True,
+        out = subprocess.run([self.berth, "admin", *args], env=self.env, capture_output=True,
                              text=True, check=True)
         import json
         return json.loads(out.stdout)
@@ -35,7 +36,7 @@ class Served:
         # The public URL must be the real one: install commands embed it.
         port = port or free_port()
         self.env["CP_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen([BERTH, "serve", "--http", f"127.0.0.1:{port}",
+        self.proc = subprocess.Popen([self.berth, "serve", "--http", f"127.0.0.1:{port}",
                                       "--grpc", f"127.0.0.1:{grpc_port}"], env=self.env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

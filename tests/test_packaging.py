@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from control_plane import __version__
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,4 +34,4 @@ def test_console_scripts_exist():
     bindir = Path(sys.executable).parent
     for script in ("berth", "berth-agent"):
         out = subprocess.run([str(bindir / script), "--version"], capture_output=True, text=True)
-        assert out.returncode == 0 and "0.1.0" in out.stdout
+        assert out.returncode == 0 and __version__ in out.stdout

@@ -19,8 +19,8 @@ import uuid
 import redis
 import redis.asyncio as aioredis
 
-from agent.rpc.v1 import agent_pb2 as pb
 from control_plane.agent_link import NotConnected
+from protocol.v1 import agent_pb2 as pb
 
 log = logging.getLogger("berth.relay")
 REPLY_TTL = 60

@@ -8,24 +8,22 @@ the gateway is an `agent_link.AgentLink`."""
 
 import asyncio
 import gc
-import json
 import logging
 import threading
 import uuid
 
 import grpc
 
-from agent.rpc.v1 import agent_pb2 as pb
-from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
-from control_plane import agent_link, errors
+from control_plane import errors
 from control_plane.agent_link import NotConnected
 from control_plane.errors import ApiError
+from control_plane.gateway import messages
 from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
-from control_plane.safe_input import storable
 from control_plane.services import agents
-from control_plane.services.environment_settings import configuration
-from control_plane.services.tasks import engine, queue
-from control_plane.services.servers import monitoring
+from control_plane.services.tasks import queue
+from protocol import wire
+from protocol.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2_grpc as pb_grpc
 
 log = logging.getLogger("berth.gateway")
 
@@ -87,6 +85,7 @@ class Session:
         self.outbox = asyncio.Queue()
         self.pending = {}  # correlation id -> Future of LiveReply
         self.in_flight = set()  # command ids sent on this stream, not yet acked
+        self.revision = 0  # the agent's protocol revision, from its Hello
         self.woken = False
         self.resync = True  # the first delivery also re-sends acked commands still open
         self.hello = loop.create_future()
@@ -304,6 +303,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             self._release, session))
         try:
             hello = await asyncio.wait_for(session.hello, 30)  # the agent speaks first
+            session.revision = hello.revision
             previous = self.sessions.get(server_id)
             if previous is not None:  # a reconnect replaces an old stream
                 previous.outbox.put_nowait(None)
@@ -315,7 +315,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 asyncio.to_thread(agents.mark_connected, server_id, hello.facts))
             await asyncio.shield(session.connecting)
             yield pb.ControlMessage(welcome=pb.Welcome(
-                server_id=server_id, heartbeat_seconds=agents.HEARTBEAT_SECONDS))
+                server_id=server_id, heartbeat_seconds=agents.HEARTBEAT_SECONDS,
+                revision=wire.REVISION))
             session.wake()  # whatever was queued while the agent was away
             while True:
                 message = await session.outbox.get()
@@ -323,7 +324,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                     return
                 if message is WAKE:
                     session.woken = False
-                    for command in await asyncio.to_thread(_due_commands, session):
+                    for command in await asyncio.to_thread(messages.due_commands, session):
                         yield command
                     continue
                 yield message
@@ -379,34 +380,9 @@ class Gateway(pb_grpc.AgentGatewayServicer):
 
     async def _handle(self, session, message):
         kind = message.WhichOneof("body")
-        if kind == "hello":
-            if not session.hello.done():
-                session.hello.set_result(message.hello)
-        elif kind == "heartbeat":
-            self.seen.add(session.server_id)
-        elif kind == "reply":
-            reply = session.pending.get(message.reply.correlation_id)
-            if reply is not None and not reply.done():
-                reply.set_result(message.reply)
-        elif kind == "ack":
-            session.in_flight.discard(message.ack.command_id)
-            await asyncio.to_thread(engine.record_ack, session.server_id,
-                                    message.ack.command_id)
-        elif kind == "log":
-            line = message.log
-            await asyncio.to_thread(queue.append_logs, session.server_id, [
-                (line.command_id, line.seq, line.level, storable(line.message))])
-        elif kind == "proxy":
-            await asyncio.to_thread(monitoring.record_proxy, session.server_id,
-                                    message.proxy.state_json)
-        elif kind == "disk":
-            await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
-                                    agent_link.disk_usage(message.disk))
-        elif kind == "result":
-            r = message.result
-            result = storable(json.loads(r.result_json)) if r.result_json else None
-            await asyncio.to_thread(engine.record_result, session.server_id,
-                                    r.command_id, r.ok, result, storable(r.error))
+        handler = messages.HANDLERS.get(kind)
+        if handler is not None:
+            await handler(self, session, getattr(message, kind))
 
 
 def _credential(context):
@@ -414,21 +390,3 @@ def _credential(context):
         if key == "authorization" and value.startswith("Bearer "):
             return value[len("Bearer "):]
     return None
-
-
-def _due_commands(session):
-    """Undelivered commands as messages, marked delivered (redelivered after a reconnect).
-    A new stream's first batch also carries the acknowledged commands whose result
-    never came: the agent re-sends a result from its journal, or one saying that
-    a restart interrupted the command."""
-    out = []
-    due = queue.undelivered(session.server_id, exclude=session.in_flight,
-                               resync=session.resync)
-    session.resync = False
-    for command in due:
-        queue.mark_delivered(command.id)
-        session.in_flight.add(command.id.hex)
-        out.append(pb.ControlMessage(command=pb.Command(
-            id=command.id.hex, kind=command.kind,
-            payload_json=json.dumps(configuration.for_agent(command.payload)))))
-    return out

@@ -4,7 +4,6 @@ from control_plane.models.base import BaseModel, DateTimeField
 from control_plane.models.org import Organization
 from control_plane.models.server import Server
 
-
 # The ERP version of a project that names none: its images' and its backups'.
 DEFAULT_ERP_VERSION = "17.0"
 

@@ -7,9 +7,9 @@ import json
 import grpc
 import pytest
 
-from agent.rpc.v1 import agent_pb2 as pb
 from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
+from protocol.v1 import agent_pb2 as pb
 from tests.agent.test_disk_report import ProtocolAgent
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth

@@ -201,9 +201,9 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
                                                        erp_image, postgres_image, docker_client):
     import grpc
 
-    from agent.rpc.v1 import agent_pb2 as pb
-    from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
     from control_plane import config
+    from protocol.v1 import agent_pb2 as pb
+    from protocol.v1 import agent_pb2_grpc as pb_grpc
     from tests.agent_support import AgentProcess
 
     settings = app.extensions["berth"].settings

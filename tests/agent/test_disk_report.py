@@ -11,10 +11,10 @@ import time
 import grpc
 import pytest
 
-from agent.rpc.v1 import agent_pb2 as pb
-from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
 from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
+from protocol.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2_grpc as pb_grpc
 from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
 

@@ -12,7 +12,7 @@ import pytest
 from agent import daemon, live
 from agent.config import AgentConfig
 from agent.errors import ContainerNotFound, EngineTimeout, EngineUnreachable
-from agent.rpc.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2 as pb
 
 
 @pytest.fixture

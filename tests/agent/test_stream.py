@@ -8,12 +8,14 @@ import time
 import grpc
 import pytest
 
-from agent.rpc.v1 import agent_pb2 as pb
-from agent.rpc.v1 import agent_pb2_grpc as pb_grpc
+from agent import __version__ as agent_version
 from control_plane.gateway.server import Gateway
 from control_plane.models import AgentCommand, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.tasks import queue
+from protocol import wire
+from protocol.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2_grpc as pb_grpc
 from tests.agent_support import polled_get, registered_server, wait_for
 
 
@@ -44,7 +46,8 @@ def test_agent_connects_and_reports_status(client, world, agents, gateway):
     assert status["grpc_address"] == f"127.0.0.1:{gateway.port}"
     assert status["since"] and status["running"] is True
     row = Server.get_by_id(server.id)
-    assert row.agent_version == "0.1.0" and row.hostname
+    assert row.agent_version == agent_version and row.hostname
+    assert gateway.sessions[str(server.id)].revision == wire.REVISION  # it says its revision
     agent.kill()
     wait_for(lambda: _listed(client, raw, server.id)["connected"] is False, timeout=20, interval=0.5,
              what="GET /servers shows the agent gone")
@@ -53,7 +56,7 @@ def test_agent_connects_and_reports_status(client, world, agents, gateway):
 # A client that connects, says hello, prints the welcome, beats once and waits to be killed.
 VANISHING_CLIENT = """
 import sys, threading, grpc
-from agent.rpc.v1 import agent_pb2 as pb, agent_pb2_grpc as pb_grpc
+from protocol.v1 import agent_pb2 as pb, agent_pb2_grpc as pb_grpc
 def messages():
     yield pb.AgentMessage(hello=pb.Hello())
     welcomed.wait()

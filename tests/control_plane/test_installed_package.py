@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from agent import __version__
 from tests.services import free_port, stop_process
 
 pytestmark = pytest.mark.slow
@@ -102,7 +103,7 @@ def test_an_installed_control_plane_serves_the_installer_and_builds_the_agent_pa
                    timeout=300, env=_clean_env())
     out = subprocess.run([str(agent / "bin" / "berth-agent"), "--version"], capture_output=True,
                          text=True, env=_clean_env())
-    assert out.returncode == 0 and "0.1.0" in out.stdout
+    assert out.returncode == 0 and __version__ in out.stdout
     check = subprocess.run([str(agent / "bin" / "python"), "-c", "import flask"],
                            capture_output=True, env=_clean_env())
     assert check.returncode != 0  # the agent alone: no control plane dependencies

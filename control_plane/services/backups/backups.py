@@ -17,11 +17,15 @@ from control_plane import clock, errors, states
 from control_plane.db import database
 from control_plane.models import Backup, Environment
 from control_plane.pagination import page_page
-from control_plane.services.tasks import engine
 from control_plane.services.backups import stores
-from control_plane.services.backups.tasks import EXPORT_OBJECT, IMPORT_OBJECT, OBJECTS
-from control_plane.services.backups.tasks import require_ready
+from control_plane.services.backups.tasks import (
+    EXPORT_OBJECT,
+    IMPORT_OBJECT,
+    OBJECTS,
+    require_ready,
+)
 from control_plane.services.environment_settings import access
+from control_plane.services.tasks import engine
 from protocol.kinds import TaskKind
 
 B = states.BackupStatus

@@ -23,8 +23,8 @@ from control_plane.models import (
     GitWebhookSecret,
     Project,
 )
-from control_plane.services.tasks import engine
 from control_plane.services.projects.addon_repositories import full_name_of
+from control_plane.services.tasks import engine
 from protocol.kinds import TaskKind
 
 LIMIT = RateLimitItemPerMinute(30)  # spec: incoming push webhook, 30 requests per minute

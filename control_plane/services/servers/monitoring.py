@@ -2,7 +2,6 @@
 metrics, runtime logs. Each has the spec's per-target limits (across keys)."""
 
 import datetime as dt
-import json
 import uuid
 
 from limits import RateLimitItemPerMinute
@@ -14,6 +13,7 @@ from control_plane.errors import NotFound
 from control_plane.models import Environment, Server
 from control_plane.safe_input import storable
 from control_plane.services.environment_settings import access
+from protocol.errors import AgentErrorCode
 from protocol.states import CertificateState, ServerHealth
 
 PER_SERVER = RateLimitItemPerMinute(6)  # server metrics, per server
@@ -125,14 +125,14 @@ def record_disk_usage(server_id, report):
 
 
 MAX_NAMES = 1000
+CERTIFICATE_STATES = tuple(CertificateState)
 
 
-def record_proxy(server_id, state_json):
-    """Store an agent's proxy report (its health, each routed name's certificate),
-    keeping only the fields and sizes it documents: it is the agent's word,
-    shown to readers of the environments' status."""
+def record_proxy(server_id, state):
+    """Store an agent's proxy report (its health, each routed name's certificate;
+    protocol.wire.proxy_state), keeping only the fields and sizes it documents:
+    it is the agent's word, shown to readers of the environments' status."""
     try:
-        state = json.loads(state_json)
         names = state.get("certificates") or {}
         report = {"running": state.get("running") is True,
                   "reason": _text(state.get("reason")),
@@ -141,9 +141,9 @@ def record_proxy(server_id, state_json):
                                          "valid_until": _text(c.get("valid_until"), 32),
                                          "reason": _text(c.get("reason"))}
                       for name, c in list(names.items())[:MAX_NAMES]
-                      if isinstance(c, dict) and c.get("state") in frozenset(CertificateState)},
+                      if isinstance(c, dict) and c.get("state") in CERTIFICATE_STATES},
                   "reported_at": clock.now().isoformat() + "Z"}
-    except (ValueError, AttributeError, TypeError):
+    except (AttributeError, TypeError):
         return  # not what an agent sends: ignored
     Server.update(proxy_state=report).where(Server.id == server_id).execute()
 
@@ -169,10 +169,10 @@ def runtime_logs(key, environment_id, source, lines, berth):
     reply = _ask(berth, agent_link.runtime_logs, env.server_id, env.id,
                  "erp" if source == "container" else source, lines, LOGS_TIMEOUT,
                  unreachable=unreachable, timed_out=timed_out)
-    if reply.error_code == errors.ContainerNotFound.code:
+    if reply.error_code == AgentErrorCode.CONTAINER_NOT_FOUND:
         raise errors.ContainerNotFound(
             "The container does not exist on the server. Deploy to create it.")
-    if reply.error_code == errors.EngineTimeout.code:
+    if reply.error_code == AgentErrorCode.ENGINE_TIMEOUT:
         raise timed_out
     if reply.error_code:
         raise unreachable

@@ -11,7 +11,7 @@ import pytest
 
 from agent.errors import EngineUnreachable
 from agent.metrics.containers import ContainerMetrics
-from agent.rpc.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2 as pb
 
 BURN = ["sh", "-c", "while :; do :; done"]
 IDLE = ["sleep", "infinity"]

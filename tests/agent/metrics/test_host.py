@@ -10,7 +10,7 @@ import psutil
 from agent.facts import host_facts
 from agent.metrics import host as host_metrics
 from agent.metrics.host import HostSampler, disk_path, physical_interfaces
-from agent.rpc.v1 import agent_pb2 as pb
+from protocol.v1 import agent_pb2 as pb
 
 
 def test_sample_has_exactly_the_protocol_fields_in_sane_ranges(docker_client, tmp_path):

@@ -20,8 +20,7 @@ from control_plane.models import (
     GitDelivery,
     GitWebhookSecret,
 )
-from control_plane.services.projects import git_push
-from control_plane.services.projects import addon_repositories
+from control_plane.services.projects import addon_repositories, git_push
 
 URL = "/api/v1/webhooks"
 SHA1, SHA2 = "a" * 40, "b" * 40

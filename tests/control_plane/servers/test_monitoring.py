@@ -124,9 +124,9 @@ def test_server_status_thresholds(cpu, memory, disk, expected):
     """Spec: warning at CPU or memory >= 80% or disk >= 80%; critical at CPU or
     memory >= 95% or disk >= 90%. Fed the protocol message the agent sends, as the
     agent link hands it to the services."""
-    from agent.rpc.v1 import agent_pb2 as pb
     from control_plane.agent_link import host_metrics_data
     from control_plane.services.servers.monitoring import server_status
+    from protocol.v1 import agent_pb2 as pb
 
     m = pb.HostMetrics(cpu_percent=cpu, memory_percent=memory, disk_percent=disk)
     assert server_status(host_metrics_data(m)) == expected

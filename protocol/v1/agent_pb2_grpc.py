@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from agent.rpc.v1 import agent_pb2 as agent_dot_rpc_dot_v1_dot_agent__pb2
+from protocol.v1 import agent_pb2 as protocol_dot_v1_dot_agent__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in agent/rpc/v1/agent_pb2_grpc.py depends on'
+        + ' but the generated code in protocol/v1/agent_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,13 +36,13 @@ class AgentGatewayStub:
         """
         self.Register = channel.unary_unary(
                 '/berth.agent.v1.AgentGateway/Register',
-                request_serializer=agent_dot_rpc_dot_v1_dot_agent__pb2.RegisterRequest.SerializeToString,
-                response_deserializer=agent_dot_rpc_dot_v1_dot_agent__pb2.RegisterResponse.FromString,
+                request_serializer=protocol_dot_v1_dot_agent__pb2.RegisterRequest.SerializeToString,
+                response_deserializer=protocol_dot_v1_dot_agent__pb2.RegisterResponse.FromString,
                 _registered_method=True)
         self.Connect = channel.stream_stream(
                 '/berth.agent.v1.AgentGateway/Connect',
-                request_serializer=agent_dot_rpc_dot_v1_dot_agent__pb2.AgentMessage.SerializeToString,
-                response_deserializer=agent_dot_rpc_dot_v1_dot_agent__pb2.ControlMessage.FromString,
+                request_serializer=protocol_dot_v1_dot_agent__pb2.AgentMessage.SerializeToString,
+                response_deserializer=protocol_dot_v1_dot_agent__pb2.ControlMessage.FromString,
                 _registered_method=True)
 
 
@@ -66,13 +66,13 @@ def add_AgentGatewayServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Register': grpc.unary_unary_rpc_method_handler(
                     servicer.Register,
-                    request_deserializer=agent_dot_rpc_dot_v1_dot_agent__pb2.RegisterRequest.FromString,
-                    response_serializer=agent_dot_rpc_dot_v1_dot_agent__pb2.RegisterResponse.SerializeToString,
+                    request_deserializer=protocol_dot_v1_dot_agent__pb2.RegisterRequest.FromString,
+                    response_serializer=protocol_dot_v1_dot_agent__pb2.RegisterResponse.SerializeToString,
             ),
             'Connect': grpc.stream_stream_rpc_method_handler(
                     servicer.Connect,
-                    request_deserializer=agent_dot_rpc_dot_v1_dot_agent__pb2.AgentMessage.FromString,
-                    response_serializer=agent_dot_rpc_dot_v1_dot_agent__pb2.ControlMessage.SerializeToString,
+                    request_deserializer=protocol_dot_v1_dot_agent__pb2.AgentMessage.FromString,
+                    response_serializer=protocol_dot_v1_dot_agent__pb2.ControlMessage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -100,8 +100,8 @@ class AgentGateway:
             request,
             target,
             '/berth.agent.v1.AgentGateway/Register',
-            agent_dot_rpc_dot_v1_dot_agent__pb2.RegisterRequest.SerializeToString,
-            agent_dot_rpc_dot_v1_dot_agent__pb2.RegisterResponse.FromString,
+            protocol_dot_v1_dot_agent__pb2.RegisterRequest.SerializeToString,
+            protocol_dot_v1_dot_agent__pb2.RegisterResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -127,8 +127,8 @@ class AgentGateway:
             request_iterator,
             target,
             '/berth.agent.v1.AgentGateway/Connect',
-            agent_dot_rpc_dot_v1_dot_agent__pb2.AgentMessage.SerializeToString,
-            agent_dot_rpc_dot_v1_dot_agent__pb2.ControlMessage.FromString,
+            protocol_dot_v1_dot_agent__pb2.AgentMessage.SerializeToString,
+            protocol_dot_v1_dot_agent__pb2.ControlMessage.FromString,
             options,
             channel_credentials,
             insecure,

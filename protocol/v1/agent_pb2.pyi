@@ -61,10 +61,12 @@ class AgentMessage(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ..., proxy: _Optional[_Union[ProxyReport, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("facts",)
+    __slots__ = ("facts", "revision")
     FACTS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
     facts: HostFacts
-    def __init__(self, facts: _Optional[_Union[HostFacts, _Mapping]] = ...) -> None: ...
+    revision: int
+    def __init__(self, facts: _Optional[_Union[HostFacts, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("sent_at_unix_ms", "metrics")
@@ -81,10 +83,39 @@ class DiskReport(_message.Message):
     def __init__(self, environments: _Optional[_Iterable[_Union[EnvironmentDisk, _Mapping]]] = ...) -> None: ...
 
 class ProxyReport(_message.Message):
-    __slots__ = ("state_json",)
+    __slots__ = ("state_json", "state")
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     state_json: str
-    def __init__(self, state_json: _Optional[str] = ...) -> None: ...
+    state: ProxyState
+    def __init__(self, state_json: _Optional[str] = ..., state: _Optional[_Union[ProxyState, _Mapping]] = ...) -> None: ...
+
+class ProxyState(_message.Message):
+    __slots__ = ("running", "reason", "certificates")
+    class CertificatesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: Certificate
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Certificate, _Mapping]] = ...) -> None: ...
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
+    running: bool
+    reason: str
+    certificates: _containers.MessageMap[str, Certificate]
+    def __init__(self, running: _Optional[bool] = ..., reason: _Optional[str] = ..., certificates: _Optional[_Mapping[str, Certificate]] = ...) -> None: ...
+
+class Certificate(_message.Message):
+    __slots__ = ("state", "valid_until", "reason")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    VALID_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    valid_until: str
+    reason: str
+    def __init__(self, state: _Optional[str] = ..., valid_until: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class EnvironmentDisk(_message.Message):
     __slots__ = ("environment_id", "database_bytes", "filestore_bytes", "addons_bytes", "measured_at_unix_ms")
@@ -159,22 +190,50 @@ class ControlMessage(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., request: _Optional[_Union[LiveRequest, _Mapping]] = ...) -> None: ...
 
 class Welcome(_message.Message):
-    __slots__ = ("server_id", "heartbeat_seconds")
+    __slots__ = ("server_id", "heartbeat_seconds", "revision")
     SERVER_ID_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
     server_id: str
     heartbeat_seconds: int
-    def __init__(self, server_id: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ...) -> None: ...
+    revision: int
+    def __init__(self, server_id: _Optional[str] = ..., heartbeat_seconds: _Optional[int] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("id", "kind", "payload_json")
+    __slots__ = ("id", "kind", "payload_json", "environment")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_JSON_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     payload_json: str
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., payload_json: _Optional[str] = ...) -> None: ...
+    environment: EnvironmentCommand
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., payload_json: _Optional[str] = ..., environment: _Optional[_Union[EnvironmentCommand, _Mapping]] = ...) -> None: ...
+
+class EnvironmentCommand(_message.Message):
+    __slots__ = ("environment_id", "proxy", "hostnames", "delete_data")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROXY_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAMES_FIELD_NUMBER: _ClassVar[int]
+    DELETE_DATA_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    proxy: ProxySettings
+    hostnames: _containers.RepeatedScalarFieldContainer[str]
+    delete_data: bool
+    def __init__(self, environment_id: _Optional[str] = ..., proxy: _Optional[_Union[ProxySettings, _Mapping]] = ..., hostnames: _Optional[_Iterable[str]] = ..., delete_data: _Optional[bool] = ...) -> None: ...
+
+class ProxySettings(_message.Message):
+    __slots__ = ("image", "acme_directory", "acme_email", "acme_roots_pem")
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    ACME_DIRECTORY_FIELD_NUMBER: _ClassVar[int]
+    ACME_EMAIL_FIELD_NUMBER: _ClassVar[int]
+    ACME_ROOTS_PEM_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    acme_directory: str
+    acme_email: str
+    acme_roots_pem: str
+    def __init__(self, image: _Optional[str] = ..., acme_directory: _Optional[str] = ..., acme_email: _Optional[str] = ..., acme_roots_pem: _Optional[str] = ...) -> None: ...
 
 class LiveRequest(_message.Message):
     __slots__ = ("correlation_id", "host_metrics", "container_metrics", "runtime_logs")

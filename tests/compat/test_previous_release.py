@@ -1,0 +1,160 @@
+"""Agents already installed keep working. The previous release is its wheel,
+`berth-0.1.0-py3-none-any.whl` beside this file (built from the tag v0.1.0; see
+README.md here), installed in a virtualenv of its own.
+
+- Its agent (protocol revision 0) connects to this control plane, deploys an
+  environment, runs an environment command that agents of this release receive
+  as a typed message, reports its disk figures, and takes a verified backup.
+- This release's agent, given the previous control plane, refuses with a clear
+  message and no traceback: `register` before it spends the token, and `run`
+  with a credential the previous control plane issued (its log and `berth-agent
+  status`)."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+
+import pytest
+import requests
+from werkzeug.serving import make_server
+
+from agent.deploy.environments import Environments
+from control_plane.models import Environment, Project, Server
+from control_plane.services.accounts import orgs
+from tests.agent_support import AGENT, registered_server, wait_for
+from tests.backup_flow_support import (
+    PERMISSIONS,
+    Stand,
+    _closing,
+    _repo,
+    completed_backup,
+    connected,
+    deployed,
+    settled,
+    wait_running,
+)
+from tests.conftest import auth
+from tests.serve import Served
+
+pytestmark = pytest.mark.slow
+WHEEL = Path(__file__).with_name("berth-0.1.0-py3-none-any.whl")
+P = "/api/public/v1"
+
+
+@pytest.fixture(scope="session")
+def previous_release(tmp_path_factory):
+    """The previous release's `berth` and `berth-agent`, from its wheel, in a
+    virtualenv of its own; its dependencies (the same pins) are this one's."""
+    root = tmp_path_factory.mktemp("berth-0.1.0")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(root / "bin" / "python"),
+                    "install", "--quiet", "--no-deps", "--no-index", str(WHEEL)], check=True)
+    site = subprocess.run([root / "bin" / "python", "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    version = subprocess.run([root / "bin" / "python", "-c", "import agent, sys; "
+                              "sys.stdout.write(agent.__version__)"],
+                             capture_output=True, text=True, check=True, cwd=root).stdout
+    assert version == "0.1.0"  # the wheel's code, not this checkout's
+    return root / "bin"
+
+
+def test_the_previous_agent_deploys_reports_and_backs_up(
+        app, client, world, gateway, agents, tmp_path, erp_image, postgres_image,
+        docker_client, previous_release, monkeypatch):
+    monkeypatch.setenv("BERTH_AGENT_DISK_INTERVAL_SECONDS", "1")
+    settings = app.extensions["berth"].settings
+    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
+    http = make_server("127.0.0.1", 0, _closing(app), threaded=True)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    public = f"http://127.0.0.1:{http.server_port}"
+    for target in (settings, app.config):
+        target.update(PUBLIC_URL=public, STORAGE_URL=None, S3_ENDPOINT_URL=None)
+
+    s = Stand()
+    s.org = world.org()
+    s.server, credential = registered_server(s.org)
+    s.project = world.project(s.org, s.server)
+    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
+    s.key = auth(world.key(s.org)[0])
+    s.reader = auth(world.key(s.org, "read_only")[0])
+    s.user = auth(orgs.issue_user_token(world.user(s.org, permissions=PERMISSIONS).id))
+    s.gateway, s.created, root = gateway, [], tmp_path / "srv"
+    agents(s.server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root)},
+           executable=str(previous_release / "berth-agent"))
+    try:
+        connected(s)
+        assert Server.get_by_id(s.server.id).agent_version == "0.1.0"
+        assert gateway.sessions[str(s.server.id)].revision == 0  # it says no revision
+
+        env_id = deployed(client, s, "Production", "production")
+        wait_running(client, s, env_id)
+        # An environment command: a typed message for this release's agents, JSON for it.
+        r = client.post(f"{P}/environments/{env_id}/actions/restart", headers=s.key)
+        assert r.status_code == 202, r.json
+        assert settled(client, s, r.json["task_id"])["status"] == "success"
+        # It reports: its disk figures reach the environment's row.
+        wait_for(lambda: Environment.get_by_id(env_id).disk_measured_at is not None,
+                 timeout=60, what="disk figures reported")
+
+        b = completed_backup(client, s, env_id, comment="by the previous agent")
+        assert b["is_verified"] is True and b["total_size"] > 0
+    finally:
+        envs = Environments(docker_client, root=root)
+        for env_id in s.created:
+            envs.destroy(env_id, True, lambda *a: None)
+        http.shutdown()
+
+
+def _agent(args, env, token=None):
+    return subprocess.run([*args], env=env, input=token, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_this_agent_refuses_the_previous_control_plane_clearly(previous_release, tmp_path):
+    served = Served(tmp_path / "cp", berth=str(previous_release / "berth")).start()
+    try:
+        key = served.admin("bootstrap")["key"]
+        token = requests.post(f"{served.url}{P}/servers/registration-tokens", timeout=10,
+                              headers=auth(key)).json()["token"]
+        env = {**os.environ, "BERTH_AGENT_CONFIG": str(tmp_path / "agent.json"),
+               "BERTH_AGENT_DATA_DIR": str(tmp_path / "agent-data")}
+        register = ["register", "--control-plane", served.url, "--token-file", "-"]
+
+        refused = _agent([AGENT, *register], env, token)
+        assert refused.returncode == 1, refused
+        assert "protocol revision 0, older than this agent's 2" in refused.stderr
+        assert "Traceback" not in refused.stderr and not (tmp_path / "agent.json").exists()
+
+        # The token was not spent: the previous release's agent registers with it.
+        done = _agent([str(previous_release / "berth-agent"), *register], env, token)
+        assert done.returncode == 0, done.stderr
+
+        log_path = tmp_path / "agent.log"
+        with open(log_path, "w") as log:
+            run = subprocess.Popen([AGENT, "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            def refused_status():
+                out = _agent([AGENT, "status", "--json"], env)
+                state = json.loads(out.stdout) if out.stdout else {}
+                return "older than this agent" in (state.get("last_error") or "") and (
+                    out, state)
+            out, state = wait_for(refused_status, timeout=30, what="the refusal in its status")
+            assert out.returncode == 1 and state["connected"] is False
+            assert "upgrade the control plane" in log_path.read_text()
+        finally:
+            run.terminate()
+            run.wait(15)
+        assert "Traceback" not in log_path.read_text()
+        server_id = json.loads((tmp_path / "agent.json").read_text())["server_id"]
+        servers = requests.get(f"{served.url}{P}/servers", headers=auth(key), timeout=10).json()
+        listed = [x for x in servers["data"] if x["id"] == server_id]
+        assert listed and listed[0]["connected"] is False  # it never held the stream
+    finally:
+        text = served.stop()
+    assert "Traceback" not in text

@@ -1,0 +1,26 @@
+"""The gateway's table of agent messages: a handler for each kind the protocol
+defines, and a kind it has no handler for (from a newer agent) changes nothing."""
+
+import asyncio
+
+from control_plane.gateway import messages
+from control_plane.gateway.server import Gateway, Session
+from protocol.v1 import agent_pb2 as pb
+
+
+def test_every_kind_of_agent_message_has_its_handler():
+    kinds = {f.name for f in pb.AgentMessage.DESCRIPTOR.oneofs_by_name["body"].fields}
+    assert set(messages.HANDLERS) == kinds
+
+
+def test_a_message_with_no_handler_is_ignored(monkeypatch):
+    async def run():
+        gateway = Gateway()
+        session = Session("s1", asyncio.get_running_loop())
+        monkeypatch.delitem(messages.HANDLERS, "heartbeat")
+        await gateway._handle(session, pb.AgentMessage(heartbeat=pb.Heartbeat()))
+        assert gateway.seen == set()
+        monkeypatch.undo()
+        await gateway._handle(session, pb.AgentMessage(heartbeat=pb.Heartbeat()))
+        assert gateway.seen == {"s1"}  # the same message, handled when its handler is there
+    asyncio.run(run())
