@@ -42,7 +42,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.serve import Served  # noqa: E402
+from tests.support.serve import Served  # noqa: E402
 
 TARGETS = {"deploy": 10.0, "destroy": 5.0}
 ERP_IMAGE, POSTGRES_IMAGE = "berth-test-erp:latest", "berth-test-postgres:latest"

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gateway_fanin as fanin  # noqa: E402
 from web_scaling import run_haproxy  # noqa: E402
 
-from tests.services import free_port, stop_process  # noqa: E402
+from tests.support.services import free_port, stop_process  # noqa: E402
 
 BERTH = str(Path(sys.executable).with_name("berth"))
 

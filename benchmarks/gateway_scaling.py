@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gateway_fanin as fanin  # noqa: E402
 from gateway_failover import held_by, start_balancer, start_gateway  # noqa: E402
 
-from tests.services import Redis, free_port, stop_process  # noqa: E402
+from tests.support.services import Redis, free_port, stop_process  # noqa: E402
 
 
 def live_p99(redis_url, server_ids, calls, concurrency=8):

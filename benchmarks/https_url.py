@@ -57,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from deploy_time import Bench  # noqa: E402
 
-from tests.dns_server import LoopbackDNS  # noqa: E402
-from tests.proxy_support import (  # noqa: E402
+from tests.support.dns_server import LoopbackDNS  # noqa: E402
+from tests.support.proxy import (  # noqa: E402
     APPS_DOMAIN,
     PROXY_IMAGE,
     https_request,

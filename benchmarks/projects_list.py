@@ -223,9 +223,9 @@ def line(name, r):
 
 
 def start_postgres():
-    """A throwaway cluster, as the tests start one (tests/services.py)."""
+    """A throwaway cluster, as the tests start one (tests/support/services.py)."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from tests.services import Postgres
+    from tests.support.services import Postgres
 
     pg = Postgres().start()
     return pg, pg.create_database("berth_bench")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import projects_list as pl  # noqa: E402
 
-from tests.services import free_port  # noqa: E402
+from tests.support.services import free_port  # noqa: E402
 
 LEVELS = (1, 2, 4)
 BERTH = str(Path(sys.executable).with_name("berth"))
@@ -95,7 +95,7 @@ def main():
     args = parser.parse_args()
     if not shutil.which("haproxy"):
         raise SystemExit("haproxy is not installed (apt-get install haproxy)")
-    from tests.services import Redis
+    from tests.support.services import Redis
 
     pg, url = pl.start_postgres()
     redis = Redis()

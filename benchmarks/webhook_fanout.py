@@ -36,7 +36,7 @@ BATCH = 50
 
 def receiver_process(conn):
     """The real HTTPS test receiver in its own process: answers 200, records receipts."""
-    from tests.webhook_receiver import Receiver, _ca
+    from tests.support.webhook_receiver import Receiver, _ca
 
     ca, ca_path = _ca()
     receiver = Receiver(ca)

@@ -7,10 +7,10 @@ import pytest
 from control_plane import clock, migrate
 from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
-from tests.services import MotoS3, Postgres, Redis
+from tests.support.services import MotoS3, Postgres, Redis
 
-pytest_plugins = ["tests.docker_support", "tests.agent_support", "tests.backup_flow_support",
-                  "tests.proxy_support"]
+pytest_plugins = ["tests.support.docker_engine", "tests.support.agents", "tests.support.backup_flow",
+                  "tests.support.proxy"]
 
 
 def pytest_addoption(parser):
@@ -41,7 +41,7 @@ def moto_s3():
 
 @pytest.fixture(scope="session")
 def loopback_dns():
-    from tests.dns_server import LoopbackDNS
+    from tests.support.dns_server import LoopbackDNS
 
     dns = LoopbackDNS()
     yield dns
@@ -87,7 +87,7 @@ def fake_clock():
 
 @pytest.fixture
 def app(request, tmp_path, backend):
-    # No proxy unless a test runs one (tests/proxy_support.py): PROXY_IMAGE "".
+    # No proxy unless a test runs one (tests/support/proxy.py): PROXY_IMAGE "".
     settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "test-secret",
                 "PROXY_IMAGE": ""}
     if backend == "postgres":

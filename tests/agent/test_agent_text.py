@@ -11,8 +11,8 @@ from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
 from protocol.v1 import agent_pb2 as pb
 from tests.agent.test_disk_report import ProtocolAgent
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import registered_server, wait_for
 
 P = "/api/public/v1"
 

@@ -2,7 +2,7 @@
 HTTP served for real (the agent reaches the transfer API and the local storage's
 signed URLs over HTTP), its gateway, a real `berth-agent run` and real
 containers; the S3 backend is moto's server. Both reach the network through a
-proxy (tests/tcp_proxy.py) that can cut or stall them at a chosen moment.
+proxy (tests/support/tcp_proxy.py) that can cut or stall them at a chosen moment.
 
 One production environment and one staging environment per run: rows and files
 written, backed up, changed, restored and read back; the public download fetched
@@ -18,8 +18,8 @@ import requests
 
 from control_plane.models import Backup
 from control_plane.services.backups import transfers
-from tests.agent_support import wait_for
-from tests.backup_flow_support import (
+from tests.support.agents import wait_for
+from tests.support.backup_flow import (
     V1,
     P,
     backup,

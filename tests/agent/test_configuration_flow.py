@@ -10,8 +10,8 @@ from agent.deploy.environments import Environments
 from control_plane.models import Server, TaskLogLine
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import registered_server, wait_for
 
 P, V1 = "/api/public/v1", "/api/v1"
 SECRET = "hunter2-config-flow-secret"

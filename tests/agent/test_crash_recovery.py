@@ -30,10 +30,10 @@ from control_plane.models import (
     TaskLogLine,
 )
 from control_plane.services.tasks import queue, reaper
-from tests.agent_support import AgentProcess, registered_server, wait_for
 from tests.conftest import World, auth
-from tests.serve import Served
-from tests.services import free_port
+from tests.support.agents import AgentProcess, registered_server, wait_for
+from tests.support.serve import Served
+from tests.support.services import free_port
 
 P = "/api/public/v1"
 HELD_GIT = """#!/bin/sh

@@ -10,8 +10,8 @@ import pytest
 from agent.deploy.environments import Environments
 from control_plane.models import AgentCommand, Event, Project, Server
 from control_plane.services import agents as agent_svc
-from tests.agent_support import polled_get, registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import polled_get, registered_server, wait_for
 
 P = "/api/public/v1"
 
@@ -204,7 +204,7 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
     from control_plane import config
     from protocol.v1 import agent_pb2 as pb
     from protocol.v1 import agent_pb2_grpc as pb_grpc
-    from tests.agent_support import AgentProcess
+    from tests.support.agents import AgentProcess
 
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image

@@ -13,8 +13,8 @@ import pytest
 from agent.deploy.environments import Environments
 from control_plane.models import Environment, Project, Server
 from control_plane.services import agents as agent_svc
-from tests.agent_support import AGENT, polled_get, registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import AGENT, polled_get, registered_server, wait_for
 
 P = "/api/public/v1"
 WRITTEN = 3 * 1024 * 1024

@@ -15,8 +15,8 @@ from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
 from protocol.v1 import agent_pb2 as pb
 from protocol.v1 import agent_pb2_grpc as pb_grpc
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import registered_server, wait_for
 
 P = "/api/public/v1"
 

@@ -20,7 +20,7 @@ from agent.errors import (
     call_with_deadline,
     engine_errors,
 )
-from tests.engine_stand_in import answered, timed_out, unreachable
+from tests.support.engine_stand_in import answered, timed_out, unreachable
 
 
 def translated(exc, timeout_s=None):

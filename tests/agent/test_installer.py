@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.agent_support import wait_for
-from tests.serve import BERTH, Served
+from tests.support.agents import wait_for
+from tests.support.serve import BERTH, Served
 
 P = "/api/public/v1"
 

@@ -7,8 +7,8 @@ import pytest
 
 from control_plane.models import Server
 from control_plane.services import agents as agent_svc
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import registered_server, wait_for
 
 P = "/api/public/v1"
 MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -126,7 +126,7 @@ def test_engine_that_never_answers_is_504_after_20_seconds(client, live, tmp_pat
         pytest.skip("20 s of waiting; nothing here depends on the database")
     import time
 
-    from tests.docker_support import silent_engine
+    from tests.support.docker_engine import silent_engine
 
     server, _, env, raw, connect = live
     with silent_engine(tmp_path / "silent.sock") as url:

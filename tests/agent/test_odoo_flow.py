@@ -1,5 +1,5 @@
 """Odoo's backup zip end to end, on each storage backend (the stand of
-tests/backup_flow_support.py: a real control plane over HTTP, its gateway, a real
+tests/support/backup_flow.py: a real control plane over HTTP, its gateway, a real
 `berth-agent run`, real containers, local storage or moto's S3).
 
 Two environments per run: a completed backup of A exported through the API, the
@@ -21,7 +21,7 @@ import requests
 from agent.deploy.environments import erp_address
 from control_plane.models import Backup
 from control_plane.services.backups.odoo import PART_MIN
-from tests.backup_flow_support import (
+from tests.support.backup_flow import (
     V1,
     P,
     completed_backup,

@@ -16,8 +16,8 @@ from control_plane.models import AgentCommand, Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
 from control_plane.services.projects import addon_repositories
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
+from tests.support.agents import registered_server, wait_for
 
 P, V1 = "/api/public/v1", "/api/v1"
 PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")

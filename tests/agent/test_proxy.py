@@ -16,9 +16,9 @@ import pytest
 from control_plane.models import Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
-from tests.agent_support import AGENT, registered_server, wait_for
 from tests.conftest import auth
-from tests.proxy_support import APPS_DOMAIN, https_request, wait_https, websocket_hello
+from tests.support.agents import AGENT, registered_server, wait_for
+from tests.support.proxy import APPS_DOMAIN, https_request, wait_https, websocket_hello
 
 P, V1 = "/api/public/v1", "/api/v1"
 CUSTOM = "erp.shop-berth-test.com"
@@ -174,7 +174,7 @@ def test_acme_server_unreachable_environment_runs_and_status_says_why(
     deployment still succeeds and the ERP runs; `berth-agent status` shows the
     proxy up and the certificate failing with the reason. Once the directory is
     back, the agent's retries (with backoff) get the certificate."""
-    from tests.tcp_proxy import TcpProxy
+    from tests.support.tcp_proxy import TcpProxy
 
     f = flow
     cut = TcpProxy(int(pebble.directory.split(":")[2].split("/")[0]))

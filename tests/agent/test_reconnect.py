@@ -9,7 +9,7 @@ import pytest
 
 from agent import daemon
 from agent.config import AgentConfig
-from tests.agent_support import AgentProcess, wait_for
+from tests.support.agents import AgentProcess, wait_for
 
 
 @pytest.mark.parametrize("attempt, ceiling", [

@@ -16,7 +16,7 @@ from control_plane.services.tasks import queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
 from protocol.v1 import agent_pb2_grpc as pb_grpc
-from tests.agent_support import polled_get, registered_server, wait_for
+from tests.support.agents import polled_get, registered_server, wait_for
 
 
 def connected(server_id):
@@ -161,7 +161,7 @@ def test_agent_reconnects_after_gateway_restart(app, world, agents, gateway):
 
 
 def test_status_exit_code_when_not_running(tmp_path, world, gateway):
-    from tests.agent_support import AgentProcess
+    from tests.support.agents import AgentProcess
 
     server, credential = registered_server(world.org())
     agent = AgentProcess(tmp_path, f"127.0.0.1:{gateway.port}", server.id, credential)
@@ -175,7 +175,7 @@ def test_tls_gateway(tmp_path, world):
 
     import trustme
 
-    from tests.agent_support import AgentProcess
+    from tests.support.agents import AgentProcess
 
     ca = trustme.CA()
     cert = ca.issue_cert("localhost")

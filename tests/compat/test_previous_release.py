@@ -25,8 +25,9 @@ from werkzeug.serving import make_server
 from agent.deploy.environments import Environments
 from control_plane.models import Environment, Project, Server
 from control_plane.services.accounts import orgs
-from tests.agent_support import AGENT, registered_server, wait_for
-from tests.backup_flow_support import (
+from tests.conftest import auth
+from tests.support.agents import AGENT, registered_server, wait_for
+from tests.support.backup_flow import (
     PERMISSIONS,
     Stand,
     _closing,
@@ -37,8 +38,7 @@ from tests.backup_flow_support import (
     settled,
     wait_running,
 )
-from tests.conftest import auth
-from tests.serve import Served
+from tests.support.serve import Served
 
 pytestmark = pytest.mark.slow
 WHEEL = Path(__file__).with_name("berth-0.1.0-py3-none-any.whl")

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tests.agent_support import wait_for
-from tests.scale_out_support import Agent, ComposeProject, docker, require_images
+from tests.support.agents import wait_for
+from tests.support.scale_out import Agent, ComposeProject, docker, require_images
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import requests
 
-from tests.serve import BERTH, Served
+from tests.support.serve import BERTH, Served
 
 
 @pytest.fixture

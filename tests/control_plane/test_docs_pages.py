@@ -15,7 +15,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 import requests
 
-from tests.serve import Served
+from tests.support.serve import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

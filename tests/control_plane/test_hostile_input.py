@@ -260,7 +260,7 @@ def test_served_process_refuses_hostile_bodies_and_query(tmp_path):
     """The real `berth serve`: the bytes as a client sends them, same answers."""
     import requests
 
-    from tests.serve import Served
+    from tests.support.serve import Served
 
     served = Served(tmp_path / "data")
     boot = served.admin("bootstrap")

@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from tests.docker_support import _require_image
+from tests.support.docker_engine import _require_image
 
 pytestmark = pytest.mark.slow
 

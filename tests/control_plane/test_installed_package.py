@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from agent import __version__
-from tests.services import free_port, stop_process
+from tests.support.services import free_port, stop_process
 
 pytestmark = pytest.mark.slow
 

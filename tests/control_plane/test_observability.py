@@ -12,9 +12,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from control_plane.services.tasks import queue
-from tests.agent_support import registered_server
-from tests.serve import BERTH, Served
-from tests.services import free_port, stop_process
+from tests.support.agents import registered_server
+from tests.support.serve import BERTH, Served
+from tests.support.services import free_port, stop_process
 
 pytestmark = pytest.mark.slow
 

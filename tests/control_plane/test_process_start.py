@@ -9,8 +9,8 @@ import time
 import pytest
 import requests
 
-from tests.serve import BERTH
-from tests.services import free_port
+from tests.support.serve import BERTH
+from tests.support.services import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from control_plane import clock
 from control_plane.models import Deployment, Event
 from control_plane.scheduler import Job, Scheduler
 from control_plane.services.tasks import engine
-from tests.agent_support import wait_for
-from tests.serve import BERTH, Served
+from tests.support.agents import wait_for
+from tests.support.serve import BERTH, Served
 
 RUNNING = ("scheduler running (reaper every 1 s, webhooks every 1 s, housekeeping every 3600 s, "
            "backup-uploads every 300 s, backup-schedule every 60 s, "

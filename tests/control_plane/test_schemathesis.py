@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.serve import Served
+from tests.support.serve import Served
 
 ST = str(Path(sys.executable).with_name("st"))
 HOOKS_DIR = str(Path(__file__).parent)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from tests.serve import Served
+from tests.support.serve import Served
 
 P = "/api/public/v1"
 

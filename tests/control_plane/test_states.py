@@ -114,3 +114,11 @@ def test_a_backup_status_is_every_spec_value_and_no_other():
     assert states.sources("backup", "completed") == ("pending", "running")
     assert set(states.BACKUP_TERMINAL) | set(states.BACKUP_IN_PROGRESS) == set(
         states.BackupStatus)
+
+
+def test_the_filter_only_deployment_statuses_are_never_produced():
+    """The spec's `queued`, `building`, `deploying` and `rolled_back`: no move of the
+    deployment table reaches them (they stay list filters that find nothing)."""
+    targets = {to for _, to in states.DEPLOYMENT}
+    assert states.FILTER_ONLY and not (states.FILTER_ONLY & targets)
+    assert set(states.DeploymentStatus) == targets | states.FILTER_ONLY

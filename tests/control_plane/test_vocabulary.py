@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import agent
 from control_plane import errors, states
+from protocol.errors import AgentErrorCode
+from protocol.kinds import CommandKind, TaskKind
+from protocol.states import CertificateState
 
 ROOT = Path(states.__file__).parent
 
@@ -49,33 +53,38 @@ def _elements(node):
     return [node]
 
 
-def _mentions_status(node):
-    return "status" in ast.unparse(node).lower()
+def _mentions(word, node):
+    return word in ast.unparse(node).lower()
 
 
-def _status_literals(tree):
-    """String constants used as a status: compared with, assigned to or passed as
-    something named status. (A word like "success" elsewhere is not a status.)"""
+def _used_as(tree, word, values):
+    """String constants of `values` used as a `word` (status, kind, state): compared
+    with, assigned to or passed as something so named. (A word like "success"
+    elsewhere is not a status.)"""
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
-            if any(_mentions_status(side) for side in sides):
+            if any(_mentions(word, side) for side in sides):
                 for side in sides:
-                    yield from (n for n in _elements(side) if _text(n) in STATUSES)
+                    yield from (n for n in _elements(side) if _text(n) in values)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in ("in_", "not_in") and _mentions_status(node.func.value)):
+              and node.func.attr in ("in_", "not_in") and _mentions(word, node.func.value)):
             for arg in node.args:
-                yield from (n for n in _elements(arg) if _text(n) in STATUSES)
-        elif isinstance(node, ast.Call) and _mentions_status(node.func):
-            yield from (n for arg in node.args for n in _elements(arg) if _text(n) in STATUSES)
-        elif isinstance(node, ast.keyword) and node.arg and "status" in node.arg:
-            yield from (n for n in _elements(node.value) if _text(n) in STATUSES)
+                yield from (n for n in _elements(arg) if _text(n) in values)
+        elif isinstance(node, ast.Call) and _mentions(word, node.func):
+            yield from (n for arg in node.args for n in _elements(arg) if _text(n) in values)
+        elif isinstance(node, ast.keyword) and node.arg and word in node.arg:
+            yield from (n for n in _elements(node.value) if _text(n) in values)
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
-                if key is not None and "status" in (_text(key) or ""):
-                    yield from (n for n in _elements(value) if _text(n) in STATUSES)
-        elif isinstance(node, ast.Assign) and any(_mentions_status(t) for t in node.targets):
-            yield from (v for v in _elements(node.value) if _text(v) in STATUSES)
+                if key is not None and word in (_text(key) or ""):
+                    yield from (n for n in _elements(value) if _text(n) in values)
+        elif isinstance(node, ast.Assign) and any(_mentions(word, t) for t in node.targets):
+            yield from (v for v in _elements(node.value) if _text(v) in values)
+
+
+def _status_literals(tree):
+    return _used_as(tree, "status", STATUSES)
 
 
 def test_the_vocabulary_is_found():
@@ -116,3 +125,66 @@ def test_statuses_are_spelled_only_in_states_py():
 ])
 def test_the_status_check_sees_a_status_in_each_place(source, found):
     assert [n.value for n in _status_literals(ast.parse(source))] == found
+
+
+# --- the protocol's vocabulary: kinds and states named once, for both sides ---------
+
+KINDS = {k.value for k in TaskKind} | {k.value for k in CommandKind}
+CERTIFICATE_STATES = {c.value for c in CertificateState}
+AGENT_CODES = {c.value for c in AgentErrorCode}
+
+
+def _trees(package_root):
+    for path in sorted(package_root.rglob("*.py")):
+        name = path.relative_to(package_root.parent).as_posix()
+        if "migrations/" not in name:
+            yield name, ast.parse(path.read_text())
+
+
+def _both_sides():
+    yield from _trees(ROOT)
+    yield from _trees(Path(agent.__file__).parent)
+
+
+def _handled(tree):
+    """Kinds given to a registry: `@handles("deploy")`, `enqueue(server, "routes")`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] in (
+                "handles", "enqueue", "start", "register"):
+            yield from (n for arg in node.args for n in _elements(arg) if _text(n) in KINDS)
+
+
+def test_task_and_command_kinds_are_spelled_only_in_the_protocol():
+    spelled = [f"{name}:{node.lineno} {node.value}" for name, tree in _both_sides()
+               for node in [*_used_as(tree, "kind", KINDS), *_handled(tree)]]
+    assert spelled == []
+
+
+def test_certificate_states_are_spelled_only_in_the_protocol():
+    spelled = [f"{name}:{node.lineno} {node.value}" for name, tree in _both_sides()
+               for node in _used_as(tree, "state", CERTIFICATE_STATES)]
+    assert spelled == []
+
+
+def test_the_agents_reply_codes_are_spelled_only_in_the_protocol():
+    spelled = [f"{name}:{node.lineno} {node.value}"
+               for name, tree in _trees(Path(agent.__file__).parent)
+               for node in ast.walk(tree) if _text(node) in AGENT_CODES]
+    assert spelled == []
+
+
+@pytest.mark.parametrize("source, found", [
+    ('if d.kind == "export": pass', ["export"]),
+    ('Deployment.select().where(Deployment.kind.in_(("deploy", "redeploy")))',
+     ["deploy", "redeploy"]),
+    ('actions.act(env, kind="redeploy")', ["redeploy"]),
+    ('@handles("routes")\ndef routes(): pass', ["routes"]),
+    ('queue.enqueue(server_id, "routes", {})', ["routes"]),
+    ('{"state": "valid", "reason": None}', ["valid"]),
+    ('log("info", "deploy started")', []),
+])
+def test_the_kind_and_state_checks_see_them(source, found):
+    tree = ast.parse(source)
+    seen = [*_used_as(tree, "kind", KINDS), *_handled(tree),
+            *_used_as(tree, "state", CERTIFICATE_STATES)]
+    assert [n.value for n in seen] == found

@@ -17,12 +17,12 @@ import psutil
 import pytest
 import requests
 
-from tests.serve import BERTH, Served
+from tests.support.serve import BERTH, Served
 
 pytestmark = pytest.mark.slow
 
 WHEELHOUSE = "/agent/wheelhouse.tar"
-AUTO = {"CP_WHEELHOUSE_AUTO_BUILD": "1"}  # the default; tests/serve.py turns it off
+AUTO = {"CP_WHEELHOUSE_AUTO_BUILD": "1"}  # the default; tests/support/serve.py turns it off
 
 
 def _offline_pip(tmp_path):

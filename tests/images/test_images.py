@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from tests.agent_support import wait_for
+from tests.support.agents import wait_for
 
 DB_USER, DB_PASSWORD, DB_NAME = "erp", "s3cret-pw", "erpdb"
 ADDON, ADDON_VERSION = "berth_demo", "17.0.1.2.3"

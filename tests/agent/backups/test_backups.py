@@ -1,6 +1,6 @@
 """The agent's backups and restores against the real engine, the local ERP and
 PostgreSQL images, and a real HTTP stand-in for the control plane's transfer
-API (tests/transfer_stand_in.py): rows and files written into a running
+API (tests/support/transfer_stand_in.py): rows and files written into a running
 environment, backed up, changed, restored, read back."""
 
 import hashlib
@@ -22,7 +22,7 @@ from agent.backups.backups import BackupError, Backups, RestoreError
 from agent.deploy.commands import PreBackupFailed
 from agent.deploy.environments import Environments, erp_address
 from agent.status import StatusFile
-from tests.transfer_stand_in import TransferStandIn
+from tests.support.transfer_stand_in import TransferStandIn
 
 CREDENTIAL = "agt_live_backup-tests"
 NOTES = [(1, "invoice 2026/001"), (2, "invoice 2026/002"), (3, "credit note 2026/001")]

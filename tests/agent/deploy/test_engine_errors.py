@@ -7,7 +7,13 @@ import pytest
 
 from agent.deploy.environments import DeployError, Environments
 from agent.errors import ContainerNotFound, EngineError, EngineTimeout, EngineUnreachable
-from tests.engine_stand_in import FakeClient, FakeContainer, answered, timed_out, unreachable
+from tests.support.engine_stand_in import (
+    FakeClient,
+    FakeContainer,
+    answered,
+    timed_out,
+    unreachable,
+)
 
 GONE = answered(404, "No such container: berth-1234-erp")
 

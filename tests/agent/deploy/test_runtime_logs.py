@@ -8,7 +8,7 @@ import pytest
 
 from agent.deploy.runtime_logs import runtime_logs
 from agent.errors import ContainerNotFound, EngineTimeout, EngineUnreachable
-from tests.docker_support import silent_engine
+from tests.support.docker_engine import silent_engine
 
 BIG_LINE = 1500  # bytes per line of the big log, newline excluded
 

@@ -9,7 +9,7 @@ import pytest
 from agent.metrics import disk, disk_walk
 from agent.metrics.disk import DiskMeter
 from agent.metrics.disk_walk import Tree
-from tests.agent_support import wait_for
+from tests.support.agents import wait_for
 
 ENV_ID = "0f0e0d0c-0b0a-4909-8807-060504030201"
 

@@ -8,7 +8,7 @@ import pytest
 from agent.errors import EngineError, EngineUnreachable
 from agent.proxy import proxy as proxy_module
 from agent.proxy.proxy import Proxy, ProxyError
-from tests.engine_stand_in import Calls, FakeClient, FakeContainer, answered, unreachable
+from tests.support.engine_stand_in import Calls, FakeClient, FakeContainer, answered, unreachable
 
 GONE = answered(404, "No such container: berth-proxy")
 

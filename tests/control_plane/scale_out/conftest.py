@@ -5,8 +5,8 @@ real agents registered through the balancer."""
 import pytest
 
 from agent.deploy.environments import Environments
-from tests.agent_support import wait_for
-from tests.scale_out_support import Agent, Stack, docker, require_images
+from tests.support.agents import wait_for
+from tests.support.scale_out import Agent, Stack, docker, require_images
 
 
 @pytest.fixture(scope="package")

@@ -15,9 +15,9 @@ from collections import defaultdict
 import pytest
 
 from control_plane.services.webhooks.delivery import CLAIM_SECONDS
-from tests.agent_support import wait_for
-from tests.scale_out_support import STACK, Agent, docker
-from tests.webhook_receiver import Receiver, _ca
+from tests.support.agents import wait_for
+from tests.support.scale_out import STACK, Agent, docker
+from tests.support.webhook_receiver import Receiver, _ca
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from collections import Counter
 import pytest
 import requests
 
-from tests.agent_support import wait_for
-from tests.scale_out_support import STACK, P, docker, wait_until
+from tests.support.agents import wait_for
+from tests.support.scale_out import STACK, P, docker, wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from control_plane import storage
-from tests.serve import Served
+from tests.support.serve import Served
 
 SECRET = "storage-test-secret"
 AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

@@ -12,7 +12,7 @@ from control_plane.events import SUBSCRIBABLE
 from control_plane.models import Event, IdempotencyRecord, Webhook, WebhookDelivery
 from control_plane.services.webhooks import subscriptions as svc
 from tests.conftest import auth, new_uuid
-from tests.webhook_receiver import Receiver, https_receiver, trust_ca  # noqa: F401 - fixtures
+from tests.support.webhook_receiver import Receiver, https_receiver, trust_ca  # noqa: F401 - fixtures
 
 P = "/api/public/v1"
 URL = "https://hooks.example.com/berth"

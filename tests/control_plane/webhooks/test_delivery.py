@@ -18,10 +18,10 @@ from control_plane.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery, subscriptions, urls
-from tests.agent_support import wait_for
 from tests.conftest import auth
-from tests.serve import Served
-from tests.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
+from tests.support.agents import wait_for
+from tests.support.serve import Served
+from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
 P = "/api/public/v1"
 
@@ -247,9 +247,8 @@ def test_a_redirect_is_a_failure_and_is_not_followed(app, world, settings, recei
     w, _ = hook(org, receiver.url + "/old")
     receiver.redirect(receiver.url + "/new", path="/old")
     event(org, project)
-    delivery.run(settings)
-    time.sleep(0.3)
-    assert [r.path for r in receiver.requests] == ["/old"]
+    delivery.run(settings)  # returns once the receiver answered: its requests are in
+    assert [r.path for r in receiver.wait_for(1)] == ["/old"]
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, 302)
     assert "redirect" in d.error_reason
@@ -301,13 +300,11 @@ def test_two_workers_racing_send_each_delivery_once_per_due_time(app, world, fak
         assert not errors
 
     race()
-    time.sleep(0.3)
-    got = receiver.requests
+    got = receiver.wait_for(40)
     assert sorted(body(r)["event_id"] for r in got) == sorted(str(e.event_id) for e in events)
     fake_clock.advance(seconds=40)
     race()
-    time.sleep(0.3)
-    assert len(receiver.requests) == 80
+    assert len(receiver.wait_for(80)) == 80
     assert {r.attempt_count for r in WebhookDelivery.select()} == {2}
 
 
@@ -336,8 +333,7 @@ def test_webhooks_get_the_events_they_match_only(app, world, settings, receiver)
     hook(other_org, receiver.url + "/other-org")
     event(org, a)
     delivery.run(settings)
-    time.sleep(0.3)
-    assert sorted(r.path for r in receiver.requests) == ["/alias", "/org-wide", "/project-a"]
+    assert sorted(r.path for r in receiver.wait_for(3)) == ["/alias", "/org-wide", "/project-a"]
 
 
 def test_delivery_log_keeps_the_50_most_recent(app, client, world, fake_clock, settings,
@@ -459,8 +455,7 @@ def test_a_name_resolving_to_a_private_address_is_refused_when_sending(
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
     assert d.error_reason == ("refused: rebind.example.test resolves to 127.0.0.1 "
                               "(loopback address)")
-    time.sleep(0.3)
-    assert receiver.requests == []
+    assert receiver.wait_for(1, timeout=0.3) == []  # and none comes
 
 
 def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings, receiver,
@@ -481,7 +476,6 @@ def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings,
         settings["WEBHOOK_RETRY_DELAYS"] = bad
         with pytest.raises(ValueError, match="CP_WEBHOOK_RETRY_DELAYS"):
             delivery.run(settings)
-    time.sleep(0.3)
-    assert receiver.requests == []
+    assert receiver.wait_for(1, timeout=0.3) == []  # and none comes
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.claimed_until) == ("retrying", 0, None)

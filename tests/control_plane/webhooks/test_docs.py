@@ -11,7 +11,7 @@ from control_plane import events, secretbox
 from control_plane.db import database
 from control_plane.models import Webhook
 from control_plane.services.webhooks import delivery, subscriptions
-from tests.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
+from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks.md"
 

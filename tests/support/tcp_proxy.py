@@ -7,7 +7,7 @@ connections open (`stall`: a transfer hangs). `heal()` makes it pass again."""
 import socket
 import threading
 
-from tests.services import free_port
+from tests.support.services import free_port
 
 
 class TcpProxy:

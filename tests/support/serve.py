@@ -9,7 +9,7 @@ from pathlib import Path
 
 import requests
 
-from tests.services import free_port
+from tests.support.services import free_port
 
 BERTH = str(Path(sys.executable).with_name("berth"))
 

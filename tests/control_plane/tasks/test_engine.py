@@ -1,4 +1,4 @@
-"""The lifecycle's own guarantees: the gateway is woken only once the task's
+"""The task engine's own guarantees: the gateway is woken only once the task's
 command is committed (never after a rollback), and the command queue imports
 nothing above it."""
 

@@ -10,9 +10,9 @@ import pytest
 
 from control_plane.models import Server
 from control_plane.services.tasks import queue
-from tests.agent_support import registered_server, wait_for
-from tests.serve import BERTH
-from tests.services import free_port
+from tests.support.agents import registered_server, wait_for
+from tests.support.serve import BERTH
+from tests.support.services import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """The scale-out topology of deploy/compose.yaml for the tests, on the images `make
 test` builds (the control-plane image, and local stand-ins for PostgreSQL, Redis and
-HAProxy): `Stack` runs it on a Swarm (tests/compose.test.yaml added; the fixtures are
+HAProxy): `Stack` runs it on a Swarm (tests/support/compose.test.yaml added; the fixtures are
 in tests/control_plane/scale_out/conftest.py), `ComposeProject` with docker-compose on
 one engine; `Agent` is a real agent that registers through the balancer."""
 
@@ -13,12 +13,12 @@ from pathlib import Path
 
 import requests
 
-from tests.agent_support import AGENT, wait_for
-from tests.docker_support import _require_image
-from tests.services import free_port
-from tests.webhook_receiver import _ca
+from tests.support.agents import AGENT, wait_for
+from tests.support.docker_engine import _require_image
+from tests.support.services import free_port
+from tests.support.webhook_receiver import _ca
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STACK = "berth-test"
 IMAGES = {"BERTH_IMAGE": "berth-control-plane:latest", "POSTGRES_IMAGE": "berth-test-postgres:latest",
           "REDIS_IMAGE": "berth-test-redis:latest", "HAPROXY_IMAGE": "berth-test-haproxy:latest"}
@@ -51,7 +51,7 @@ class Stack:
 
     def deploy(self):
         docker("stack", "deploy", "--resolve-image", "never", "-c",
-               str(ROOT / "deploy" / "compose.yaml"), "-c", str(ROOT / "tests" / "compose.test.yaml"),
+               str(ROOT / "deploy" / "compose.yaml"), "-c", str(ROOT / "tests" / "support" / "compose.test.yaml"),
                STACK, env=self.env)
 
     def containers(self, service):

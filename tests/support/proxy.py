@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from tests.docker_support import _require_image
+from tests.support.docker_engine import _require_image
 
 PROXY_IMAGE = "berth-test-proxy:latest"
 APPS_DOMAIN = "apps.berth-test.com"

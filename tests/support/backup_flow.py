@@ -3,7 +3,7 @@ tests/agent/test_odoo_flow.py), on each storage backend: the control plane's HTT
 served for real (the agent reaches the transfer API and the local storage's signed
 URLs over HTTP), its gateway, a real `berth-agent run` and real containers; the S3
 backend is moto's server. Both reach the network through a proxy
-(tests/tcp_proxy.py) that can cut or stall them at a chosen moment. Also the
+(tests/support/tcp_proxy.py) that can cut or stall them at a chosen moment. Also the
 helpers that write and read an environment's rows and files, and drive the API."""
 
 import hashlib
@@ -21,9 +21,9 @@ from agent.deploy.environments import Environments
 from control_plane.models import Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
-from tests.tcp_proxy import TcpProxy
+from tests.support.agents import registered_server, wait_for
+from tests.support.tcp_proxy import TcpProxy
 
 P, V1 = "/api/public/v1", "/api/v1"
 PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")

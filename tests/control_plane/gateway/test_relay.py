@@ -9,9 +9,9 @@ from control_plane.models import AgentCommand, Server
 from control_plane.ratelimit import RateLimiter
 from control_plane.services import agents as agent_svc
 from control_plane.services.tasks import queue
-from tests.agent_support import registered_server, wait_for
 from tests.conftest import auth
-from tests.services import Redis
+from tests.support.agents import registered_server, wait_for
+from tests.support.services import Redis
 
 
 @pytest.fixture
