@@ -41,7 +41,7 @@ class Config:
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"
-    # The reverse proxy each server's agent runs (agent/proxy.py): its image ("" runs
+    # The reverse proxy each server's agent runs (agent/proxy/): its image ("" runs
     # none, and environments answer only on their server's private networks), the
     # ACME directory its certificates come from, the ACME account's e-mail, and a
     # PEM file of roots to trust for the directory (a private ACME server; None:

@@ -126,7 +126,7 @@ class ImportStatus(StrEnum):
 
 
 class DomainStatus(StrEnum):
-    """A custom domain (services/deploys/domains.py): `pending` until DNS shows
+    """A custom domain (services/environment_settings/domains.py): `pending` until DNS shows
     its record, then `verified`; it never goes back (removal deletes it)."""
     PENDING = "pending"
     VERIFIED = "verified"

@@ -1,4 +1,4 @@
-"""Custom domains of environments (services/deploys/domains.py)."""
+"""Custom domains of environments (services/environment_settings/domains.py)."""
 
 import peewee
 

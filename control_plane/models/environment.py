@@ -42,7 +42,7 @@ class Environment(BaseModel):
     backup_keep_weekly = peewee.IntegerField(default=4)
     backup_keep_monthly = peewee.IntegerField(default=3)
     backup_scheduled_for = DateTimeField(null=True)
-    # The configuration (services/deploys/configuration.py): variables by name
+    # The configuration (services/environment_settings/configuration.py): variables by name
     # ({value, secret}; a secret's value sealed), ERP options and PostgreSQL
     # settings by key, from their allow-lists.
     variables = JSONField(null=True)

@@ -1,4 +1,4 @@
-"""What each server's proxy (agent/proxy.py) needs from the control plane: its
+"""What each server's proxy (agent/proxy/) needs from the control plane: its
 settings, and the host names each environment answers at, its platform
 subdomain and its verified custom domains. Every environment command carries
 them; a change of names alone (a domain verified or removed) is a `routes`

@@ -12,7 +12,7 @@ import pytest
 
 from control_plane.errors import Unprocessable
 from control_plane.services.webhooks import net, urls
-from tests import webhook_receiver
+from tests.support import webhook_receiver
 
 # The receiver's fixtures, by name.
 https_receiver = webhook_receiver.https_receiver
