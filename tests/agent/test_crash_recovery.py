@@ -164,11 +164,16 @@ class Plant:
         return Deployment.get_by_id(task)
 
     def mid_deploy(self, branch, task):
-        """The agent acknowledged the task and is held in its clone."""
+        """The agent acknowledged the task and is held in its clone, and the control
+        plane has its clone line (a line in flight when the control plane dies is
+        lost with it, and the checks below count that line)."""
         wait_for(lambda: self.cloning(branch), timeout=90, interval=0.2,
                  what=f"the agent cloning {branch}")
         wait_for(lambda: self.deployment(task).status == "running", timeout=30, interval=0.2,
                  what="the deployment running")
+        wait_for(lambda: TaskLogLine.select().where(
+            TaskLogLine.deployment == task, TaskLogLine.message.startswith("checking out"))
+            .exists(), timeout=30, interval=0.2, what="its clone line recorded")
 
     def settled(self, task, timeout=120):
         return wait_for(lambda: (d := self.deployment(task)).status not in ("pending", "running")

@@ -4,7 +4,8 @@ README.md here), installed in a virtualenv of its own.
 
 - Its agent (protocol revision 0) connects to this control plane, deploys an
   environment, runs an environment command that agents of this release receive
-  as a typed message, reports its disk figures, and takes a verified backup.
+  as a typed message, reports its disk figures, answers live metrics requests,
+  and takes a verified backup.
 - This release's agent, given the previous control plane, refuses with a clear
   message and no traceback: `register` before it spends the token, and `run`
   with a credential the previous control plane issued (its log and `berth-agent
@@ -98,9 +99,14 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
         r = client.post(f"{P}/environments/{env_id}/actions/restart", headers=s.key)
         assert r.status_code == 202, r.json
         assert settled(client, s, r.json["task_id"])["status"] == "success"
-        # It reports: its disk figures reach the environment's row.
+        # It reports: its disk figures reach the environment's row, and it answers
+        # live reads of the server's and the environment's figures.
         wait_for(lambda: Environment.get_by_id(env_id).disk_measured_at is not None,
                  timeout=60, what="disk figures reported")
+        host = client.get(f"{P}/servers/{s.server.id}/metrics", headers=s.reader)
+        assert host.status_code == 200 and host.json["memory_total_bytes"] > 0, host.json
+        figures = client.get(f"{P}/environments/{env_id}/metrics", headers=s.reader)
+        assert figures.status_code == 200 and figures.json["erp"]["status"] == "running"
 
         b = completed_backup(client, s, env_id, comment="by the previous agent")
         assert b["is_verified"] is True and b["total_size"] > 0

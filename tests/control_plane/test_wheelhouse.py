@@ -17,6 +17,7 @@ import psutil
 import pytest
 import requests
 
+from control_plane import __version__
 from tests.support.serve import BERTH, Served
 
 pytestmark = pytest.mark.slow
@@ -77,7 +78,7 @@ def test_a_stale_wheelhouse_is_rebuilt_at_start(tmp_path):
         served.stop()
     with tarfile.open(fileobj=io.BytesIO(r.content)) as tar:
         assert "berth-0.0.1-py3-none-any.whl" not in tar.getnames()
-        assert any(n.startswith("berth-0.1") for n in tar.getnames())
+        assert any(n.startswith(f"berth-{__version__}-") for n in tar.getnames())
 
 
 def test_a_failed_build_is_explained_and_the_installer_prints_it(tmp_path):
@@ -142,7 +143,7 @@ def test_berth_wheelhouse_builds_where_setuptools_is_old_and_wheel_missing(tmp_p
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     with tarfile.open(tmp_path / "data" / "wheelhouse.tar") as tar:
-        assert any(n.startswith("berth-0.1") for n in tar.getnames())
+        assert any(n.startswith(f"berth-{__version__}-") for n in tar.getnames())
 
 
 def test_stopping_serve_mid_build_ends_the_pip_run(tmp_path):
