@@ -18,6 +18,7 @@ from control_plane.api.auth import dispatch_confirmed
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
 from control_plane.ratelimit import RateLimiter
+from protocol.wire import REVISION
 
 log = logging.getLogger("berth")
 
@@ -74,8 +75,6 @@ def create_app(config=None):
     def agent_bootstrap():
         """Where agents dial the gateway, and the protocol revision it speaks (read
         by the installer and `register`)."""
-        from protocol.wire import REVISION
-
         return {"grpc_address": grpc_public_address(app),
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"]), "revision": REVISION}
 

@@ -79,25 +79,18 @@ def deploy(agent, payload, log):
     return {**result, "pre_backup": backup}
 
 
-@handles(CommandKind.START)
-def start(agent, payload, log):
-    result = _environments(agent).start(payload["environment_id"], log)
-    _rerouted(agent, payload, log)
-    return result
+def _runtime(kind):
+    """start, stop and restart: the containers (Environments' method of the same
+    name), then the routes follow."""
+    @handles(kind)
+    def handler(agent, payload, log):
+        result = getattr(_environments(agent), kind)(payload["environment_id"], log)
+        _rerouted(agent, payload, log)
+        return result
 
 
-@handles(CommandKind.STOP)
-def stop(agent, payload, log):
-    result = _environments(agent).stop(payload["environment_id"], log)
-    _rerouted(agent, payload, log)
-    return result
-
-
-@handles(CommandKind.RESTART)
-def restart(agent, payload, log):
-    result = _environments(agent).restart(payload["environment_id"], log)
-    _rerouted(agent, payload, log)
-    return result
+for _kind in (CommandKind.START, CommandKind.STOP, CommandKind.RESTART):
+    _runtime(_kind)
 
 
 @handles(CommandKind.DESTROY)

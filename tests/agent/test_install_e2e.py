@@ -6,7 +6,6 @@ connected, reports its metrics, and serves environment metrics and logs."""
 import json
 import shutil
 import subprocess
-import time
 import uuid
 
 import pytest
@@ -71,9 +70,9 @@ def test_install_command_on_a_fresh_server(served, docker_client, test_image, la
         project = api(served, "POST", "/projects",
                       json={"name": "e2e", "server_id": server["id"]}).json()
         env_id = _environment(served, project["id"], server["id"])
-        labeled_container(env_id, "erp", ["sh", "-c", "echo booted; sleep 600"])
+        erp = labeled_container(env_id, "erp", ["sh", "-c", "echo booted; sleep 600"])
         labeled_container(env_id, "postgres", ["sleep", "600"])
-        time.sleep(1)
+        wait_for(lambda: b"booted" in erp.logs(), timeout=30, what="the ERP's first output")
         m = api(served, "GET", f"/environments/{env_id}/metrics", served.read_key)
         assert m.status_code == 200, m.text
         assert m.json()["erp"]["status"] == "running" and m.json()["postgres"] is not None

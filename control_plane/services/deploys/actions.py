@@ -13,7 +13,7 @@ transaction commits."""
 from limits import RateLimitItemPerMinute
 
 from control_plane import clock, errors, states
-from control_plane.models import Deployment, Server
+from control_plane.models import Server
 from control_plane.services import agents
 from control_plane.services.environment_settings import configuration
 from control_plane.services.tasks import engine, kinds
@@ -144,7 +144,6 @@ def destroy(env, actor_id, *, berth, conflict, delete_data=False):
     without container references. An environment never placed on a server is
     destroyed at once; one whose server is not connected is refused (502
     `server_unreachable`) and nothing changes."""
-    org_id = env.project.organization_id
     refuse_if_busy(env, conflict)
     server = env.server_id and Server.get_or_none(Server.id == env.server_id,
                                                   Server.deleted_at.is_null())
@@ -152,14 +151,7 @@ def destroy(env, actor_id, *, berth, conflict, delete_data=False):
         raise errors.ServerUnreachable("The environment's server is not connected; nothing "
                                        "was destroyed. Try again once its agent is back.")
     engine.check_allowed(env, TaskKind.DESTROY)
-    count_requested(berth, org_id)
-    extra = {"delete_data": bool(delete_data)}
-    if env.server_id is None:  # nothing to remove on a server
-        engine.begin(env, TaskKind.DESTROY)
-        d = engine.new_record(env, TaskKind.DESTROY, trigger=Trigger.DESTROY,
-                              git_branch=env.branch, triggered_by=actor_id, extra_data=extra)
-        engine.settle(d, engine.Outcome(D.DESTROYED, result={}))
-        return Deployment.get_by_id(d.id)
+    count_requested(berth, env.project.organization_id)
     return engine.start(env, TaskKind.DESTROY, settings=berth.settings, gateway=berth.gateway,
                         trigger=Trigger.DESTROY, actor_id=actor_id, delete_data=delete_data,
-                        record={"extra_data": extra})
+                        record={"extra_data": {"delete_data": bool(delete_data)}})

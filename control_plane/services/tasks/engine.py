@@ -91,7 +91,9 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
     """Every task starts here, inside the caller's transaction (the environment
     locked by the caller): the environment's move (409 when its table refuses),
     the task `pending`, its command with the kind's payload, and the gateway
-    woken once the transaction commits.
+    woken once the transaction commits. A removal of an environment that was
+    never placed on a server has nothing to remove: it ends at once, without a
+    command.
 
     `record`: fields of the task's row the caller decides (a retry or rollback
     passes the branch, commit, image and configuration it repeats); the kind's
@@ -102,6 +104,9 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
     record["git_branch"] = record.get("git_branch") or env.branch
     record.update(k.defaults(env, settings, record))
     task = new_record(env, kind, trigger=trigger, triggered_by=actor_id, **record)
+    if env.server_id is None and k.removes:
+        settle(task, Outcome(k.succeeded, result={}))
+        return Deployment.get_by_id(task.id)
     payload = k.payload(task, env, settings, **params)
     limit = int(k.time_limit(payload).total_seconds() // 60)
     if limit != task.time_limit_minutes:
