@@ -5,6 +5,8 @@ import operator
 
 import marshmallow as ma
 
+from control_plane import git_rules
+
 
 class Schema(ma.Schema):
     """Output schemas read dict rows (list pages) and model objects alike.
@@ -135,7 +137,7 @@ def _not_blank(value):
 
 
 # For the OpenAPI document: at least one character str.strip() keeps (JSON Schema
-# patterns match anywhere), the whitespace spelled out as in Branch.
+# patterns match anywhere), the whitespace spelled out as in git_rules.
 NOT_BLANK_PATTERN = (r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
                      r"\u205f\u3000]")
 
@@ -145,21 +147,48 @@ def Name(**kwargs):  # noqa: N802 - a field factory reads like a field class
     return ma.fields.String(validate=[ma.validate.Length(1, 255), _not_blank], **kwargs)
 
 
+def _rule(problem, **kwargs):
+    """A marshmallow validator from one of git_rules' checks (None: valid)."""
+    def check(value):
+        message = problem(value, **kwargs)
+        if message is not None:
+            raise ma.ValidationError(message)
+    return check
+
+
+BRANCH_RULES = ("A Git branch name, as `git check-ref-format --branch` takes it: no spaces, "
+                "control characters or `~^:?*[\\`, no `..`, `@{`, `//`, no leading `-`, "
+                "`.` or `/`, no part starting with `.` or ending with `.lock`, not `HEAD` "
+                "or `@`, not ending with `.` or `/`.")
+
+
 def Branch(**kwargs):  # noqa: N802
-    # Git ref names: no spaces or control characters, within the spec's 255. The
-    # spaces are spelled out: `\s` is not the same set in Python and in the
-    # ECMAScript regexes of the OpenAPI document (\x85, \ufeff).
-    return ma.fields.String(validate=[
-        ma.validate.Length(1, 255),
-        ma.validate.Regexp(r"^[^\t-\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
-                           r"\u3000\ufeff~^:?*\[\\\x00-\x1f\x7f]+$",
-                           error="Not a valid Git branch name."),
-    ], **kwargs)
+    # Git's own rules (`git check-ref-format --branch`), within the spec's 255.
+    metadata = dict(kwargs.get("metadata", {}))
+    metadata["description"] = " ".join(filter(None, (metadata.get("description"), BRANCH_RULES)))
+    kwargs["metadata"] = {"pattern": git_rules.BRANCH_PATTERN, **metadata}
+    return ma.fields.String(validate=[ma.validate.Length(1, git_rules.MAX_BRANCH),
+                                      _rule(git_rules.branch_problem)], **kwargs)
 
 
 def HttpsUrl(max_length=2048, **kwargs):  # noqa: N802
     return ma.fields.Url(schemes={"https"}, require_tld=False,
                          validate=ma.validate.Length(max=max_length), **kwargs)
+
+
+def RepoUrl(**kwargs):  # noqa: N802
+    """A project's repository: an https URL with a path, no credentials (git_rules)."""
+    return ma.fields.Url(schemes={"https"}, require_tld=False, validate=[
+        ma.validate.Length(max=git_rules.MAX_URL), _rule(git_rules.url_problem, ssh=False),
+    ], **kwargs)
+
+
+class RedactedUrl(ma.fields.String):
+    """A stored repository URL shown without credentials (rows from before they
+    were refused may hold some)."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return git_rules.redact_url(value)
 
 
 class Boolean(ma.fields.Boolean):

@@ -167,9 +167,13 @@ def _letters_except(word):
 # (not `localhost`, a loopback name webhooks refuse), an optional port, a path. The
 # servers take more (IP literals, query strings), but a generator or a client
 # following this pattern writes only URLs they accept.
-HTTPS_URL_PATTERN = (r"^https://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,3}"
-                     rf"([A-Za-z]{{2,8}}|[A-Za-z]{{10,24}}|{_letters_except('localhost')})"
-                     r"(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~%/-]*)?$")
+_HTTPS_HOST = (r"^https://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,3}"
+               rf"([A-Za-z]{{2,8}}|[A-Za-z]{{10,24}}|{_letters_except('localhost')})"
+               r"(:[1-9][0-9]{0,3})?")
+HTTPS_URL_PATTERN = _HTTPS_HOST + r"(/[A-Za-z0-9._~%/-]*)?$"
+# A Git repository's: the same, with a path naming something (not only slashes);
+# never credentials (no `@`).
+REPO_URL_PATTERN = _HTTPS_HOST + r"/[A-Za-z0-9._~%/-]*[A-Za-z0-9._~%-][A-Za-z0-9._~%/-]*$"
 
 
 def confirm_delete_header(what):

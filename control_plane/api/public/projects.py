@@ -5,12 +5,12 @@ from flask import request
 from flask.views import MethodView
 
 from control_plane.api.auth import current_key, key_checked_by_page
-from control_plane.api.fields import Branch, HttpsUrl, Name, Schema, UTCDateTime
+from control_plane.api.fields import Branch, Name, RedactedUrl, RepoUrl, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import (
-    HTTPS_URL_PATTERN,
     REPLAY_DESCRIPTION,
+    REPO_URL_PATTERN,
     Blueprint,
     confirm_delete_header,
 )
@@ -23,7 +23,9 @@ class ProjectSchema(Schema):
     id = ma.fields.UUID(required=True)
     name = ma.fields.String(required=True)
     erp_version = ma.fields.String(allow_none=True)
-    git_repo_url = ma.fields.String(allow_none=True)
+    git_repo_url = RedactedUrl(allow_none=True, metadata={
+        "description": "Shown without credentials (a URL stored before they were refused "
+                       "may hold some)."})
     default_branch = ma.fields.String(allow_none=True)
     environment_count = ma.fields.Integer(required=True)
     server_id = ma.fields.UUID(allow_none=True)
@@ -34,14 +36,17 @@ ErpVersion = ma.fields.String(validate=ma.validate.Regexp(
     r"^\d{1,4}\.\d{1,4}$", error="Must be <major>.<minor>, e.g. 17.0."), allow_none=True)
 
 
-def RepoUrl():  # noqa: N802
-    return HttpsUrl(allow_none=True, metadata={"pattern": HTTPS_URL_PATTERN})
+def GitRepoUrl():  # noqa: N802
+    return RepoUrl(allow_none=True, metadata={"pattern": REPO_URL_PATTERN, "description": (
+        "An https URL of a Git repository, at most 2048 characters, without credentials "
+        "(a user name, password or token in the URL is refused: give the server access "
+        "to the repository instead).")})
 
 
 class ProjectCreateSchema(ma.Schema):
     name = Name(required=True)
     server_id = ma.fields.UUID(required=True)
-    git_repo_url = RepoUrl()
+    git_repo_url = GitRepoUrl()
     default_branch = Branch(load_default="main")
     erp_version = ErpVersion
 
@@ -49,7 +54,7 @@ class ProjectCreateSchema(ma.Schema):
 class ProjectUpdateSchema(ma.Schema):
     name = Name()
     default_branch = Branch()
-    git_repo_url = RepoUrl()
+    git_repo_url = GitRepoUrl()
 
 
 ProjectPage = cursor_page_schema(ProjectSchema, "ProjectPage")

@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 
 import peewee
 
-from control_plane import clock
+from control_plane import clock, git_rules
 from control_plane.db import database
 from control_plane.errors import (
     AddonRepositoryExists,
@@ -19,7 +19,6 @@ from control_plane.errors import (
 from control_plane.models import AddonRepository, Project
 
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:(?P<path>.+)$")  # git@github.com:acme/erp.git
-_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
 def full_name_of(url):
@@ -40,23 +39,25 @@ def full_name_of(url):
 
 
 def _check_url(url):
+    """https, ssh or scp-like, never credentials nor local paths (git_rules)."""
     url = (url or "").strip()
-    if not url or len(url) > 2048 or url.startswith("-") or _UNSAFE.search(url):
-        raise InvalidRepositoryUrl("The repository URL is not valid.")
+    problem = git_rules.url_problem(url)
+    if problem is not None:
+        raise InvalidRepositoryUrl(problem)
     if full_name_of(url) is None:
         raise InvalidRepositoryUrl("The repository URL names no repository.")
     return url
 
 
 def _check_branch(branch):
-    branch = (branch or "").strip()
-    if not branch or len(branch) > 255 or branch.startswith("-") or _UNSAFE.search(branch):
-        raise InvalidBranch("The branch name is not valid.")
+    problem = git_rules.branch_problem(branch or "")
+    if problem is not None:
+        raise InvalidBranch(problem)
     return branch
 
 
 def to_dict(a):
-    return {"id": str(a.id), "project_id": str(a.project_id), "url": a.url,
+    return {"id": str(a.id), "project_id": str(a.project_id), "url": git_rules.redact_url(a.url),
             "full_name": a.full_name, "branch": a.branch, "auto_deploy": a.auto_deploy,
             "is_active": a.is_active, "created_at": a.created_at.isoformat() + "Z"}
 

@@ -370,3 +370,48 @@ def test_admin_commands(tmp_path, backend):
     assert [a["id"] for a in listed] == [added["id"]]
     admin("addon", "add", "--project", project.id, "--url", "https://github.com/OCA/web",
           ok=False)  # already there
+
+
+def test_admin_addon_repositories_follow_the_git_rules(tmp_path, backend):
+    """`berth admin addon add|update|list`: URLs and branches as the API's; local
+    repositories and credentials refused; a URL stored with credentials listed
+    without them."""
+    if backend != "sqlite":
+        pytest.skip("the console script uses the data directory's SQLite")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
+    env |= {"CP_DATA_DIR": str(tmp_path / "cli")}
+
+    def admin(*args, ok=True):
+        proc = subprocess.run([BERTH, "admin", *map(str, args)], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert (proc.returncode == 0) == ok, proc.stderr
+        return json.loads(proc.stdout) if ok else proc.stderr
+
+    org = admin("org", "create", "--name", "acme")["id"]
+    from control_plane.app import create_app
+    from control_plane.models import AddonRepository, Project
+
+    create_app({"DATA_DIR": str(tmp_path / "cli")})
+    project = Project.create(organization=org, name="p")
+    add = ("addon", "add", "--project", project.id, "--url")
+    for url, why in (("file:///srv/berth/other/addons", "must be"),
+                     ("/srv/berth/other/addons", "must be"),
+                     ("ext::sh -c touch% /tmp/x", "must be"),
+                     ("https://u:hunter2@github.com/OCA/web.git", "credentials"),
+                     ("https://ghp_token@github.com/OCA/web.git", "credentials"),
+                     ("--upload-pack=touch /tmp/x", "'-'")):
+        err = admin(*add, url, ok=False)
+        assert why in err and "hunter2" not in err, err
+    for branch in ("-oProxyCommand=x", "a..b", "x.lock", "@{-1}", "HEAD"):
+        assert "branch" in admin(*add, "git@github.com:OCA/web.git", "--branch", branch,
+                                 ok=False)
+    assert AddonRepository.select().count() == 0
+    for url in ("git@github.com:OCA/web.git", "ssh://git@github.com/OCA/server-tools.git",
+                "https://github.com/OCA/queue.git"):
+        added = admin(*add, url)
+        assert added["url"] == url
+    assert "branch" in admin("addon", "update", added["id"], "--branch", "../x", ok=False)
+    AddonRepository.update(url="https://u:hunter2@github.com/OCA/queue.git").where(
+        AddonRepository.id == added["id"]).execute()
+    listed = admin("addon", "list", "--project", project.id)["addon_repositories"]
+    assert [a["url"] for a in listed][-1] == "https://github.com/OCA/queue.git"
