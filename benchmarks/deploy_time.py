@@ -96,7 +96,9 @@ class Bench:
         agent_dir = self.tmp / "agent"
         self.agent_env = {**os.environ, "BERTH_AGENT_CONFIG": str(agent_dir / "agent.json"),
                           "BERTH_AGENT_DATA_DIR": str(agent_dir / "data"),
-                          "BERTH_AGENT_ENV_ROOT": str(self.tmp / "srv"), **self.agent_extra_env}
+                          "BERTH_AGENT_ENV_ROOT": str(self.tmp / "srv"),
+                          # the benchmark's repository is a local one
+                          "BERTH_AGENT_GIT_PROTOCOLS": "https:ssh:file", **self.agent_extra_env}
         subprocess.run([AGENT, "register", "--control-plane", self.served.url, "--token-file", "-"],
                        input=token, env=self.agent_env, check=True, capture_output=True, text=True)
         self.agent_log = open(agent_dir / "agent.log", "w")

@@ -1,5 +1,6 @@
 import datetime as dt
 import itertools
+import os
 import uuid
 
 import pytest
@@ -8,6 +9,10 @@ from control_plane import clock, migrate
 from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
 from tests.support.services import MotoS3, Postgres, Redis
+
+# The tests' repositories are local bare ones, cloned over file://, which an agent
+# refuses unless told otherwise (agents started by tests inherit this).
+os.environ["BERTH_AGENT_GIT_PROTOCOLS"] = "https:ssh:file"
 
 pytest_plugins = ["tests.support.docker_engine", "tests.support.agents", "tests.support.backup_flow",
                   "tests.support.proxy"]

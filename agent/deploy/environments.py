@@ -11,12 +11,13 @@ import os
 import re
 import secrets
 import shutil
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-from agent.errors import AgentError, ContainerNotFound, EngineError, ImageNotFound, engine_errors
+from agent.deploy import git as git_cmd
+from agent.deploy.git import DeployError
+from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
 
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
 SETTINGS_LABEL = "berth.postgres_settings"  # the settings the database container runs with
@@ -25,10 +26,6 @@ ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwi
 CONTAINER_ADDONS = "/mnt/extra-addons"
 ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
 HEALTH_POLL = 0.1  # seconds between health checks: a restore or deploy waits on the first success
-
-
-class DeployError(AgentError):
-    code = "deploy_failed"
 
 
 def env_root():
@@ -157,13 +154,12 @@ class Environments:
             return None
         work = addons.with_name("addons.new")
         shutil.rmtree(work, ignore_errors=True)
-        branch, commit = git.get("branch") or "main", git.get("commit")
-        log("info", f"checking out {git['url']} at {commit or branch}")
-        clone = ["git", "clone", "--quiet", "--branch", branch, git["url"], str(work)]
-        _git(clone, "cloning the repository")
+        url, branch, commit = git["url"], git.get("branch") or "main", git.get("commit")
+        log("info", f"checking out {git_cmd.redact(url)} at {commit or branch}")
+        git_cmd.clone(url, branch, work, what="the repository")
         if commit:
-            _git(["git", "-C", str(work), "checkout", "--quiet", commit], f"checking out {commit}")
-        sha = _git(["git", "-C", str(work), "rev-parse", "HEAD"], "reading the commit").strip()
+            git_cmd.checkout(work, commit, what="the repository")
+        sha = git_cmd.head(work)
         shutil.rmtree(addons, ignore_errors=True)
         work.rename(addons)
         log("info", f"add-ons at commit {sha}")
@@ -179,22 +175,15 @@ class Environments:
             work.mkdir(parents=True)
         commits = []
         for repo, name in zip(repos or (), addon_repo_names(repos), strict=True):
-            url, branch = repo.get("url"), repo.get("branch") or "main"
-            commit = repo.get("commit")
-            if not url or url.startswith("-") or branch.startswith("-"):
-                raise DeployError(f"add-on repository {name}: no valid URL or branch")
-            if commit and not re.fullmatch(r"[0-9a-f]{7,64}", commit):
-                raise DeployError(f"add-on repository {name}: not a commit id: {commit!r}")
-            log("info", f"checking out add-on repository {_redact(url)} at {commit or branch}")
+            url, branch = repo.get("url") or "", repo.get("branch") or "main"
+            commit, what = repo.get("commit"), f"the add-on repository {name}"
+            log("info", f"checking out add-on repository {git_cmd.redact(url)} at "
+                        f"{commit or branch}")
             # A branch head needs only the newest commit; an older commit needs history.
-            depth = [] if commit else ["--depth", "1"]
-            _git(["git", "clone", "--quiet", *depth, "--branch", branch, "--", url,
-                  str(work / name)], f"cloning the add-on repository {name}")
+            git_cmd.clone(url, branch, work / name, what=what, shallow=not commit)
             if commit:
-                _git(["git", "-C", str(work / name), "checkout", "--quiet", commit],
-                     f"checking out {commit} of the add-on repository {name}")
-            commits.append(_git(["git", "-C", str(work / name), "rev-parse", "HEAD"],
-                                "reading the commit").strip())
+                git_cmd.checkout(work / name, commit, what=what)
+            commits.append(git_cmd.head(work / name))
         shutil.rmtree(target, ignore_errors=True)
         if repos:
             work.rename(target)
@@ -392,22 +381,4 @@ def addons_path(spec):
     each add-on repository's."""
     names = addon_repo_names(spec.get("addon_repositories"))
     return ",".join([CONTAINER_ADDONS] + [f"{CONTAINER_ADDONS}/{ADDON_REPOS}/{n}" for n in names])
-
-
-def _redact(url):
-    """A URL without its credentials, for logs."""
-    return re.sub(r"//[^/@]*@", "//", url)
-
-
-def _git(cmd, what):
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-    except FileNotFoundError:
-        raise DeployError("git is not installed on this server") from None
-    except subprocess.TimeoutExpired:
-        raise DeployError(f"{what} took longer than 5 minutes") from None
-    if out.returncode != 0:
-        raise DeployError(f"{what} failed: {out.stderr.strip()[-500:] or out.returncode}")
-    return out.stdout
 

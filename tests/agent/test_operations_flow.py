@@ -12,10 +12,10 @@ import urllib.request
 import pytest
 
 from agent.deploy.environments import Environments
-from control_plane.models import AgentCommand, Project, Server
+from control_plane import clock
+from control_plane.models import AddonRepository, AgentCommand, Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
-from control_plane.services.projects import addon_repositories
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
 
@@ -68,7 +68,9 @@ def flow(app, world, agents, gateway, http_app, tmp_path, erp_image, postgres_im
     f.server, credential = registered_server(f.org)
     f.project = world.project(f.org, f.server)
     Project.update(git_repo_url=f"file://{f.bare}").where(Project.id == f.project.id).execute()
-    addon_repositories.add(f.project.id, f"file://{f.tools_bare}", full_name="acme/tools")
+    # Local repositories, which the API and the CLI refuse: written as rows.
+    AddonRepository.create(project=f.project, url=f"file://{f.tools_bare}", full_name="acme/tools",
+                           branch="main", updated_at=clock.now())
     f.key = auth(world.key(f.org)[0])
     user = world.user(f.org, permissions=PERMISSIONS)
     f.user = auth(orgs.issue_user_token(user.id))
