@@ -116,8 +116,8 @@ def redact_url(url):
     written before credentials were refused may hold some."""
     if not url or "@" not in url:
         return url
-    if "://" not in url:
-        return url  # scp-like: only a user name fits before its '@'
+    if "://" not in url:  # scp-like: a user name stays, a password goes
+        return re.sub(r"^[^@/]*:[^@/]*@", "", url)
     try:
         parts = urlsplit(url)
     except ValueError:

@@ -114,6 +114,7 @@ def test_https_only_where_the_spec_says_so():
     ("ssh://git:pw@github.com/a/b.git", "ssh://github.com/a/b.git"),
     ("ssh://git@github.com/a/b.git", "ssh://git@github.com/a/b.git"),
     ("git@github.com:a/b.git", "git@github.com:a/b.git"),
+    ("git:pw@github.com:a/b.git", "github.com:a/b.git"),
     ("https://github.com/a/b.git", "https://github.com/a/b.git"),
     (None, None),
 ])
