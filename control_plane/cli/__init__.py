@@ -160,7 +160,9 @@ def _gateway(app):
     cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
     tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
     return Gateway(tls=tls, redis_url=app.config["REDIS_URL"],
-                   images=config.images(app.extensions["berth"].settings))
+                   images=config.images(app.extensions["berth"].settings),
+                   handshake_timeout=app.config["GRPC_HANDSHAKE_TIMEOUT"],
+                   max_connections=app.config["GRPC_MAX_CONNECTIONS"])
 
 
 def start_gateway_thread(app, host, port):
