@@ -1,5 +1,6 @@
-"""The agent port against clients that never speak HTTP/2: a silent connection is
-closed at the documented handshake deadline (CP_GRPC_HANDSHAKE_TIMEOUT, 10 s), and
+"""The agent port against clients that never speak HTTP/2: a silent connection (or
+one whose TLS handshake stops half-way) is closed at the documented handshake
+deadline (CP_GRPC_HANDSHAKE_TIMEOUT, 10 s), and
 open connections past CP_GRPC_MAX_CONNECTIONS are closed as they arrive. Raw
 sockets against the gateway of a real `berth serve`."""
 
@@ -83,3 +84,18 @@ def test_connections_past_the_bound_are_closed_at_once(serve):
         assert _closed_after(again, 1) is None  # held open, as a handshake goes on
     finally:
         again.close()
+
+
+def test_a_tls_handshake_left_unfinished_is_closed_at_the_deadline(serve, tmp_path):
+    import trustme
+
+    cert = trustme.CA().issue_cert("localhost")
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "gw.crt"))
+    cert.private_key_pem.write_to_path(str(tmp_path / "gw.key"))
+    served = serve(CP_GRPC_TLS_CERT=str(tmp_path / "gw.crt"),
+                   CP_GRPC_TLS_KEY=str(tmp_path / "gw.key"), CP_GRPC_HANDSHAKE_TIMEOUT="3")
+    started = time.monotonic()
+    with _dial(served) as sock:
+        sock.sendall(b"\x16\x03\x01")  # a TLS record begun, never finished
+        took = _closed_after(sock, 6, started)
+    assert took is not None and 2 <= took <= 5, took
