@@ -18,6 +18,7 @@ from control_plane.api.auth import dispatch_confirmed
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
 from control_plane.ratelimit import RateLimiter
+from control_plane.storage.tokens import PATH as STORAGE_PATH
 from protocol.wire import REVISION
 
 log = logging.getLogger("berth")
@@ -145,13 +146,25 @@ class _NoSessions(SessionInterface):
 
 
 access_log = logging.getLogger("berth.access")
+# Paths whose rest is a permission (the local storage's signed URLs): whoever
+# reads the log could use it until it expires, so the log keeps the prefix only,
+# whatever follows it (a good token under a mistyped path or method as well).
+SECRET_PATHS = (STORAGE_PATH,)
+
+
+def loggable_path(path):
+    for prefix in SECRET_PATHS:
+        at = path.find(prefix)
+        if at >= 0:
+            return path[:at + len(prefix)] + "[redacted]"
+    return path
 
 
 def _observe(app):
     """Every request: an id (the client's X-Request-Id when it is a plain token),
     sent back in X-Request-Id and named in its log lines; its count and time by
     route and status for /metrics; one access log line (the path without its query,
-    which can hold a signed URL's token)."""
+    and without a signed URL's token: `loggable_path`)."""
     from control_plane.services.backlog import snapshot
 
     observability.watch_backlog(snapshot)
@@ -177,8 +190,9 @@ def _observe(app):
         route = req.url_rule.rule if req.url_rule is not None else "(unmatched)"
         observability.observe_request(method, route, status, took)
         if logging_on and access_log.isEnabledFor(logging.INFO):
-            access_log.info("%s %s %s", method, req.path, status,
-                            extra={"request_id": rid, "method": method, "path": req.path,
+            path = loggable_path(req.path)
+            access_log.info("%s %s %s", method, path, status,
+                            extra={"request_id": rid, "method": method, "path": path,
                                    "route": route, "status": status,
                                    "duration_ms": round(took * 1000, 2),
                                    "client": req.remote_addr})

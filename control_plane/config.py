@@ -58,6 +58,12 @@ class Config:
     # Open HTTP connections beyond this are closed at once (the open file limit
     # is raised to fit it at start).
     HTTP_MAX_CONNECTIONS = 10000
+    # Seconds a new agent connection has to finish its handshake (TLS when on, the
+    # HTTP/2 preface and settings): a silent one is closed then, as a silent HTTP
+    # client is at HTTP_HEADER_TIMEOUT.
+    GRPC_HANDSHAKE_TIMEOUT = 10
+    # Open agent connections (each gateway process) beyond this are closed at once.
+    GRPC_MAX_CONNECTIONS = 10000
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -96,7 +102,8 @@ def _coerce(default, raw):
     return raw
 
 
-_POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS")
+_POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS",
+             "GRPC_HANDSHAKE_TIMEOUT", "GRPC_MAX_CONNECTIONS")
 
 
 # Set but empty means the default (a deployment description can pass a variable

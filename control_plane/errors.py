@@ -397,7 +397,7 @@ class InvalidDomain(Unprocessable):
 
 
 class DomainInUse(Conflict):
-    code = "domain_in_use"  # another environment (of any organization) has it
+    code = "domain_in_use"  # this organization has it, or it is verified elsewhere
 
 
 class DomainLimitReached(Conflict):

@@ -55,16 +55,18 @@ log = logging.getLogger("berth")
 logging.getLogger("tornado.access").addHandler(logging.NullHandler())
 
 
-def run_http(app, host, port):
-    """Serve `app` until SIGTERM or SIGINT; prints the bound address (port 0: any)."""
-    asyncio.run(_serve(app, host, port))
+def run_http(app, host, port, beside=0):
+    """Serve `app` until SIGTERM or SIGINT; prints the bound address (port 0: any).
+    `beside`: connections something else in the process may hold (the gateway's),
+    kept out of the HTTP cap's descriptors."""
+    asyncio.run(_serve(app, host, port, beside))
 
 
-async def _serve(app, host, port):
+async def _serve(app, host, port, beside=0):
     cfg = {**vars(Config), **app.config}  # an app without Berth's settings gets the defaults
     executor = ThreadPoolExecutor(cfg["HTTP_THREADS"], thread_name_prefix="berth-http")
     container = _Container(app, executor=executor)
-    server = _Server(container, max_connections=_connection_cap(cfg["HTTP_MAX_CONNECTIONS"]),
+    server = _Server(container, max_connections=_connection_cap(cfg["HTTP_MAX_CONNECTIONS"], beside),
                      spool_dir=_spool_dir(app),
                      idle_connection_timeout=cfg["HTTP_HEADER_TIMEOUT"],
                      body_timeout=cfg["HTTP_BODY_TIMEOUT"], max_header_size=MAX_HEADER_BYTES,
@@ -368,11 +370,23 @@ def _linger(sock):
     timer = loop.call_later(LINGER_SECONDS, done)
 
 
-def _connection_cap(wanted):
+def _connection_cap(wanted, beside=0):
     """Raise the soft descriptor limit toward the hard one; the connection cap is
-    what fits under it with FD_RESERVE to spare."""
+    what fits under it with FD_RESERVE, and `beside` for others, to spare."""
+    spare = FD_RESERVE + beside
+    soft = raise_fd_limit(wanted + spare)
+    if soft == resource.RLIM_INFINITY or soft >= wanted + spare:
+        return wanted
+    # Short of descriptors, HTTP keeps at least half of what is left after the reserve.
+    cap = max(1, soft - spare, (soft - FD_RESERVE) // 2)
+    print(f"berth: at most {cap} HTTP connections (open file limit {soft})",
+          file=sys.stderr, flush=True)
+    return cap
+
+
+def raise_fd_limit(need):
+    """The soft open-file limit raised toward `need` (at most the hard one); returns it."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = wanted + FD_RESERVE
     if soft != resource.RLIM_INFINITY and soft < need:
         new = need if hard == resource.RLIM_INFINITY else min(need, hard)
         try:
@@ -380,12 +394,7 @@ def _connection_cap(wanted):
             soft = new
         except (ValueError, OSError):
             pass
-    if soft == resource.RLIM_INFINITY or soft >= need:
-        return wanted
-    cap = max(1, soft - FD_RESERVE)
-    print(f"berth: at most {cap} HTTP connections (open file limit {soft})",
-          file=sys.stderr, flush=True)
-    return cap
+    return soft
 
 
 def _fmt(host):

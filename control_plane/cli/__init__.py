@@ -115,7 +115,8 @@ def serve(http_addr, grpc_addr):
     start_gateway_thread(app, *parse_hostport(grpc_addr, 50051))
     scheduler = _scheduler(app).start_in_thread()
     try:
-        run_http(app, *parse_hostport(http_addr, 8000))
+        # The gateway's connections share this process's descriptors.
+        run_http(app, *parse_hostport(http_addr, 8000), beside=app.config["GRPC_MAX_CONNECTIONS"])
     finally:
         scheduler.stop()
 
@@ -160,7 +161,9 @@ def _gateway(app):
     cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
     tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
     return Gateway(tls=tls, redis_url=app.config["REDIS_URL"],
-                   images=config.images(app.extensions["berth"].settings))
+                   images=config.images(app.extensions["berth"].settings),
+                   handshake_timeout=app.config["GRPC_HANDSHAKE_TIMEOUT"],
+                   max_connections=app.config["GRPC_MAX_CONNECTIONS"])
 
 
 def start_gateway_thread(app, host, port):
@@ -192,6 +195,9 @@ def gateway(grpc_addr, metrics_addr):
     _await_schema(app)
     _serve_metrics(metrics_addr)
     host, port = parse_hostport(grpc_addr, 50051)
+    from control_plane.server import FD_RESERVE, raise_fd_limit
+
+    raise_fd_limit(app.config["GRPC_MAX_CONNECTIONS"] + FD_RESERVE)
     gw = _gateway(app)
 
     async def main():

@@ -16,6 +16,7 @@ import grpc
 
 from control_plane import errors
 from control_plane.agent_link import NotConnected
+from control_plane.config import Config
 from control_plane.errors import ApiError
 from control_plane.gateway import messages
 from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
@@ -40,6 +41,21 @@ SERVER_OPTIONS = [
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
     ("grpc.http2.max_ping_strikes", 0),
 ]
+# A connection that has not finished its handshake (TLS, the HTTP/2 preface) in
+# CP_GRPC_HANDSHAKE_TIMEOUT seconds is closed (grpc's own default would hold it for
+# a minute); an agent does it in milliseconds. Open connections beyond
+# CP_GRPC_MAX_CONNECTIONS are closed as they arrive, before they use up the
+# process's descriptors. Per source address, the balancer bounds them
+# (deploy/haproxy.cfg): behind it, every connection comes from its address.
+HANDSHAKE_TIMEOUT = Config.GRPC_HANDSHAKE_TIMEOUT
+MAX_CONNECTIONS = Config.GRPC_MAX_CONNECTIONS
+
+
+def server_options(handshake_timeout=HANDSHAKE_TIMEOUT, max_connections=MAX_CONNECTIONS):
+    return SERVER_OPTIONS + [
+        ("grpc.server_handshake_timeout_ms", int(handshake_timeout * 1000)),
+        ("grpc.max_allowed_incoming_connections", int(max_connections)),
+    ]
 
 REGISTER_ERRORS = {  # domain code -> gRPC status
     errors.TokenInvalid.code: grpc.StatusCode.UNAUTHENTICATED,
@@ -100,8 +116,10 @@ class Session:
 
 
 class Gateway(pb_grpc.AgentGatewayServicer):
-    def __init__(self, tls=None, redis_url=None, images=None):
+    def __init__(self, tls=None, redis_url=None, images=None,
+                 handshake_timeout=HANDSHAKE_TIMEOUT, max_connections=MAX_CONNECTIONS):
         self.tls = tls  # (cert_pem, key_pem) or None
+        self.options = server_options(handshake_timeout, max_connections)
         # config.images(): what a registration's auto_deploy names (None: no auto_deploy)
         self.images = images
         self.redis_url = redis_url  # set: other processes reach our streams via Redis
@@ -123,7 +141,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
     async def start(self, address):
         self.loop = asyncio.get_running_loop()
         _tune_gc()
-        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        self.server = grpc.aio.server(options=self.options)
         pb_grpc.add_AgentGatewayServicer_to_server(self, self.server)
         if self.tls:
             creds = grpc.ssl_server_credentials([(self.tls[1], self.tls[0])])

@@ -7,13 +7,15 @@ so one turn never holds a long transaction.
   log retention). The deployment records stay; their logs read as empty.
 - Idempotency records past their 24 hours.
 - Outbox events older than 30 days that every webhook is done with (fanned out,
-  and no delivery row of theirs left)."""
+  and no delivery row of theirs left).
+- Custom-domain claims still pending 7 days after they were added."""
 
 import datetime as dt
 
 from control_plane import clock
 from control_plane.db import database
 from control_plane.models import Deployment, Event, IdempotencyRecord, TaskLogLine, WebhookDelivery
+from control_plane.services.environment_settings import domains
 
 LOG_RETENTION = dt.timedelta(days=90)
 EVENT_RETENTION = dt.timedelta(days=30)
@@ -52,4 +54,4 @@ def run():
     """One turn; returns how many rows of each kind went."""
     now = clock.now()
     return {"task_log_lines": prune_task_logs(now), "idempotency_records": prune_idempotency(now),
-            "events": prune_events(now)}
+            "events": prune_events(now), "domain_claims": domains.prune_pending(now, BATCH)}

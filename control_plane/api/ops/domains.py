@@ -18,8 +18,10 @@ ERRORS = {
     401: "Missing, invalid, revoked or expired user token",
     403: "The user lacks `project.environments.deploy` (`permission_denied`)",
     404: "Environment or domain not found, or in another organization (`not_found`)",
-    409: "The name is another environment's (`domain_in_use`), the environment has 20 "
-         "domains (`domain_limit_reached`), or DNS does not show the record yet "
+    409: "The name is already this organization's, in this or another of its environments "
+         "(`domain_in_use`: adding), or verified for another environment although DNS shows "
+         "it yours (`domain_in_use`: verifying); the environment has 20 domains "
+         "(`domain_limit_reached`); or DNS does not show the record yet "
          "(`domain_not_verified`, with the records expected in `details`)",
     422: "Not a host name, a reserved or special-use name, an IP address, or a name under "
          "the platform's apps domain (`invalid_domain`); invalid fields (`validation_error`)",
@@ -98,7 +100,10 @@ class Domains(MethodView):
         """Add a custom domain
 
         The domain is `pending` until DNS shows the TXT record or the CNAME in
-        `verification`; then `POST …/verify`. Permission `project.environments.deploy`."""
+        `verification`; then `POST …/verify`. A pending claim holds nothing: other
+        organizations may claim the name too, the first to verify it gets it (the
+        other claims are dropped), and a claim not verified in 7 days is deleted.
+        Permission `project.environments.deploy`."""
         env = svc.environment(current_user(), env_id, "project.environments.deploy")
         return _described(svc.add(env, body["domain"], _apps()), env)
 

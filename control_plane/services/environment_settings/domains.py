@@ -8,11 +8,17 @@ when unset) and only then marks it `verified`. The environment's `url` is its
 oldest verified domain (kept on the environment's row, so that lists read no
 other table), else its platform subdomain.
 
-A name belongs to one environment across every organization (a unique index
-settles concurrent adds). Names that no public certificate authority would
-sign (reserved and special-use names, IP literals, single labels) and names
-under the platform's own apps domain are refused."""
+A pending claim holds nothing: environments of several organizations may claim
+the same name, and the first whose DNS proof passes gets it (the others'
+pending claims are dropped then; a unique index on verified names settles two
+proofs at once). Within one organization a name is one environment's. An
+answer never tells that another organization holds a name, except to a caller
+whose DNS proof has just passed (decisions.md, "Custom domains"). Pending
+claims go after PENDING_DAYS (services/housekeeping.py). Names that no public
+certificate authority would sign (reserved and special-use names, IP literals,
+single labels) and names under the platform's own apps domain are refused."""
 
+import datetime as dt
 import ipaddress
 import re
 import secrets
@@ -21,7 +27,7 @@ import idna
 from peewee import IntegrityError
 
 from control_plane import clock, states
-from control_plane.db import database
+from control_plane.db import database, for_update
 from control_plane.errors import (
     DomainInUse,
     DomainLimitReached,
@@ -29,13 +35,14 @@ from control_plane.errors import (
     InvalidDomain,
     NotFound,
 )
-from control_plane.models import CustomDomain, Environment
+from control_plane.models import CustomDomain, Environment, Project
 from control_plane.services.environment_settings import access, routes
 from control_plane.services.environment_settings.dns_check import Resolver
 from control_plane.services.environment_settings.routes import platform_host
 
 DOMAIN = states.DomainStatus
 PER_ENVIRONMENT = 20
+PENDING_DAYS = 7  # a claim not verified by then is deleted
 CHALLENGE_LABEL = "_berth-challenge"
 TXT_PREFIX = "berth-verify="
 _LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
@@ -84,18 +91,44 @@ def _is_ip(name):
 # --- changes ------------------------------------------------------------------
 
 def add(env, raw_name, apps_domain):
+    """A pending claim of the name for `env`. Refused (409) only when this
+    organization already has the name; another organization's claim, pending or
+    verified, is neither an obstacle nor told."""
     name = normalize(raw_name, apps_domain)
     with database.atomic():
         if CustomDomain.select().where(CustomDomain.environment == env.id).count() \
                 >= PER_ENVIRONMENT:
             raise DomainLimitReached(f"An environment has at most {PER_ENVIRONMENT} domains.")
+        held = _claims(name, env).where(CustomDomain.environment.in_(_org_envs(env))).first()
+        if held is not None:
+            raise _in_use_here(name, env, held.environment_id)
         states.check("domain", None, DOMAIN.PENDING)
         try:
-            with database.atomic():  # a savepoint: a concurrent add loses here
+            with database.atomic():  # a savepoint: a concurrent add to this environment
                 return CustomDomain.create(environment=env.id, name=name,
                                            token=secrets.token_hex(16), status=DOMAIN.PENDING)
         except IntegrityError:
-            raise DomainInUse(f"{name} is already another environment's domain.") from None
+            raise _in_use_here(name, env, env.id) from None
+
+
+def _claims(name, env):
+    """Other environments' claims of `name`."""
+    return CustomDomain.select().where(CustomDomain.name == name,
+                                       CustomDomain.environment != env.id)
+
+
+def _org_envs(env):
+    """The ids of the environments of `env`'s organization (a subquery)."""
+    org = Project.select(Project.organization).where(Project.id == env.project_id)
+    return (Environment.select(Environment.id).join(Project)
+            .where(Project.organization.in_(org)))
+
+
+def _in_use_here(name, env, holder_id):
+    if holder_id == env.id:
+        return DomainInUse(f"{name} is already this environment's domain.")
+    return DomainInUse(f"{name} is already the domain of environment {holder_id} "
+                       "of this organization; remove it there first.")
 
 
 def verify(env, raw_name, settings, wake=None):
@@ -111,16 +144,50 @@ def verify(env, raw_name, settings, wake=None):
     now = clock.now()
     with database.atomic():
         if found:
-            states.check("domain", domain.status, DOMAIN.VERIFIED)
-            CustomDomain.update(status=DOMAIN.VERIFIED, verified_at=now, checked_at=now,
-                                check_error=None).where(CustomDomain.id == domain.id).execute()
-            _refresh_url(env.id)
+            _take(domain, env, now)
             routes.changed(env, settings, wake)
             return CustomDomain.get_by_id(domain.id)
         CustomDomain.update(checked_at=now, check_error=error).where(
             CustomDomain.id == domain.id).execute()
     raise DomainNotVerified(f"DNS does not show that {domain.name} is yours yet: {error}",
                             details=instructions(domain, env, apps_domain))
+
+
+def _take(domain, env, now):
+    """The name becomes `env`'s (its DNS proof passed), unless it is verified
+    elsewhere already: the first proof wins and keeps it. Other pending claims
+    of the name are dropped."""
+    # Every claim of the name locked, in one order: concurrent proofs take turns
+    # (each would otherwise wait on the other's rows: a deadlock on PostgreSQL).
+    claims = [i for (i,) in for_update(CustomDomain.select(CustomDomain.id).where(
+        CustomDomain.name == domain.name).order_by(CustomDomain.id)).tuples()]
+    if domain.id not in claims:  # dropped by a proof that came first
+        raise NotFound("This environment has no such domain.")
+    if _claims(domain.name, env).where(CustomDomain.status == DOMAIN.VERIFIED).exists():
+        raise _verified_elsewhere(domain.name, env)
+    states.check("domain", domain.status, DOMAIN.VERIFIED)
+    try:
+        with database.atomic():  # a savepoint: a concurrent proof of the name loses here
+            CustomDomain.update(status=DOMAIN.VERIFIED, verified_at=now, checked_at=now,
+                                check_error=None).where(CustomDomain.id == domain.id).execute()
+    except IntegrityError:
+        raise _verified_elsewhere(domain.name, env) from None
+    CustomDomain.delete().where(CustomDomain.name == domain.name,
+                                CustomDomain.status == DOMAIN.PENDING,
+                                CustomDomain.id != domain.id).execute()
+    _refresh_url(env.id)
+
+
+def _verified_elsewhere(name, env):
+    """Told only to a caller whose DNS proof of the name has just passed: within
+    its organization, which environment has it; else only that it is taken."""
+    ours = _claims(name, env).where(CustomDomain.status == DOMAIN.VERIFIED,
+                                    CustomDomain.environment.in_(_org_envs(env))).first()
+    if ours is not None:
+        return _in_use_here(name, env, ours.environment_id)
+    return DomainInUse(f"DNS shows {name} is yours, but it is already verified for another "
+                       "environment on this platform; it must be removed there first "
+                       "(support can help).")
 
 
 def remove(env, raw_name, settings, wake=None):
@@ -130,6 +197,18 @@ def remove(env, raw_name, settings, wake=None):
         _refresh_url(env.id)
         if domain.status == DOMAIN.VERIFIED:
             routes.changed(env, settings, wake)
+
+
+def prune_pending(now, batch):
+    """Deletes claims still pending PENDING_DAYS after they were added (a
+    housekeeping turn); returns how many went. They hold nothing, but an
+    environment's 20 places and its list are the user's to see cleared."""
+    ids = [i for (i,) in CustomDomain.select(CustomDomain.id).where(
+        CustomDomain.status == DOMAIN.PENDING,
+        CustomDomain.created_at < now - dt.timedelta(days=PENDING_DAYS)).limit(batch).tuples()]
+    if ids:
+        CustomDomain.delete().where(CustomDomain.id.in_(ids)).execute()
+    return len(ids)
 
 
 def _refresh_url(env_id):

@@ -1,12 +1,14 @@
 """Custom domains on /api/v1: added, verified by DNS (a TXT record or a CNAME,
 looked up at a DNS server on loopback), removed; `url` following them; names
-refused; one name for one environment across organizations."""
+refused; pending claims that block no one (the first DNS proof wins, claims
+expire), one name for one environment within an organization."""
 
 import threading
 
 import pytest
 
 from control_plane.models import CustomDomain, Environment
+from control_plane.services import housekeeping
 from control_plane.services.accounts import orgs
 
 V1 = "/api/v1"
@@ -160,43 +162,113 @@ def test_bad_bodies_are_422(client, m, body):
     assert CustomDomain.select().count() == 0
 
 
-def test_one_name_one_environment_across_organizations(client, world, m, dns):
-    other = Member(world)
-    assert client.post(m.domains(), headers=m.h, json={"domain": "erp.example.io"}) \
-        .status_code == 201
-    for member, env in ((other, other.env), (m, world.environment(m.project))):
-        r = client.post(member.domains(env), headers=member.h, json={"domain": "ERP.example.io"})
-        assert r.status_code == 409 and r.json["error"] == "domain_in_use", r.json
+def _add(client, member, name, env=None):
+    return client.post(member.domains(env), headers=member.h, json={"domain": name})
+
+
+def _txt_value(client, member, name):
+    [d] = [d for d in client.get(member.domains(), headers=member.h).json["items"]
+           if d["domain"] == name]
+    return d["verification"]["txt"]["value"]
+
+
+def test_a_pending_claim_blocks_no_one_and_the_first_proof_wins(client, world, m, dns):
+    squatter, owner = Member(world), m
+    assert _add(client, squatter, "erp.example.io").status_code == 201
+    # Whatever the spelling, the owner's add is not refused, and says nothing of it.
+    r = _add(client, owner, "ERP.Example.IO.")
+    assert r.status_code == 201 and r.json["domain"] == "erp.example.io", r.json
+    assert r.json["verification"]["txt"]["value"] != _txt_value(client, squatter,
+                                                                "erp.example.io")
+    # A claim does not prove: the squatter's verify finds nothing of its own.
+    dns.txt("_berth-challenge.erp.example.io", r.json["verification"]["txt"]["value"])
+    r = client.post(f"{squatter.domains()}/erp.example.io/verify", headers=squatter.h)
+    assert r.status_code == 409 and r.json["error"] == "domain_not_verified", r.json
+    r = client.post(f"{owner.domains()}/erp.example.io./verify", headers=owner.h)
+    assert r.status_code == 200 and r.json["status"] == "verified", r.json
+    assert public_url(client, world, owner) == "https://erp.example.io"
+    # The squatter's pending claim is gone.
+    assert client.get(squatter.domains(), headers=squatter.h).json == {"items": []}
+    assert client.post(f"{squatter.domains()}/erp.example.io/verify",
+                       headers=squatter.h).status_code == 404
+
+    # A verified name is kept: a new claim is taken (nothing told), and fails its proof...
+    r = _add(client, squatter, "erp.example.io")
+    assert r.status_code == 201, r.json
+    r = client.post(f"{squatter.domains()}/erp.example.io/verify", headers=squatter.h)
+    assert r.status_code == 409 and r.json["error"] == "domain_not_verified", r.json
+    # ...and even with its own record published, the first proof keeps the name; the
+    # answer (to whoever controls the name's DNS) names no organization or environment.
+    dns.txt("_berth-challenge.erp.example.io", _txt_value(client, squatter, "erp.example.io"))
+    r = client.post(f"{squatter.domains()}/erp.example.io/verify", headers=squatter.h)
+    assert r.status_code == 409 and r.json["error"] == "domain_in_use", r.json
+    assert str(owner.env.id) not in r.json["message"]
+    assert str(owner.org.id) not in r.json["message"]
+    assert CustomDomain.get(CustomDomain.status == "verified").environment_id == owner.env.id
+    assert public_url(client, world, owner) == "https://erp.example.io"
+
+
+def test_within_an_organization_a_name_is_one_environments(client, world, m, dns):
+    second = world.environment(m.project)
+    assert _add(client, m, "erp.example.io").status_code == 201
+    r = _add(client, m, "ERP.example.io.")
+    assert r.status_code == 409 and r.json["error"] == "domain_in_use", r.json
+    assert "this environment" in r.json["message"]
+    r = _add(client, m, "erp.example.io", env=second)
+    assert r.status_code == 409 and r.json["error"] == "domain_in_use", r.json
+    assert str(m.env.id) in r.json["message"]  # which of its own environments has it
     # Someone else cannot verify, read or remove it through their own environment.
+    other = Member(world)
     assert client.post(f"{other.domains()}/erp.example.io/verify",
                        headers=other.h).status_code == 404
     assert client.delete(f"{other.domains()}/erp.example.io", headers=other.h).status_code == 404
     assert client.get(m.domains(), headers=other.h).status_code == 404
     assert client.post(m.domains(), headers=other.h,
                        json={"domain": "x.example.io"}).status_code == 404
-    # Removed, the name is free for anyone.
+    # Removed, the name is free for its other environment.
     assert client.delete(f"{m.domains()}/erp.example.io", headers=m.h).status_code == 204
-    assert client.post(other.domains(), headers=other.h,
-                       json={"domain": "erp.example.io"}).status_code == 201
+    assert _add(client, m, "erp.example.io", env=second).status_code == 201
 
 
-def test_concurrent_adds_of_one_name_leave_one(app, world, dns):
+def test_concurrent_proofs_of_one_name_leave_one_verified(app, client, world, dns):
     members = [Member(world) for _ in range(4)]
-    start, codes = threading.Barrier(4), []
+    for member in members:
+        assert _add(client, member, "race.example.io").status_code == 201
+    dns.txt("_berth-challenge.race.example.io",
+            *[_txt_value(client, mb, "race.example.io") for mb in members])
+    start, answers = threading.Barrier(4), []
 
-    def add(member):
-        client = app.test_client()
+    def verify(member):
+        c = app.test_client()
         start.wait()
-        codes.append(client.post(member.domains(), headers=member.h,
-                                 json={"domain": "race.example.io"}).status_code)
+        answers.append(c.post(f"{member.domains()}/race.example.io/verify", headers=member.h))
 
-    threads = [threading.Thread(target=add, args=(mb,)) for mb in members]
+    threads = [threading.Thread(target=verify, args=(mb,)) for mb in members]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    assert sorted(codes) == [201, 409, 409, 409]
-    assert CustomDomain.select().where(CustomDomain.name == "race.example.io").count() == 1
+    # One wins; the others lose to its proof (409), or find their claim already
+    # dropped by it (404).
+    assert [r.status_code for r in answers].count(200) == 1, [r.json for r in answers]
+    assert {(r.status_code, r.json["error"]) for r in answers if r.status_code != 200} <= {
+        (409, "domain_in_use"), (404, "not_found")}, [r.json for r in answers]
+    rows = list(CustomDomain.select().where(CustomDomain.name == "race.example.io"))
+    assert [d.status for d in rows] == ["verified"]
+
+
+def test_pending_claims_expire_after_7_days(client, world, m, dns, fake_clock):
+    assert _add(client, m, "old.example.io").status_code == 201
+    assert _add(client, m, "kept.example.io").status_code == 201
+    dns.cname("kept.example.io", platform(m.env))
+    assert client.post(f"{m.domains()}/kept.example.io/verify", headers=m.h).status_code == 200
+    fake_clock.advance(days=6, hours=23)
+    assert housekeeping.run()["domain_claims"] == 0
+    assert _add(client, m, "new.example.io").status_code == 201
+    fake_clock.advance(hours=2)
+    assert housekeeping.run()["domain_claims"] == 1
+    names = [d["domain"] for d in client.get(m.domains(), headers=m.h).json["items"]]
+    assert names == ["kept.example.io", "new.example.io"]
 
 
 def test_permissions(client, world, m, dns):
