@@ -8,7 +8,11 @@ other. The bare app runs the same query on one driver connection per thread
 (sqlite3, psycopg2). Rounds alternate between the two apps so that a noisy
 machine hurts both alike; the median round of each is reported, with PASS/FAIL
 against the target (Berth at least 0.75 of the bare app's throughput). Exits 1
-when any database FAILs.
+when any database FAILs. Each round and each summary also print what a request
+cost the server process (CPU and context switches of all its threads, from
+/proc) and, on a throwaway PostgreSQL cluster, its backends' CPU; the run starts
+by printing the machine's load average, since the target must hold on a shared
+machine too.
 
     python benchmarks/projects_list.py [--database sqlite|postgres|both] [--rounds 3]
                                        [--seconds 5] [--concurrency 8]

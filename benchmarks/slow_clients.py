@@ -11,7 +11,8 @@ header byte every --trickle seconds, and reconnect whenever the server cuts them
 come at a steady rate. Rounds alternate so a noisy machine hurts both alike; the
 median round of each is reported with PASS/FAIL against the targets (with slow
 clients: p99 under 1 s and at least 90% of the undisturbed throughput). Exits 1
-on FAIL. Loopback only.
+on FAIL. Loopback only. As in projects_list.py, the load average at the start
+and the server's CPU and context switches per request are printed too.
 
     python benchmarks/slow_clients.py [--rounds 5] [--seconds 10] [--concurrency 8]
                                       [--slow 1000] [--trickle 1.0] [--ramp 10]
