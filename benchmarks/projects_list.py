@@ -8,13 +8,18 @@ other. The bare app runs the same query on one driver connection per thread
 (sqlite3, psycopg2). Rounds alternate between the two apps so that a noisy
 machine hurts both alike; the median round of each is reported, with PASS/FAIL
 against the target (Berth at least 0.75 of the bare app's throughput). Exits 1
-when any database FAILs.
+when any database FAILs. Each round and each summary also print what a request
+cost the server process (CPU and context switches of all its threads, from
+/proc) and, on a throwaway PostgreSQL cluster, its backends' CPU; the run starts
+by printing the machine's load average, since the target must hold on a shared
+machine too.
 
     python benchmarks/projects_list.py [--database sqlite|postgres|both] [--rounds 3]
                                        [--seconds 5] [--concurrency 8]
 """
 
 import argparse
+import glob
 import http.client
 import json
 import math
@@ -129,6 +134,86 @@ def wait_listening(proc, log, what, timeout):
     raise RuntimeError(f"{what} did not start:\n{tail}")
 
 
+# --- what the servers cost (Linux: /proc) ---------------------------------------
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def load_line():
+    """The machine's load when a run starts: the ratio is judged under other work too."""
+    one, five, fifteen = os.getloadavg()
+    return (f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores "
+            "at the start")
+
+
+def proc_usage(pids):
+    """(CPU seconds, context switches) used so far by these processes: all their
+    threads, and their children that have been waited for. A process gone is 0."""
+    cpu = switches = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        cpu += sum(int(x) for x in fields[11:15]) / CLK_TCK  # utime stime cutime cstime
+        for status in glob.glob(f"/proc/{pid}/task/*/status"):
+            try:
+                with open(status) as f:
+                    # voluntary (waits: the GIL, I/O) and not (preempted)
+                    switches += sum(int(ln.split()[1]) for ln in f if "ctxt_switches" in ln)
+            except OSError:
+                pass
+    return cpu, switches
+
+
+def children_of(pid):
+    """The processes whose parent is `pid` (a PostgreSQL server's backends)."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.split("/")[2]))
+    return found
+
+
+class Meter:
+    """CPU and context switches of a server process (and of the database's backends,
+    when it is a PostgreSQL server whose postmaster is known) over one round."""
+
+    def __init__(self, server_pid, postmaster_pid=None):
+        self.server, self.postmaster = server_pid, postmaster_pid
+
+    def read(self):
+        db = (proc_usage(children_of(self.postmaster))[0]
+              if self.postmaster is not None else None)
+        return (*proc_usage([self.server]), db)
+
+    def measure(self, run, *args):
+        """Runs run(*args) (a round: run_round's result); returns (that result, the
+        server's cost per request: CPU seconds, context switches, database CPU)."""
+        before = self.read()
+        r = run(*args)
+        after = self.read()
+        n = r[4]  # every request the server answered in the round, warm-up included
+        cpu = (after[0] - before[0]) / n
+        cs = (after[1] - before[1]) / n
+        db = (after[2] - before[2]) / n if before[2] is not None else None
+        return r, (cpu, cs, db)
+
+
+def cost_text(cost):
+    cpu, cs, db = cost
+    text = f"  CPU {cpu * 1e6:.0f} us/req  {cs:.1f} switches/req"
+    if db is not None:
+        text += f"  database CPU {db * 1e6:.0f} us/req"
+    return text
+
+
 # --- data ---------------------------------------------------------------------
 
 def setup(data_dir, n_keys):
@@ -195,7 +280,8 @@ def client_proc(port, path, key_slices, offset, cap, seconds, barrier, out):
 
 
 def run_round(ctx, port, path, key_slices, offset, cap, seconds):
-    """Returns (req/s, p50 ms, p99 ms, status counts) for one timed round."""
+    """Returns (req/s, p50 ms, p99 ms, status counts, requests sent in all) for one
+    timed round (the last counts the warm-up requests too: the server answered them)."""
     barrier = ctx.Barrier(len(key_slices) + 1)
     out = ctx.Queue()
     procs = [ctx.Process(target=client_proc,
@@ -215,7 +301,8 @@ def run_round(ctx, port, path, key_slices, offset, cap, seconds):
     lat = [x for r in results for x in r[0]]
     statuses = sum((r[1] for r in results), Counter())
     q = statistics.quantiles(lat, n=100, method="inclusive")
-    return len(lat) / max(r[2] for r in results), q[49] * 1000, q[98] * 1000, statuses
+    return (len(lat) / max(r[2] for r in results), q[49] * 1000, q[98] * 1000, statuses,
+            len(lat) + WARMUP * len(key_slices))
 
 
 def line(name, r):
@@ -231,8 +318,15 @@ def start_postgres():
     return pg, pg.create_database("berth_bench")
 
 
-def bench_database(args, database, url):
-    """Set up, serve and load both apps on one database; returns (berth, bare) medians."""
+def postmaster_pid(pg):
+    with open(os.path.join(pg.dir, "data", "postmaster.pid")) as f:
+        return int(f.readline())
+
+
+def bench_database(args, database, url, postmaster=None):
+    """Set up, serve and load both apps on one database; returns each app's rounds,
+    each a (round result, per-request cost) pair. `postmaster`: the PostgreSQL
+    server's pid, when it is known (its backends' CPU is counted too)."""
     conc = args.concurrency
     cap = math.ceil(args.seconds * MAX_RATE / conc)  # timed requests per thread per round
     # Each thread rotates through its own keys, round i from index i * (WARMUP + cap): over
@@ -253,10 +347,11 @@ def bench_database(args, database, url):
             os.environ["CP_DATABASE_URL"] = url
         rw_key, ro_keys = setup(tmp, keys_per_thread * conc)
         key_slices = [ro_keys[i::conc] for i in range(conc)]
-        ports = {}
+        ports, meters = {}, {}
         for kind in PATHS:
             proc, log, ports[kind] = start_server(kind, tmp, env)
             servers.append((proc, log))
+            meters[kind] = Meter(proc.pid, postmaster)
         for kind, path in PATHS.items():  # both must answer the same 20 rows
             conn = http.client.HTTPConnection("127.0.0.1", ports[kind], timeout=10)
             conn.request("GET", path, headers={"Authorization": f"Bearer {rw_key}"})
@@ -270,10 +365,12 @@ def bench_database(args, database, url):
             # Alternate which app goes first, so neither always runs on a warmer box.
             order = list(PATHS) if i % 2 == 0 else list(PATHS)[::-1]
             for kind in order:
-                r = run_round(ctx, ports[kind], PATHS[kind], key_slices,
-                              i * (WARMUP + cap), cap, args.seconds)
-                rounds[kind].append(r)
-                print(f"{database} round {i + 1} {line(kind, r)}", flush=True)
+                r, cost = meters[kind].measure(run_round, ctx, ports[kind], PATHS[kind],
+                                               key_slices, i * (WARMUP + cap), cap,
+                                               args.seconds)
+                rounds[kind].append((r, cost))
+                print(f"{database} round {i + 1} {line(kind, r)}{cost_text(cost)}",
+                      flush=True)
     finally:
         os.environ.pop("CP_DATABASE_URL", None)
         if saved is not None:
@@ -290,20 +387,26 @@ def bench_database(args, database, url):
     return rounds
 
 
-def report(database, args, rounds):
+def median_cost(costs):
+    """Each per-request figure's median over the rounds (None stays None)."""
+    return tuple(None if c[0] is None else statistics.median(c) for c in zip(*costs, strict=True))
+
+
+def report(database, args, rounds, load):
     """Prints the summary; returns True on PASS."""
-    med = {kind: sorted(rs, key=lambda r: r[0])[(len(rs) - 1) // 2]
+    med = {kind: sorted((r for r, _ in rs), key=lambda r: r[0])[(len(rs) - 1) // 2]
            for kind, rs in rounds.items()}
-    bad = {kind: {s: n for r in rs for s, n in r[3].items() if s != 200}
+    cost = {kind: median_cost([c for _, c in rs]) for kind, rs in rounds.items()}
+    bad = {kind: {s: n for r, _ in rs for s, n in r[3].items() if s != 200}
            for kind, rs in rounds.items()}
     ratio = med["berth"][0] / med["bare"][0]
     verdict = "PASS" if ratio >= TARGET else "FAIL"
     if any(bad.values()):
         verdict = f"INVALID RUN (non-200 responses: {bad})"
     print(f"\nGET /api/public/v1/projects on {database}, {N_PROJECTS} rows, concurrency "
-          f"{args.concurrency}, median of {args.rounds} rounds x {args.seconds:g} s")
-    print(line("berth", med["berth"]))
-    print(line("bare", med["bare"]))
+          f"{args.concurrency}, median of {args.rounds} rounds x {args.seconds:g} s; {load}")
+    for kind in PATHS:  # the server's figures: the median of the rounds' own
+        print(line(kind, med[kind]) + cost_text(cost[kind]))
     print(f"ratio  : {ratio:.2f} (target >= {TARGET:.2f}) {verdict}", flush=True)
     return verdict == "PASS"
 
@@ -323,17 +426,20 @@ def main():
         serve(args.serve, args.data_dir)  # a server subprocess, see start_server
         return 0
 
+    load = load_line()
+    print(load, flush=True)
     results = {}
     if args.database in ("sqlite", "both"):
         results["sqlite"] = bench_database(args, "sqlite", None)
     if args.database in ("postgres", "both"):
         pg, url = (None, args.postgres_url) if args.postgres_url else start_postgres()
         try:
-            results["postgresql"] = bench_database(args, "postgresql", url)
+            results["postgresql"] = bench_database(
+                args, "postgresql", url, postmaster_pid(pg) if pg is not None else None)
         finally:
             if pg is not None:
                 pg.stop()
-    passed = [report(database, args, rounds) for database, rounds in results.items()]
+    passed = [report(database, args, rounds, load) for database, rounds in results.items()]
     return 0 if all(passed) else 1
 
 

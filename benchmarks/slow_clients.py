@@ -11,7 +11,8 @@ header byte every --trickle seconds, and reconnect whenever the server cuts them
 come at a steady rate. Rounds alternate so a noisy machine hurts both alike; the
 median round of each is reported with PASS/FAIL against the targets (with slow
 clients: p99 under 1 s and at least 90% of the undisturbed throughput). Exits 1
-on FAIL. Loopback only.
+on FAIL. Loopback only. As in projects_list.py, the load average at the start
+and the server's CPU and context switches per request are printed too.
 
     python benchmarks/slow_clients.py [--rounds 5] [--seconds 10] [--concurrency 8]
                                       [--slow 1000] [--trickle 1.0] [--ramp 10]
@@ -101,14 +102,9 @@ def start_serve(data_dir):
     return proc, log, bench.wait_listening(proc, log, "berth serve", timeout=60)
 
 
-def server_cpu(proc):
-    """CPU seconds the server process has used (Linux: /proc)."""
-    fields = Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def line(name, r):
-    return f"{name:<9}: {r[0]:.0f} req/s  p50 {r[1]:.1f} ms  p99 {r[2]:.1f} ms"
+def line(name, r, cost=None):
+    text = f"{name:<9}: {r[0]:.0f} req/s  p50 {r[1]:.1f} ms  p99 {r[2]:.1f} ms"
+    return text + (bench.cost_text(cost) if cost is not None else "")
 
 
 def main():
@@ -134,6 +130,9 @@ def main():
     hold, stop = ctx.Event(), ctx.Event()
     held, cuts = ctx.Value("i", 0), ctx.Value("i", 0)
     rounds = {"alone": [], "slow": []}
+    costs = {"alone": [], "slow": []}
+    load = bench.load_line()
+    print(load, flush=True)
     try:
         print(f"setup: {bench.N_PROJECTS} projects, {keys_per_thread * conc} read-only keys ...",
               flush=True)
@@ -153,13 +152,16 @@ def main():
                 while held.value < args.slow and time.monotonic() < deadline:
                     time.sleep(0.1)
                 cuts_before, held_before = cuts.value, held.value
-            cpu, t = server_cpu(server[0]), time.monotonic()
-            r = bench.run_round(ctx, server[2], PATH, key_slices, i * (bench.WARMUP + cap), cap,
-                                args.seconds)
-            cpu = (server_cpu(server[0]) - cpu) / (time.monotonic() - t)
+            meter, t = bench.Meter(server[0].pid), time.monotonic()
+            cpu = meter.read()[0]
+            r, cost = meter.measure(bench.run_round, ctx, server[2], PATH, key_slices,
+                                    i * (bench.WARMUP + cap), cap, args.seconds)
+            cpu = (meter.read()[0] - cpu) / (time.monotonic() - t)
             rounds[kind].append(r)
+            costs[kind].append(cost)
             # How much CPU the server got: a shared machine can starve it in any round.
-            extra = f"  server CPU {cpu:.0%} of a core"
+            # Its cost per request (with slow clients: theirs included) beside it.
+            extra = f"{bench.cost_text(cost)}  server CPU {cpu:.0%} of a core"
             if kind == "slow":
                 extra += (f"; {held_before} slow connections held at the start, "
                           f"{held.value} at the end, {cuts.value - cuts_before} cut "
@@ -192,9 +194,9 @@ def main():
     ok = ratio >= RATIO_TARGET and p99 < P99_TARGET_MS and not bad
     print(f"\nGET {PATH}, {bench.N_PROJECTS} rows, concurrency {conc}, median of "
           f"{args.rounds} rounds x {args.seconds:g} s each; slow: {args.slow} connections "
-          f"trickling a header byte every {args.trickle:g} s")
-    print(line("alone", med["alone"]))
-    print(line("slow", med["slow"]))
+          f"trickling a header byte every {args.trickle:g} s; {load}")
+    for kind in ("alone", "slow"):
+        print(line(kind, med[kind], bench.median_cost(costs[kind])))
     print(f"ratio    : {ratio:.2f} (target >= {RATIO_TARGET:.2f}); worst p99 with slow clients "
           f"{p99:.1f} ms (target < {P99_TARGET_MS} ms)"
           + (f"; non-200 answers: {bad}" if bad else ""))

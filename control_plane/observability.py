@@ -9,11 +9,13 @@ agent-command queue, the webhook backlog) are read when scraped, not kept here:
 each replica reports the same shared queue, so sum over instances only what is
 this process's own (requests, streams, job runs)."""
 
+import collections
 import json
 import logging
 import random
 import re
 import sys
+import threading
 import time
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -144,9 +146,77 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class BatchedStreamHandler(logging.StreamHandler):
+    """A stream handler that writes the access lines (`batched`'s INFO records: one
+    per request) in batches, at most `interval` seconds after they were logged;
+    any other record is written at once, with everything logged before it, in
+    order. At exit logging's own shutdown flushes what is left.
+
+    Written line by line, every request's access line was a write with the
+    interpreter lock released and the handler's lock held: on a busy server each
+    one handed the interpreter lock to another thread, and the worker threads
+    queued on the handler's lock. A batch is one write for many lines, from a
+    thread of its own woken once per batch, not once per line."""
+
+    def __init__(self, stream=None, interval=0.1, batched="berth.access"):
+        super().__init__(stream)
+        self.interval, self.batched = interval, batched
+        self._lines, self._closed = [], False
+        self._batches = collections.deque()
+        self._pending = threading.Event()
+        self._writing = threading.Lock()
+        threading.Thread(target=self._run, name="berth-log", daemon=True).start()
+
+    def emit(self, record):  # called with the handler's lock held (Handler.handle)
+        try:
+            self._lines.append(self.format(record) + self.terminator)
+        except Exception:
+            self.handleError(record)
+            return
+        if record.levelno > logging.INFO or record.name != self.batched:
+            self.flush()
+        elif not self._pending.is_set():
+            self._pending.set()
+
+    def flush(self):
+        # The lines are taken under the handler's lock and queued as a batch; the
+        # batches go out in the order taken, under a lock of their own that is
+        # never held while waiting for the handler's (no deadlock with `emit`).
+        self.acquire()
+        try:
+            if self._lines:
+                self._batches.append(self._lines)
+                self._lines = []
+        finally:
+            self.release()
+        with self._writing:
+            while self._batches:
+                lines = self._batches.popleft()
+                if self.stream is None:
+                    continue
+                try:
+                    self.stream.write("".join(lines))
+                    self.stream.flush()
+                except (OSError, ValueError):
+                    pass  # a closed stream: nowhere to write (as at exit)
+
+    def close(self):
+        self._closed = True
+        self._pending.set()  # the writer thread ends
+        self.flush()
+        super().close()
+
+    def _run(self):
+        while not self._closed:
+            self._pending.wait()
+            time.sleep(self.interval)
+            self._pending.clear()
+            self.flush()
+
+
 def configure_logging(kind, level=logging.INFO):
     """Structured logs on stderr for the `berth` loggers of a server process."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = BatchedStreamHandler(sys.stderr)
     formatter = JsonFormatter(kind)
     formatter.converter = time.gmtime
     handler.setFormatter(formatter)

@@ -129,3 +129,65 @@ def test_gateway_and_scheduler_processes_serve_their_metrics(app, world, tmp_pat
         stop_process(sched, sched_log)
     gw_lines = (tmp_path / "gw.log").read_text().splitlines()
     assert any(json.loads(ln)["process"] == "gateway" for ln in gw_lines if ln.startswith("{"))
+
+
+def test_access_lines_are_written_while_the_server_runs(tmp_path):
+    """Access lines are written in batches, a moment after their requests, not
+    held until the server stops."""
+    served = Served(tmp_path / "data").start()
+    try:
+        r = requests.get(served.url + "/healthz", timeout=10,
+                         headers={"X-Request-Id": "live-trace-0001"})
+        assert r.status_code == 200
+        deadline = time.monotonic() + 5
+        while "live-trace-0001" not in served.log_path.read_text():
+            assert time.monotonic() < deadline, "no access line 5 s after the request"
+            time.sleep(0.05)
+    finally:
+        served.stop()
+
+
+def test_access_lines_are_batched_in_order_and_other_lines_go_out_at_once():
+    import io
+    import logging
+    import threading
+
+    from control_plane.observability import BatchedStreamHandler
+
+    stream = io.StringIO()
+    # No batch goes out by time in this test: only when another line is written.
+    handler = BatchedStreamHandler(stream, interval=60, batched="berth.test-access")
+    handler.setFormatter(logging.Formatter("%(threadName)s %(message)s"))
+    access, other = logging.getLogger("berth.test-access"), logging.getLogger("berth.test-other")
+    for logger in (access, other):
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+    try:
+        def lines():
+            for i in range(500):
+                access.info("%d", i)
+
+        threads = [threading.Thread(target=lines, name=f"t{n}") for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert stream.getvalue() == ""  # batched: nothing yet
+        other.info("another logger's line")  # written at once, after everything before it
+        written = stream.getvalue().splitlines()
+        assert written[-1].endswith(" another logger's line") and len(written) == 8 * 500 + 1
+        for n in range(8):
+            assert [ln.split()[1] for ln in written if ln.startswith(f"t{n} ")] == [
+                str(i) for i in range(500)]
+        access.info("batched")
+        access.warning("a warning")  # at once, even from the access logger
+        assert stream.getvalue().splitlines()[-2:] == ["MainThread batched",
+                                                       "MainThread a warning"]
+        access.info("after")
+        handler.flush()  # as logging's shutdown does at exit
+        assert stream.getvalue().splitlines()[-1].endswith(" after")
+    finally:
+        for logger in (access, other):
+            logger.removeHandler(handler)
+        handler.close()

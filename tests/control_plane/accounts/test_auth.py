@@ -152,6 +152,24 @@ def test_keys_are_stored_only_as_digests(app, world):
     assert stored.prefix == raw[:16] and stored.key_hash != raw and len(stored.key_hash) == 64
 
 
+def test_key_digest_stays_hmac_sha256_under_the_secrets_pepper(app, client, world):
+    """The stored digest is HMAC-SHA256 of the key under a pepper derived from
+    CP_SECRET_KEY: databases made by earlier releases hold it, so however it is
+    computed, their keys must keep matching."""
+    import hashlib
+    import hmac
+
+    from control_plane.models import ApiKey
+    org = world.org()
+    raw, key = world.key(org)
+    pepper = hmac.new(app.config["SECRET_KEY"].encode(), b"berth secret pepper v1",
+                      hashlib.sha256).digest()
+    expected = hmac.new(pepper, raw.encode(), hashlib.sha256).hexdigest()
+    assert ApiKey.get_by_id(key.id).key_hash == expected
+    for _ in range(2):  # the first lookup, then the remembered key
+        assert client.get(f"{P}/projects", headers=auth(raw)).status_code == 200
+
+
 @pytest.mark.parametrize("method,path", [
     ("get", "/nothing/here"),             # no route: 404
     ("get", "/projects/not-a-uuid"),      # a path id that is not a UUID: 404
