@@ -5,6 +5,8 @@ import operator
 
 import marshmallow as ma
 
+from control_plane import states
+
 
 class Schema(ma.Schema):
     """Output schemas read dict rows (list pages) and model objects alike.
@@ -177,3 +179,12 @@ class QueryBoolean(ma.fields.Boolean):
 
     truthy = frozenset({"true"})
     falsy = frozenset({"false"})
+
+
+class EnvironmentStatus(ma.fields.String):
+    """An environment's stored status as the spec names it, on every surface that
+    shows one (a destroyed environment reads `pending`: states.public_environment_status)."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return super()._serialize(value and states.public_environment_status(value), attr, obj,
+                                  **kwargs)
