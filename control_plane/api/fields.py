@@ -136,10 +136,17 @@ def _not_blank(value):
         raise ma.ValidationError("Must not be blank.")
 
 
-# For the OpenAPI document: at least one character str.strip() keeps (JSON Schema
-# patterns match anywhere), the whitespace spelled out as in Branch.
-NOT_BLANK_PATTERN = (r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
-                     r"\u205f\u3000]")
+# What every text input may hold (control_plane/safe_input.py refuses the rest
+# with a 400): no NUL, said by this pattern in the OpenAPI documents. Nor an
+# unpaired UTF-16 surrogate; no pattern can say that: such a string is not a
+# sequence of Unicode scalar values, which JSON Schema validators (jsonschema-rs,
+# ECMAScript's u flag) take strings to be, and a range of surrogates does not
+# compile there. The documents say it in words (the 400 response, the description).
+TEXT_CHAR = r"[^\x00]"
+TEXT_PATTERN = rf"^{TEXT_CHAR}*$"
+# At least one character str.strip() keeps, the whitespace spelled out as in Branch.
+NOT_BLANK_PATTERN = (rf"^{TEXT_CHAR}*[^\x00\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a"
+                     rf"\u2028\u2029\u202f\u205f\u3000]{TEXT_CHAR}*$")
 
 
 def Name(**kwargs):  # noqa: N802 - a field factory reads like a field class
