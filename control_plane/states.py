@@ -42,8 +42,8 @@ class DeploymentStatus(StrEnum):
 
 
 class Trigger(StrEnum):
-    """What started a task (the spec's trigger values). WEBHOOK and SCHEDULED are
-    the spec's too; no path records them yet."""
+    """What started a task (the spec's trigger values). SCHEDULED: a backup the
+    environment's policy took. WEBHOOK is the spec's too; no path records it yet."""
     MANUAL = "manual"
     GIT_PUSH = "git_push"
     WEBHOOK = "webhook"
@@ -55,7 +55,9 @@ class Trigger(StrEnum):
 
 
 class TaskStatus(StrEnum):
-    """A deployment record, as the public API shows it (a "task")."""
+    """A deployment record, as the public API shows it (a "task"). PENDING: its
+    server's agent is not connected, so nothing was dispatched (`task_status`)."""
+    PENDING = "pending"
     QUEUED = "queued"
     RUNNING = "running"
     COMPLETED = "completed"
@@ -194,6 +196,12 @@ TASK_STATUS = {D.PENDING: TaskStatus.QUEUED, D.QUEUED: TaskStatus.QUEUED,
                D.FAILED: TaskStatus.FAILED, D.CANCELLED: TaskStatus.CANCELLED,
                D.ROLLED_BACK: TaskStatus.COMPLETED, D.DESTROYED: TaskStatus.COMPLETED}
 
+# The spec's five task statuses: all the status snapshot's `last_deploy.status`
+# may show. A cancelled deployment reads `failed` there (it did not complete);
+# its `outcome` says `cancelled`. The task poll endpoint shows `cancelled` itself.
+SNAPSHOT_TASK_STATUSES = (TaskStatus.PENDING, TaskStatus.QUEUED, TaskStatus.RUNNING,
+                          TaskStatus.COMPLETED, TaskStatus.FAILED)
+
 # agent command: queued -> delivered (again on each new stream) -> acked ->
 # succeeded | failed; withdrawn (its deployment was cancelled or timed out) from
 # any of the first three. A result that comes without an acknowledgement, or
@@ -282,6 +290,26 @@ def is_active(status, project_deleted=False):
 
 def public_environment_status(status):
     return PUBLIC_ENVIRONMENT_STATUS.get(status, status)
+
+
+def task_status(status, *, agent_connected=True):
+    """A deployment's status as a task status: `pending` while it waits for an
+    agent that is not connected (nothing was dispatched), `queued` once the
+    agent is there to take it."""
+    if status == D.PENDING and not agent_connected:
+        return TaskStatus.PENDING
+    return TASK_STATUS.get(status, status)
+
+
+def snapshot_task_status(status, *, agent_connected=True):
+    """`task_status` within the spec's five values (a cancelled task is `failed`)."""
+    shown = task_status(status, agent_connected=agent_connected)
+    return TaskStatus.FAILED if shown == TaskStatus.CANCELLED else shown
+
+
+def task_outcome(status):
+    """How a task ended, as the poll endpoint names it; None while it is not over."""
+    return TASK_STATUS[status] if status in DEPLOYMENT_TERMINAL else None
 
 
 def webhook_state(is_active):

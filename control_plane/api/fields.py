@@ -5,7 +5,7 @@ import operator
 
 import marshmallow as ma
 
-from control_plane import git_rules
+from control_plane import git_rules, states, url_forms
 
 
 class Schema(ma.Schema):
@@ -136,10 +136,17 @@ def _not_blank(value):
         raise ma.ValidationError("Must not be blank.")
 
 
-# For the OpenAPI document: at least one character str.strip() keeps (JSON Schema
-# patterns match anywhere), the whitespace spelled out as in git_rules.
-NOT_BLANK_PATTERN = (r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
-                     r"\u205f\u3000]")
+# What every text input may hold (control_plane/safe_input.py refuses the rest
+# with a 400): no NUL, said by this pattern in the OpenAPI documents. Nor an
+# unpaired UTF-16 surrogate; no pattern can say that: such a string is not a
+# sequence of Unicode scalar values, which JSON Schema validators (jsonschema-rs,
+# ECMAScript's u flag) take strings to be, and a range of surrogates does not
+# compile there. The documents say it in words (the 400 response, the description).
+TEXT_CHAR = r"[^\x00]"
+TEXT_PATTERN = rf"^{TEXT_CHAR}*$"
+# At least one character str.strip() keeps, the whitespace spelled out as in git_rules.
+NOT_BLANK_PATTERN = (rf"^{TEXT_CHAR}*[^\x00\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a"
+                     rf"\u2028\u2029\u202f\u205f\u3000]{TEXT_CHAR}*$")
 
 
 def Name(**kwargs):  # noqa: N802 - a field factory reads like a field class
@@ -178,8 +185,12 @@ def HttpsUrl(max_length=2048, **kwargs):  # noqa: N802
 
 def RepoUrl(**kwargs):  # noqa: N802
     """A project's repository: an https URL with a path, no credentials (git_rules)."""
-    return ma.fields.Url(schemes={"https"}, require_tld=False, validate=[
+    # The documented pattern is checked too (url_forms), so the two agree.
+    kwargs["metadata"] = {"pattern": url_forms.REPO_URL_PATTERN, **kwargs.get("metadata", {})}
+    return ma.fields.String(validate=[
         ma.validate.Length(max=git_rules.MAX_URL), _rule(git_rules.url_problem, ssh=False),
+        ma.validate.Regexp(url_forms.REPO_URL_PATTERN,
+                           error="Not an https URL of the documented form."),
     ], **kwargs)
 
 
@@ -206,3 +217,12 @@ class QueryBoolean(ma.fields.Boolean):
 
     truthy = frozenset({"true"})
     falsy = frozenset({"false"})
+
+
+class EnvironmentStatus(ma.fields.String):
+    """An environment's stored status as the spec names it, on every surface that
+    shows one (a destroyed environment reads `pending`: states.public_environment_status)."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return super()._serialize(value and states.public_environment_status(value), attr, obj,
+                                  **kwargs)

@@ -8,6 +8,7 @@ from flask_smorest import Api
 from webargs.flaskparser import FlaskParser, is_json_request
 
 from control_plane import docs_ui, safe_input
+from control_plane.api.fields import TEXT_PATTERN
 from control_plane.api.idempotency import IDEMPOTENT_MARKER
 from control_plane.errors import HTTP_CODES
 
@@ -84,6 +85,22 @@ class Parser(FlaskParser):
         return loaded
 
 
+def _mark_input(field, seen):
+    """Marks a request field, and the fields inside it, as text a client sends
+    (`text_input_pattern` documents what such text may hold)."""
+    if id(field) in seen:
+        return
+    seen.add(id(field))
+    field.berth_input = True
+    inner = [getattr(field, name, None) for name in ("inner", "key_field", "value_field")]
+    if isinstance(field, ma.fields.Nested):
+        nested = field.schema
+        inner += [*nested.fields.values(), *type(nested)._declared_fields.values()]
+    for child in inner:
+        if child is not None:
+            _mark_input(child, seen)
+
+
 class Blueprint(flask_smorest.Blueprint):
     """flask-smorest's Blueprint, except that argument schemas given as classes are
     instantiated once here: webargs would build one per request (~4% of a list)."""
@@ -91,8 +108,11 @@ class Blueprint(flask_smorest.Blueprint):
     ARGUMENTS_PARSER = Parser()
 
     def arguments(self, schema, *args, **kwargs):
-        return super().arguments(schema() if isinstance(schema, type) else schema,
-                                 *args, **kwargs)
+        schema = schema() if isinstance(schema, type) else schema
+        seen = set()  # the class's fields too: other instances are deep copies of them
+        for field in [*schema.fields.values(), *type(schema)._declared_fields.values()]:
+            _mark_input(field, seen)
+        return super().arguments(schema, *args, **kwargs)
 
 
 def null_only_alternative(converter, field, ret, **kwargs):
@@ -105,12 +125,35 @@ def null_only_alternative(converter, field, ret, **kwargs):
     return {}
 
 
+def text_input_pattern(converter, field, ret, **kwargs):
+    """Text a client sends holds no NUL and no unpaired surrogate (400 otherwise,
+    control_plane/safe_input.py): said as a pattern on every request string that
+    has no pattern, choice or format of its own (those say less already)."""
+    if (getattr(field, "berth_input", False) and ret.get("type") == "string"
+            and not {"pattern", "enum", "format"} & ret.keys()):
+        return {"pattern": TEXT_PATTERN}
+    return {}
+
+
+def mapping_sizes(converter, field, ret, **kwargs):
+    """A Dict's Length is its number of keys (apispec writes string lengths), and
+    a `key_pattern` in its metadata the rule its keys follow."""
+    if not isinstance(field, ma.fields.Dict):
+        return {}
+    out = {f"{end}Properties": ret.pop(f"{end}Length") for end in ("min", "max")
+           if f"{end}Length" in ret}
+    if field.metadata.get("key_pattern"):
+        out["propertyNames"] = {"pattern": field.metadata["key_pattern"]}
+    return out
+
+
 class BerthApi(Api):
     ERROR_SCHEMA = ErrorSchema
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.ma_plugin.converter.add_attribute_function(null_only_alternative)
+        for function in (null_only_alternative, text_input_pattern, mapping_sizes):
+            self.ma_plugin.converter.add_attribute_function(function)
 
     def handle_http_exception(self, error):
         return http_error_body(error)
@@ -151,31 +194,6 @@ IDEMPOTENCY_REPLAYED_HEADER = {
     },
 }
 
-def _letters_except(word):
-    """A regex for words of letters of the same length as `word`, other than `word`
-    in any case (no lookahead: a pattern generators and every engine read alike)."""
-    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    alternatives = []
-    for i, char in enumerate(word):
-        same = "".join(f"[{c.upper()}{c.lower()}]" for c in word[:i])
-        other = "".join(c for c in letters if c.lower() != char.lower())
-        alternatives.append(f"{same}[{other}][A-Za-z]{{{len(word) - i - 1}}}")
-    return "|".join(alternatives)
-
-
-# What an HTTPS URL field documents: a host name with a top-level label of letters
-# (not `localhost`, a loopback name webhooks refuse), an optional port, a path. The
-# servers take more (IP literals, query strings), but a generator or a client
-# following this pattern writes only URLs they accept.
-_HTTPS_HOST = (r"^https://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,3}"
-               rf"([A-Za-z]{{2,8}}|[A-Za-z]{{10,24}}|{_letters_except('localhost')})"
-               r"(:[1-9][0-9]{0,3})?")
-HTTPS_URL_PATTERN = _HTTPS_HOST + r"(/[A-Za-z0-9._~%/-]*)?$"
-# A Git repository's: the same, with a path naming something (not only slashes);
-# never credentials (no `@`).
-REPO_URL_PATTERN = _HTTPS_HOST + r"/[A-Za-z0-9._~%/-]*[A-Za-z0-9._~%-][A-Za-z0-9._~%/-]*$"
-
-
 def confirm_delete_header(what):
     """The X-Confirm-Delete header, as `@blp.doc(**...)` (the service checks it:
     absent or other than `true` is 400 `confirm_required`)."""
@@ -208,6 +226,38 @@ ERROR_RESPONSES = {
            "organization) or the webhook-mutation one (`webhook_rate_limit`); `Retry-After` "
            "header and `retry_after` field",
 }
+
+
+# Any JSON value whose text (keys too) the server takes: no NUL (TEXT_PATTERN), for
+# the parts of a body that are free-form (a Git push's commits). Keys are named by
+# `propertyNames`, JSON Schema's keyword, which OpenAPI 3.0 tools that do not know
+# it ignore.
+JSON_VALUE = {"nullable": True, "description": "Any JSON value without a NUL character",
+              "anyOf": [
+                  {"type": "string", "pattern": TEXT_PATTERN}, {"type": "number"},
+                  {"type": "boolean"},
+                  {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+                  {"type": "object", "propertyNames": {"pattern": TEXT_PATTERN},
+                   "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}]}
+
+INVALID_CURSOR = ("A `cursor` this list did not make, for these filters (`invalid_cursor`); or a "
+                  "bad request (`bad_request`: text with a NUL or an unpaired surrogate)")
+
+
+def _response(responses, status):
+    """An operation's response by status (flask-smorest keys them by int, apispec by str)."""
+    return next((r for k, r in responses.items() if str(k) == str(status)), None)
+
+
+def _set_response(responses, status, response):
+    for key in [k for k in responses if str(k) == str(status)]:
+        del responses[key]
+    responses[str(status)] = response
+
+
+def _has_cursor(operation):
+    return any(isinstance(p, dict) and p.get("in") == "query" and p.get("name") == "cursor"
+               for p in operation.get("parameters", ()))
 
 
 class StandardResponses(BasePlugin):
@@ -245,9 +295,43 @@ class StandardResponses(BasePlugin):
                     headers.update(RATE_LIMIT_HEADERS)
                     if idempotent:
                         headers.update(IDEMPOTENCY_REPLAYED_HEADER)
+            created = _response(responses, 201)
+            if idempotent and created is not None:  # rule 5: any create's 201 can come back
+                created["content"]["application/json"]["schema"] = CREATED_REPLAY_SCHEMA
+                created["description"] = (f"{created.get('description') or 'Created'}; or "
+                                           f"r{REPLAY_DESCRIPTION[1:]}")
+            if _has_cursor(operation):
+                _set_response(responses, 400, {
+                    "description": INVALID_CURSOR,
+                    "content": {"application/json": {"schema": "BerthError"}},
+                    "headers": dict(RATE_LIMIT_HEADERS)})
             for status in ERROR_RESPONSES:
-                responses.setdefault(status, f"Error{status}")
+                if _response(responses, status) is None:
+                    responses[status] = f"Error{status}"
             responses.pop("default", None)
+
+
+class DeclaredResponses(BasePlugin):
+    """The operations surface: each operation lists the statuses it answers, and
+    no `default` response stands in for the others (it would document any status).
+    Every operation may answer 400 `bad_request` (a body that is not JSON, text
+    with a NUL or an unpaired surrogate), a cursor list also `invalid_cursor`."""
+
+    def init_spec(self, spec):
+        self.spec = spec
+        spec.components.schema("JsonValue", JSON_VALUE)
+
+    def operation_helper(self, path=None, operations=None, **kwargs):
+        for operation in (operations or {}).values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("default", None)
+            if _has_cursor(operation):
+                _set_response(responses, 400, {
+                    "description": INVALID_CURSOR,
+                    "content": {"application/json": {"schema": "Error"}}})
+            if _response(responses, 400) is None:
+                responses["400"] = {"description": ERROR_RESPONSES["400"],
+                                    "content": {"application/json": {"schema": "Error"}}}
 
 
 def error_responses(blp, descriptions, always=(401, 404)):

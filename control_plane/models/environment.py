@@ -56,7 +56,7 @@ class Deployment(BaseModel):
 
     environment = peewee.ForeignKeyField(Environment, backref="deployments")
     project = peewee.ForeignKeyField(Project, backref="deployments")
-    version = peewee.IntegerField()
+    version = peewee.IntegerField(null=True)  # deployments only: 1, 2, 3… per environment
     kind = peewee.CharField(max_length=16, default=TaskKind.DEPLOY)
     trigger = peewee.CharField(max_length=16)
     status = peewee.CharField(max_length=16, default=DeploymentStatus.PENDING, index=True)

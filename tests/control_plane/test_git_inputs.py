@@ -109,3 +109,26 @@ def test_a_stored_url_with_credentials_is_shown_without_them_and_still_deploys(c
     assert r.status_code == 201 and "s3cr3t" not in r.get_data(as_text=True)
     command = AgentCommand.select().order_by(AgentCommand.created_at.desc()).get()
     assert command.payload["git"]["url"] == stored  # the agent still gets what it needs
+
+
+@pytest.mark.parametrize("url, accepted", [
+    ("https://p.j05.s.k:3/s0kc)", True),  # a one-letter last label, `)` in the path
+    ("https://git.dept.example.co.uk/team/repo.git", True),  # five labels
+    ("https://github.com/org/repo.git", True),
+    ("HTTPS://github.com/org/repo.git", False),  # outside the documented pattern
+    ("https://github.com/org/re po", False),
+    ("https://github.com:0/org/repo", False),
+    ("https://github.com:65536/org/repo", False),
+])
+def test_repository_urls_follow_the_documented_pattern(client, world, setup, url, accepted):
+    """The server takes exactly what the OpenAPI pattern describes: a client (or a
+    fuzzer) following the document is not refused, and one outside it is."""
+    import re
+
+    org, project, env, token = setup
+    raw = auth(world.key(org)[0])
+    pattern = client.get(f"{P}/openapi.json").json["components"]["schemas"]["ProjectCreate"][
+        "properties"]["git_repo_url"]["pattern"]
+    assert bool(re.search(pattern, url)) is accepted
+    r = client.patch(f"{P}/projects/{project.id}", headers=raw, json={"git_repo_url": url})
+    assert r.status_code == (200 if accepted else 422), r.json

@@ -140,3 +140,38 @@ def test_destroyed_environments_get_their_own_status(app, world):
         "pending", "pending", "deleted"]
     step.down(None, db)
     assert Environment.get_by_id(destroyed.id).status == "pending"
+
+
+
+def test_tasks_that_are_not_deployments_lose_their_version(tmp_path, backend, request):
+    """0012, through the runner on a database at 0011 holding tasks: backups,
+    restores and exports took numbers from the deployments' counter and have none
+    after it; deployments keep theirs (gaps included), their log lines stay. Down
+    numbers them again after each environment's highest."""
+    from control_plane.models import Deployment, Environment, TaskLogLine
+
+    settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "old-install"}
+    if backend == "postgres":
+        settings["DATABASE_URL"] = request.getfixturevalue("postgres").create_database(
+            f"berth_0012_{uuid.uuid4().hex[:8]}")
+    app = create_app(settings)
+    db = app.extensions["berth"].db
+    try:
+        with db.connection_context():
+            migrate.runner(db).up(target="0011_task_time_limit")
+            ids, _ = _rows_at_0001(db)
+            env = Environment.create(project=uuid.UUID(ids["project"]), name="e",
+                                     status="running", branch="main")
+            kinds = ("deploy", "backup", "restore", "redeploy", "export")
+            rows = [Deployment.create(environment=env, project=env.project_id, version=n,
+                                      kind=kind, trigger="manual", status="success")
+                    for n, kind in enumerate(kinds, 1)]
+            TaskLogLine.create(deployment=rows[0], seq=1, level="info", message="kept")
+            assert migrate.runner(db).up() == ["0012_task_versions"]
+            assert [Deployment.get_by_id(d.id).version for d in rows] == [1, None, None, 4, None]
+            assert [m for (m,) in TaskLogLine.select(TaskLogLine.message).tuples()] == ["kept"]
+            assert migrate.runner(db).down() == ["0012_task_versions"]
+            after = [Deployment.get_by_id(d.id).version for d in rows]
+            assert after[0::3] == [1, 4] and sorted(after[1:3] + after[4:]) == [5, 6, 7]
+    finally:
+        db.close_all() if hasattr(db, "close_all") else db.close()

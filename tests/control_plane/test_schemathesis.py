@@ -5,11 +5,18 @@ invalid input refused, no request served without credentials).
 
 Real ids of an organization's resources are offered to the fuzzer half of the
 time (schemathesis dictionaries), so operations reach their views rather than
-only 404; DELETEs get none, so they do not remove what the others test."""
+only 404; DELETEs get none, so they do not remove what the others test.
+
+Nothing is left out of the checks: NULs are drawn (the string patterns exclude
+them), idempotency keys are shared between operations (rule 5's replays), every
+status must be one its operation lists (schemathesis_hooks.py: a `default`
+response does not count), and a configuration the document allows is refused only
+for a policy it cannot state (POLICY_422, checked by the hooks)."""
 
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -39,8 +46,11 @@ STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)
 # `example.com`, the apps domain...), so a new domain may be a 422
 # `invalid_domain`; which variable names are reserved or look like credentials
 # and which options go together, so a configuration may be a 422
-# `invalid_configuration`.
-POLICY_422 = r"^/api/v1/environments/\{env_id\}/(domains|config)$"
+# `invalid_configuration` (only for those: schemathesis_hooks.policy_refusals_are_policy).
+# Which https URLs a webhook may point at (`invalid_webhook_url`: hosts that do
+# not parse, loopback and private addresses) is such a policy too.
+POLICY_422 = (r"^/api/v1/environments/\{env_id\}/(domains|config)$"
+              r"|^/api/public/v1/webhooks(/\{webhook_id\})?$")
 ACCEPTED_422 = ACCEPTED_400 + ["422"]
 # No agent is connected in this test: live reads and destroys answer their
 # documented 502 / 504 (the server or its agent did not answer). 500 stays a failure.
@@ -155,8 +165,7 @@ def _st(served, surface):
         [ST, "--config-file", str(served.fuzz_dir / "schemathesis.toml"), "run",
          served.url + path, "--checks", "all", "--max-examples", str(MAX_EXAMPLES),
          "--seed", str(SEED), "--generation-database", "none", "--no-color",
-         "--request-timeout", "30", "--generation-codec", "utf-8",
-         "--generation-allow-x00", "false"],
+         "--request-timeout", "30", "--generation-codec", "utf-8"],
         env=env, cwd=served.fuzz_dir, capture_output=True, text=True, timeout=900)
 
 
@@ -186,7 +195,36 @@ def test_idempotent_replay_of_another_operation_is_documented(live):
     assert created.status_code == 201 and action.status_code == 201, action.text
     assert action.headers["X-Idempotency-Replayed"] == "true"
     assert action.json() == created.json()
+    # A create given the same key answers the project's 201 too: its document says so.
+    webhook = requests.post(api + "/webhooks", json={"url": "https://hooks.example.com/x",
+                                                      "events": ["deploy.failed"]},
+                            headers=key, timeout=10)
+    assert webhook.status_code == 201 and webhook.json() == created.json(), webhook.text
     schema = schemathesis.openapi.from_url(api + "/openapi.json")
     operation = schema["/api/public/v1/environments/{env_id}/actions/{action}"]["POST"]
     assert "201" in operation.definition.raw["responses"]
     operation.validate_response(action)
+    schema["/api/public/v1/webhooks"]["POST"].validate_response(webhook)
+
+
+def test_text_the_server_refuses_is_a_documented_400(live):
+    """A NUL or an unpaired surrogate anywhere in a body is a 400 (decisions: hostile
+    input). The fuzzer draws NULs, which the string patterns exclude; surrogates it
+    cannot draw (the run is UTF-8), so here each is sent by hand: the answer is the
+    400 each operation declares, and the patterns refuse the NUL."""
+    import schemathesis
+
+    writer = {"Authorization": f"Bearer {live.fuzz_files['write'].read_text().split()[1]}",
+              "Content-Type": "application/json"}
+    api = live.url + "/api/public/v1"
+    schema = schemathesis.openapi.from_url(api + "/openapi.json")
+    operation = schema["/api/public/v1/projects"]["POST"]
+    name = operation.definition.raw["requestBody"]["content"]["application/json"]["schema"]
+    for text in ('"a\\u0000b"', '"a\\ud800b"'):
+        r = requests.post(api + "/projects", data=f'{{"name": {text}, "server_id": "x"}}',
+                          headers=writer, timeout=10)
+        assert r.status_code == 400 and r.json()["error"] == "bad_request", r.text
+        operation.validate_response(r)
+    pattern = schema.raw_schema["components"]["schemas"]["ProjectCreate"]["properties"]["name"]
+    assert name and re.search(pattern["pattern"], "a\x00b") is None
+    assert re.search(pattern["pattern"], "a b")

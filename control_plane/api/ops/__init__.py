@@ -1,6 +1,6 @@
 """The deployment-operations surface at /api/v1 (user bearer tokens)."""
 
-from control_plane.api.smorest import BerthApi
+from control_plane.api.smorest import BerthApi, DeclaredResponses
 
 PREFIX = "/api/v1"
 
@@ -22,6 +22,7 @@ def register(app):
         "OPS_OPENAPI_JSON_PATH": "openapi.json",
     })
     api = BerthApi(app, config_prefix="OPS", spec_kwargs={
+        "extra_plugins": [DeclaredResponses()],
         "info": {"description": DESCRIPTION},
         "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/")}],
         "security": [{"bearerAuth": []}],

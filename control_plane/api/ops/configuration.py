@@ -69,9 +69,15 @@ class ConfigurationBody(ma.Schema):
         keys=ma.fields.String(validate=ma.validate.Length(1, 128)),
         values=ma.fields.Nested(VariableBody, allow_none=True),
         validate=ma.validate.Length(max=rules.MAX_VARIABLES), metadata={
-            "description": "NAME: {value, secret} sets a variable, NAME: null removes it; "
-                           "names are environment-variable names, not reserved (HOST, PORT, "
-                           "USER, PASSWORD, PG…, BERTH_…) and not credentials"})
+            # The name's syntax, as JSON Schema's `propertyNames` (api/smorest.py);
+            # which names are reserved or look like credentials stays a 422
+            # `invalid_configuration` no schema states.
+            "key_pattern": f"^{rules.VARIABLE_NAME.pattern}$",
+            "description": f"At most {rules.MAX_VARIABLES} names. NAME: {{value, secret}} sets "
+                           "a variable, NAME: null removes it; names are environment-variable "
+                           "names (a letter or underscore, then letters, digits and "
+                           "underscores, at most 128), not reserved (HOST, PORT, USER, "
+                           "PASSWORD, PG…, BERTH_…) and not credentials"})
     erp_options = _keys_schema("ErpOptionsBody", rules.ERP_OPTIONS,
                                "Options of the ERP's configuration file; null removes one")
     postgres_settings = _keys_schema("PostgresSettingsBody", rules.POSTGRES_SETTINGS,

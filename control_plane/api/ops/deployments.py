@@ -6,7 +6,14 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane import states
-from control_plane.api.fields import Boolean, Branch, QueryBoolean, Schema, UTCDateTime
+from control_plane.api.fields import (
+    Boolean,
+    Branch,
+    EnvironmentStatus,
+    QueryBoolean,
+    Schema,
+    UTCDateTime,
+)
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, error_responses
@@ -46,8 +53,9 @@ class DeploymentSchema(Schema):
     id = ma.fields.UUID(required=True)
     project_id = ma.fields.UUID(required=True)
     environment_id = ma.fields.UUID(required=True)
-    version = ma.fields.Integer(required=True, metadata={
-        "description": "1, 2, 3… per environment"})
+    version = ma.fields.Integer(required=True, allow_none=True, metadata={
+        "description": "1, 2, 3… per environment, counting deployments only; null for the "
+                       "tasks that are not deployments (backup, restore, export)"})
     kind = ma.fields.String(required=True, metadata={
         "enum": [k.value for k in TaskKind],
         "description": "backup, restore and export are the tasks of backups, not deployments: "
@@ -130,7 +138,8 @@ class OpsEnvironmentSchema(Schema):
     id = ma.fields.UUID(required=True)
     project_id = ma.fields.UUID(required=True)
     name = ma.fields.String(required=True)
-    status = ma.fields.String(required=True)
+    status = EnvironmentStatus(required=True, metadata={
+        "description": "As the public API shows it: a destroyed environment is `pending`"})
     git_branch = ma.fields.String(attribute="branch", allow_none=True, required=True)
     auto_deploy = ma.fields.Boolean(required=True)
     is_active = ma.fields.Boolean(required=True, metadata={

@@ -5,6 +5,7 @@ import marshmallow as ma
 from flask import current_app, request
 
 from control_plane import ratelimit
+from control_plane.api.fields import TEXT_PATTERN
 from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services.projects import git_push
 
@@ -87,7 +88,9 @@ DOC = {
                 "full_name": {"type": "string", "maxLength": 255,
                               "pattern": r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)+$",
                               "example": "acme/erp"}}},
-            "commits": {"type": "array", "items": {"type": "object"}},
+            "commits": {"type": "array", "items": {
+                "type": "object", "propertyNames": {"pattern": TEXT_PATTERN},
+                "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}},
         }}}}},
 }
 
@@ -98,7 +101,8 @@ DOC = {
     name: {"schema": {"type": "integer"}}
     for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Window")})
 @blp.alt_response(400, schema=ErrorSchema, description=(
-    "`invalid_payload` (not JSON, or `ref`, `repository.full_name`, `commits` missing) or "
+    "`invalid_payload` (not JSON, text with a NUL or an unpaired surrogate anywhere in it, "
+    "or `ref`, `repository.full_name`, `commits` missing) or "
     "`missing_header` (`X-Git-Event`, or `X-Git-Delivery` on a push)"))
 @blp.alt_response(401, schema=ErrorSchema, description=(
     "`missing_signature`, or `invalid_signature`: no project with this repository "

@@ -7,7 +7,7 @@ from flask.views import MethodView
 
 from control_plane import states
 from control_plane.api.auth import current_key
-from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
+from control_plane.api.fields import Branch, EnvironmentStatus, Name, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.smorest import (
     CREATED_REPLAY_SCHEMA,
@@ -16,6 +16,7 @@ from control_plane.api.smorest import (
     confirm_delete_header,
 )
 from control_plane.services.deploys import environments as svc
+from control_plane.states import TaskStatus
 from protocol.states import CertificateState
 
 blp = Blueprint("environments", __name__, description="Environments")
@@ -23,14 +24,6 @@ blp = Blueprint("environments", __name__, description="Environments")
 
 def _domain():
     return current_app.config["APPS_DOMAIN"]
-
-
-class EnvironmentStatus(ma.fields.String):
-    """The stored status as the spec names it (a destroyed environment reads `pending`)."""
-
-    def _serialize(self, value, attr, obj, **kwargs):
-        return super()._serialize(value and states.public_environment_status(value), attr, obj,
-                                  **kwargs)
 
 
 class EnvironmentSchema(Schema):
@@ -77,7 +70,16 @@ class ListArgs(ma.Schema):
 
 class LastDeploySchema(Schema):
     id = ma.fields.UUID(required=True)
-    status = ma.fields.String(required=True)
+    status = ma.fields.String(required=True, metadata={
+        "enum": [s.value for s in states.SNAPSHOT_TASK_STATUSES],
+        "description": "`pending` while the server's agent is not connected (nothing was "
+                       "dispatched), `queued` until the agent starts it; a cancelled task "
+                       "is `failed` here (`outcome` says `cancelled`)"})
+    outcome = ma.fields.String(required=True, allow_none=True, metadata={
+        "enum": [TaskStatus.COMPLETED.value, TaskStatus.FAILED.value,
+                 TaskStatus.CANCELLED.value, None],
+        "description": "How the task ended, as its poll URL shows it; null while it is not "
+                       "over"})
     started_at = UTCDateTime(allow_none=True)
     completed_at = UTCDateTime(allow_none=True)
 
@@ -128,19 +130,32 @@ class TaskLogSchema(Schema):
     truncated = ma.fields.Boolean(required=True)
 
 
+TASK_STATUSES = [s.value for s in TaskStatus]
+
+
 class TaskAcceptedSchema(Schema):
     task_id = ma.fields.UUID(required=True)
-    status = ma.fields.String(required=True)
+    status = ma.fields.String(required=True, metadata={
+        "enum": TASK_STATUSES,
+        "description": "`queued`; `pending` when the server's agent is not connected; "
+                       "`completed` for the deletion of an environment never placed on a "
+                       "server (nothing to remove)"})
     environment_id = ma.fields.UUID(required=True)
     poll_url = ma.fields.String(required=True)
 
 
 class TaskSchema(Schema):
     task_id = ma.fields.UUID(attribute="id", required=True)
-    status = ma.fields.Function(lambda d: states.TASK_STATUS.get(d.status, d.status))
+    status = ma.fields.String(attribute="task_status", required=True, metadata={
+        "enum": TASK_STATUSES,
+        "description": "`pending` while the server's agent is not connected, `queued` until "
+                       "the agent starts it, then `running`; ends `completed`, `failed` or "
+                       "`cancelled`"})
     kind = ma.fields.String(required=True)
     trigger = ma.fields.String(required=True)
-    version = ma.fields.Integer(required=True)
+    version = ma.fields.Integer(required=True, allow_none=True, metadata={
+        "description": "The deployment's number in its environment; null for backups, "
+                       "restores and exports, which are not deployments"})
     environment_id = ma.fields.UUID(required=True)
     project_id = ma.fields.UUID(required=True)
     git_branch = ma.fields.String(allow_none=True)
@@ -206,7 +221,7 @@ class EnvironmentAction(MethodView):
 
 
 @blp.route("/environments/<uuid:env_id>/status")
-class EnvironmentStatus(MethodView):
+class EnvironmentStatusView(MethodView):
     @blp.response(200, StatusSchema)
     def get(self, env_id):
         return svc.status_snapshot(current_key(), env_id, _domain())

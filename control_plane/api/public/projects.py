@@ -10,7 +10,6 @@ from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import (
     REPLAY_DESCRIPTION,
-    REPO_URL_PATTERN,
     Blueprint,
     confirm_delete_header,
 )
@@ -37,7 +36,7 @@ ErpVersion = ma.fields.String(validate=ma.validate.Regexp(
 
 
 def GitRepoUrl():  # noqa: N802
-    return RepoUrl(allow_none=True, metadata={"pattern": REPO_URL_PATTERN, "description": (
+    return RepoUrl(allow_none=True, metadata={"description": (
         "An https URL of a Git repository, at most 2048 characters, without credentials "
         "(a user name, password or token in the URL is refused: give the server access "
         "to the repository instead).")})

@@ -9,9 +9,10 @@ from control_plane.api.auth import current_key
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
-from control_plane.api.smorest import HTTPS_URL_PATTERN, REPLAY_DESCRIPTION, Blueprint
+from control_plane.api.smorest import REPLAY_DESCRIPTION, Blueprint
 from control_plane.events import SUBSCRIBABLE
 from control_plane.services.webhooks import subscriptions as svc
+from control_plane.url_forms import WEBHOOK_URL_PATTERN
 
 blp = Blueprint(
     "webhooks", __name__, description=(
@@ -37,8 +38,11 @@ EVENTS_DOC = ("Event names, 1 to 10, distinct: " + ", ".join(f"`{e}`" for e in S
 
 def Url(**kwargs):  # noqa: N802 - a field factory
     return ma.fields.String(validate=ma.validate.Length(1, 2048), metadata={
-        "description": "HTTPS only, at most 2048 characters; private IP literals are refused "
-                       "(422 `invalid_webhook_url`).", "pattern": HTTPS_URL_PATTERN}, **kwargs)
+        "description": "An https URL, at most 2048 characters (also once its host is "
+                       "normalized: IDNA, IPv4 written out), without credentials; a fragment "
+                       "is dropped. A URL that does not parse as one, or whose host is a "
+                       "loopback, private or reserved address or `localhost`, is refused "
+                       "with 422 `invalid_webhook_url`.", "pattern": WEBHOOK_URL_PATTERN}, **kwargs)
 
 
 def Events(**kwargs):  # noqa: N802

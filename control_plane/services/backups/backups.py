@@ -42,8 +42,11 @@ def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MA
     task and the agent's command. Returns the Backup."""
     require_ready(env, conflict)
     backup_id = uuid.uuid4()
+    # The policy's backups are the spec's `scheduled` trigger; the others are asked for.
+    trigger = (states.Trigger.SCHEDULED if backup_type == states.BackupType.SCHEDULED
+               else states.Trigger.MANUAL)
     engine.start(env, TaskKind.BACKUP, settings=settings, gateway=gateway, actor_id=actor_id,
-                record={"extra_data": {"backup_id": str(backup_id)}},
+                 trigger=trigger, record={"extra_data": {"backup_id": str(backup_id)}},
                 backup_type=backup_type, notes=notes)
     return Backup.get_by_id(backup_id)
 

@@ -113,7 +113,7 @@ def take_due(env_id, *, settings, gateway=None, now=None):
         if not claimed:
             return None  # another scheduler took it
         backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
-                                backup_type="scheduled",
+                                backup_type=states.BackupType.SCHEDULED,
                                 notes=f"Scheduled backup of {slot:%Y-%m-%d %H:%M} UTC")
         retention.refresh_expiry(env)
         return backup

@@ -5,6 +5,7 @@ from control_plane import clock, events, states
 from control_plane.db import database
 from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
+from control_plane.services import agents
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access, routes
@@ -115,9 +116,18 @@ def status_snapshot(key, environment_id, apps_domain):
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
             "container_running": running, "db_ready": running, "http_ok": running,
             "last_deploy": None if last is None else {
-                "id": last.id, "status": states.TASK_STATUS.get(last.status, last.status),
+                "id": last.id, "status": states.snapshot_task_status(
+                    last.status, agent_connected=_agent_connected(env.server_id)),
+                "outcome": states.task_outcome(last.status),
                 "started_at": last.started_at, "completed_at": last.completed_at},
             **_proxy(env, apps_domain)}
+
+
+def _agent_connected(server_id):
+    """Whether a task of this server can be dispatched now (`queued`) or waits
+    for its agent (`pending`)."""
+    server = server_id and Server.get_or_none(Server.id == server_id)
+    return bool(server) and agents.is_connected(server)
 
 
 def _proxy(env, apps_domain):
@@ -138,8 +148,9 @@ def task_log(key, environment_id, task_id=None, lines=200):
     """The newest `lines` lines of a task (the most recent one by default)."""
     env = get_environment(key, environment_id)
     query = Deployment.select().where(Deployment.environment == env.id)
+    # The newest by creation: backups, restores and exports have no version.
     task = (query.where(Deployment.id == task_id).first() if task_id
-            else query.order_by(Deployment.version.desc()).first())
+            else query.order_by(Deployment.created_at.desc(), Deployment.id.desc()).first())
     if task is None:
         if task_id:
             raise NotFound("Task not found.")
@@ -157,6 +168,9 @@ def get_task(key, task_id):
          .where(Deployment.id == task_id, Project.organization == key.organization_id).first())
     if d is None or (key.project_scoped and d.project_id != key.project_id):
         raise NotFound("Task not found.")
+    d.task_status = states.task_status(d.status, agent_connected=_agent_connected(
+        Environment.select(Environment.server).where(Environment.id == d.environment_id)
+        .scalar()))
     return d
 
 
@@ -170,7 +184,8 @@ def act(key, environment_id, action, *, berth):
         env = access.environment_for_key(key, environment_id, lock=True)
         task = actions.act(env, action, key.owner_id, berth=berth,
                            conflict=actions.TASK_IN_PROGRESS)
-    return {"task_id": task.id, "status": states.TaskStatus.QUEUED, "environment_id": env.id,
+    status = states.task_status(task.status, agent_connected=_agent_connected(env.server_id))
+    return {"task_id": task.id, "status": status, "environment_id": env.id,
             "poll_url": f"/api/public/v1/deployments/{task.id}"}
 
 

@@ -56,8 +56,8 @@ def cancel(user, deployment_id):
     with database.atomic():
         d, _env = access.deployment_for_change(user, deployment_id, CANCEL)
         restored = actions.cancel(d, user)
-    return {"message": f"Deployment {d.id} (version {d.version}) cancelled by {user.name}; "
-                       f"the environment is {restored}."}
+    what = f"Deployment {d.id} (version {d.version})" if d.version else f"Task {d.id} ({d.kind})"
+    return {"message": f"{what} cancelled by {user.name}; the environment is {restored}."}
 
 
 def deploy_environment(user, environment_id, *, berth, force=False, git_branch=None):

@@ -77,10 +77,14 @@ def wake(gateway, server_id):
 
 
 def new_record(env, kind, *, trigger, **fields):
-    """Inside the caller's transaction: the task's row, `pending`, next version
-    (a task that never reaches an agent, too: a destroy with no server)."""
-    version = (Deployment.select(fn.MAX(Deployment.version))
-               .where(Deployment.environment == env.id).scalar() or 0) + 1
+    """Inside the caller's transaction: the task's row, `pending`. A deployment
+    takes the environment's next version (a destroy with no server too, which
+    never reaches an agent); backups, restores and exports are not deployments
+    and take none (the spec's version "increments per new deployment")."""
+    version = None
+    if kinds.get(kind).is_deployment:  # NULLs (the other tasks) are not counted by MAX
+        version = (Deployment.select(fn.MAX(Deployment.version))
+                   .where(Deployment.environment == env.id).scalar() or 0) + 1
     return Deployment.create(environment=env, project=env.project_id, version=version,
                              kind=kind, trigger=trigger,
                              status=states.check("deployment", None, D.PENDING), **fields)
