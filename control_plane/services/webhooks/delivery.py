@@ -48,6 +48,7 @@ TURN_SECONDS = 20  # one scheduler turn stops taking new work after this
 LINGER_SECONDS = 2.0  # the scheduler's turns: how long to keep looking after work
 LINGER_POLL = 0.05
 SNIPPET = 1000  # characters of the answer kept
+PRUNE_SECONDS = 1.0  # a loop prunes a webhook's delivery log at most this often
 
 
 def run(settings, linger=0.0):
@@ -61,6 +62,7 @@ def run(settings, linger=0.0):
     milliseconds, not at the next turn. Returns the number of attempts made."""
     delays = retry_delays(settings)  # a bad setting fails here, before any send
     inbox = senders.Inbox()
+    pruned = Pruned()
     started, attempts, idle_since = time.monotonic(), 0, None
     while True:
         in_turn = time.monotonic() - started < TURN_SECONDS
@@ -73,13 +75,14 @@ def run(settings, linger=0.0):
         _submit(jobs, settings, inbox)
         done = inbox.take(at_least=BATCH, timeout=LINGER_POLL)
         if done:
-            attempts += record(done, delays, paused=inbox.paused)
+            attempts += record(done, delays, paused=inbox.paused, pruned=pruned)
         if jobs or fanned or done or inbox.pending:
             idle_since = None
             continue
         now = time.monotonic()
         idle_since = idle_since or now
         if not attempts or now - idle_since >= linger or not in_turn:
+            prune_all(pruned)
             return attempts
         time.sleep(LINGER_POLL)
 
@@ -113,8 +116,9 @@ def fan_out(limit=FANOUT_BATCH):
 
 
 def _fan_out(limit=FANOUT_BATCH, claim=0):
-    """`fan_out`; the first `claim` deliveries it creates are claimed by this
-    caller in the same INSERT: (events claimed, [(delivery, webhook, event)])."""
+    """`fan_out`; with `claim`, it takes only the events whose deliveries fit in
+    `claim` (one event at least) and claims every delivery it creates in the same
+    INSERT: (events claimed, [(delivery, webhook, event)] claimed)."""
     if not Event.select().where(Event.fanned_out == False).exists():  # noqa: E712
         return 0, []  # the common case: no write transaction (SQLite's lock) at all
     pending = (Event.select().where(Event.fanned_out == False)  # noqa: E712
@@ -125,12 +129,14 @@ def _fan_out(limit=FANOUT_BATCH, claim=0):
         events = list(pending)
         if not events:
             return 0, []
+        hooks = _active_hooks({e.organization_id for e in events})
+        if claim:
+            events = _fitting(events, hooks, claim)
         # One conditional UPDATE: only the events it changed are this call's.
         mine = {row.id for row in Event.update(fanned_out=True)
                 .where(Event.id.in_([e.id for e in events]),
                        Event.fanned_out == False)  # noqa: E712
                 .returning(Event.id).execute()}
-        hooks = _active_hooks({e.organization_id for e in events if e.id in mine})
         now, rows, jobs = clock.now(), [], []
         until = now + dt.timedelta(seconds=CLAIM_SECONDS)
         for i, event in enumerate(e for e in events if e.id in mine):
@@ -145,13 +151,24 @@ def _fan_out(limit=FANOUT_BATCH, claim=0):
                 row = {"id": uuid.uuid4(), "webhook": hook.id, "event": event.id,
                        "status": DeliveryStatus.RETRYING, "attempt_count": 0,
                        "next_attempt_at": now, "created_at": created,
-                       "claimed_until": until if len(jobs) < claim else None}
+                       "claimed_until": until if claim else None}
                 rows.append(row)
                 if row["claimed_until"]:
                     jobs.append((WebhookDelivery(**{**row, "webhook": hook, "event": event}),
                                  hook, event))
         _insert_many(rows)
     return len(mine), jobs
+
+
+def _fitting(events, hooks, room):
+    """The first events whose deliveries number at most `room` (one at least)."""
+    taken, count = [], 0
+    for event in events:
+        count += sum(1 for hook in hooks.get(event.organization_id, ()) if matches(hook, event))
+        if taken and count > room:
+            break
+        taken.append(event)
+    return taken
 
 
 _INSERT_FIELDS = ("id", "webhook", "event", "status", "attempt_count", "next_attempt_at",
@@ -311,12 +328,13 @@ _UPDATE_FIELDS = ("status", "attempt_count", "next_attempt_at", "claimed_until",
                   "delivered_at")
 
 
-def record(results, delays, paused=None):
+def record(results, delays, paused=None, pruned=None):
     """Every attempt's outcome, the webhooks' counters and pauses, and pruning: one
     transaction, one prepared UPDATE for the deliveries and one per webhook.
     Deliveries given back unsent (RELEASED) only lose their claim. The ids of the
-    webhooks this pauses are added to `paused`. Returns the number of attempts
-    recorded."""
+    webhooks this pauses are added to `paused`. With `pruned` (a loop's `Pruned`),
+    a webhook's log is pruned at most every PRUNE_SECONDS (the loop prunes the rest
+    when it ends). Returns the number of attempts recorded."""
     now = clock.now()
     rows, outcomes = [], {}
     released = [r[0].id for r in results if r[2] is RELEASED]
@@ -354,7 +372,8 @@ def record(results, delays, paused=None):
         for hook_id in sorted(outcomes, key=str):
             if _settle_webhook(hook_id, outcomes[hook_id], now) and paused is not None:
                 paused.add(hook_id)
-            prune(hook_id)
+            if pruned is None or pruned.due(hook_id):
+                prune(hook_id)
     return len(rows)
 
 
@@ -390,6 +409,33 @@ def _settle_webhook(hook_id, outcomes, now):
         log.warning("webhook %s paused after %d consecutive failed deliveries",
                     hook_id, PAUSE_AFTER)
     return bool(paused)
+
+
+class Pruned:
+    """When a loop last pruned each webhook's log, and which ones it left to prune
+    (pruning reads every row of a webhook: once a second is enough while a burst
+    goes out)."""
+
+    def __init__(self):
+        self.at, self.left = {}, set()
+
+    def due(self, hook_id):
+        now = time.monotonic()
+        if now - self.at.get(hook_id, -PRUNE_SECONDS) < PRUNE_SECONDS:
+            self.left.add(hook_id)
+            return False
+        self.at[hook_id] = now
+        self.left.discard(hook_id)
+        return True
+
+
+def prune_all(pruned):
+    """The logs a loop left unpruned."""
+    if pruned.left:
+        with database.atomic():
+            for hook_id in sorted(pruned.left, key=str):
+                prune(hook_id)
+        pruned.left.clear()
 
 
 def prune(hook_id, keep=subscriptions.DELIVERY_LOG):

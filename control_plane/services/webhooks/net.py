@@ -119,6 +119,9 @@ _pools = OrderedDict()
 _pools_lock = threading.Lock()
 
 
+_parse = functools.lru_cache(maxsize=1024)(parse)  # a pure function of the URL
+
+
 @functools.lru_cache(maxsize=16)
 def _ssl_context(ca_bundle):
     return ssl.create_default_context(cafile=ca_bundle or certifi.where())
@@ -229,7 +232,7 @@ def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=Non
         return SendResult(False, None, int((time.monotonic() - started) * 1000), None, error)
 
     try:
-        target = parse(url)
+        target = _parse(url)
     except ValueError as exc:
         return fail(f"invalid URL: {exc}")
     if target.ip is not None:
