@@ -20,7 +20,10 @@ once), that the process made exactly one attempt per delivery (the
 and PASS, exit 0, or FAIL, exit 1.
 
     python benchmarks/webhook_fanout.py [--events 1000] [--webhooks 4] [--rate 200]
-                                        [--target 1000] [--backend-url URL]
+                                        [--target 1000] [--database sqlite|postgres]
+
+PostgreSQL: the empty database at CP_BENCH_POSTGRES_URL (the environment, never
+argv: it may carry a password), else a throwaway cluster as the tests start one.
 """
 
 import argparse
@@ -141,7 +144,7 @@ def main():
     parser.add_argument("--rate", type=int, default=200, help="steady phase, events/s")
     parser.add_argument("--target", type=float, default=TARGET,
                         help="burst deliveries/s needed to pass")
-    parser.add_argument("--backend-url", default=None, help="CP_DATABASE_URL (default SQLite)")
+    parser.add_argument("--database", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args()
 
     ctx = multiprocessing.get_context("spawn")
@@ -159,8 +162,15 @@ def main():
     data_dir = tempfile.mkdtemp(prefix="berth-bench-webhooks-")
     settings = {"DATA_DIR": data_dir, "SECRET_KEY": "bench", "WEBHOOK_ALLOW_PRIVATE": True,
                 "WEBHOOK_CA_BUNDLE": ca_path}
-    if args.backend_url:
-        settings["DATABASE_URL"] = args.backend_url
+    pg = None
+    if args.database == "postgres":
+        url = os.environ.get("CP_BENCH_POSTGRES_URL")
+        if not url:
+            from tests.support.services import Postgres
+
+            pg = Postgres().start()
+            url = pg.create_database("berth_bench")
+        settings["DATABASE_URL"] = url
     app = create_app(settings)
     migrate.upgrade(app.extensions["berth"].db)
     settings = app.extensions["berth"].settings
@@ -182,10 +192,12 @@ def main():
         parent.send("stop")
         proc.join(10)
         shutil.rmtree(data_dir, ignore_errors=True)
+        if pg is not None:
+            pg.stop()
     cols = ["phase", "deliveries", "received", "lost", "duplicates", "attempts",
             "not_delivered_rows", "deliveries_per_s", "lag_p50_ms", "lag_p99_ms"]
     print(f"{args.events} events x {args.webhooks} webhook(s), "
-          f"{args.backend_url and 'postgresql' or 'sqlite'}")
+          f"{args.database}")
     print(" | ".join(f"{c:>10}" for c in cols))
     for row in rows:
         print(" | ".join(f"{row[c]:>10.1f}" if isinstance(row[c], float) else f"{row[c]:>10}"

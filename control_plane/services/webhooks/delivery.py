@@ -37,7 +37,7 @@ JITTER = 0.1
 CLAIM_SECONDS = 60
 PAUSE_AFTER = 10  # consecutive failed deliveries
 MAX_TIMEOUT = 10.0  # spec: the receiver answers within 10 s
-BATCH = 32  # deliveries recorded at once; claimed at once by claim_due
+BATCH = 32  # outcomes recorded at once (at most LINGER_POLL apart); claim_due's default
 IN_FLIGHT = 256  # claimed, outcome not yet recorded (per loop)
 # A claimed delivery starts its send only while its claim has at least the send's
 # timeout and this margin left; otherwise it is given back unsent, so a claim never
@@ -181,9 +181,21 @@ def _insert_many(rows):
     fields = [WebhookDelivery._meta.fields[f] for f in _INSERT_FIELDS]
     columns = ", ".join(f'"{f.column_name}"' for f in fields)
     marks = ", ".join([database.param] * len(fields))
-    database.cursor().executemany(
+    _execute_many(
         f'INSERT INTO "{WebhookDelivery._meta.table_name}" ({columns}) VALUES ({marks})',
         [[f.db_value(row[f.name]) for f in fields] for row in rows])
+
+
+def _execute_many(sql, rows):
+    """One statement, many parameter rows. psycopg2's executemany makes a round trip
+    per row; execute_batch sends them 200 to a round trip."""
+    cursor = database.cursor()
+    if is_sqlite():
+        cursor.executemany(sql, rows)
+    else:
+        from psycopg2.extras import execute_batch
+
+        execute_batch(cursor, sql, rows, page_size=200)
 
 
 def _active_hooks(org_ids):
@@ -201,18 +213,6 @@ def matches(hook, event):
 
 
 # -- delivery -----------------------------------------------------------------------
-
-def deliver_due(settings, limit=BATCH):
-    """One claimed batch: sent concurrently outside any transaction, then every
-    outcome recorded in one transaction. Returns the number sent."""
-    delays = retry_delays(settings)
-    inbox = senders.Inbox()
-    _submit(claim_due(limit), settings, inbox)
-    results = []
-    while inbox.pending:
-        results += inbox.take(at_least=inbox.pending)
-    return record(results, delays) if results else 0
-
 
 def claim_due(limit=BATCH):
     """Due deliveries of active webhooks, claimed for CLAIM_SECONDS by one
@@ -382,8 +382,7 @@ def _update_many(rows):
     p = database.param
     sets = ", ".join(f'"{WebhookDelivery._meta.fields[f].column_name}" = {p}'
                      for f in _UPDATE_FIELDS)
-    cursor = database.cursor()
-    cursor.executemany(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
+    _execute_many(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
 
 
 def _reason(result):
