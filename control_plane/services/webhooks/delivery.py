@@ -261,8 +261,8 @@ def send(job, settings, bodies=None, paused=()):
     webhook was paused (`paused`: ids) while this job waited for its turn.
     `bodies` (event id -> raw envelope bytes) is shared by the jobs of a batch."""
     delivery, hook, event = job
-    timeout = timeout_of(settings)
-    try:
+    try:  # everything: a job that raised would hold its receiver's slot for good
+        timeout = timeout_of(settings)
         left = (delivery.claimed_until - clock.now()).total_seconds() \
             if delivery.claimed_until else CLAIM_SECONDS
         if left < timeout + CLAIM_MARGIN or hook.id in paused:
