@@ -20,7 +20,7 @@ Receiver:
 - `close()`: stop listening and drop open connections (the fixture does it).
 - Behaviour, for one `path` or (path None) for every path without its own rule:
   `respond(500, 500, then=200)` answers the listed statuses once each, then `then`;
-  `hang(seconds)` waits that long before answering 200;
+  `hang(seconds, then=200)` waits that long before answering `then`;
   `redirect(location, status=302)` answers a redirect. `reset()` clears rules and
   requests. Default: 200 with body `{"ok": true}`.
 """
@@ -141,8 +141,8 @@ class Receiver:
     def respond(self, *statuses, then=200, path=None):
         self._set(path, _Rule(list(statuses), then))
 
-    def hang(self, seconds, path=None):
-        self._set(path, _Rule([], hang=seconds))
+    def hang(self, seconds, path=None, then=200):
+        self._set(path, _Rule([], then=then, hang=seconds))
 
     def redirect(self, location, status=302, path=None):
         self._set(path, _Rule([], then=status, location=location))

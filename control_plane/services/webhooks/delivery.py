@@ -3,9 +3,11 @@ outbox into deliveries, then durable delivery with retries and auto-pause.
 
 Safe with several schedulers at once: an event is fanned out by the one whose
 conditional UPDATE of `fanned_out` changed it, in the same transaction as its
-deliveries; a delivery is sent by the one whose conditional UPDATE set its
-`claimed_until` (a claim lasts CLAIM_SECONDS, far above the 10 s send timeout,
-so a killed worker's claims lapse and another sends them).
+deliveries; a delivery is sent by the one whose conditional UPDATE (or whose
+fan-out INSERT) set its `claimed_until`. A claim lasts CLAIM_SECONDS and a send
+starts only while the timeout and CLAIM_MARGIN are left of it (else the delivery
+is given back unsent), so only a killed worker's claims lapse, and another sends
+them.
 
 Attempts: 1 at once, then after ~30 s, ~5 min, ~30 min, ~2 h (each delay +-10 %
 jitter); after the fifth failure the delivery is `failed`. A webhook counts
@@ -15,20 +17,18 @@ its pending deliveries stay `retrying` and are not sent, and new events are not
 fanned out to it; once re-enabled the pending ones go out at the next turn."""
 
 import datetime as dt
+import functools
 import logging
 import random
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+import uuid
 
-import peewee
-
-from control_plane import clock, config
+from control_plane import clock, config, secretbox, security
 from control_plane.db import database, is_sqlite
 from control_plane.events import canonical
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.observability import WEBHOOK_ATTEMPTS
-from control_plane.services.webhooks import net, payloads, subscriptions
+from control_plane.services.webhooks import net, payloads, senders, subscriptions, urls
 from control_plane.states import DeliveryStatus
 
 log = logging.getLogger("berth.webhooks")
@@ -37,56 +37,74 @@ JITTER = 0.1
 CLAIM_SECONDS = 60
 PAUSE_AFTER = 10  # consecutive failed deliveries
 MAX_TIMEOUT = 10.0  # spec: the receiver answers within 10 s
-POOL_SIZE = 16  # sending threads
-# Claimed at once; two batches in flight: at most 4 rounds of 10 s before the last
-# one's send starts, well inside the claim.
-BATCH = POOL_SIZE * 2
+BATCH = 32  # outcomes recorded at once (at most LINGER_POLL apart); claim_due's default
+IN_FLIGHT = 256  # claimed, outcome not yet recorded (per loop)
+# A claimed delivery starts its send only while its claim has at least the send's
+# timeout and this margin left; otherwise it is given back unsent, so a claim never
+# lapses under a send (another worker would repeat it).
+CLAIM_MARGIN = 5.0
 FANOUT_BATCH = 500
 TURN_SECONDS = 20  # one scheduler turn stops taking new work after this
 LINGER_SECONDS = 2.0  # the scheduler's turns: how long to keep looking after work
 LINGER_POLL = 0.05
 SNIPPET = 1000  # characters of the answer kept
+PRUNE_SECONDS = 1.0  # a loop prunes a webhook's delivery log at most this often
 
 
 def run(settings, linger=0.0):
     """The scheduler job: fan out, then deliver what is due, until nothing is left
-    (or the turn is long enough). Two claimed batches are in flight at once: the
-    next one is claimed and queued on the senders while the previous one's
-    outcomes are recorded. With `linger`, a turn that found work keeps looking
-    every LINGER_POLL seconds until it has been idle that long: events that come
-    in a stream go out within tens of milliseconds, not at the next turn.
-    Returns the number of attempts made."""
+    (or the turn is long enough). Up to IN_FLIGHT deliveries are claimed and on
+    the senders at once; outcomes are recorded in batches as they come back, and
+    the freed room is claimed again at once. Deliveries created by this loop's
+    fan-out are claimed in the same INSERT and go straight to the senders. With
+    `linger`, a turn that found work keeps looking every LINGER_POLL seconds until
+    it has been idle that long: events that come in a stream go out within tens of
+    milliseconds, not at the next turn. Returns the number of attempts made."""
     delays = retry_delays(settings)  # a bad setting fails here, before any send
-    started, attempts, inflight, idle_since = time.monotonic(), 0, [], None
+    inbox = senders.Inbox()
+    pruned = Pruned()
+    started, attempts, idle_since = time.monotonic(), 0, None
     while True:
         in_turn = time.monotonic() - started < TURN_SECONDS
-        fanned = fan_out() if in_turn else 0
-        batch = claim_due() if in_turn else []
-        queued = [_senders().submit(send, job, settings) for job in batch]
-        if inflight:
-            record([f.result() for f in inflight], delays)
-            attempts += len(inflight)
-        inflight = queued
-        if inflight or fanned:
+        room = IN_FLIGHT - inbox.pending if in_turn else 0
+        # No more events than there is room for: their deliveries are claimed as
+        # they are created, not read back by claim_due.
+        fanned, jobs = _fan_out(min(FANOUT_BATCH, room), claim=room) if room else (0, [])
+        if room - len(jobs) > 0:
+            jobs += claim_due(min(IN_FLIGHT // 2, room - len(jobs)))
+        _submit(jobs, settings, inbox)
+        done = inbox.take(at_least=BATCH, timeout=LINGER_POLL)
+        if done:
+            attempts += record(done, delays, paused=inbox.paused, pruned=pruned)
+        if jobs or fanned or done or inbox.pending:
             idle_since = None
             continue
         now = time.monotonic()
         idle_since = idle_since or now
         if not attempts or now - idle_since >= linger or not in_turn:
+            prune_all(pruned)
             return attempts
         time.sleep(LINGER_POLL)
 
 
-_pool, _pool_lock = None, threading.Lock()
+def _submit(jobs, settings, inbox):
+    """Each job to the senders, under its receiver's bound; an event's raw body is
+    encoded once for all its webhooks."""
+    bodies = {}
+    pool = senders.shared()
+    for job in jobs:
+        pool.submit(receiver_of(job[1].url),
+                    functools.partial(send, job, settings, bodies, inbox.paused), inbox)
 
 
-def _senders():
-    """The sending threads, shared by every scheduler loop of the process."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="berth-webhook")
-        return _pool
+@functools.lru_cache(maxsize=4096)
+def receiver_of(url):
+    """Whose bound a send counts against: the URL's host and port."""
+    try:
+        target = urls.parse(url)
+    except ValueError:
+        return url
+    return f"{target.host}:{target.port}"
 
 
 # -- fan-out ------------------------------------------------------------------------
@@ -94,32 +112,90 @@ def _senders():
 def fan_out(limit=FANOUT_BATCH):
     """Events not yet fanned out -> one `retrying` delivery, due now, per matching
     active webhook. Returns the number of events this call claimed."""
+    return _fan_out(limit)[0]
+
+
+def _fan_out(limit=FANOUT_BATCH, claim=0):
+    """`fan_out`; with `claim`, it takes only the events whose deliveries fit in
+    `claim` (one event at least) and claims every delivery it creates in the same
+    INSERT: (events claimed, [(delivery, webhook, event)] claimed)."""
     if not Event.select().where(Event.fanned_out == False).exists():  # noqa: E712
-        return 0  # the common case: no write transaction (SQLite's lock) at all
+        return 0, []  # the common case: no write transaction (SQLite's lock) at all
+    pending = (Event.select().where(Event.fanned_out == False)  # noqa: E712
+               .order_by(Event.created_at, Event.id).limit(limit))
+    if not is_sqlite():
+        pending = pending.for_update("FOR UPDATE SKIP LOCKED")  # racing schedulers split them
     with database.atomic():
-        events = list(Event.select().where(Event.fanned_out == False)  # noqa: E712
-                      .order_by(Event.created_at, Event.id).limit(limit))
+        events = list(pending)
         if not events:
-            return 0
+            return 0, []
         hooks = _active_hooks({e.organization_id for e in events})
-        now, rows, claimed = clock.now(), [], 0
-        for i, event in enumerate(events):
-            if not (Event.update(fanned_out=True)
-                    .where(Event.id == event.id, Event.fanned_out == False)  # noqa: E712
-                    .execute()):
-                continue  # another scheduler has it
-            claimed += 1
+        if claim:
+            events = _fitting(events, hooks, claim)
+        # One conditional UPDATE: only the events it changed are this call's.
+        mine = {row.id for row in Event.update(fanned_out=True)
+                .where(Event.id.in_([e.id for e in events]),
+                       Event.fanned_out == False)  # noqa: E712
+                .returning(Event.id).execute()}
+        now, rows, jobs = clock.now(), [], []
+        until = now + dt.timedelta(seconds=CLAIM_SECONDS)
+        for i, event in enumerate(e for e in events if e.id in mine):
             # created_at 1 us apart per event, in the events' order: the log, pruning,
-            # claims and the failure count follow the events, not random ids. Each
-            # event costs an UPDATE (far over 1 us): the next turn's `now` is later.
+            # claims and the failure count follow the events, not random ids. The
+            # next turn's `now` is later than this batch's spread (the events' own
+            # inserts took far longer than 1 us each).
             created = now + dt.timedelta(microseconds=i)
-            rows.extend({"webhook": hook.id, "event": event.id, "status": DeliveryStatus.RETRYING,
-                         "next_attempt_at": now, "created_at": created}
-                        for hook in hooks.get(event.organization_id, ())
-                        if matches(hook, event))
-        for chunk in peewee.chunked(rows, 200):
-            WebhookDelivery.insert_many(chunk).execute()
-    return claimed
+            for hook in hooks.get(event.organization_id, ()):
+                if not matches(hook, event):
+                    continue
+                row = {"id": uuid.uuid4(), "webhook": hook.id, "event": event.id,
+                       "status": DeliveryStatus.RETRYING, "attempt_count": 0,
+                       "next_attempt_at": now, "created_at": created,
+                       "claimed_until": until if claim else None}
+                rows.append(row)
+                if row["claimed_until"]:
+                    jobs.append((WebhookDelivery(**{**row, "webhook": hook, "event": event}),
+                                 hook, event))
+        _insert_many(rows)
+    return len(mine), jobs
+
+
+def _fitting(events, hooks, room):
+    """The first events whose deliveries number at most `room` (one at least)."""
+    taken, count = [], 0
+    for event in events:
+        count += sum(1 for hook in hooks.get(event.organization_id, ()) if matches(hook, event))
+        if taken and count > room:
+            break
+        taken.append(event)
+    return taken
+
+
+_INSERT_FIELDS = ("id", "webhook", "event", "status", "attempt_count", "next_attempt_at",
+                  "created_at", "claimed_until")
+
+
+def _insert_many(rows):
+    """One prepared INSERT for every new delivery (peewee's multi-row INSERT costs
+    more to build than to run)."""
+    fields = [WebhookDelivery._meta.fields[f] for f in _INSERT_FIELDS]
+    columns = ", ".join(f'"{f.column_name}"' for f in fields)
+    marks = ", ".join([database.param] * len(fields))
+    _execute_many(
+        f'INSERT INTO "{WebhookDelivery._meta.table_name}" ({columns}) VALUES ({marks})',
+        [[f.db_value(row[f.name]) for f in fields] for row in rows])
+
+
+def _execute_many(sql, rows):
+    """One statement, many parameter rows. psycopg2's executemany makes a round trip
+    per row; execute_batch sends them 200 to a round trip."""
+    cursor = database.cursor()
+    if is_sqlite():
+        cursor.executemany(sql, rows)
+    else:
+        from psycopg2.extras import execute_batch
+
+        execute_batch(cursor, sql, rows, page_size=200)
 
 
 def _active_hooks(org_ids):
@@ -137,17 +213,6 @@ def matches(hook, event):
 
 
 # -- delivery -----------------------------------------------------------------------
-
-def deliver_due(settings, limit=BATCH):
-    """One claimed batch: sent concurrently outside any transaction, then every
-    outcome recorded in one transaction. Returns the number sent."""
-    delays = retry_delays(settings)
-    claimed = claim_due(limit)
-    results = [f.result() for f in [_senders().submit(send, job, settings) for job in claimed]]
-    if results:
-        record(results, delays)
-    return len(results)
-
 
 def claim_due(limit=BATCH):
     """Due deliveries of active webhooks, claimed for CLAIM_SECONDS by one
@@ -190,21 +255,51 @@ def timeout_of(settings):
     return min(MAX_TIMEOUT, max(0.1, float(settings.get("WEBHOOK_TIMEOUT_SECONDS") or 10)))
 
 
-def send(job, settings):
-    """One attempt; never raises. Returns (delivery, webhook, SendResult-like)."""
+def send(job, settings, bodies=None, paused=()):
+    """One attempt; never raises. Returns (delivery, webhook, SendResult-like), or
+    RELEASED in place of the result when the claim has too little time left or the
+    webhook was paused (`paused`: ids) while this job waited for its turn.
+    `bodies` (event id -> raw envelope bytes) is shared by the jobs of a batch."""
     delivery, hook, event = job
-    try:
-        secret = subscriptions.secret_of(hook)
+    try:  # everything: a job that raised would hold its receiver's slot for good
+        timeout = timeout_of(settings)
+        left = (delivery.claimed_until - clock.now()).total_seconds() \
+            if delivery.claimed_until else CLAIM_SECONDS
+        if left < timeout + CLAIM_MARGIN or hook.id in paused:
+            return delivery, hook, RELEASED
+        secret = _secret_of(hook)
         if secret is None:
             return delivery, hook, _Failure("the signing secret cannot be read; rotate it")
-        body, headers = payloads.render(hook, envelope(event), secret)
+        env = envelope(event)
+        raw = None
+        if bodies is not None and (hook.format or "raw") == "raw":
+            raw = bodies.get(event.id)
+            if raw is None:
+                raw = bodies[event.id] = payloads.dump(env)
+        body, headers = payloads.render(hook, env, secret, raw=raw)
         return delivery, hook, net.post(
-            hook.url, body, headers, timeout=timeout_of(settings),
+            hook.url, body, headers, timeout=timeout,
             allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
             ca_bundle=settings.get("WEBHOOK_CA_BUNDLE"))
     except Exception as exc:  # a bug here must not lose the claim's bookkeeping
         log.exception("webhook delivery %s: sending failed", delivery.id)
         return delivery, hook, _Failure(f"internal error: {type(exc).__name__}")
+
+
+RELEASED = object()  # not sent: the claim is given back, no attempt counted
+
+
+def _secret_of(hook):
+    """`subscriptions.secret_of`, without decrypting the same sealed secret for
+    every delivery (the sealing key is part of the cache key: a changed
+    CP_SECRET_KEY is never answered from the cache)."""
+    return _unseal(hook.secret_encrypted,
+                   security.derived_key(f"secretbox:{subscriptions.SECRET_PURPOSE}"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _unseal(token, _key):
+    return secretbox.unseal(token, subscriptions.SECRET_PURPOSE)
 
 
 class _Failure:
@@ -233,11 +328,17 @@ _UPDATE_FIELDS = ("status", "attempt_count", "next_attempt_at", "claimed_until",
                   "delivered_at")
 
 
-def record(results, delays):
+def record(results, delays, paused=None, pruned=None):
     """Every attempt's outcome, the webhooks' counters and pauses, and pruning: one
-    transaction, one prepared UPDATE for the deliveries and one per webhook."""
+    transaction, one prepared UPDATE for the deliveries and one per webhook.
+    Deliveries given back unsent (RELEASED) only lose their claim. The ids of the
+    webhooks this pauses are added to `paused`. With `pruned` (a loop's `Pruned`),
+    a webhook's log is pruned at most every PRUNE_SECONDS (the loop prunes the rest
+    when it ends). Returns the number of attempts recorded."""
     now = clock.now()
     rows, outcomes = [], {}
+    released = [r[0].id for r in results if r[2] is RELEASED]
+    results = [r for r in results if r[2] is not RELEASED]
     # Oldest first per webhook: "consecutive" follows the order of the events.
     for delivery, hook, result in sorted(results, key=lambda r: (r[0].created_at, str(r[0].id))):
         attempt = delivery.attempt_count + 1
@@ -262,12 +363,18 @@ def record(results, delays):
         rows.append([WebhookDelivery._meta.fields[f].db_value(fields[f]) for f in _UPDATE_FIELDS]
                     + [WebhookDelivery.id.db_value(delivery.id)])
     with database.atomic():
-        _update_many(rows)
-
+        if released:
+            WebhookDelivery.update(claimed_until=None).where(
+                WebhookDelivery.id.in_(released)).execute()
+        if rows:
+            _update_many(rows)
         # One order for every worker: two recording at once never deadlock on rows.
         for hook_id in sorted(outcomes, key=str):
-            _settle_webhook(hook_id, outcomes[hook_id], now)
-            prune(hook_id)
+            if _settle_webhook(hook_id, outcomes[hook_id], now) and paused is not None:
+                paused.add(hook_id)
+            if pruned is None or pruned.due(hook_id):
+                prune(hook_id)
+    return len(rows)
 
 
 def _update_many(rows):
@@ -275,8 +382,7 @@ def _update_many(rows):
     p = database.param
     sets = ", ".join(f'"{WebhookDelivery._meta.fields[f].column_name}" = {p}'
                      for f in _UPDATE_FIELDS)
-    cursor = database.cursor()
-    cursor.executemany(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
+    _execute_many(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
 
 
 def _reason(result):
@@ -294,13 +400,41 @@ def _settle_webhook(hook_id, outcomes, now):
     Webhook.update(last_triggered_at=now, failure_count=count).where(
         Webhook.id == hook_id).execute()
     if DeliveryStatus.FAILED not in outcomes:
-        return
+        return False
     paused = (Webhook.update(is_active=False, updated_at=now)
               .where(Webhook.id == hook_id, Webhook.is_active == True,  # noqa: E712
                      Webhook.failure_count >= PAUSE_AFTER).execute())
     if paused:
         log.warning("webhook %s paused after %d consecutive failed deliveries",
                     hook_id, PAUSE_AFTER)
+    return bool(paused)
+
+
+class Pruned:
+    """When a loop last pruned each webhook's log, and which ones it left to prune
+    (pruning reads every row of a webhook: once a second is enough while a burst
+    goes out)."""
+
+    def __init__(self):
+        self.at, self.left = {}, set()
+
+    def due(self, hook_id):
+        now = time.monotonic()
+        if now - self.at.get(hook_id, -PRUNE_SECONDS) < PRUNE_SECONDS:
+            self.left.add(hook_id)
+            return False
+        self.at[hook_id] = now
+        self.left.discard(hook_id)
+        return True
+
+
+def prune_all(pruned):
+    """The logs a loop left unpruned."""
+    if pruned.left:
+        with database.atomic():
+            for hook_id in sorted(pruned.left, key=str):
+                prune(hook_id)
+        pruned.left.clear()
 
 
 def prune(hook_id, keep=subscriptions.DELIVERY_LOG):

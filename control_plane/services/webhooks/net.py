@@ -56,6 +56,7 @@ class _Watchdog:
         self._cv = threading.Condition()
         self._entries = {}  # thread id -> [deadline, connection or None]
         self._thread = None
+        self._wakes_at = float("inf")  # when the watchdog looks next by itself
 
     def start(self, deadline):
         with self._cv:
@@ -64,14 +65,16 @@ class _Watchdog:
                 self._thread = threading.Thread(target=self._run, name="webhook-watchdog",
                                                 daemon=True)
                 self._thread.start()
-            self._cv.notify()
 
     def attach(self, conn):
         with self._cv:
             entry = self._entries.get(threading.get_ident())
             if entry is not None:
                 entry[1] = conn
-                self._cv.notify()
+                # Wake the watchdog only when this deadline comes before the one it
+                # waits for: not one thread switch per request.
+                if entry[0] < self._wakes_at:
+                    self._cv.notify()
 
     def stop(self):
         with self._cv:
@@ -91,7 +94,8 @@ class _Watchdog:
                             except OSError:
                                 pass
                 pending = [d for d, c in self._entries.values() if c is not None]
-                self._cv.wait(max(0.0, min(pending) - now) if pending else None)
+                self._wakes_at = min(pending) if pending else float("inf")
+                self._cv.wait(max(0.0, self._wakes_at - now) if pending else None)
 
 
 _watchdog = _Watchdog()
@@ -113,6 +117,9 @@ class _Pool(urllib3.HTTPSConnectionPool):
 
 _pools = OrderedDict()
 _pools_lock = threading.Lock()
+
+
+_parse = functools.lru_cache(maxsize=1024)(parse)  # a pure function of the URL
 
 
 @functools.lru_cache(maxsize=16)
@@ -225,7 +232,7 @@ def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=Non
         return SendResult(False, None, int((time.monotonic() - started) * 1000), None, error)
 
     try:
-        target = parse(url)
+        target = _parse(url)
     except ValueError as exc:
         return fail(f"invalid URL: {exc}")
     if target.ip is not None:

@@ -42,12 +42,13 @@ SUCCESS = {states.TaskStatus.COMPLETED, states.DeploymentStatus.SUCCESS,
 FAILURE = {states.TaskStatus.FAILED, states.EnvironmentStatus.ERROR}
 
 
-def render(webhook, envelope: dict, secret: str) -> tuple[bytes, dict]:
-    """The request body and headers for `webhook.format` (unknown formats: raw)."""
+def render(webhook, envelope: dict, secret: str, raw=None) -> tuple[bytes, dict]:
+    """The request body and headers for `webhook.format` (unknown formats: raw).
+    `raw`: `dump(envelope)` already made (an event's webhooks share it)."""
     headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
     builder = FORMATS.get(webhook.format or "raw")
     if builder is None:
-        body = dump(envelope)
+        body = raw if raw is not None else dump(envelope)
         headers.update(signature_headers(body, secret, str(envelope["event_id"])))
         return body, headers
     return dump(builder(envelope)), headers

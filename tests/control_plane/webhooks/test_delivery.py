@@ -479,3 +479,80 @@ def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings,
     assert receiver.wait_for(1, timeout=0.3) == []  # and none comes
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.claimed_until) == ("retrying", 0, None)
+
+
+def test_a_slow_receiver_holds_its_own_share_of_the_senders_only(app, world, settings, receiver):
+    """At most MAX_PER_RECEIVER sends at once to one receiver: another receiver's
+    deliveries go out while the slow one's wait their turn."""
+    from control_plane.services.webhooks import senders
+    from tests.support.webhook_receiver import Receiver, _ca
+
+    fast = Receiver(_ca()[0])
+    try:
+        org = world.org()
+        project = world.project(org)
+        hook(org, receiver.url + "/slow")
+        hook(org, fast.url + "/fast")
+        receiver.hang(1.5)
+        for _ in range(12):
+            event(org, project)
+        started = time.monotonic()
+        worker = threading.Thread(target=delivery.run, args=(settings,))
+        worker.start()
+        assert len(fast.wait_for(12, timeout=10)) == 12
+        fast_done = time.monotonic() - started
+        worker.join(60)
+    finally:
+        fast.close()
+    assert fast_done < 1.4, fast_done  # not behind the slow receiver's hangs
+    got = receiver.wait_for(12)
+    assert len(got) == 12
+    first = min(r.time for r in got)
+    # Requests to the slow receiver come in rounds of at most its share.
+    assert len([r for r in got if r.time < first + 1.0]) == senders.MAX_PER_RECEIVER
+    assert WebhookDelivery.select().where(WebhookDelivery.status == "delivered").count() == 24
+
+
+def test_a_delivery_whose_claim_would_lapse_during_the_send_is_given_back_unsent(
+        app, world, fake_clock, settings, receiver):
+    """Sending with less than the timeout (and a margin) left on the claim could
+    let another worker take it over and send it again: it is not sent, its claim
+    is released and no attempt is counted."""
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    event(org, project)
+    delivery.fan_out()
+    (job,) = delivery.claim_due()
+    fake_clock.advance(seconds=delivery.CLAIM_SECONDS - 12)  # 12 s left; the timeout is 10
+    assert delivery.record([delivery.send(job, settings)], delivery.retry_delays(settings)) == 0
+    assert receiver.wait_for(1, timeout=0.3) == []
+    d = delivery_of(w)
+    assert (d.status, d.attempt_count, d.claimed_until) == ("retrying", 0, None)
+    assert delivery.run(settings) == 1  # the next claim sends it at once
+    assert len(receiver.wait_for(1)) == 1 and delivery_of(w).status == "delivered"
+
+
+def test_deliveries_waiting_their_turn_are_not_sent_once_the_webhook_is_paused(
+        app, world, fake_clock, settings, receiver):
+    """Twenty deliveries on their last attempt, a few sent at a time to a failing
+    receiver: the tenth failure pauses the webhook, and those still waiting for a
+    sender stay pending, unsent and unclaimed."""
+    org = world.org()
+    project = world.project(org)
+    w, _ = hook(org, receiver.url)
+    for _ in range(20):
+        event(org, project)
+    delivery.fan_out()
+    WebhookDelivery.update(attempt_count=4).execute()  # the fifth attempt is the last
+    receiver.hang(0.5, then=503)
+    delivery.run(settings)
+    sent = len(receiver.requests)
+    assert 10 <= sent < 20, sent
+    w = Webhook.get_by_id(w.id)
+    assert (w.is_active, w.failure_count) == (False, sent)
+    rows = list(WebhookDelivery.select())
+    assert len([r for r in rows if r.status == "failed"]) == sent
+    waiting = [r for r in rows if r.status == "retrying"]
+    assert len(waiting) == 20 - sent
+    assert {(r.attempt_count, r.claimed_until) for r in waiting} == {(4, None)}
