@@ -316,27 +316,33 @@ class Backups:
         self.progress(phase=f"{label}: loading the database", bytes_done=0)
         log("info", f"{label}: recreating the database from {expected['object']}")
         staged = database == STAGED
-        # The database a previous restore replaced goes in the same psql (left by an
-        # agent stop after that restore).
-        self._recreate_database(db, database, also_drop=(REPLACED,) if staged else ())
-        started = time.monotonic()
+        started, copied = time.monotonic(), {}
         chunks = Checked(transfer.download(expected["object"]), self._counter())
-        try:
-            exec_stream.Exec(self.api, db.id, ["sh", "-c", 'cat > "$0"', DUMP_FILE], stdin=True,
-                             what="the dump's copy into the database container").feed(chunks)
-            _same(expected["object"], expected, chunks, RestoreError)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                exec_stream.run(self.api, db.id, ["rm", "-f", DUMP_FILE])
-            raise
-        copied, jobs = _since(started), restore_jobs()
+
+        def copy():
+            try:
+                exec_stream.Exec(self.api, db.id, ["sh", "-c", 'cat > "$0"', DUMP_FILE],
+                                 stdin=True, what="the dump's copy into the database container"
+                                 ).feed(chunks)
+                _same(expected["object"], expected, chunks, RestoreError)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    exec_stream.run(self.api, db.id, ["rm", "-f", DUMP_FILE])
+                raise
+            copied["in"] = _since(started)
+
+        # The copy and the database's recreation at once (the database a previous
+        # restore replaced goes in the same psql: left by an agent stop after it).
+        _both(copy, lambda: self._recreate_database(
+            db, database, also_drop=(REPLACED,) if staged else ()))
+        jobs = restore_jobs()
         exec_stream.run(self.api, db.id, [
             "sh", "-c", 'pg_restore -U "$1" -d "$2" --no-owner --exit-on-error --jobs="$3" "$0";'
                         ' code=$?; rm -f "$0"; exit $code', DUMP_FILE, DB, database, str(jobs)],
             what="pg_restore",
             environment={"PGOPTIONS": "-c synchronous_commit=off"} if staged else None)
         log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump copied in "
-                    f"{copied}, restored by {jobs} jobs; {_since(started)} in all)")
+                    f"{copied['in']}, restored by {jobs} jobs; {_since(started)} in all)")
 
     def _recreate_database(self, db, database=DB, also_drop=()):
         """`database` made again empty, `also_drop` dropped: one psql (each of the engine's
