@@ -209,9 +209,10 @@ class Backups:
         if staged:
             # A stored backup's parts are read independently: the filestore is
             # unpacked while the dump loads into a database of its own, both
-            # beside the running ERP, which then stops only for the swap.
+            # beside the running ERP, which then stops only for the swap. The dump's
+            # copy goes first, alone: the load after it is the longer branch.
             _step(n, rollback, "staging")  # an agent stop from here: the staging undone
-            _both(lambda: source.unpack(n["dir"], log), lambda: source.stage(db, log))
+            source.stage(db, log, alongside=lambda: source.unpack(n["dir"], log))
         else:
             source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
@@ -298,11 +299,11 @@ class Backups:
         archive.unpack(chunks, kind, new)
         _same(fs["object"], fs, chunks, RestoreError)
 
-    def _load_database(self, transfer, expected, db, log, label, database=DB):
+    def _load_database(self, transfer, expected, db, log, label, database=DB, alongside=None):
         """Drop and recreate `database`, copy the dump from storage into the database
         container (DUMP_FILE; checked against the manifest before anything loads), and
         pg_restore it from there with one job per core (restore_jobs()), the file
-        removed at its end.
+        removed at its end; `alongside()`, if given, runs on a thread while it loads.
 
         The copy costs the dump's size on the server's disk for as long as it loads,
         and buys two things: pg_restore works on tables and indexes in parallel only
@@ -336,13 +337,17 @@ class Backups:
         _both(copy, lambda: self._recreate_database(
             db, database, also_drop=(REPLACED,) if staged else ()))
         jobs = restore_jobs()
-        exec_stream.run(self.api, db.id, [
-            "sh", "-c", 'pg_restore -U "$1" -d "$2" --no-owner --exit-on-error --jobs="$3" "$0";'
-                        ' code=$?; rm -f "$0"; exit $code', DUMP_FILE, DB, database, str(jobs)],
-            what="pg_restore",
-            environment={"PGOPTIONS": "-c synchronous_commit=off"} if staged else None)
-        log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump copied in "
-                    f"{copied['in']}, restored by {jobs} jobs; {_since(started)} in all)")
+
+        def load():
+            exec_stream.run(self.api, db.id, [
+                "sh", "-c", 'pg_restore -U "$1" -d "$2" --no-owner --exit-on-error --jobs="$3"'
+                            ' "$0"; code=$?; rm -f "$0"; exit $code', DUMP_FILE, DB, database,
+                str(jobs)], what="pg_restore",
+                environment={"PGOPTIONS": "-c synchronous_commit=off"} if staged else None)
+            log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump copied "
+                        f"in {copied['in']}, restored by {jobs} jobs; {_since(started)} in all)")
+
+        _both(load, alongside or (lambda: None))
 
     def _recreate_database(self, db, database=DB, also_drop=()):
         """`database` made again empty, `also_drop` dropped: one psql (each of the engine's
@@ -410,13 +415,20 @@ class _Stored:
         log("info", f"unpacking {fs['object']} beside the current filestore")
         started = time.monotonic()
         self.backups._unpack(self.transfer, fs, env_dir)
+        unpacked = _since(started)
+        # On disk before it is swapped in (while the dump still loads): the previous
+        # filestore goes once the restore stands, and the engine's stop and start of
+        # the ERP, which sync their own state, would otherwise wait behind a gigabyte
+        # of the kernel's writeback.
+        _flush(env_dir / "filestore.new")
         log("info", f"restore: the filestore is unpacked ({fs['size']} bytes of archive in "
-                    f"{_since(started)})")
+                    f"{unpacked}, on disk after {_since(started)})")
 
-    def stage(self, db, log):
-        """The dump loaded into the STAGED database, the live one untouched."""
+    def stage(self, db, log, alongside=None):
+        """The dump loaded into the STAGED database, the live one untouched;
+        `alongside()` runs while it loads (after the dump's copy)."""
         self.backups._load_database(self.transfer, self.manifest["database"], db, log, "restore",
-                                    database=STAGED)
+                                    database=STAGED, alongside=alongside)
 
 
 def _both(first, second):
@@ -475,6 +487,20 @@ def _terminate(*databases):
             "PERFORM pg_stat_clear_snapshot(); "  # else the activity seen is the first look's
             f"EXIT WHEN NOT EXISTS (SELECT 1 {others}) OR clock_timestamp() > until; "
             "PERFORM pg_sleep(0.01); END LOOP; END $$")
+
+
+def _flush(path):
+    """Everything written to the filesystem holding `path` on disk (syncfs(2); where
+    the C library has none, sync(2))."""
+    import ctypes
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
 
 
 def _since(started):
