@@ -27,9 +27,12 @@ machine is shared):
                     the task is `completed`. A restore takes a safety backup
                     first; the figure compared is the restore itself, from the
                     task-log line after the safety backup to the task's end
-                    (filestore downloaded and unpacked, ERP stopped, database
-                    dropped, recreated and pg_restore'd from storage, filestore
-                    swapped, ERP started and healthy); the whole task is shown too
+                    (filestore downloaded and unpacked while the dump is copied
+                    into the PostgreSQL container and pg_restore'd from there into
+                    a database of its own, ERP stopped, databases renamed,
+                    filestore swapped, ERP started and healthy); the whole task is
+                    shown too, and `--steps` the agent's task log, which gives
+                    each phase's time
   baseline restore- `zstd -d | tar -x` into a new directory, and `pg_restore`
                     of the dump file into a new database in the same container
 

@@ -40,6 +40,9 @@ MANIFEST_MAX = 1024 * 1024
 TRASH = "filestore.trash-"  # a previous filestore being deleted (_discard)
 STAGED = "odoo_restore"  # a restore's database, loaded while the ERP still runs
 REPLACED = "odoo_replaced"  # the database a restore replaced, dropped after it
+TERMINATE_WAIT = 10  # seconds for ended sessions to go before a DROP or RENAME
+DUMP_FILE = "/tmp/berth-restore.dump"  # in the database container, while it loads
+MAX_JOBS = 8  # pg_restore's parallel jobs: one per core, up to this
 
 
 class BackupError(AgentError):
@@ -206,19 +209,18 @@ class Backups:
         if staged:
             # A stored backup's parts are read independently: the filestore is
             # unpacked while the dump loads into a database of its own, both
-            # beside the running ERP, which then stops only for the swap.
-            self._drop_database(db, REPLACED)  # left by an agent stop after a restore
+            # beside the running ERP, which then stops only for the swap. The dump's
+            # copy goes first, alone: the load after it is the longer branch.
             _step(n, rollback, "staging")  # an agent stop from here: the staging undone
-            _both(lambda: source.unpack(n["dir"], log), lambda: source.stage(db, log))
+            source.stage(db, log, alongside=lambda: source.unpack(n["dir"], log))
         else:
             source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
         self._stop_erp(n, log)
         _step(n, rollback, "database")
         if staged:  # renames only: the replaced database is dropped once the ERP is back
-            self._terminate(db, DB)
-            self._psql(db, f"ALTER DATABASE {DB} RENAME TO {REPLACED}", database="postgres")
-            self._psql(db, f"ALTER DATABASE {STAGED} RENAME TO {DB}", database="postgres")
+            self._psql(db, _terminate(DB), f"ALTER DATABASE {DB} RENAME TO {REPLACED}",
+                       f"ALTER DATABASE {STAGED} RENAME TO {DB}", database="postgres")
             log("info", "restore: the restored database is in place")
         else:
             source.load(db, log)
@@ -297,30 +299,66 @@ class Backups:
         archive.unpack(chunks, kind, new)
         _same(fs["object"], fs, chunks, RestoreError)
 
-    def _load_database(self, transfer, expected, db, log, label, database=DB):
-        """Drop and recreate `database`, then pg_restore the dump streamed from storage."""
+    def _load_database(self, transfer, expected, db, log, label, database=DB, alongside=None):
+        """Drop and recreate `database`, copy the dump from storage into the database
+        container (DUMP_FILE; checked against the manifest before anything loads), and
+        pg_restore it from there with one job per core (restore_jobs()), the file
+        removed at its end; `alongside()`, if given, runs on a thread while it loads.
+
+        The copy costs the dump's size on the server's disk for as long as it loads,
+        and buys two things: pg_restore works on tables and indexes in parallel only
+        from a file, and, reading a file, it no longer waits on each chunk's way from
+        storage through the agent and the engine (a chain of processes that a busy
+        server schedules slowly, the restore's slowest part when it streamed).
+        A restore's staged database is loaded with asynchronous commits: pg_restore
+        commits each table, index and constraint on its own (thousands in an ERP's
+        database), and each would wait for a flush of the WAL; the rename that puts
+        it in place commits synchronously, which flushes all of it first."""
         self.progress(phase=f"{label}: loading the database", bytes_done=0)
         log("info", f"{label}: recreating the database from {expected['object']}")
-        self._recreate_database(db, database)
+        staged = database == STAGED
+        started, copied = time.monotonic(), {}
         chunks = Checked(transfer.download(expected["object"]), self._counter())
-        exec_stream.Exec(self.api, db.id, ["pg_restore", "-U", DB, "-d", database, "--no-owner",
-                                           "--exit-on-error"],
-                         stdin=True, what="pg_restore").feed(chunks)
-        _same(expected["object"], expected, chunks, RestoreError)
-        log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump)")
 
-    def _recreate_database(self, db, database=DB):
-        self._drop_database(db, database)
-        self._psql(db, f"CREATE DATABASE {database} OWNER {DB} TEMPLATE template0 "
-                       "ENCODING 'UTF8'", database="postgres")
+        def copy():
+            try:
+                exec_stream.Exec(self.api, db.id, ["sh", "-c", 'cat > "$0"', DUMP_FILE],
+                                 stdin=True, what="the dump's copy into the database container"
+                                 ).feed(chunks)
+                _same(expected["object"], expected, chunks, RestoreError)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    exec_stream.run(self.api, db.id, ["rm", "-f", DUMP_FILE])
+                raise
+            copied["in"] = _since(started)
+
+        # The copy and the database's recreation at once (the database a previous
+        # restore replaced goes in the same psql: left by an agent stop after it).
+        _both(copy, lambda: self._recreate_database(
+            db, database, also_drop=(REPLACED,) if staged else ()))
+        jobs = restore_jobs()
+
+        def load():
+            exec_stream.run(self.api, db.id, [
+                "sh", "-c", 'pg_restore -U "$1" -d "$2" --no-owner --exit-on-error --jobs="$3"'
+                            ' "$0"; code=$?; rm -f "$0"; exit $code', DUMP_FILE, DB, database,
+                str(jobs)], what="pg_restore",
+                environment={"PGOPTIONS": "-c synchronous_commit=off"} if staged else None)
+            log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump copied "
+                        f"in {copied['in']}, restored by {jobs} jobs; {_since(started)} in all)")
+
+        _both(load, alongside or (lambda: None))
+
+    def _recreate_database(self, db, database=DB, also_drop=()):
+        """`database` made again empty, `also_drop` dropped: one psql (each of the engine's
+        execs costs tens of milliseconds, more on a busy server)."""
+        gone = (database, *also_drop)
+        self._psql(db, _terminate(*gone), *(f"DROP DATABASE IF EXISTS {d}" for d in gone),
+                   f"CREATE DATABASE {database} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'",
+                   database="postgres")
 
     def _drop_database(self, db, database):
-        self._terminate(db, database)
-        self._psql(db, f"DROP DATABASE IF EXISTS {database}", database="postgres")
-
-    def _terminate(self, db, database):
-        self._psql(db, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                       f" WHERE datname = '{database}' AND pid <> pg_backend_pid()",
+        self._psql(db, _terminate(database), f"DROP DATABASE IF EXISTS {database}",
                    database="postgres")
 
     def _drop_quietly(self, db, database):
@@ -332,11 +370,11 @@ class Backups:
         erp = self.envs._container(n["erp"])
         if erp is None:
             raise RestoreError("the environment has no ERP container")
-        with engine_errors():
-            erp.reload()
+        with engine_errors():  # just looked up: its status is current
             if erp.status == "running":
+                started = time.monotonic()
                 erp.stop(timeout=20)
-                log("info", f"stopped {erp.name}")
+                log("info", f"stopped {erp.name} ({_since(started)})")
 
     def _start_erp(self, n, log):
         self.progress(phase="starting the ERP")
@@ -355,10 +393,13 @@ class Backups:
             raise BackupError("the environment's database container is not running")
         return db
 
-    def _psql(self, db, sql, database=DB):
+    def _psql(self, db, *sql, database=DB):
+        """Each statement of `sql` on its own (its own transaction: DROP DATABASE runs in
+        none), in one psql that stops at the first failure."""
         return exec_stream.run(self.api, db.id, ["psql", "-X", "-q", "-t", "-A", "-U", DB,
                                                  "-d", database, "-v", "ON_ERROR_STOP=1",
-                                                 "-c", sql], what="psql").strip()
+                                                 *(a for s in sql for a in ("-c", s))],
+                               what="psql").strip()
 
 
 class _Stored:
@@ -372,12 +413,22 @@ class _Stored:
     def unpack(self, env_dir, log):
         fs = self.manifest["filestore"]
         log("info", f"unpacking {fs['object']} beside the current filestore")
+        started = time.monotonic()
         self.backups._unpack(self.transfer, fs, env_dir)
+        unpacked = _since(started)
+        # On disk before it is swapped in (while the dump still loads): the previous
+        # filestore goes once the restore stands, and the engine's stop and start of
+        # the ERP, which sync their own state, would otherwise wait behind a gigabyte
+        # of the kernel's writeback.
+        _flush(env_dir / "filestore.new")
+        log("info", f"restore: the filestore is unpacked ({fs['size']} bytes of archive in "
+                    f"{unpacked}, on disk after {_since(started)})")
 
-    def stage(self, db, log):
-        """The dump loaded into the STAGED database, the live one untouched."""
+    def stage(self, db, log, alongside=None):
+        """The dump loaded into the STAGED database, the live one untouched;
+        `alongside()` runs while it loads (after the dump's copy)."""
         self.backups._load_database(self.transfer, self.manifest["database"], db, log, "restore",
-                                    database=STAGED)
+                                    database=STAGED, alongside=alongside)
 
 
 def _both(first, second):
@@ -417,6 +468,44 @@ class _Summed:
                 total = sum(self.done)
             self.progress(bytes_done=total)
         return report
+
+
+def restore_jobs():
+    """pg_restore's jobs: one per core of the server, at most MAX_JOBS."""
+    return max(1, min(os.cpu_count() or 1, MAX_JOBS))
+
+
+def _terminate(*databases):
+    """SQL that ends the sessions on `databases` and waits until they are gone (at
+    most TERMINATE_WAIT s): pg_terminate_backend only signals them, and a DROP or a
+    RENAME in the same psql right after it would still find them."""
+    names = ", ".join(f"'{d}'" for d in databases)
+    others = f"FROM pg_stat_activity WHERE datname IN ({names}) AND pid <> pg_backend_pid()"
+    return (f"DO $$ DECLARE until timestamptz := clock_timestamp() + interval "
+            f"'{TERMINATE_WAIT} seconds'; BEGIN LOOP "
+            f"PERFORM pg_terminate_backend(pid) {others}; "
+            "PERFORM pg_stat_clear_snapshot(); "  # else the activity seen is the first look's
+            f"EXIT WHEN NOT EXISTS (SELECT 1 {others}) OR clock_timestamp() > until; "
+            "PERFORM pg_sleep(0.01); END LOOP; END $$")
+
+
+def _flush(path):
+    """Everything written to the filesystem holding `path` on disk (syncfs(2); where
+    the C library has none, sync(2))."""
+    import ctypes
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+        if syncfs is None or syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _since(started):
+    """The seconds since `started` (time.monotonic()), for a progress line."""
+    return f"{time.monotonic() - started:.2f} s"
 
 
 def _same(name, expected, chunks, error):

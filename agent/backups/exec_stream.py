@@ -25,13 +25,13 @@ class Exec:
     """One command in a running container; `output()` yields its standard
     output, `feed(chunks)` writes its standard input; `check()` its exit code."""
 
-    def __init__(self, api, container_id, cmd, stdin=False, what=None):
+    def __init__(self, api, container_id, cmd, stdin=False, what=None, environment=None):
         self.api, self.what = api, what or cmd[0]
         self.stderr = b""
         self.output_ended = threading.Event()  # set by feed's reader at the output's end
         with engine_errors():
             self.id = api.exec_create(container_id, cmd, stdin=stdin, stdout=True,
-                                      stderr=True)["Id"]
+                                      stderr=True, environment=environment)["Id"]
             self.sock = api.exec_start(self.id, socket=True)
         raw = getattr(self.sock, "_sock", self.sock)
         raw.settimeout(IDLE_TIMEOUT)
@@ -169,7 +169,7 @@ class Exec:
         return code
 
 
-def run(api, container_id, cmd, what=None):
+def run(api, container_id, cmd, what=None, environment=None):
     """The standard output of a short command, as text (its size is small)."""
-    ex = Exec(api, container_id, cmd, what=what)
+    ex = Exec(api, container_id, cmd, what=what, environment=environment)
     return b"".join(ex.output()).decode(errors="replace")

@@ -96,6 +96,13 @@ def payload(stand_in, env_id):
             "erp_version": "17.0"}
 
 
+def dump_copies(envs, env_id):
+    """The restore's copies of a dump left in the database container (none once it ends)."""
+    db = envs._container(envs._names(env_id)["db"])
+    code, out = db.exec_run(["sh", "-c", "ls /tmp/*.dump 2>/dev/null; true"])
+    return out.decode().split()
+
+
 def healthy(envs, env_id):
     address = erp_address(envs.docker, envs._names(env_id)["erp"])
     with urllib.request.urlopen(f"http://{address}/web/health", timeout=10) as r:
@@ -172,6 +179,7 @@ def test_backup_then_restore_brings_rows_and_files_back(env, stand_in):
         assert time.monotonic() < deadline
         time.sleep(0.1)
     assert healthy(envs, env_id)
+    assert dump_copies(envs, env_id) == []
     assert out["restored_from"] == job["backup_id"] and out["safety"]["verified"] is True
     # The safety backup holds the state the restore replaced.
     assert out["safety"]["manifest"]["backup_id"] == safety["backup_id"]
@@ -200,7 +208,10 @@ def test_a_corrupt_dump_leaves_the_environment_as_it_was(env, stand_in):
                          "transfer_url": job["transfer_url"], "safety": payload(stand_in, env_id),
                          "health_timeout": 60}, lambda level, msg: lines.append((level, msg)))
 
-    assert "pg_restore" in str(failed.value) or "checksum" in str(failed.value)
+    # The dump is checked against its manifest before anything of it loads, and its
+    # copy in the database container removed.
+    assert "database.dump in storage does not match its checksum" in str(failed.value)
+    assert dump_copies(envs, env_id) == []
     # The failed command still reports the safety backup it stored and verified.
     assert failed.value.partial_result["safety"]["verified"] is True
     assert notes(envs, env_id) == current_rows
