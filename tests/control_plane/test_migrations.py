@@ -167,7 +167,7 @@ def test_tasks_that_are_not_deployments_lose_their_version(tmp_path, backend, re
                                       kind=kind, trigger="manual", status="success")
                     for n, kind in enumerate(kinds, 1)]
             TaskLogLine.create(deployment=rows[0], seq=1, level="info", message="kept")
-            assert migrate.runner(db).up() == ["0012_task_versions"]
+            assert migrate.runner(db).up(target="0012_task_versions") == ["0012_task_versions"]
             assert [Deployment.get_by_id(d.id).version for d in rows] == [1, None, None, 4, None]
             assert [m for (m,) in TaskLogLine.select(TaskLogLine.message).tuples()] == ["kept"]
             assert migrate.runner(db).down() == ["0012_task_versions"]
