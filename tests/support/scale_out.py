@@ -129,10 +129,17 @@ class Stack:
         return r.json()["token"]
 
     def served_by(self, answers):
-        """The web containers that logged the request id of any of `answers`."""
+        """The web containers that logged the request id of any of `answers`. Access
+        lines are written in batches (at most 0.1 s late): wait until each id is seen."""
         ids = {r.headers["X-Request-Id"] for r in answers}
-        return [c for c in self.containers("web")
-                if any(i in docker("logs", c).stderr for i in ids)]
+        logs = {}
+
+        def every_id_logged():
+            logs.update((c, docker("logs", c).stderr) for c in self.containers("web"))
+            return all(any(i in log for log in logs.values()) for i in ids)
+
+        wait_for(every_id_logged, timeout=10, interval=0.2, what="the access lines")
+        return [c for c, log in logs.items() if any(i in log for i in ids)]
 
     def remove(self):
         docker("stack", "rm", STACK, check=False)
