@@ -29,14 +29,23 @@ BRANCH_PATTERN = (r"^(?!-)(?!HEAD$)(?!@$)(?![./])(?!.*(\.\.|@\{|//|/\.|\.lock/))
                   rf"[^\x00-\x20\x7f~^:?*\[\\{_UNICODE_SPACES}]{{1,255}}$")
 
 
+def _bounded(value, what, limit):
+    """The checks branch names and URLs share: present, within `limit`, and never
+    read by git as an option (a leading `-`)."""
+    if not value:
+        return f"{what} must not be empty."
+    if len(value) > limit:
+        return f"{what} has at most {limit} characters."
+    if value.startswith("-"):
+        return f"{what} must not start with '-'."
+    return None
+
+
 def branch_problem(name):
     """None for a valid branch name, else why it is not (a sentence)."""
-    if not name:
-        return "A branch name must not be empty."
-    if len(name) > MAX_BRANCH:
-        return f"A branch name has at most {MAX_BRANCH} characters."
-    if name.startswith("-"):
-        return "A branch name must not start with '-'."
+    problem = _bounded(name, "A branch name", MAX_BRANCH)
+    if problem:
+        return problem
     if name in ("HEAD", "@"):
         return f"'{name}' is not a branch name."
     if _BAD_CHARS.search(name):
@@ -69,12 +78,9 @@ _SCP = re.compile(r"(?:(?P<user>[^@:/]+)@)?(?P<host>[^@:/]+):(?P<path>.+)")
 def url_problem(url, *, ssh=True):
     """None for an allowed repository URL, else why it is not. `ssh` False: only
     https (the spec's form for a project's repository)."""
-    if not url:
-        return "A repository URL must not be empty."
-    if len(url) > MAX_URL:
-        return f"A repository URL has at most {MAX_URL} characters."
-    if url.startswith("-"):
-        return "A repository URL must not start with '-'."
+    problem = _bounded(url, "A repository URL", MAX_URL)
+    if problem:
+        return problem
     forms = "https://host/path" + (", ssh://host/path or user@host:path" if ssh else "")
     if "://" not in url:
         m = _SCP.fullmatch(url) if ssh and "::" not in url else None

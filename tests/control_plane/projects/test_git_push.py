@@ -334,17 +334,24 @@ def test_openapi_documents_the_endpoint(client):
 BERTH = str(Path(sys.executable).parent / "berth")
 
 
-def test_admin_commands(tmp_path, backend):
-    if backend != "sqlite":
-        pytest.skip("the console script uses the data directory's SQLite")
+def _admin_cli(tmp_path, **settings):
+    """`berth admin …` on a data directory of its own: parsed JSON, or stderr
+    when it is expected to fail."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
-    env |= {"CP_DATA_DIR": str(tmp_path / "cli"), "CP_PUBLIC_URL": "https://berth.example.com"}
+    env |= {"CP_DATA_DIR": str(tmp_path / "cli"), **settings}
 
     def admin(*args, ok=True):
         proc = subprocess.run([BERTH, "admin", *map(str, args)], env=env, capture_output=True,
                               text=True, timeout=60)
         assert (proc.returncode == 0) == ok, proc.stderr
         return json.loads(proc.stdout) if ok else proc.stderr
+    return admin
+
+
+def test_admin_commands(tmp_path, backend):
+    if backend != "sqlite":
+        pytest.skip("the console script uses the data directory's SQLite")
+    admin = _admin_cli(tmp_path, CP_PUBLIC_URL="https://berth.example.com")
 
     org = admin("org", "create", "--name", "acme")["id"]
     server = admin("server", "create", "--name", "s", "--provider", "p", "--cpu-cores", 1,
@@ -378,14 +385,7 @@ def test_admin_addon_repositories_follow_the_git_rules(tmp_path, backend):
     without them."""
     if backend != "sqlite":
         pytest.skip("the console script uses the data directory's SQLite")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CP_")}
-    env |= {"CP_DATA_DIR": str(tmp_path / "cli")}
-
-    def admin(*args, ok=True):
-        proc = subprocess.run([BERTH, "admin", *map(str, args)], env=env, capture_output=True,
-                              text=True, timeout=60)
-        assert (proc.returncode == 0) == ok, proc.stderr
-        return json.loads(proc.stdout) if ok else proc.stderr
+    admin = _admin_cli(tmp_path)
 
     org = admin("org", "create", "--name", "acme")["id"]
     from control_plane.app import create_app
