@@ -10,11 +10,18 @@ starts the server, any other command is run as is. Run as `odoo` it is the serve
   odoo [-c FILE] [--db_host H] [--db_port P] [-r USER] [-w PASSWORD] [-d DB]
        [--addons-path A,B] [-D DATA_DIR] [-p PORT] [--http-interface ADDR]
        [--proxy-mode] [-i MODULES] [-u MODULES] [--stop-after-init]
+  odoo neutralize [the same options] -d DB [--stdout]
+
+`neutralize` is Odoo's (16+): base's data/neutralize.sql on the existing database
+DB (the outgoing mail servers off and a dummy one added, every scheduled action
+off but the autovacuum, `database.is_neutralized` set); `--stdout` prints the SQL
+instead. Exit 1, saying the database is not neutralized, when it cannot.
 
 The config file (-c, else $ODOO_RC) must be readable and hold [options]; otherwise it
 exits 1 with the reason. It waits up to 30 s for PostgreSQL, creates the database
-(db_name, default "odoo") when missing with two of Odoo's tables (ir_config_parameter
-holding database.uuid, ir_module_module), creates the filestore under data_dir, then
+(db_name, default "odoo") when missing with four of Odoo's tables (ir_config_parameter
+holding database.uuid, ir_module_module, ir_cron holding the autovacuum and the
+mail queue, ir_mail_server), creates the filestore under data_dir, then
 serves on 8069:
   GET /web/health    200 {"status": "pass"} when the database answers, else 503
   GET /              a small page
@@ -150,6 +157,36 @@ def find_addons(addons_path):
     return list(found.values())
 
 
+AUTOVACUUM = "Base: Auto-vacuum internal data"  # the one scheduled action left on
+# base's data/neutralize.sql, for the tables the stand-in models.
+NEUTRALIZE_SQL = f"""UPDATE ir_cron SET active = false WHERE name <> '{AUTOVACUUM}';
+UPDATE ir_mail_server SET active = false;
+INSERT INTO ir_mail_server (name, smtp_host, smtp_port, active)
+    VALUES ('neutralization - disable emails', 'invalid', 25, true);
+INSERT INTO ir_config_parameter (key, value) VALUES ('database.is_neutralized', true)
+    ON CONFLICT (key) DO UPDATE SET value = true;
+"""
+
+
+def create_tables(cr):
+    """The Odoo tables the stand-in models (a database from an older stand-in gets
+    the ones it lacks)."""
+    cr.execute("CREATE TABLE IF NOT EXISTS ir_config_parameter"
+               " (key varchar PRIMARY KEY, value text NOT NULL)")
+    cr.execute("CREATE TABLE IF NOT EXISTS ir_module_module (id serial PRIMARY KEY,"
+               " name varchar UNIQUE NOT NULL, state varchar NOT NULL, latest_version varchar)")
+    cr.execute("SELECT to_regclass('ir_cron') IS NULL")
+    new_cron = cr.fetchone()[0]
+    cr.execute("CREATE TABLE IF NOT EXISTS ir_cron (id serial PRIMARY KEY,"
+               " name varchar NOT NULL, active boolean NOT NULL DEFAULT true)")
+    if new_cron:
+        cr.execute("INSERT INTO ir_cron (name) VALUES (%s), ('Mail: Email Queue Manager')",
+                   (AUTOVACUUM,))
+    cr.execute("CREATE TABLE IF NOT EXISTS ir_mail_server (id serial PRIMARY KEY,"
+               " name varchar NOT NULL, smtp_host varchar NOT NULL, smtp_port integer,"
+               " active boolean NOT NULL DEFAULT true)")
+
+
 class Database:
     def __init__(self, s):
         self.s = s
@@ -195,13 +232,10 @@ class Database:
         conn = self.connect()
         with conn, conn.cursor() as cr:
             cr.execute("SELECT pg_advisory_xact_lock(8069)")
-            cr.execute("CREATE TABLE IF NOT EXISTS ir_config_parameter"
-                       " (key varchar PRIMARY KEY, value text NOT NULL)")
+            create_tables(cr)
             cr.execute("INSERT INTO ir_config_parameter VALUES ('database.uuid', %s),"
                        " ('database.create_date', now()::text) ON CONFLICT DO NOTHING",
                        (str(uuid.uuid4()),))
-            cr.execute("CREATE TABLE IF NOT EXISTS ir_module_module (id serial PRIMARY KEY,"
-                       " name varchar UNIQUE NOT NULL, state varchar NOT NULL, latest_version varchar)")
             cr.execute("INSERT INTO ir_module_module (name, state, latest_version)"
                        " VALUES ('base', 'installed', %s) ON CONFLICT DO NOTHING", (VERSION,))
             for a in addons.values():
@@ -381,6 +415,52 @@ def serve(argv, env_defaults):
     return 0
 
 
+def neutralize(argv, env_defaults):
+    """`odoo neutralize -d DB`: Odoo's options plus --stdout; the database must exist."""
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO,
+                        format="%(asctime)s %(process)d %(levelname)s ? %(name)s: %(message)s")
+    nlog = logging.getLogger("odoo.modules.neutralize")
+    args, unknown = parse_args(argv)
+    to_stdout = "--stdout" in unknown
+    unknown = [a for a in unknown if a != "--stdout"]
+    if unknown:
+        fail(f"unrecognized arguments: {' '.join(unknown)}")
+    if not args.db_name:
+        fail("neutralize needs a database: -d DB")
+    try:
+        s = settings(args, env_defaults)
+    except ConfigError as exc:
+        fail(str(exc))
+    if to_stdout:
+        print("BEGIN;\n" + NEUTRALIZE_SQL + "COMMIT;")
+        return 0
+    db = Database(s)
+    db.wait()
+    try:
+        conn = db.connect()
+    except psycopg2.Error as exc:
+        nlog.error("The database %s is not neutralized: %s", s["db_name"], str(exc).strip())
+        return 1
+    try:
+        with conn, conn.cursor() as cr:
+            nlog.info("Starting %s database neutralization", s["db_name"])
+            create_tables(cr)
+            cr.execute(NEUTRALIZE_SQL)
+    except psycopg2.Error as exc:
+        nlog.error("The database %s is not neutralized: %s", s["db_name"], str(exc).strip())
+        return 1
+    finally:
+        conn.close()
+    nlog.info("Neutralization finished")
+    return 0
+
+
+def main(argv, env_defaults):
+    if argv and argv[0] == "neutralize":
+        return neutralize(argv[1:], env_defaults)
+    return serve(argv, env_defaults)
+
+
 def entrypoint(argv):
     """The official image's entrypoint.sh."""
     if argv and argv[0] in ("odoo", "--"):
@@ -400,10 +480,10 @@ def entrypoint(argv):
         "db_password": password or env.get("DB_ENV_POSTGRES_PASSWORD")
         or env.get("POSTGRES_PASSWORD") or "odoo",
     }
-    return serve(argv, defaults)
+    return main(argv, defaults)
 
 
 if __name__ == "__main__":
     if os.path.basename(sys.argv[0]) == "entrypoint.sh":
         sys.exit(entrypoint(sys.argv[1:]))
-    sys.exit(serve(sys.argv[1:], {}))
+    sys.exit(main(sys.argv[1:], {}))
