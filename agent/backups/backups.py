@@ -15,7 +15,9 @@ filestore beside the live one while its dump loads into a database of its own
 the live one's place (the replaced one is dropped afterwards), swaps the
 filestore in, starts the ERP and waits for its health; any failure after the safety backup puts the environment back as it
 was (nothing touched before the ERP stops; after, the database from the safety
-backup and the previous filestore directory, kept until success)."""
+backup and the previous filestore directory, kept until success). With
+`neutralize` (a copy into a non-production environment), the restored database
+is neutralised (agent/backups/neutralize.py) before the ERP serves it."""
 
 import contextlib
 import json
@@ -27,6 +29,8 @@ import threading
 import time
 
 from agent.backups import archive, exec_stream
+from agent.backups.neutralize import is_neutralized
+from agent.backups.neutralize import neutralize as neutralize_database
 from agent.backups.transfer import Buffers, Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
 from agent.deploy.environments import erp_address
@@ -184,8 +188,9 @@ class Backups:
         rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],
                     "safety_database": safety["manifest"]["database"],
                     "staging": False, "stopped": False, "database": False}
+        neutralize = bool(payload.get("neutralize"))
         try:
-            self._restore(source, n, db, rollback, log)
+            self._restore(source, n, db, rollback, log, neutralize)
         except Exception as exc:
             log("error", f"the restore failed: {exc}; putting the safety backup back")
             try:
@@ -201,9 +206,10 @@ class Backups:
         threading.Thread(target=self._drop_quietly, args=(db, REPLACED), daemon=True,
                          name="berth-drop-replaced").start()
         log("info", f"restored {source.name}")
-        return {"safety": safety, "restored_from": source.id}
+        return {"safety": safety, "restored_from": source.id,
+                "neutralized": is_neutralized(self.api, db)}
 
-    def _restore(self, source, n, db, rollback, log):
+    def _restore(self, source, n, db, rollback, log, neutralize=False):
         self.progress(phase="restore: unpacking the filestore", bytes_done=0)
         staged = isinstance(source, _Stored)
         if staged:
@@ -213,6 +219,9 @@ class Backups:
             # copy goes first, alone: the load after it is the longer branch.
             _step(n, rollback, "staging")  # an agent stop from here: the staging undone
             source.stage(db, log, alongside=lambda: source.unpack(n["dir"], log))
+            if neutralize:  # the copy is made safe before anything of the live one stops
+                self.progress(phase="restore: neutralising the database")
+                neutralize_database(self.envs, rollback["environment_id"], STAGED, log)
         else:
             source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
@@ -224,6 +233,9 @@ class Backups:
             log("info", "restore: the restored database is in place")
         else:
             source.load(db, log)
+            if neutralize:  # the ERP is stopped: nothing has used the copy yet
+                self.progress(phase="restore: neutralising the database")
+                neutralize_database(self.envs, rollback["environment_id"], DB, log)
         if (n["dir"] / "filestore.new").exists():  # a bare dump import brings no filestore
             _swap(n["dir"])
         self._start_erp(n, log)

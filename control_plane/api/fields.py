@@ -226,3 +226,12 @@ class EnvironmentStatus(ma.fields.String):
     def _serialize(self, value, attr, obj, **kwargs):
         return super()._serialize(value and states.public_environment_status(value), attr, obj,
                                   **kwargs)
+
+
+def Neutralized():  # noqa: N802
+    """An environment's `neutralized`: read-only, true, false or null."""
+    return ma.fields.Boolean(required=True, allow_none=True, metadata={"description": (
+        "Whether the environment's database is neutralised (Odoo's `database.is_neutralized`: "
+        "mail servers and scheduled actions off, payments in test mode), as its server's "
+        "agent read it after the last restore; null until a restore, or when it could not "
+        "be read")})

@@ -56,16 +56,21 @@ def backup_create(env_id, comment):
 @click.option("--environment", "env_id", type=UUID_T, required=True)
 @click.option("--backup", "backup_id", type=UUID_T, required=True,
               help="A completed backup of this environment or of another of its project")
-def backup_restore(env_id, backup_id):
-    """Restore a backup into the environment (a task; a safety backup first)."""
+@click.option("--no-neutralize", "keep_live", is_flag=True,
+              help="Into staging or development: do not neutralise the restored database "
+                   "(it keeps its mail servers, scheduled actions and payments live)")
+def backup_restore(env_id, backup_id, keep_live):
+    """Restore a backup into the environment (a task; a safety backup first).
+    Into staging or development the restored database is neutralised."""
     from control_plane.models import Backup
     from control_plane.services.backups import backups
 
-    d = backups.restore_for_operator(env_id, backup_id, berth=_berth())
+    d = backups.restore_for_operator(env_id, backup_id, berth=_berth(),
+                                     neutralize=False if keep_live else None)
     safety = Backup.get(Backup.task == d.id)
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
             "environment_id": str(d.environment_id), "backup_id": str(backup_id),
-            "safety_backup": _backup(safety)}
+            "neutralize": d.extra_data.get("neutralize", False), "safety_backup": _backup(safety)}
 
 
 @command(backup, "export")

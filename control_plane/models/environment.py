@@ -49,6 +49,9 @@ class Environment(BaseModel):
     erp_options = JSONField(null=True)
     postgres_settings = JSONField(null=True)
     config_updated_at = DateTimeField(null=True)
+    # `database.is_neutralized` as the agent read it after the last restore
+    # (services/backups/neutralize.py); None: not known.
+    neutralized = peewee.BooleanField(null=True)
 
 
 class Deployment(BaseModel):

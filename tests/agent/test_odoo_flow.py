@@ -5,7 +5,7 @@ tests/support/backup_flow.py: a real control plane over HTTP, its gateway, a rea
 Two environments per run: a completed backup of A exported through the API, the
 zip fetched with plain HTTP and checked as Odoo's (`unzip -t`, its members and
 manifest), then uploaded in parts as an import of B and restored there: B holds
-A's rows and files. Then a hostile zip (a member that climbs out of the
+A's rows and files, neutralised (B is a staging environment). Then a hostile zip (a member that climbs out of the
 filestore) uploaded and restored into B: the task fails with the refusal's code,
 B's rows and files unchanged and its ERP still healthy."""
 
@@ -156,6 +156,10 @@ def test_odoo_zip_export_then_import(client, stand, tmp_path):
     assert client.get(base, headers=s.user).json["status"] == "restored"
     assert notes(s, b) == A_ROWS and files(s, b) == a_files
     assert erp_healthy(client, s, b)
+    # a copy of production in staging: neutralised before it served
+    assert psql(s, b, "SELECT value FROM ir_config_parameter"
+                      " WHERE key = 'database.is_neutralized'") == "true"
+    assert client.get(f"{P}/environments/{b}", headers=s.reader).json["neutralized"] is True
 
     # 3. A hostile zip: refused with its code, B untouched, its ERP healthy.
     set_notes(s, b, B_ROWS)

@@ -5,7 +5,8 @@ README.md here), installed in a virtualenv of its own.
 - Its agent (protocol revision 0) connects to this control plane, deploys an
   environment, runs an environment command that agents of this release receive
   as a typed message, reports its disk figures, answers live metrics requests,
-  and takes a verified backup.
+  takes a verified backup and restores it into staging (it does not neutralise:
+  the copy is shown as unknown, its task log says so).
 - This release's agent, given the previous control plane, refuses with a clear
   message and no traceback: `register` before it spends the token, and `run`
   with a credential the previous control plane issued (its log and `berth-agent
@@ -110,6 +111,20 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
 
         b = completed_backup(client, s, env_id, comment="by the previous agent")
         assert b["is_verified"] is True and b["total_size"] > 0
+        # A copy into staging: it ignores the request to neutralise, so the copy
+        # is shown as unknown and its task log says the copy is live.
+        staging = deployed(client, s, "Staging", "staging")
+        wait_running(client, s, staging)
+        r = client.post(f"/api/v1/environments/{staging}/restore", headers=s.user,
+                        json={"backup_id": b["id"]})
+        assert r.status_code == 202, r.json
+        done = settled(client, s, r.json["id"])
+        assert done["status"] == "success", done
+        assert client.get(f"{P}/environments/{staging}", headers=s.reader).json[
+            "neutralized"] is None
+        log = client.get(f"{P}/environments/{staging}/logs?task_id={done['id']}",
+                         headers=s.reader).json["log"]
+        assert "predates neutralisation" in log and "upgrade" in log
     finally:
         envs = Environments(docker_client, root=root)
         for env_id in s.created:

@@ -5,6 +5,7 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
+from control_plane.api.fields import Boolean
 from control_plane.api.ops.auth import current_user, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import BackupListArgs, BackupPage, BackupSchema
@@ -21,7 +22,8 @@ ERRORS = {
          "of another project (`not_found`)",
     409: "A task is pending or running for the environment (`task_in_progress`), or it is "
          "not running (`environment_not_ready`)",
-    422: "Invalid fields (`validation_error`): `backup_type` other than `manual`",
+    422: "Invalid fields (`validation_error`): `backup_type` other than `manual`; "
+         "`neutralize: true` for a production environment",
 }
 
 
@@ -40,10 +42,19 @@ class CreateBackupBody(ma.Schema):
                                metadata={"description": "Kept as the backup's `notes`"})
 
 
+NEUTRALIZE = ("Whether the restored database is neutralised (Odoo's `odoo neutralize`: "
+              "outgoing mail servers and scheduled actions off, payment providers and "
+              "carriers in test mode) before the ERP serves it. Default: true for staging and "
+              "development environments; a production environment is never neutralised "
+              "(`true` is a 422). `false` keeps the copy live, and the task log says who "
+              "asked.")
+
+
 class RestoreBody(ma.Schema):
     backup_id = ma.fields.UUID(required=True, metadata={
         "description": "A completed backup of this environment or of another environment "
                        "of the same project"})
+    neutralize = Boolean(load_default=None, metadata={"description": NEUTRALIZE})
 
 
 def _berth():
@@ -78,7 +89,7 @@ class EnvironmentBackups(MethodView):
 
 @blp.route("/environments/<uuid:env_id>/restore")
 class Restore(MethodView):
-    @errors(400, 403, 409)
+    @errors(400, 403, 409, 422)
     @blp.arguments(RestoreBody)
     @blp.response(202, DeploymentSchema)
     def post(self, body, env_id):
@@ -86,7 +97,9 @@ class Restore(MethodView):
 
         A `restore` task (its log like a deployment's): a safety backup of the
         environment first (its notes name the restore), then the database and
-        filestore of the chosen backup, the ERP restarted and its health checked;
-        on any failure the safety backup is put back. Answers at once with the
+        filestore of the chosen backup (into a staging or development
+        environment, neutralised: `neutralize`), the ERP restarted and its
+        health checked; on any failure the safety backup is put back. Answers at once with the
         task (permission `project.environments.deploy`)."""
-        return svc.restore_for_user(current_user(), env_id, body["backup_id"], berth=_berth())
+        return svc.restore_for_user(current_user(), env_id, body["backup_id"], berth=_berth(),
+                                    neutralize=body["neutralize"])

@@ -10,6 +10,7 @@ from control_plane.api.fields import (
     Boolean,
     Branch,
     EnvironmentStatus,
+    Neutralized,
     QueryBoolean,
     Schema,
     UTCDateTime,
@@ -72,7 +73,8 @@ class DeploymentSchema(Schema):
                        "rollback), `cancelled_by` and `cancelled_at` (a cancel), `delete_data`, "
                        "`deleted_containers`, `deleted_database`, `deleted_data` (a destroy), "
                        "`backup_id` (a backup; a restore's backup restored), "
-                       "`safety_backup_id` (a restore)"})
+                       "`safety_backup_id` and `neutralize` (a restore: whether it neutralises "
+                       "the restored database)"})
     created_at = UTCDateTime(required=True)
     started_at = UTCDateTime(allow_none=True, required=True)
     completed_at = UTCDateTime(allow_none=True, required=True)
@@ -147,6 +149,7 @@ class OpsEnvironmentSchema(Schema):
     server_id = ma.fields.UUID(allow_none=True, required=True)
     created_at = UTCDateTime(required=True)
     updated_at = UTCDateTime(allow_none=True, required=True)
+    neutralized = Neutralized()
 
 
 @blp.route("/deployments/<uuid:deployment_id>/retry")

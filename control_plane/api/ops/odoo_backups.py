@@ -7,8 +7,9 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane.api.fields import Schema, UTCDateTime
+from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.backups import NEUTRALIZE
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import DownloadArgs
 from control_plane.api.smorest import Blueprint, error_responses
@@ -28,7 +29,8 @@ ERRORS = {
          "running (`environment_not_ready`), the export is running (`export_in_progress`), "
          "or the import's upload is not complete (`import_not_uploaded`) or already is "
          "(`import_uploaded`)",
-    422: "Invalid fields (`validation_error`)",
+    422: "Invalid fields (`validation_error`); for …/restore, `neutralize: true` for a "
+         "production environment",
 }
 
 
@@ -174,11 +176,16 @@ class ImportComplete(MethodView):
                                    settings=_berth().settings)
 
 
+class ImportRestoreBody(ma.Schema):
+    neutralize = Boolean(load_default=None, metadata={"description": NEUTRALIZE})
+
+
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/restore")
 class ImportRestore(MethodView):
-    @errors(409)
+    @errors(409, 422)
+    @blp.arguments(ImportRestoreBody)
     @blp.response(202, DeploymentSchema)
-    def post(self, env_id, import_id):
+    def post(self, body, env_id, import_id):
         """Restore the environment from the import
 
         A `restore` task: the agent inspects the upload first and refuses a
@@ -187,6 +194,9 @@ class ImportRestore(MethodView):
         `import_not_a_dump`, `import_unrecognised`, …) with the environment
         untouched; otherwise a safety backup, then the database and filestore
         from the upload, the ERP restarted and its health checked, the safety
-        backup put back on any failure."""
-        return svc.restore_import(current_user(), env_id, import_id, berth=_berth())
+        backup put back on any failure. Into a staging or development
+        environment the restored database is neutralised (`neutralize`). The
+        body is optional."""
+        return svc.restore_import(current_user(), env_id, import_id, berth=_berth(),
+                                  neutralize=body["neutralize"])
 

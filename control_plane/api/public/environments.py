@@ -7,7 +7,14 @@ from flask.views import MethodView
 
 from control_plane import states
 from control_plane.api.auth import current_key
-from control_plane.api.fields import Branch, EnvironmentStatus, Name, Schema, UTCDateTime
+from control_plane.api.fields import (
+    Branch,
+    EnvironmentStatus,
+    Name,
+    Neutralized,
+    Schema,
+    UTCDateTime,
+)
 from control_plane.api.idempotency import idempotent
 from control_plane.api.smorest import (
     CREATED_REPLAY_SCHEMA,
@@ -42,6 +49,7 @@ class EnvironmentSchema(Schema):
     server_id = ma.fields.UUID(allow_none=True)
     created_at = UTCDateTime(required=True)
     updated_at = UTCDateTime(allow_none=True)
+    neutralized = Neutralized()
 
 
 class EnvironmentCreateSchema(ma.Schema):
@@ -109,6 +117,7 @@ class StatusSchema(Schema):
     container_running = ma.fields.Boolean(required=True)
     db_ready = ma.fields.Boolean(required=True)
     http_ok = ma.fields.Boolean(required=True)
+    neutralized = Neutralized()
     last_deploy = ma.fields.Nested(LastDeploySchema, allow_none=True, required=True)
     proxy = ma.fields.Nested(ProxySchema, allow_none=True, required=True, metadata={
         "description": "The server's HTTPS proxy as its agent last reported it; null before "

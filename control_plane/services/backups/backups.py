@@ -17,6 +17,7 @@ from control_plane import clock, errors, states
 from control_plane.db import database
 from control_plane.models import Backup, Environment
 from control_plane.pagination import page_page
+from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
 from control_plane.services.backups.tasks import (
     EXPORT_OBJECT,
@@ -51,10 +52,11 @@ def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MA
     return Backup.get_by_id(backup_id)
 
 
-def restore(env, source_id, *, actor_id, settings, gateway):
+def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, actor="an operator"):
     """Inside the caller's transaction, `env` locked: a `restore` task of a
     completed backup of an environment of the same project (404 otherwise, 400
-    unless completed), with its safety backup. Returns the task."""
+    unless completed), with its safety backup; neutralised unless into production
+    or `neutralize` is False (neutralize.py). Returns the task."""
     source = Backup.get_or_none(Backup.id == source_id, Backup.deleted_at.is_null())
     source_env = source and Environment.get_or_none(Environment.id == source.environment_id)
     if source_env is None or source_env.project_id != env.project_id:
@@ -63,9 +65,13 @@ def restore(env, source_id, *, actor_id, settings, gateway):
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be restored; this one is {source.status}.")
     require_ready(env)
-    return engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway,
-                       actor_id=actor_id, source=source, record={"extra_data": {
-                           "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4())}})
+    wanted = neutralization.decide(env, neutralize)
+    d = engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway,
+                     actor_id=actor_id, source=source, record={"extra_data": {
+                         "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4()),
+                         "neutralize": wanted}})
+    neutralization.record(d, env, neutralize, actor)
+    return d
 
 
 # --- reading ----------------------------------------------------------------
@@ -144,11 +150,11 @@ def create_for_user(user, env_id, *, berth, backup_type="manual", comment=None):
                       backup_type=backup_type, notes=comment)
 
 
-def restore_for_user(user, env_id, backup_id, *, berth):
+def restore_for_user(user, env_id, backup_id, *, berth, neutralize=None):
     with database.atomic():
         env = access.environment_for_user(user, env_id, DEPLOY, lock=True)
         return restore(env, backup_id, actor_id=user.id, settings=berth.settings,
-                       gateway=berth.gateway)
+                       gateway=berth.gateway, neutralize=neutralize, actor=f"user {user.email}")
 
 
 def list_for_operator(env_id, **filters):
@@ -162,8 +168,9 @@ def create_for_operator(env_id, *, berth, comment=None):
                       notes=comment)
 
 
-def restore_for_operator(env_id, backup_id, *, berth):
+def restore_for_operator(env_id, backup_id, *, berth, neutralize=None):
     with database.atomic():
         env = access.environment_for_operator(env_id, lock=True)
         return restore(env, backup_id, actor_id=None, settings=berth.settings,
-                       gateway=berth.gateway)
+                       gateway=berth.gateway, neutralize=neutralize,
+                       actor="an operator, with berth admin")

@@ -21,6 +21,7 @@ from control_plane import clock, errors, states
 from control_plane.db import database, for_update
 from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services.backups import backups as bk
+from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
 from control_plane.services.backups.tasks import EXPORT_OBJECT, IMPORT_OBJECT, require_ready
 from control_plane.services.environment_settings import access
@@ -188,17 +189,20 @@ def complete_import(user, env_id, import_id, parts, *, settings):
         return imp
 
 
-def restore_import(user, env_id, import_id, *, berth):
+def restore_import(user, env_id, import_id, *, berth, neutralize=None):
     """A `restore` task from the upload (409 `import_not_uploaded` before it is
-    complete), with its safety backup."""
+    complete), with its safety backup; neutralised as a backup's restore is."""
     with database.atomic():
         imp, env = _import_for_user(user, env_id, import_id, lock=True)
         if imp.status == I.UPLOADING:
             raise errors.ImportNotUploaded("Complete the import's upload first.")
         require_ready(env)
+        wanted = neutralization.decide(env, neutralize)
         d = engine.start(env, TaskKind.RESTORE, settings=berth.settings, gateway=berth.gateway,
                          actor_id=user.id, upload=imp, record={"extra_data": {
-                             "import_id": str(imp.id), "safety_backup_id": str(uuid.uuid4())}})
+                             "import_id": str(imp.id), "safety_backup_id": str(uuid.uuid4()),
+                             "neutralize": wanted}})
+        neutralization.record(d, env, neutralize, f"user {user.email}")
         BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
         imp.task = d.id
         return d

@@ -18,6 +18,7 @@ import uuid
 
 from control_plane import errors, events, states
 from control_plane.models import Backup, Deployment
+from control_plane.services.backups import neutralize
 from control_plane.services.tasks import engine, kinds
 from protocol.kinds import CommandKind, TaskKind
 
@@ -180,7 +181,8 @@ def _restore_payload(task, env, settings, *, source=None, upload=None):
                         f"Safety backup before restore {task.id} of {what}",
                         uuid.UUID(task.extra_data["safety_backup_id"]), source)
     payload = {"environment_id": str(env.id),
-               "safety": agent_payload(env, safety, settings), "health_timeout": HEALTH_TIMEOUT}
+               "safety": agent_payload(env, safety, settings), "health_timeout": HEALTH_TIMEOUT,
+               "neutralize": bool(task.extra_data.get("neutralize"))}
     if source is not None:
         payload.update(backup_id=str(source.id), transfer_url=transfer_url(settings, source.id))
     else:
@@ -198,8 +200,10 @@ def _restore_started(d, org_id, now):
 def _restore_settled(d, outcome, org_id, now, env_status):
     _rows_settled(d, outcome, now, (outcome.result or {}).get("safety") or {}, own=False,
                   unverified="the safety backup was not verified")
+    neutralized = neutralize.settled(d, outcome.result) if outcome.ok else None
     if outcome.status != D.CANCELLED:
-        events.record_restore_finished(d, org_id, outcome.ok, outcome.error)
+        events.record_restore_finished(d, org_id, outcome.ok, outcome.error,
+                                       neutralized=neutralized)
 
 
 # --- export ---------------------------------------------------------------------

@@ -115,7 +115,7 @@ def status_snapshot(key, environment_id, apps_domain):
             .order_by(Deployment.version.desc()).first())
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
             "container_running": running, "db_ready": running, "http_ok": running,
-            "last_deploy": None if last is None else {
+            "neutralized": env.neutralized, "last_deploy": None if last is None else {
                 "id": last.id, "status": states.snapshot_task_status(
                     last.status, agent_connected=_agent_connected(env.server_id)),
                 "outcome": states.task_outcome(last.status),

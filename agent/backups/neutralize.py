@@ -1,0 +1,73 @@
+"""A restored copy made safe: Odoo's own `odoo neutralize -d DB` (Odoo 16+), run in a
+one-off container of the environment's ERP image with the ERP's configuration,
+add-ons and network, before the copy takes traffic. Odoo then runs each
+installed module's data/neutralize.sql: outgoing mail servers off, scheduled
+actions off but the autovacuum, payment providers and carriers in test mode,
+and the parameter `database.is_neutralized` set."""
+
+import contextlib
+
+from agent.backups import exec_stream
+from agent.errors import AgentError, engine_errors
+
+TIMEOUT = 600  # seconds: a large database's UPDATEs, not a module update
+LOG_TAIL = 20  # lines of the command's output kept in the task log
+CONFIG = "/etc/odoo/odoo.conf"
+_TRUE = ("true", "t", "1", "yes", "y")
+
+
+class NeutralizeError(AgentError):
+    code = "restore_failed"
+
+
+def neutralize(envs, env_id, database, log):
+    """`odoo neutralize` on `database` (a database name on the environment's
+    PostgreSQL); raises NeutralizeError with the command's last lines when it fails."""
+    n = envs._names(env_id)
+    erp = envs._container(n["erp"])
+    if erp is None:
+        raise NeutralizeError("the environment has no ERP container to neutralise with")
+    name = f"{n['erp']}-neutralize"
+    leftover = envs._container(name)  # from an agent stopped while one ran
+    if leftover is not None:
+        with engine_errors():
+            leftover.remove(force=True)
+    config = erp.attrs.get("Config") or {}
+    log("info", f"neutralising the restored database (odoo neutralize -d {database})")
+    with engine_errors():
+        one_off = envs.docker.containers.run(
+            config.get("Image") or erp.image.id, ["odoo", "neutralize", "-c", CONFIG,
+                                                   "-d", database],
+            name=name, detach=True, network=n["network"],
+            labels=envs._labels(env_id, "neutralize"), environment=config.get("Env") or [],
+            volumes=(erp.attrs.get("HostConfig") or {}).get("Binds") or [])
+    try:
+        with engine_errors(TIMEOUT):
+            code = one_off.wait(timeout=TIMEOUT).get("StatusCode")
+            output = one_off.logs().decode(errors="replace").splitlines()
+    except AgentError as exc:
+        raise NeutralizeError(f"odoo neutralize did not finish: {exc}") from exc
+    finally:
+        with contextlib.suppress(AgentError), engine_errors():
+            one_off.remove(force=True)
+    for line in output[-LOG_TAIL:]:
+        log("info" if code == 0 else "error", f"neutralize: {line}")
+    if code != 0:
+        raise NeutralizeError(f"odoo neutralize failed (exit {code}): the restored database "
+                              "was not neutralised")
+    log("info", "the restored database is neutralised")
+
+
+def is_neutralized(api, db_container, database="odoo"):
+    """The database's `database.is_neutralized` parameter: True or False, or None
+    where it cannot be read (not an Odoo database)."""
+    sql = ("SELECT CASE WHEN to_regclass('ir_config_parameter') IS NULL THEN '?' ELSE "
+           "coalesce((SELECT value FROM ir_config_parameter "
+           "WHERE key = 'database.is_neutralized'), 'false') END")
+    try:
+        value = exec_stream.run(api, db_container.id, ["psql", "-X", "-q", "-t", "-A",
+                                                       "-U", "odoo", "-d", database,
+                                                       "-c", sql], what="psql").strip()
+    except AgentError:
+        return None
+    return None if value == "?" else value.lower() in _TRUE
