@@ -21,7 +21,11 @@ The config file (-c, else $ODOO_RC) must be readable and hold [options]; otherwi
 exits 1 with the reason. It waits up to 30 s for PostgreSQL, creates the database
 (db_name, default "odoo") when missing with four of Odoo's tables (ir_config_parameter
 holding database.uuid, ir_module_module, ir_cron holding the autovacuum and the
-mail queue, ir_mail_server), creates the filestore under data_dir, then
+mail queue, ir_mail_server), installs (-i) and updates (-u, `all` for every installed
+module) the add-ons: an update of a module whose version rose runs its migration
+scripts (migrations/<version>/{pre,post,end}-*.py, `migrate(cr, version)`) in one
+transaction with the version change, and exits 1 with the traceback if one raises;
+versions are kept as Odoo keeps them ('1.2' is '17.0.1.2'), then creates the filestore under data_dir, then
 serves on 8069:
   GET /web/health    200 {"status": "pass"} when the database answers, else 503
   GET /              a small page
@@ -39,6 +43,7 @@ import configparser
 import hashlib
 import html
 import http.server
+import importlib.util
 import json
 import logging
 import os
@@ -187,6 +192,50 @@ def create_tables(cr):
                " active boolean NOT NULL DEFAULT true)")
 
 
+def adapt_version(version):
+    """Odoo's adapt_version: a manifest version without the series is prefixed with it
+    ('1.2' -> '17.0.1.2'), which is what ir_module_module.latest_version holds."""
+    if not version:
+        return version
+    serie = ".".join(VERSION.split(".")[:2])
+    return version if version == serie or version.startswith(serie + ".") else f"{serie}.{version}"
+
+
+def _key(version):
+    return tuple(int(p) if p.isdigit() else 0 for p in (version or "0").split("."))
+
+
+def migrate(cr, addon, installed, version):
+    """Odoo's migration scripts of an updated module: for each folder
+    <module>/migrations/<version> above the installed version and up to the new
+    one (in version order), its pre-*.py, then its post-*.py, then end-*.py, each
+    file's `migrate(cr, installed_version)`, in the caller's transaction: one that
+    raises fails the whole update and nothing of it stays."""
+    base = os.path.join(addon["path"], "migrations")
+    try:
+        folders = [f for f in os.listdir(base) if os.path.isdir(os.path.join(base, f))]
+    except OSError:
+        folders = []
+    steps = sorted((f for f in folders
+                    if _key(installed) < _key(adapt_version(f)) <= _key(version)),
+                   key=lambda f: _key(adapt_version(f)))
+    mlog = logging.getLogger("odoo.modules.migration")
+    for stage in ("pre", "post", "end"):
+        for folder in steps:
+            for name in sorted(os.listdir(os.path.join(base, folder))):
+                if not (name.startswith(stage + "-") and name.endswith(".py")):
+                    continue
+                path = os.path.join(base, folder, name)
+                mlog.info("module %s: Running migration [%s>] %s", addon["name"], folder,
+                          name[:-3])
+                spec = importlib.util.spec_from_file_location(f"migration_{name[:-3]}", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                module.migrate(cr, installed)
+    if steps or installed != version:
+        log.info("module %s: updated from %s to %s", addon["name"], installed, version)
+
+
 class Database:
     def __init__(self, s):
         self.s = s
@@ -239,15 +288,23 @@ class Database:
             cr.execute("INSERT INTO ir_module_module (name, state, latest_version)"
                        " VALUES ('base', 'installed', %s) ON CONFLICT DO NOTHING", (VERSION,))
             for a in addons.values():
+                version = adapt_version(a.get("version"))
+                cr.execute("SELECT state, latest_version FROM ir_module_module WHERE name = %s",
+                           (a["name"],))
+                before = cr.fetchone()
                 state = "installed" if a["name"] in init else "uninstalled"
                 cr.execute("INSERT INTO ir_module_module (name, state, latest_version)"
                            " VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE SET state ="
                            " CASE WHEN EXCLUDED.state = 'installed' THEN 'installed'"
                            " ELSE ir_module_module.state END",
-                           (a["name"], state, a.get("version")))
-                if a["name"] in init or "all" in update or a["name"] in update:
+                           (a["name"], state, version))
+                updating = before is not None and before[0] == "installed" and (
+                    "all" in update or a["name"] in update)
+                if updating:
+                    migrate(cr, a, before[1], version)
+                if a["name"] in init or updating:
                     cr.execute("UPDATE ir_module_module SET latest_version = %s"
-                               " WHERE name = %s AND state = 'installed'", (a.get("version"), a["name"]))
+                               " WHERE name = %s AND state = 'installed'", (version, a["name"]))
         conn.close()
         log.info("database %s ready (modules to install: %s, to update: %s)",
                  name, ",".join(init) or "-", ",".join(update) or "-")
@@ -392,6 +449,10 @@ def serve(argv, env_defaults):
         db.ensure(module_list(args.init), module_list(args.update))
     except psycopg2.Error as exc:
         fail(f"cannot set up database {s['db_name']}: {str(exc).strip()}")
+    except Exception:  # a module's migration raised: Odoo logs it and stops, exit 1
+        logging.getLogger("odoo.modules.registry").exception(
+            "Failed to load registry (the update of database %s was rolled back)", s["db_name"])
+        return 1
     if args.stop_after_init:
         log.info("stopping after init")
         return 0

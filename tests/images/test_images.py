@@ -174,3 +174,83 @@ def test_erp_exits_on_a_bad_config(stack, erp_image, module_labeled_container,
         volumes={str(conf): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"}})
     assert erp.wait(timeout=30)["StatusCode"] != 0
     assert message in erp.logs()
+
+
+def _odoo(stack, erp_image, module_labeled_container, addons, *args):
+    """A one-off `odoo … --stop-after-init` on database DB_NAME: (exit code, output)."""
+    run = module_labeled_container(
+        stack["env_id"], "erp-once", ["odoo", "-d", DB_NAME, *args, "--stop-after-init"],
+        image=erp_image, network=stack["network"].name,
+        environment={"HOST": stack["postgres"].name, "USER": DB_USER, "PASSWORD": DB_PASSWORD},
+        volumes={str(addons): {"bind": "/mnt/extra-addons", "mode": "ro"}})
+    code = run.wait(timeout=60)["StatusCode"]
+    return code, run.logs().decode()
+
+
+def _write_addon(addons, version, migrations=None):
+    addon = addons / "berth_mig"
+    addon.mkdir(parents=True, exist_ok=True)
+    (addon / "__manifest__.py").write_text(f"{{'name': 'Migrating', 'version': '{version}'}}\n")
+    for rel, body in (migrations or {}).items():
+        path = addon / "migrations" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    for path in (addons, *addons.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def test_erp_updates_modules_with_their_migration_scripts(
+        stack, erp_image, module_labeled_container, tmp_path):
+    """`-u` as Odoo does it: a module whose version rose runs the migration scripts
+    above its installed version (pre-, post-, end-), in one transaction with the
+    version change; a script that raises exits non-zero with the traceback and
+    leaves the database as it was; an unchanged version runs nothing."""
+    wait_for(lambda: health(stack)[0] == 200, timeout=30, interval=0.3, what="health 200")
+    addons = tmp_path / "addons"
+
+    def psql(sql):
+        code, out = stack["postgres"].exec_run(
+            ["psql", "-X", "-tA", "-U", DB_USER, "-d", DB_NAME, "-c", sql])
+        assert code == 0, out
+        return out.decode().strip()
+
+    def installed():
+        return psql("SELECT latest_version FROM ir_module_module WHERE name = 'berth_mig'")
+
+    _write_addon(addons, "1.0")
+    code, out = _odoo(stack, erp_image, module_labeled_container, addons, "-i", "berth_mig")
+    assert code == 0, out
+    assert installed() == "17.0.1.0"  # Odoo's form: the series, then the manifest's
+
+    log_row = "def migrate(cr, version):\n    cr.execute(\"INSERT INTO mig_log VALUES (%s)\", ({!r},))\n"
+    _write_addon(addons, "1.2", {
+        "1.1/pre-create.py": "def migrate(cr, version):\n"
+                             "    cr.execute('CREATE TABLE mig_log (step text)')\n"
+                             "    cr.execute(\"INSERT INTO mig_log VALUES ('1.1 pre from ' || %s)\","
+                             " (version,))\n",
+        "1.1/post-a.py": log_row.format("1.1 post"),
+        "17.0.1.2/pre-b.py": log_row.format("1.2 pre"),
+        "17.0.1.2/end-c.py": log_row.format("1.2 end"),
+        "1.0/pre-old.py": log_row.format("1.0: already installed, never runs"),
+        "1.3/pre-later.py": log_row.format("1.3: not yet, never runs")})
+    code, out = _odoo(stack, erp_image, module_labeled_container, addons, "-u", "berth_mig")
+    assert code == 0, out
+    assert "Running migration" in out and installed() == "17.0.1.2"
+    assert psql("SELECT string_agg(step, ', ') FROM mig_log") == \
+        "1.1 pre from 17.0.1.0, 1.2 pre, 1.1 post, 1.2 end"
+
+    # The same version again: nothing runs.
+    code, out = _odoo(stack, erp_image, module_labeled_container, addons, "-u", "all")
+    assert code == 0 and "Running migration" not in out, out
+    assert psql("SELECT count(*) FROM mig_log") == "4"
+
+    # A script that raises: exit 1, its traceback, and nothing of the update stays.
+    _write_addon(addons, "1.3", {
+        "1.3/pre-later.py": "def migrate(cr, version):\n"
+                            "    cr.execute(\"INSERT INTO mig_log VALUES ('1.3 half')\")\n"
+                            "    raise RuntimeError('column partner_ref cannot be null')\n"})
+    code, out = _odoo(stack, erp_image, module_labeled_container, addons, "-u", "berth_mig")
+    assert code == 1, out
+    assert "Traceback" in out and "column partner_ref cannot be null" in out
+    assert installed() == "17.0.1.2" and psql("SELECT count(*) FROM mig_log") == "4"
+    assert health(stack)[0] == 200  # the running ERP is not disturbed
