@@ -94,13 +94,16 @@ def record_started(d, org_id):
                          "project_id": str(d.project_id), "task_id": str(d.id)})
 
 
-def record_finished(d, org_id, ok, now):
-    """`deploy.completed` or `deploy.failed` for a task that ended (any kind)."""
-    return record_event(
-        org_id, d.project_id, Name.DEPLOY_COMPLETED if ok else Name.DEPLOY_FAILED,
-        {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
-         "task_id": str(d.id), "status": TaskStatus.COMPLETED if ok else TaskStatus.FAILED,
-         "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())})
+def record_finished(d, org_id, ok, now, error=None):
+    """`deploy.completed` or `deploy.failed` (with the reason) for a task that ended
+    (any kind)."""
+    data = {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
+            "task_id": str(d.id), "status": TaskStatus.COMPLETED if ok else TaskStatus.FAILED,
+            "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())}
+    if not ok:
+        data["error_message"] = error
+    return record_event(org_id, d.project_id,
+                        Name.DEPLOY_COMPLETED if ok else Name.DEPLOY_FAILED, data)
 
 
 def record_cancelled(d, org_id, cancelled_by, environment_status):

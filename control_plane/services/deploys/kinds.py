@@ -111,7 +111,8 @@ def _settled(d, outcome, org_id, now, env_status):
     if outcome.status == D.CANCELLED:
         events.record_cancelled(d, org_id, outcome.cancelled_by, env_status)
     else:
-        events.record_finished(d, org_id, outcome.ok, now)
+        events.record_finished(d, org_id, outcome.ok, now,
+                               (outcome.error or "the deployment failed")[:2000])
 
 
 def _code_started(d, org_id, now):

@@ -64,6 +64,8 @@ def test_stuck_deployment_fails_with_a_timeout(app, client, fake_clock, org_setu
     assert line.level == "error"
 
     [failed] = events(org, "deploy.failed")
+    reason = failed.data.pop("error_message")
+    assert "timed out after 30 minutes" in reason
     assert failed.data == {"environment_id": env["id"], "project_id": str(project.id),
                            "task_id": task, "status": "failed", "duration_seconds": 31 * 60}
     moves = [(e.data["from"], e.data["to"]) for e in events(org, "environment.status_changed")]
