@@ -37,6 +37,7 @@ from agent.proxy import certificates
 
 NAME, ROLE_LABEL = "berth-proxy", "berth.role"
 MOUNT = "/berth-proxy"  # the state directory, at the same place inside the container
+RETRY_AFTER = 30  # seconds, in the 503 a stopped environment's names answer
 ERP_PORT, LONGPOLL_PORT = 8069, 8072
 # Any other name (one just removed, say, while its certificate is still cached).
 UNKNOWN = {"handle": [{"handler": "static_response", "status_code": 404,
@@ -313,8 +314,9 @@ class Proxy:
 
 
 def _handler(address, longpolling):
-    if address is None:
+    if address is None:  # stopped (or being updated: a deploy's module update)
         return {"handler": "static_response", "status_code": 503,
+                "headers": {"Retry-After": [str(RETRY_AFTER)]},
                 "body": "This environment is not running.\n"}
     main = {"handler": "reverse_proxy", "upstreams": [{"dial": f"{address}:{ERP_PORT}"}]}
     if not longpolling:

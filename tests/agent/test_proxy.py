@@ -144,6 +144,7 @@ def test_environment_answers_over_https_at_its_urls(client, flow, loopback_dns, 
     assert r.status_code in (200, 202), r.json
     wait_for(lambda: https_request(host, f.port, "/web/health", roots)[0] == 503, timeout=60,
              interval=0.5, what="503 while stopped")
+    assert https_request(host, f.port, "/", roots)[1].get("Retry-After") == "30"
     r = client.post(f"{P}/environments/{env_id}/actions/start", headers=f.key)
     assert r.status_code in (200, 202), r.json
     wait_for(lambda: _answers(host, f.port, roots), timeout=60, interval=0.5,
