@@ -240,6 +240,16 @@ class Backups:
             _swap(n["dir"])
         self._start_erp(n, log)
 
+    def put_back(self, pre, taken, log):
+        """A deploy's revert: the database as its pre-deploy backup (`pre`, the
+        backup command; `taken`, its result) holds it, the ERP stopped."""
+        n = self.envs._names(pre["environment_id"])
+        db = self._db_container(n)
+        self._load_database(self._transfer(pre["transfer_url"]), taken["manifest"]["database"],
+                            db, log, "revert")
+        log("info", f"the database is back as the pre-deploy backup {pre['backup_id']} held it")
+        return {"reverted_to": pre["backup_id"]}
+
     def _roll_back(self, rollback, n, db, log):
         """The environment as it was before the restore: the database from the
         safety backup if it was touched, the previous filestore if it was swapped."""

@@ -41,7 +41,14 @@ def backup(agent, payload, log, label="backup"):
 
 
 @handles(CommandKind.RESTORE)
-def restore(agent, payload, log):
+def restore(agent, payload, log, revert_to=None):
+    """A restore; or, from a deploy whose module update failed (`revert_to`: its
+    pre-deploy backup's result, `payload` that backup's command), its database
+    alone put back."""
+    if revert_to is not None:
+        key = f"revert of {payload['environment_id']} to {payload['backup_id']}"
+        with _backups(agent, payload, CommandKind.RESTORE, key) as backups:
+            return backups.put_back(payload, revert_to, log)
     source = (f"import {payload['import'].get('import_id')}" if payload.get("import")
               else payload["backup_id"])
     key = f"restore {source} into {payload['environment_id']}"

@@ -7,6 +7,7 @@ routes again (an ERP's address changes when it starts)."""
 
 from agent import commands
 from agent.commands import handles
+from agent.deploy.updates import UpdateFailed
 from agent.errors import AgentError
 from protocol.kinds import CommandKind
 
@@ -35,6 +36,16 @@ class DeployFailed(AgentError):
         self.partial_result = result
 
 
+def _maintenance(agent, payload, log):
+    """While a deploy's module update runs (the ERP stopped): the environment's
+    names answer 503 with Retry-After, as for a stopped environment."""
+    def announce():
+        _rerouted(agent, payload, log)
+        if payload.get("proxy"):
+            log("info", "the proxy answers 503 (Retry-After) while the update runs")
+    return announce
+
+
 def _routed(agent, payload, log, result):
     """A deployed environment's host names routed to its new ERP container, when
     the control plane runs a proxy on this server (`proxy` in the command)."""
@@ -60,12 +71,23 @@ def _rerouted(agent, payload, log):
 @handles(CommandKind.DEPLOY)
 def deploy(agent, payload, log):
     """With `pre_backup` (an environment whose database has data), the backup
-    command runs first; if it fails, nothing of the environment is touched."""
+    command runs first; if it fails, nothing of the environment is touched. If
+    the deploy's module update fails (agent/deploy/updates.py), the deploy
+    reverts to the previous code and the pre-deploy backup, and fails."""
     # First: an engine that cannot be reached fails the deploy itself, not its backup.
     environments = _environments(agent)
+    maintenance = _maintenance(agent, payload, log)
     pre = payload.get("pre_backup")
     if not pre:
-        return _routed(agent, payload, log, environments.deploy(payload, log))
+        try:
+            return _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
+        except UpdateFailed as exc:  # a database the control plane saw no data in yet
+            log("error", f"{exc}; reverting to the previous code (no pre-deploy backup: the "
+                         "database stays as the update left it)")
+            environments.start_erp(payload["environment_id"], log)
+            _rerouted(agent, payload, log)
+            raise DeployFailed(f"{exc}; reverted to the previous code", {"untouched": True}) \
+                from exc
     try:
         backup = commands.run(agent, CommandKind.BACKUP, pre, log, label="pre-deploy backup")
     except Exception as exc:
@@ -73,10 +95,32 @@ def deploy(agent, payload, log):
                               "deployed and the environment is as it was") from exc
     log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
     try:
-        result = _routed(agent, payload, log, environments.deploy(payload, log))
+        result = _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
+    except UpdateFailed as exc:
+        _revert(agent, payload, environments, pre, backup, exc, log)
+        raise DeployFailed(f"{exc}; reverted: the previous code is back and the database is "
+                           f"the pre-deploy backup {pre['backup_id']}",
+                           {"pre_backup": backup, "untouched": True}) from exc
     except Exception as exc:
         raise DeployFailed(str(exc), {"pre_backup": backup}) from exc
     return {**result, "pre_backup": backup}
+
+
+def _revert(agent, payload, environments, pre, backup, failure, log):
+    """After a failed module update (the previous code and ERP container already
+    back, the ERP stopped): the database from the pre-deploy backup, as Odoo.sh
+    does (Odoo commits module by module, so a failed update can leave some done),
+    then the previous ERP started and routed. Writes made after the backup are lost."""
+    log("error", f"{failure}; reverting to the previous code and the pre-deploy backup "
+                 f"{pre['backup_id']}")
+    try:
+        commands.run(agent, CommandKind.RESTORE, pre, log, revert_to=backup)
+        environments.start_erp(payload["environment_id"], log)
+        _rerouted(agent, payload, log)
+    except Exception as exc:
+        raise DeployFailed(f"{failure}; the revert failed too ({exc}): the environment needs "
+                           f"the pre-deploy backup {pre['backup_id']} restored",
+                           {"pre_backup": backup}) from exc
 
 
 def _runtime(kind):

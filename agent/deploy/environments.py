@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from agent.deploy import git as git_cmd
+from agent.deploy import updates
 from agent.deploy.git import DeployError
 from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
 
@@ -25,6 +26,7 @@ DEFAULT_ROOT = "/srv/berth"
 ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
 CONTAINER_ADDONS = "/mnt/extra-addons"
 ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
+PREVIOUS_ADDONS = "addons.previous"  # the code deployed before, during a deploy
 HEALTH_POLL = 0.1  # seconds between health checks: a restore or deploy waits on the first success
 
 
@@ -62,7 +64,8 @@ class Environments:
 
     # --- deploy ---------------------------------------------------------------
 
-    def deploy(self, spec, log):
+    def deploy(self, spec, log, stopped=None):
+        """`stopped()`: called when a module update has stopped the previous ERP."""
         env_id = spec["environment_id"]
         n = self._names(env_id)
         if spec.get("unreadable_variables"):
@@ -83,16 +86,95 @@ class Environments:
             self._network(env_id, n, log)
             db = self._postgres(env_id, n, spec, password, log)
             self._wait_db(db, spec, log)
+            conf = n["dir"] / "odoo.conf"
+            previous_conf = conf.read_text() if conf.exists() else None
             commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
             addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
                                                               n["dir"] / "addons", log)
             self._config(n, spec, password, log)
-            erp, address = self._erp(env_id, n, spec, log)
-            self._wait_http(address, log)
+            update, install = updates.plan(db, self._addon_dirs(n, spec), log)
+            if update or install:
+                erp, address = self._updated(env_id, n, spec, update, install,
+                                             previous_conf, log, stopped)
+            else:
+                erp, address = self._erp(env_id, n, spec, log)
+                self._wait_http(address, log)
+            _discard_tree(n["dir"] / PREVIOUS_ADDONS)
         log("info", f"environment is up at {address} on its network")
         return {"erp_container": erp.id, "db_container": db.id, "erp_address": address,
                 "git_commit": commit, "image_tag": spec["erp_image"],
                 "addon_commits": addon_commits}
+
+    def _addon_dirs(self, n, spec):
+        """The add-ons path's directories, on this server."""
+        names = addon_repo_names(spec.get("addon_repositories"))
+        addons = n["dir"] / "addons"
+        return [addons, *(addons / ADDON_REPOS / name for name in names)]
+
+    def _updated(self, env_id, n, spec, update, install, previous_conf, log, stopped=None):
+        """The module update (agent/deploy/updates.py) with the previous ERP stopped
+        and kept aside, then the new ERP; if the update fails, or the new ERP after
+        it, the previous code, configuration and ERP container are put back (the
+        ERP left stopped: its database goes back first, from the pre-deploy
+        backup, agent/deploy/commands.py) and UpdateFailed is raised."""
+        previous = self._container(n["erp"])
+        kept = f"{n['erp']}-previous"
+        with engine_errors():
+            stale = self._container(kept)
+            if stale is not None:
+                stale.remove(force=True)
+            if previous is not None:
+                if previous.status == "running":
+                    previous.stop(timeout=20)
+                    log("info", f"stopped {previous.name} for the module update")
+                previous.rename(kept)
+        try:
+            if stopped is not None:
+                stopped()
+            self._image(spec["erp_image"], log)
+            updates.run(self, env_id, n, spec["erp_image"], erp_volumes(n),
+                        variables(spec.get("variables")), update, install, log)
+            erp, address = self._erp(env_id, n, spec, log)
+            try:
+                self._wait_http(address, log)
+            except DeployError as exc:
+                raise updates.UpdateFailed(f"the ERP failed after the module update: {exc}") \
+                    from exc
+        except Exception:
+            self._put_back(n, previous, kept, previous_conf, log)
+            raise
+        if previous is not None:
+            with contextlib.suppress(EngineError), engine_errors():
+                previous.remove(force=True)
+        return erp, address
+
+    def _put_back(self, n, previous, kept, previous_conf, log):
+        """The previous add-ons, configuration and (stopped) ERP container back."""
+        new = self._container(n["erp"])
+        with engine_errors():
+            if new is not None:
+                new.remove(force=True)
+            if previous is not None:
+                previous.rename(n["erp"])
+        addons, old = n["dir"] / "addons", n["dir"] / PREVIOUS_ADDONS
+        if old.exists():
+            _discard_tree(addons)
+            old.rename(addons)
+        if previous_conf is not None:
+            (n["dir"] / "odoo.conf").write_text(previous_conf)
+        log("warning", "the previous add-ons, configuration and ERP container are back")
+
+    def start_erp(self, env_id, log):
+        """The ERP started and healthy (after a deploy's revert)."""
+        n = self._names(env_id)
+        with engine_errors():
+            erp = self._container(n["erp"])
+            if erp is None:
+                raise DeployError("the environment has no ERP container")
+            erp.start()
+            address = erp_address(self.docker, n["erp"])
+        log("info", f"started {erp.name}")
+        self._wait_http(address, log)
 
     def _db_password(self, env_dir):
         """Generated here on the first deploy, never sent anywhere (mode 0600)."""
@@ -160,7 +242,11 @@ class Environments:
         if commit:
             git_cmd.checkout(work, commit, what="the repository")
         sha = git_cmd.head(work)
-        shutil.rmtree(addons, ignore_errors=True)
+        # The code deployed until now, kept until this deploy stands (a failed
+        # module update puts it back).
+        _discard_tree(addons.with_name(PREVIOUS_ADDONS))
+        if addons.exists():
+            addons.rename(addons.with_name(PREVIOUS_ADDONS))
         work.rename(addons)
         log("info", f"add-ons at commit {sha}")
         return sha
@@ -237,18 +323,13 @@ class Environments:
             resources["nano_cpus"] = int(float(spec["cpu_cores"]) * 1e9)
         if spec.get("ram_mb"):
             resources["mem_limit"] = f"{int(spec['ram_mb'])}m"
-        d = n["dir"]
         self._image(spec["erp_image"], log)
         try:
             with engine_errors():
                 erp = self.docker.containers.run(
                     spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
                     labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
-                    environment=variables(spec.get("variables")),
-                    volumes={str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
-                             str(d / "addons"): {"bind": "/mnt/extra-addons", "mode": "ro"},
-                             str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
-                             str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}},
+                    environment=variables(spec.get("variables")), volumes=erp_volumes(n),
                     **resources)
         except EngineError:
             self._discard(n["erp"], log)
@@ -361,6 +442,19 @@ def erp_address(docker_client, name, port=8069):
     if not ip:
         raise DeployError(f"the ERP container {name} has no address on its network")
     return f"{ip}:{port}"
+
+
+def _discard_tree(path):
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def erp_volumes(n):
+    """The ERP's mounts (its one-off commands, module updates, have the same)."""
+    d = n["dir"]
+    return {str(d / "odoo.conf"): {"bind": "/etc/odoo/odoo.conf", "mode": "ro"},
+            str(d / "addons"): {"bind": CONTAINER_ADDONS, "mode": "ro"},
+            str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
+            str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}}
 
 
 def addon_repo_names(repos):

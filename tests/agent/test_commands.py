@@ -15,7 +15,7 @@ class Recorder:
         self.docker_client = docker_client
 
     def __getattr__(self, name):
-        return lambda *args: Recorder.calls.append((name, args)) or {"did": name}
+        return lambda *args, **options: Recorder.calls.append((name, args)) or {"did": name}
 
 
 class FakeAgent:

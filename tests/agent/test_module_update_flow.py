@@ -1,0 +1,125 @@
+"""Module updates on deploy, end to end (the stand of tests/support/backup_flow.py on
+local storage: a real control plane over HTTP, a real `berth-agent run`, real
+containers of the ERP stand-in, whose `-u` runs a module's migration scripts).
+
+v1 of the add-on `shop` is installed. v2 bumps its version with a migration that
+adds a table: the deploy updates exactly that module, the database records the
+new version and holds the table. A redeploy with no version change updates
+nothing. v3's migration raises: the deploy fails with the module's error, the
+environment is back on v2's code and ERP, and its database is the pre-deploy
+backup (what the failed update committed is gone). A commit with an older
+version updates nothing: Odoo cannot downgrade."""
+
+import subprocess
+
+import pytest
+
+from control_plane.models import Event
+from tests.support.backup_flow import V1, P, deployed, psql, settled, wait_running
+
+
+def push(s, tmp_path, version, migrations=None, message=None):
+    """A commit of the project's repository: shop at `version`, with migration scripts."""
+    work = tmp_path / "work"
+    (work / "shop" / "__manifest__.py").write_text(
+        f'{{"name": "Shop", "version": "{version}"}}')
+    for rel, body in (migrations or {}).items():
+        path = work / "shop" / "migrations" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    git = ["git", "-c", "user.email=d@example.com", "-c", "user.name=d"]
+    for cmd in ([*git, "add", "-A"], [*git, "commit", "-qm", message or f"shop {version}"],
+                ["git", "push", "-q", str(tmp_path / "repo.git"), "main"]):
+        subprocess.run(cmd, cwd=work, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def redeploy(client, s, env_id):
+    r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user, json={"force": True})
+    assert r.status_code == 201, r.json
+    return settled(client, s, r.json["deployment"]["id"])
+
+
+def log_of(client, s, env_id, task_id):
+    return client.get(f"{P}/environments/{env_id}/logs?task_id={task_id}&lines=5000",
+                      headers=s.reader).json["log"]
+
+
+def version(s, env_id):
+    return psql(s, env_id, "SELECT latest_version FROM ir_module_module WHERE name = 'shop'")
+
+
+@pytest.mark.parametrize("stand", ["local"], indirect=True)
+def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, stand, tmp_path):
+    s = stand
+    env_id = deployed(client, s, "Shop")
+    wait_running(client, s, env_id)
+    # v1 installed, as a user installs it from the ERP's apps
+    psql(s, env_id, "UPDATE ir_module_module SET state = 'installed' WHERE name = 'shop'")
+    assert version(s, env_id) == "17.0.1.0"
+
+    # v2: the version rose, with a migration: exactly that module is updated.
+    v2 = push(s, tmp_path, "1.1", {
+        "1.1/post-orders.py": "def migrate(cr, version):\n"
+                              "    cr.execute('CREATE TABLE shop_order (id int, ref text)')\n"})
+    done = redeploy(client, s, env_id)
+    assert done["status"] == "success", done
+    assert done["git_commit"] == v2
+    log = log_of(client, s, env_id, done["id"])
+    assert "module shop: 17.0.1.0 -> 17.0.1.1, to update" in log
+    assert "-u shop" in log and "Running migration" in log
+    assert version(s, env_id) == "17.0.1.1"
+    assert psql(s, env_id, "SELECT to_regclass('shop_order') IS NOT NULL") == "t"
+
+    # The same version again: no update, and the task log says so.
+    done = redeploy(client, s, env_id)
+    assert done["status"] == "success", done
+    log = log_of(client, s, env_id, done["id"])
+    assert "no module changed version: no update" in log and "-u shop" not in log
+
+    # v3's migration raises: the deploy fails, v2's code and the pre-deploy backup
+    # are back, and the ERP serves again.
+    psql(s, env_id, "INSERT INTO shop_order VALUES (1, 'before the backup')")
+    push(s, tmp_path, "1.2", {
+        # Odoo commits module by module: what an update did before it failed stays
+        # unless the database goes back to the backup.
+        "1.2/pre-break.py": "def migrate(cr, version):\n"
+                            "    cr.execute(\"UPDATE shop_order SET ref = 'half done'\")\n"
+                            "    cr.connection.commit()\n"
+                            "    raise RuntimeError('shop_order.ref cannot be null')\n"})
+    r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user, json={"force": True})
+    assert r.status_code == 201, r.json
+    task = r.json["deployment"]["id"]
+    done = settled(client, s, task)
+    assert done["status"] == "failed", done
+    assert "module update (update shop) failed" in done["error_message"]
+    assert "reverted" in done["error_message"]
+    failed = Event.select().where(Event.name == "deploy.failed").order_by(
+        Event.created_at.desc()).first()
+    assert failed.data["task_id"] == task
+    assert "shop_order.ref cannot be null" in failed.data["error_message"]
+    log = log_of(client, s, env_id, task)
+    assert "shop_order.ref cannot be null" in log and "Traceback" in log
+    assert "the database is back as the pre-deploy backup" in log
+    assert version(s, env_id) == "17.0.1.1"
+    assert psql(s, env_id, "SELECT ref FROM shop_order") == "before the backup"
+    env = client.get(f"{P}/environments/{env_id}", headers=s.reader).json
+    assert env["status"] == "running"
+    addons = s.root / env_id / "addons"
+    assert (addons / "shop" / "__manifest__.py").read_text() == \
+        '{"name": "Shop", "version": "1.1"}'
+    assert not (addons.parent / "addons.previous").exists()
+    status = client.get(f"{P}/environments/{env_id}/status", headers=s.reader).json
+    assert status["last_deploy"]["status"] == "failed"
+    names = {c.name for c in s.envs.docker.containers.list(all=True)}
+    erp = s.envs._names(env_id)["erp"]
+    assert erp in names and f"{erp}-previous" not in names and f"{erp}-update" not in names
+
+    # An older version (a commit going back): Odoo cannot downgrade; nothing is updated.
+    push(s, tmp_path, "1.0", message="back to 1.0")
+    done = redeploy(client, s, env_id)
+    assert done["status"] == "success", done
+    log = log_of(client, s, env_id, done["id"])
+    assert "Odoo cannot downgrade a module: not updated" in log and "-u shop" not in log
+    assert version(s, env_id) == "17.0.1.1"
