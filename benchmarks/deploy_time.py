@@ -16,11 +16,16 @@ repository this script creates, cloned over file://. Then, N times:
             until its task is `completed` and no container of it is left
 
 Reports the median and min/max of each against the targets (deploy < 10 s,
-destroy < 5 s), PASS/FAIL. `--steps` adds where the deploy time goes: the
+destroy < 5 s), PASS/FAIL. `--updates N` then measures a module update's cost:
+on one environment whose add-on `shop` is installed, N redeploys of a commit
+that raises shop's manifest version (an update: `odoo -u shop`) alternate with N
+of a commit that changes no version (no update), each from `POST
+/environments/{id}/actions/deploy` to its task `completed` (both take the
+pre-deploy backup); it prints both medians, the difference and the ratio. `--steps` adds where the deploy time goes: the
 median gap before each of the agent's task-log lines (as the control plane
 received them). Everything it made is removed at the end. Always exits 0.
 
-    python benchmarks/deploy_time.py [--runs 5] [--steps] [--json]
+    python benchmarks/deploy_time.py [--runs 5] [--steps] [--json] [--updates N]
 """
 
 import argparse
@@ -63,6 +68,7 @@ class Bench:
         self.agent = None
         self.env_ids = []
         self.reads = 0
+        self.rate_waits = 0.0  # seconds slept on 429s (the full-access key: 20 a minute)
 
     # --- setup ---------------------------------------------------------------
 
@@ -126,6 +132,32 @@ class Bench:
             subprocess.run(cmd, cwd=work, check=True)
         return bare
 
+    def commit(self, version, note):
+        """A new commit of the add-ons: shop at `version`, a note file changed."""
+        work = self.tmp / "work"
+        (work / "shop" / "__manifest__.py").write_text(
+            f'{{"name": "Shop", "version": "{version}"}}')
+        (work / "shop" / "NOTE").write_text(note)
+        git = ["git", "-c", "user.email=b@example.com", "-c", "user.name=b"]
+        for cmd in ([*git, "add", "-A"], [*git, "commit", "-qm", note],
+                    ["git", "push", "-q", str(self.tmp / "addons.git"), "main"]):
+            subprocess.run(cmd, cwd=work, check=True)
+
+    def install_shop(self, env_id):
+        """shop installed in the environment's database, as from the ERP's apps."""
+        db = next(c for c in self._labeled(env_id) if c.labels.get("berth.role") == "postgres")
+        code, out = db.exec_run(["psql", "-X", "-U", "odoo", "-d", "odoo", "-c",
+                                 "UPDATE ir_module_module SET state = 'installed' "
+                                 "WHERE name = 'shop'"])
+        if code != 0:
+            raise SystemExit(out.decode())
+
+    def redeploy(self, env_id):
+        started, waited = time.perf_counter(), self.rate_waits
+        task_id = self.api("POST", f"/environments/{env_id}/actions/deploy").json()["task_id"]
+        task = self._task(task_id, timeout=300)
+        return time.perf_counter() - started - (self.rate_waits - waited), task
+
     def _db(self):
         return sqlite3.connect(self.served.env["CP_DATA_DIR"] + "/berth.sqlite3", timeout=30)
 
@@ -140,7 +172,9 @@ class Bench:
                 if r.status_code >= 400:
                     raise SystemExit(f"{method} {path}: {r.status_code} {r.text}")
                 return r
-            time.sleep(float(r.headers.get("Retry-After", 1)))  # not within a timed span
+            pause = float(r.headers.get("Retry-After", 1))
+            self.rate_waits += pause  # a timed span leaves these out
+            time.sleep(pause)
 
     def read(self, path):
         self.reads += 1
@@ -267,6 +301,8 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", action="store_true", help="where the deploy time goes")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--updates", type=int, default=0,
+                        help="redeploys with and without a module update, N of each")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="berth-deploy-bench-")
@@ -284,6 +320,7 @@ def main():
                 print(f"run {n + 1}: deploy {took:6.2f} s   destroy {times['destroy'][-1]:6.2f} s",
                       file=sys.stderr)
         steps = bench.steps(tasks) if args.steps else None
+        updates = _updates(bench, args.updates) if args.updates else None
     finally:
         bench.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -308,6 +345,27 @@ def main():
         print("deploy steps (median gap before each task-log line):")
         for step, gap in steps.items():
             print(f"  {gap:6.2f} s  {step}")
+    if updates:
+        with_update, without = (statistics.median(updates[k]) for k in ("update", "none"))
+        print(f"redeploy with a module update {with_update:6.2f} s, without {without:6.2f} s "
+              f"(medians of {args.updates}): the update costs {with_update - without:+.2f} s, "
+              f"ratio {with_update / without:.2f}")
+
+
+def _updates(bench, n):
+    """Redeploys of one environment, alternating a commit that raises shop's version
+    (an update) with one that changes no version; their times by kind."""
+    env_id, _, _ = bench.deploy("updates")
+    bench.install_shop(env_id)
+    times = {"update": [], "none": []}
+    for i in range(n):
+        for kind in ("update", "none") if i % 2 == 0 else ("none", "update"):
+            version = f"1.{len(times['update']) + (kind == 'update')}"
+            bench.commit(version, f"{kind} {i}")
+            took, task = bench.redeploy(env_id)
+            times[kind].append(took)
+            print(f"redeploy {kind:6} {took:6.2f} s (shop {version})", file=sys.stderr)
+    return times
 
 
 if __name__ == "__main__":
