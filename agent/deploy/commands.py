@@ -82,6 +82,8 @@ def deploy(agent, payload, log):
         try:
             return _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
         except UpdateFailed as exc:  # a database the control plane saw no data in yet
+            if not exc.reverted:
+                raise DeployFailed(f"{exc}; automatic revert is off", {}) from exc
             log("error", f"{exc}; reverting to the previous code (no pre-deploy backup: the "
                          "database stays as the update left it)")
             environments.start_erp(payload["environment_id"], log)
@@ -97,6 +99,10 @@ def deploy(agent, payload, log):
     try:
         result = _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
     except UpdateFailed as exc:
+        if not exc.reverted:
+            raise DeployFailed(f"{exc}; automatic revert is off: the environment is left as "
+                               f"the update left it; the pre-deploy backup {pre['backup_id']} "
+                               "holds the database from before", {"pre_backup": backup}) from exc
         _revert(agent, payload, environments, pre, backup, exc, log)
         raise DeployFailed(f"{exc}; reverted: the previous code is back and the database is "
                            f"the pre-deploy backup {pre['backup_id']}",

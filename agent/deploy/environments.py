@@ -140,13 +140,25 @@ class Environments:
             except DeployError as exc:
                 raise updates.UpdateFailed(f"the ERP failed after the module update: {exc}") \
                     from exc
-        except Exception:
-            self._put_back(n, previous, kept, previous_conf, log)
-            raise
+        except Exception as exc:
+            if spec.get("auto_revert", True):
+                self._put_back(n, previous, kept, previous_conf, log)
+                raise
+            self._discard_previous(previous, n, log)
+            raise updates.UpdateFailed(str(exc), reverted=False) from exc
         if previous is not None:
             with contextlib.suppress(EngineError), engine_errors():
                 previous.remove(force=True)
         return erp, address
+
+    def _discard_previous(self, previous, n, log):
+        """Automatic revert off: the environment stays as the failed update left it."""
+        with contextlib.suppress(EngineError), engine_errors():
+            if previous is not None:
+                previous.remove(force=True)
+        _discard_tree(n["dir"] / PREVIOUS_ADDONS)
+        log("warning", "automatic revert is off for this environment: it is left as the "
+                       "update left it")
 
     def _put_back(self, n, previous, kept, previous_conf, log):
         """The previous add-ons, configuration and (stopped) ERP container back."""

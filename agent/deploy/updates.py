@@ -22,9 +22,14 @@ DB = "odoo"
 
 
 class UpdateFailed(DeployError):
-    """The update failed (or the ERP after it): the deploy reverts."""
+    """The update failed (or the ERP after it): the deploy reverts, unless the
+    environment turned that off (`reverted` False: nothing was put back)."""
 
     code = "module_update_failed"
+
+    def __init__(self, message=None, reverted=True):
+        super().__init__(message)
+        self.reverted = reverted
 
 
 def _key(version):

@@ -52,6 +52,9 @@ class Environment(BaseModel):
     # `database.is_neutralized` as the agent read it after the last restore
     # (services/backups/neutralize.py); None: not known.
     neutralized = peewee.BooleanField(null=True)
+    # A deploy whose module update fails reverts to the previous code and the
+    # pre-deploy backup (agent/deploy/updates.py), unless turned off (False; None: on).
+    auto_revert = peewee.BooleanField(null=True)
 
 
 class Deployment(BaseModel):

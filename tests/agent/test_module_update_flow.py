@@ -8,7 +8,8 @@ new version and holds the table. A redeploy with no version change updates
 nothing. v3's migration raises: the deploy fails with the module's error, the
 environment is back on v2's code and ERP, and its database is the pre-deploy
 backup (what the failed update committed is gone). A commit with an older
-version updates nothing: Odoo cannot downgrade."""
+version updates nothing: Odoo cannot downgrade. With the environment's automatic
+revert off, a failed update leaves it `failed` on the new code."""
 
 import subprocess
 
@@ -123,3 +124,22 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     log = log_of(client, s, env_id, done["id"])
     assert "Odoo cannot downgrade a module: not updated" in log and "-u shop" not in log
     assert version(s, env_id) == "17.0.1.1"
+
+    # Automatic revert off: a failed update leaves the environment as it left it,
+    # `failed`, and the message names the pre-deploy backup that holds the database.
+    r = client.patch(f"{V1}/projects/{s.project.id}/environments/{env_id}", headers=s.user,
+                     json={"auto_revert": False})
+    assert r.status_code == 200 and r.json["auto_revert"] is False
+    push(s, tmp_path, "1.3", {
+        "1.3/pre-break.py": "def migrate(cr, version):\n"
+                            "    raise RuntimeError('not this time either')\n"})
+    done = redeploy(client, s, env_id)
+    assert done["status"] == "failed", done
+    assert "automatic revert is off" in done["error_message"]
+    assert "pre-deploy backup" in done["error_message"]
+    assert (addons / "shop" / "__manifest__.py").read_text() == \
+        '{"name": "Shop", "version": "1.3"}'  # the new code stays
+    assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"] == \
+        "failed"
+    names = {c.name for c in s.envs.docker.containers.list(all=True)}
+    assert f"{erp}-previous" not in names

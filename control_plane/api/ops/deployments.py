@@ -131,9 +131,16 @@ class ListArgs(CursorArgs):
 DeploymentPage = cursor_page_schema(DeploymentSchema, "DeploymentPage")
 
 
+AUTO_REVERT = ("When a deploy's module update fails (or the ERP after it), the previous "
+               "code and the pre-deploy backup come back by themselves (true, the default); "
+               "false leaves the environment as the update left it, in `error`, the task "
+               "log naming the pre-deploy backup")
+
+
 class EnvironmentSettingsBody(ma.Schema):
     auto_deploy = Boolean()
     git_branch = Branch()
+    auto_revert = Boolean(metadata={"description": AUTO_REVERT})
 
 
 class OpsEnvironmentSchema(Schema):
@@ -144,6 +151,8 @@ class OpsEnvironmentSchema(Schema):
         "description": "As the public API shows it: a destroyed environment is `pending`"})
     git_branch = ma.fields.String(attribute="branch", allow_none=True, required=True)
     auto_deploy = ma.fields.Boolean(required=True)
+    auto_revert = ma.fields.Function(lambda env: env.auto_revert is not False, required=True,
+                                     metadata={"type": "boolean", "description": AUTO_REVERT})
     is_active = ma.fields.Boolean(required=True, metadata={
         "description": "False once destroyed (until deployed again)"})
     server_id = ma.fields.UUID(allow_none=True, required=True)
@@ -270,6 +279,7 @@ class EnvironmentSettings(MethodView):
     def patch(self, body, project_id, env_id):
         """Change an environment's deployment settings
 
-        `auto_deploy` and `git_branch` (used from the next deployment on); omitted
+        `auto_deploy`, `git_branch` (used from the next deployment on) and
+        `auto_revert` (whether a failed module update reverts); omitted
         fields stay (permission `project.environments.deploy`)."""
         return svc.update_environment(current_user(), project_id, env_id, body)

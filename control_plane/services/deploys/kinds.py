@@ -46,6 +46,7 @@ def _payload(task, env, settings, *, delete_data=False):
         "git": {"url": env.project.git_repo_url, "branch": task.git_branch,
                 "commit": task.git_commit},
         "addon_repositories": config.get("addon_repositories") or [],
+        "auto_revert": env.auto_revert is not False,
         **configuration.agent_fields(config),  # secret values sealed until delivery
         **routes.fields(env, settings),  # the proxy and the host names it routes here
     }

@@ -92,8 +92,9 @@ def create_deployment(user, *, project_id, environment_id, berth, git_branch=Non
 
 
 def update_environment(user, project_id, environment_id, changes):
-    """`auto_deploy` and `git_branch` (the next deployment's branch); omitted
-    fields stay. Nothing is deployed now."""
+    """`auto_deploy`, `git_branch` (the next deployment's branch) and
+    `auto_revert` (a failed module update reverts); omitted fields stay. Nothing
+    is deployed now."""
     with database.atomic():
         env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
@@ -103,6 +104,8 @@ def update_environment(user, project_id, environment_id, changes):
             fields["auto_deploy"] = changes["auto_deploy"]
         if "git_branch" in changes:
             fields["branch"] = changes["git_branch"]
+        if "auto_revert" in changes:
+            fields["auto_revert"] = changes["auto_revert"]
         return access.update_environment(env, fields)
 
 

@@ -464,6 +464,26 @@ def test_environment_settings(client, ops):
     assert snapshot() == before
 
 
+def test_automatic_revert_is_on_until_turned_off(client, ops):
+    """`auto_revert`: shown true by default, turned off by PATCH, carried by the
+    next deploy's command for its agent."""
+    env = ops.env()
+    ops.deployment(env, status="success", kind="deploy")
+    url = f"{V1}/projects/{ops.project.id}/environments/{env.id}"
+    assert client.patch(url, headers=ops.h, json={}).json["auto_revert"] is True
+    assert command_of(_queue(client, ops, env)["id"]).payload["auto_revert"] is True
+    Deployment.update(status="success").execute()
+    Environment.update(status="running").where(Environment.id == env.id).execute()
+    r = client.patch(url, headers=ops.h, json={"auto_revert": False})
+    assert r.status_code == 200 and r.json["auto_revert"] is False
+    assert (r.json["auto_deploy"], r.json["git_branch"]) == (False, "main")  # the others stay
+    assert command_of(_queue(client, ops, env)["id"]).payload["auto_revert"] is False
+    for bad in ("no", 0, None):
+        r = client.patch(url, headers=ops.h, json={"auto_revert": bad})
+        assert r.status_code == 422 and r.json["error"] == "validation_error", bad
+    assert Environment.get_by_id(env.id).auto_revert is False
+
+
 # --- destroy (rule 9) ----------------------------------------------------------------
 
 def connect(server):
