@@ -21,11 +21,15 @@ on one environment whose add-on `shop` is installed, N redeploys of a commit
 that raises shop's manifest version (an update: `odoo -u shop`) alternate with N
 of a commit that changes no version (no update), each from `POST
 /environments/{id}/actions/deploy` to its task `completed` (both take the
-pre-deploy backup); it prints both medians, the difference and the ratio. `--steps` adds where the deploy time goes: the
+pre-deploy backup); it prints both medians, the difference and the ratio.
+`--requirements N` alike alternates N redeploys of a commit with a
+requirements.txt (`psycopg2`, which the ERP image already has: no index needed)
+whose image was built before (the first one, untimed, builds it) with N of a
+commit without one: the target is under 1 s more with the requirements. `--steps` adds where the deploy time goes: the
 median gap before each of the agent's task-log lines (as the control plane
 received them). Everything it made is removed at the end. Always exits 0.
 
-    python benchmarks/deploy_time.py [--runs 5] [--steps] [--json] [--updates N]
+    python benchmarks/deploy_time.py [--runs 5] [--steps] [--json] [--updates N] [--requirements N]
 """
 
 import argparse
@@ -132,9 +136,14 @@ class Bench:
             subprocess.run(cmd, cwd=work, check=True)
         return bare
 
-    def commit(self, version, note):
-        """A new commit of the add-ons: shop at `version`, a note file changed."""
+    def commit(self, version, note, requirements=None):
+        """A new commit of the add-ons: shop at `version`, a note file changed, a
+        requirements.txt with `requirements` (none when None)."""
         work = self.tmp / "work"
+        if requirements is None:
+            (work / "requirements.txt").unlink(missing_ok=True)
+        else:
+            (work / "requirements.txt").write_text(requirements)
         (work / "shop" / "__manifest__.py").write_text(
             f'{{"name": "Shop", "version": "{version}"}}')
         (work / "shop" / "NOTE").write_text(note)
@@ -303,6 +312,8 @@ def main():
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--updates", type=int, default=0,
                         help="redeploys with and without a module update, N of each")
+    parser.add_argument("--requirements", type=int, default=0,
+                        help="redeploys with unchanged requirements and without, N of each")
     args = parser.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="berth-deploy-bench-")
@@ -321,6 +332,7 @@ def main():
                       file=sys.stderr)
         steps = bench.steps(tasks) if args.steps else None
         updates = _updates(bench, args.updates) if args.updates else None
+        reqs = _requirements(bench, args.requirements) if args.requirements else None
     finally:
         bench.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -350,6 +362,29 @@ def main():
         print(f"redeploy with a module update {with_update:6.2f} s, without {without:6.2f} s "
               f"(medians of {args.updates}): the update costs {with_update - without:+.2f} s, "
               f"ratio {with_update / without:.2f}")
+    if reqs:
+        with_reqs, without = (statistics.median(reqs[k]) for k in ("requirements", "none"))
+        extra = with_reqs - without
+        print(f"redeploy with unchanged requirements {with_reqs:6.2f} s, without any "
+              f"{without:6.2f} s (medians of {args.requirements}): {extra:+.2f} s "
+              f"(target < 1 s) {'PASS' if extra < 1 else 'FAIL'}")
+
+
+def _requirements(bench, n):
+    """Redeploys alternating a commit whose requirements' image exists with one
+    that has no requirements.txt; their times by kind."""
+    env_id, _, _ = bench.deploy("requirements")
+    bench.commit("1.0", "requirements warm-up", requirements="psycopg2\n")
+    bench.redeploy(env_id)  # builds the image: not timed
+    times = {"requirements": [], "none": []}
+    for i in range(n):
+        for kind in ("requirements", "none") if i % 2 == 0 else ("none", "requirements"):
+            bench.commit("1.0", f"{kind} {i}",
+                         requirements="psycopg2\n" if kind == "requirements" else None)
+            took, _ = bench.redeploy(env_id)
+            times[kind].append(took)
+            print(f"redeploy {kind:12} {took:6.2f} s", file=sys.stderr)
+    return times
 
 
 def _updates(bench, n):

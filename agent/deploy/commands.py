@@ -7,6 +7,7 @@ routes again (an ERP's address changes when it starts)."""
 
 from agent import commands
 from agent.commands import handles
+from agent.deploy.requirements import RequirementsFailed
 from agent.deploy.updates import UpdateFailed
 from agent.errors import AgentError
 from protocol.kinds import CommandKind
@@ -81,6 +82,8 @@ def deploy(agent, payload, log):
     if not pre:
         try:
             return _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
+        except RequirementsFailed as exc:  # before anything was stopped
+            raise DeployFailed(str(exc), {"untouched": True}) from exc
         except UpdateFailed as exc:  # a database the control plane saw no data in yet
             if not exc.reverted:
                 raise DeployFailed(f"{exc}; automatic revert is off", {}) from exc
@@ -98,6 +101,8 @@ def deploy(agent, payload, log):
     log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
     try:
         result = _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
+    except RequirementsFailed as exc:  # before anything was stopped
+        raise DeployFailed(str(exc), {"pre_backup": backup, "untouched": True}) from exc
     except UpdateFailed as exc:
         if not exc.reverted:
             raise DeployFailed(f"{exc}; automatic revert is off: the environment is left as "

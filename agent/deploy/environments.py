@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from agent.deploy import git as git_cmd
-from agent.deploy import updates
+from agent.deploy import requirements, updates
 from agent.deploy.git import DeployError
 from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
 
@@ -92,12 +92,15 @@ class Environments:
             addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
                                                               n["dir"] / "addons", log)
             self._config(n, spec, password, log)
-            update, install = updates.plan(db, self._addon_dirs(n, spec), log)
+            dirs = self._addon_dirs(n, spec)
+            run = {**spec, "erp_image": self._with_requirements(env_id, n, spec, dirs,
+                                                                previous_conf, log)}
+            update, install = updates.plan(db, dirs, log)
             if update or install:
-                erp, address = self._updated(env_id, n, spec, update, install,
+                erp, address = self._updated(env_id, n, run, update, install,
                                              previous_conf, log, stopped)
             else:
-                erp, address = self._erp(env_id, n, spec, log)
+                erp, address = self._erp(env_id, n, run, log)
                 self._wait_http(address, log)
             _discard_tree(n["dir"] / PREVIOUS_ADDONS)
         log("info", f"environment is up at {address} on its network")
@@ -168,13 +171,27 @@ class Environments:
                 new.remove(force=True)
             if previous is not None:
                 previous.rename(n["erp"])
+        self._previous_files(n, previous_conf)
+        log("warning", "the previous add-ons, configuration and ERP container are back")
+
+    def _previous_files(self, n, previous_conf):
         addons, old = n["dir"] / "addons", n["dir"] / PREVIOUS_ADDONS
         if old.exists():
             _discard_tree(addons)
             old.rename(addons)
         if previous_conf is not None:
             (n["dir"] / "odoo.conf").write_text(previous_conf)
-        log("warning", "the previous add-ons, configuration and ERP container are back")
+
+    def _with_requirements(self, env_id, n, spec, dirs, previous_conf, log):
+        """The ERP image with the add-ons' requirements (agent/deploy/requirements.py);
+        if they cannot be installed, the previous add-ons and configuration are put
+        back (the running ERP was never stopped) and RequirementsFailed is raised."""
+        self._image(spec["erp_image"], log)
+        try:
+            return requirements.image(self, env_id, n, spec["erp_image"], dirs, log)
+        except requirements.RequirementsFailed:
+            self._previous_files(n, previous_conf)
+            raise
 
     def start_erp(self, env_id, log):
         """The ERP started and healthy (after a deploy's revert)."""
@@ -391,8 +408,8 @@ class Environments:
         return self.start(env_id, log)
 
     def destroy(self, env_id, delete_data, log):
-        """Containers, database volume, network and configuration always; the
-        environment directory (add-ons, filestore, logs) with delete_data."""
+        """Containers, database volume, network, images and configuration always;
+        the environment directory (add-ons, filestore, logs) with delete_data."""
         n = self._names(env_id)
         with engine_errors():
             containers = self._all(env_id)
@@ -406,6 +423,10 @@ class Environments:
             for net in self.docker.networks.list(filters={"label": f"{ENV_LABEL}={env_id}"}):
                 net.remove()
                 log("info", f"removed network {net.name}")
+            # its images with the add-ons' requirements (agent/deploy/requirements.py)
+            for image in self.docker.images.list(filters={"label": f"{ENV_LABEL}={env_id}"}):
+                self.docker.images.remove(image.id, force=True)
+                log("info", f"removed image {', '.join(image.tags) or image.short_id}")
         for name in ("odoo.conf", "db.secret"):
             (n["dir"] / name).unlink(missing_ok=True)
         if delete_data:
