@@ -5,10 +5,9 @@ installed module's data/neutralize.sql: outgoing mail servers off, scheduled
 actions off but the autovacuum, payment providers and carriers in test mode,
 and the parameter `database.is_neutralized` set."""
 
-import contextlib
-
 from agent.backups import exec_stream
-from agent.errors import AgentError, engine_errors
+from agent.deploy import one_off
+from agent.errors import AgentError
 
 TIMEOUT = 600  # seconds: a large database's UPDATEs, not a module update
 LOG_TAIL = 20  # lines of the command's output kept in the task log
@@ -23,35 +22,19 @@ class NeutralizeError(AgentError):
 def neutralize(envs, env_id, database, log):
     """`odoo neutralize` on `database` (a database name on the environment's
     PostgreSQL); raises NeutralizeError with the command's last lines when it fails."""
-    n = envs._names(env_id)
-    erp = envs._container(n["erp"])
+    erp = envs._container(envs._names(env_id)["erp"])
     if erp is None:
         raise NeutralizeError("the environment has no ERP container to neutralise with")
-    name = f"{n['erp']}-neutralize"
-    leftover = envs._container(name)  # from an agent stopped while one ran
-    if leftover is not None:
-        with engine_errors():
-            leftover.remove(force=True)
     config = erp.attrs.get("Config") or {}
     log("info", f"neutralising the restored database (odoo neutralize -d {database})")
-    with engine_errors():
-        one_off = envs.docker.containers.run(
-            config.get("Image") or erp.image.id, ["odoo", "neutralize", "-c", CONFIG,
-                                                   "-d", database],
-            name=name, detach=True, network=n["network"],
-            labels=envs._labels(env_id, "neutralize"), environment=config.get("Env") or [],
-            volumes=(erp.attrs.get("HostConfig") or {}).get("Binds") or [])
     try:
-        with engine_errors(TIMEOUT):
-            code = one_off.wait(timeout=TIMEOUT).get("StatusCode")
-            output = one_off.logs().decode(errors="replace").splitlines()
+        code, _ = one_off.run(
+            envs, env_id, "neutralize", config.get("Image") or erp.image.id,
+            ["odoo", "neutralize", "-c", CONFIG, "-d", database],
+            volumes=(erp.attrs.get("HostConfig") or {}).get("Binds") or [],
+            environment=config.get("Env") or [], timeout=TIMEOUT, log=log, tail=LOG_TAIL)
     except AgentError as exc:
         raise NeutralizeError(f"odoo neutralize did not finish: {exc}") from exc
-    finally:
-        with contextlib.suppress(AgentError), engine_errors():
-            one_off.remove(force=True)
-    for line in output[-LOG_TAIL:]:
-        log("info" if code == 0 else "error", f"neutralize: {line}")
     if code != 0:
         raise NeutralizeError(f"odoo neutralize failed (exit {code}): the restored database "
                               "was not neutralised")

@@ -135,7 +135,7 @@ class Environments:
             if stopped is not None:
                 stopped()
             self._image(spec["erp_image"], log)
-            updates.run(self, env_id, n, spec["erp_image"], erp_volumes(n),
+            updates.run(self, env_id, spec["erp_image"], erp_volumes(n),
                         variables(spec.get("variables")), update, install, log)
             erp, address = self._erp(env_id, n, spec, log)
             try:

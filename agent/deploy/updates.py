@@ -9,9 +9,9 @@ deploy of an older commit updates nothing (the database keeps the newer
 version, and the task log says so)."""
 
 import ast
-import contextlib
 import os
 
+from agent.deploy import one_off
 from agent.deploy.git import DeployError
 from agent.errors import AgentError, engine_errors
 
@@ -117,7 +117,7 @@ def plan(db, dirs, log):
     return sorted(update), install
 
 
-def run(envs, env_id, n, image, volumes, environment, update, install, log):
+def run(envs, env_id, image, volumes, environment, update, install, log):
     """The update in a one-off container of `image`; raises UpdateFailed with the
     modules and the last lines of Odoo's output when it exits non-zero."""
     args = ["odoo", "-c", CONFIG, "-d", DB]
@@ -126,28 +126,14 @@ def run(envs, env_id, n, image, volumes, environment, update, install, log):
     if install:
         args += ["-i", ",".join(install)]
     args.append("--stop-after-init")
-    name = f"{n['erp']}-update"
-    leftover = envs._container(name)
-    if leftover is not None:
-        with engine_errors():
-            leftover.remove(force=True)
     what = ", ".join([*(f"update {m}" for m in update), *(f"install {m}" for m in install)])
     log("info", f"running the module update ({what}): {' '.join(args[1:])}")
-    with engine_errors():
-        one_off = envs.docker.containers.run(
-            image, args, name=name, detach=True, network=n["network"],
-            labels=envs._labels(env_id, "update"), environment=environment, volumes=volumes)
     try:
-        with engine_errors(TIMEOUT):
-            code = one_off.wait(timeout=TIMEOUT).get("StatusCode")
-            output = one_off.logs().decode(errors="replace").splitlines()
+        code, output = one_off.run(envs, env_id, "update", image, args, volumes=volumes,
+                                   environment=environment, timeout=TIMEOUT, log=log,
+                                   tail=LOG_TAIL)
     except AgentError as exc:
         raise UpdateFailed(f"the module update ({what}) did not finish: {exc}") from exc
-    finally:
-        with contextlib.suppress(AgentError), engine_errors():
-            one_off.remove(force=True)
-    for line in output[-LOG_TAIL:]:
-        log("info" if code == 0 else "error", f"update: {line}")
     if code != 0:
         last = next((line for line in reversed(output) if line.strip()), "no output")
         raise UpdateFailed(f"the module update ({what}) failed (exit {code}): {last.strip()}")

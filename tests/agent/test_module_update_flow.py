@@ -16,7 +16,16 @@ import subprocess
 import pytest
 
 from control_plane.models import Event
-from tests.support.backup_flow import V1, P, deployed, psql, settled, wait_running
+from tests.support.backup_flow import (
+    V1,
+    P,
+    deployed,
+    psql,
+    redeploy,
+    settled,
+    task_log,
+    wait_running,
+)
 
 
 def push(s, tmp_path, version, migrations=None, message=None):
@@ -36,15 +45,6 @@ def push(s, tmp_path, version, migrations=None, message=None):
                           capture_output=True, text=True).stdout.strip()
 
 
-def redeploy(client, s, env_id):
-    r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user, json={"force": True})
-    assert r.status_code == 201, r.json
-    return settled(client, s, r.json["deployment"]["id"])
-
-
-def log_of(client, s, env_id, task_id):
-    return client.get(f"{P}/environments/{env_id}/logs?task_id={task_id}&lines=5000",
-                      headers=s.reader).json["log"]
 
 
 def version(s, env_id):
@@ -67,7 +67,7 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     done = redeploy(client, s, env_id)
     assert done["status"] == "success", done
     assert done["git_commit"] == v2
-    log = log_of(client, s, env_id, done["id"])
+    log = task_log(client, s, env_id, done["id"])
     assert "module shop: 17.0.1.0 -> 17.0.1.1, to update" in log
     assert "-u shop" in log and "Running migration" in log
     assert version(s, env_id) == "17.0.1.1"
@@ -76,7 +76,7 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     # The same version again: no update, and the task log says so.
     done = redeploy(client, s, env_id)
     assert done["status"] == "success", done
-    log = log_of(client, s, env_id, done["id"])
+    log = task_log(client, s, env_id, done["id"])
     assert "no module changed version: no update" in log and "-u shop" not in log
 
     # v3's migration raises: the deploy fails, v2's code and the pre-deploy backup
@@ -100,7 +100,7 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
         Event.created_at.desc()).first()
     assert failed.data["task_id"] == task
     assert "shop_order.ref cannot be null" in failed.data["error_message"]
-    log = log_of(client, s, env_id, task)
+    log = task_log(client, s, env_id, task)
     assert "shop_order.ref cannot be null" in log and "Traceback" in log
     assert "the database is back as the pre-deploy backup" in log
     assert version(s, env_id) == "17.0.1.1"
@@ -121,7 +121,7 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     push(s, tmp_path, "1.0", message="back to 1.0")
     done = redeploy(client, s, env_id)
     assert done["status"] == "success", done
-    log = log_of(client, s, env_id, done["id"])
+    log = task_log(client, s, env_id, done["id"])
     assert "Odoo cannot downgrade a module: not updated" in log and "-u shop" not in log
     assert version(s, env_id) == "17.0.1.1"
 

@@ -21,6 +21,7 @@ from tests.support.backup_flow import (
     psql,
     set_notes,
     settled,
+    task_log,
     wait_running,
 )
 
@@ -55,10 +56,6 @@ def shown(client, s, env_id):
     return env["neutralized"]
 
 
-def log_of(client, s, env_id, task_id):
-    return client.get(f"{P}/environments/{env_id}/logs?task_id={task_id}",
-                      headers=s.reader).json["log"]
-
 
 @pytest.mark.parametrize("stand", ["local"], indirect=True)
 def test_restored_copies_are_neutralised(client, stand):
@@ -88,7 +85,7 @@ def test_restored_copies_are_neutralised(client, stand):
         "Base: Auto-vacuum internal data|t", "Mail: Email Queue Manager|f",
         "Invoices: send reminders|f"]
     assert flag(s, staging) == "true" and shown(client, s, staging) is True
-    log = log_of(client, s, staging, done["id"])
+    log = task_log(client, s, staging, done["id"])
     assert "odoo neutralize -d" in log and "Neutralization finished" in log
     event = Event.select().where(Event.name == "restore.completed").order_by(
         Event.created_at.desc()).first()
@@ -102,14 +99,14 @@ def test_restored_copies_are_neutralised(client, stand):
     assert done["status"] == "success", done
     assert mail_servers(s, prod) == live_mail and crons(s, prod) == live_crons
     assert flag(s, prod) == "absent" and shown(client, s, prod) is False
-    assert "neutraliz" not in log_of(client, s, prod, done["id"]).lower()
+    assert "neutraliz" not in task_log(client, s, prod, done["id"]).lower()
 
     # 3. `"neutralize": false`: the copy stays live, and the log says who asked.
     done = restore(client, s, staging, backup, neutralize=False)
     assert done["status"] == "success", done
     assert mail_servers(s, staging) == live_mail and crons(s, staging) == live_crons
     assert flag(s, staging) == "absent" and shown(client, s, staging) is False
-    log = log_of(client, s, staging, done["id"])
+    log = task_log(client, s, staging, done["id"])
     assert '"neutralize": false' in log and "odoo neutralize" not in log
 
     # 4. A neutralisation that fails (a schema it cannot update) fails the restore;
@@ -123,7 +120,7 @@ def test_restored_copies_are_neutralised(client, stand):
     assert done["status"] == "failed", done
     assert "neutralize" in done["error_message"] and "put back" in done["error_message"]
     assert notes(s, staging) == STAGING and mail_servers(s, staging) == live_mail
-    assert "not neutralized" in log_of(client, s, staging, done["id"])
+    assert "not neutralized" in task_log(client, s, staging, done["id"])
     assert client.get(f"{P}/environments/{staging}", headers=s.reader).json["status"] == \
         "running"
     assert shown(client, s, staging) is False  # the failed restore changed nothing shown

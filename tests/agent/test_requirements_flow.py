@@ -18,7 +18,7 @@ import zipfile
 
 import pytest
 
-from tests.support.backup_flow import V1, P, deployed, settled, wait_running
+from tests.support.backup_flow import P, deployed, redeploy, task_log, wait_running
 
 WHEEL = "berth_hello-1.0-py3-none-any.whl"
 
@@ -64,15 +64,6 @@ def push(tmp_path, requirements, message):
         subprocess.run(cmd, cwd=work, check=True)
 
 
-def redeploy(client, s, env_id):
-    r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user, json={"force": True})
-    assert r.status_code == 201, r.json
-    return settled(client, s, r.json["deployment"]["id"])
-
-
-def log_of(client, s, env_id, task_id):
-    return client.get(f"{P}/environments/{env_id}/logs?task_id={task_id}&lines=5000",
-                      headers=s.reader).json["log"]
 
 
 @pytest.mark.parametrize("stand", ["local"], indirect=True)
@@ -88,13 +79,13 @@ def test_requirements_are_installed_for_the_erp(client, stand, tmp_path, erp_wit
     assert erp.image.tags[0].startswith("berth-erp-")
     task = client.get(f"{P}/environments/{env_id}/status", headers=s.reader).json[
         "last_deploy"]["id"]
-    log = log_of(client, s, env_id, task)
+    log = task_log(client, s, env_id, task)
     assert "Successfully installed berth_hello-1.0" in log and "\x1b" not in log
 
     # The same requirements: the environment's image is reused.
     done = redeploy(client, s, env_id)
     assert done["status"] == "success", done
-    assert "are unchanged: image berth-erp-" in log_of(client, s, env_id, done["id"])
+    assert "are unchanged: image berth-erp-" in task_log(client, s, env_id, done["id"])
     erp = s.envs._container(s.envs._names(env_id)["erp"])
     assert erp.exec_run(["python3", "-c", "import berth_hello"])[0] == 0
 
@@ -104,7 +95,7 @@ def test_requirements_are_installed_for_the_erp(client, stand, tmp_path, erp_wit
     assert done["status"] == "failed", done
     assert "could not be installed (nothing was stopped)" in done["error_message"]
     assert "no_such_library" in done["error_message"], done["error_message"]
-    assert "No matching distribution" in log_of(client, s, env_id, done["id"])
+    assert "No matching distribution" in task_log(client, s, env_id, done["id"])
     same = s.envs._container(s.envs._names(env_id)["erp"])
     assert same.id == erp.id and same.status == "running"
     assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"] == \

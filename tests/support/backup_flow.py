@@ -178,6 +178,18 @@ def settled(client, s, task_id, timeout=180):
                     timeout=timeout, interval=0.3, what=f"task {task_id} settled")
 
 
+def redeploy(client, s, env_id):
+    """POST /api/v1/environments/{id}/deploy with force, until the task settles."""
+    r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user, json={"force": True})
+    assert r.status_code == 201, r.json
+    return settled(client, s, r.json["deployment"]["id"])
+
+
+def task_log(client, s, env_id, task_id):
+    return client.get(f"{P}/environments/{env_id}/logs?task_id={task_id}&lines=5000",
+                      headers=s.reader).json["log"]
+
+
 def backup(client, s, env_id, **body):
     r = client.post(f"{V1}/environments/{env_id}/backups", headers=s.user, json=body)
     assert r.status_code == 202, r.json

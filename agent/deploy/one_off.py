@@ -1,0 +1,33 @@
+"""A one-off command of the ERP's image, on the environment's network (a module
+update, a neutralisation): its container named after the ERP's and its role, run
+to its end, its output's last lines in the task log, then removed."""
+
+import contextlib
+
+from agent.errors import AgentError, engine_errors
+
+
+def run(envs, env_id, role, image, args, *, volumes, environment, timeout, log, tail):
+    """(exit code, output lines). A container of the same name left by an agent
+    stopped while one ran goes first. Raises AgentError when the engine fails or
+    the command outlives `timeout` seconds."""
+    n = envs._names(env_id)
+    name = f"{n['erp']}-{role}"
+    leftover = envs._container(name)
+    if leftover is not None:
+        with engine_errors():
+            leftover.remove(force=True)
+    with engine_errors():
+        container = envs.docker.containers.run(
+            image, args, name=name, detach=True, network=n["network"],
+            labels=envs._labels(env_id, role), environment=environment, volumes=volumes)
+    try:
+        with engine_errors(timeout):
+            code = container.wait(timeout=timeout).get("StatusCode")
+            output = container.logs().decode(errors="replace").splitlines()
+    finally:
+        with contextlib.suppress(AgentError), engine_errors():
+            container.remove(force=True)
+    for line in output[-tail:]:
+        log("info" if code == 0 else "error", f"{role}: {line}")
+    return code, output
