@@ -33,7 +33,6 @@ from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
 from agent.backups.transfer import Buffers, Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
-from agent.deploy.environments import erp_address
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
 
@@ -238,7 +237,7 @@ class Backups:
                 neutralize_database(self.envs, rollback["environment_id"], DB, log)
         if (n["dir"] / "filestore.new").exists():  # a bare dump import brings no filestore
             _swap(n["dir"])
-        self._start_erp(n, log)
+        self._start_erp(rollback["environment_id"], log)
 
     def put_back(self, pre, taken, log):
         """A deploy's revert: the database as its pre-deploy backup (`pre`, the
@@ -270,7 +269,7 @@ class Backups:
             shutil.rmtree(live, ignore_errors=True)
             old.rename(live)
             log("info", "put the previous filestore back")
-        self._start_erp(n, log)
+        self._start_erp(rollback["environment_id"], log)
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)
 
     def resume_interrupted(self, log):
@@ -398,14 +397,9 @@ class Backups:
                 erp.stop(timeout=20)
                 log("info", f"stopped {erp.name} ({_since(started)})")
 
-    def _start_erp(self, n, log):
+    def _start_erp(self, env_id, log):
         self.progress(phase="starting the ERP")
-        with engine_errors():
-            erp = self.envs._container(n["erp"])
-            erp.start()
-            address = erp_address(self.envs.docker, n["erp"])
-        log("info", f"started {erp.name}; waiting for its health check")
-        self.envs._wait_http(address, log)
+        self.envs.start_erp(env_id, log)
 
     # --- helpers --------------------------------------------------------------
 

@@ -194,7 +194,7 @@ class Environments:
             raise
 
     def start_erp(self, env_id, log):
-        """The ERP started and healthy (after a deploy's revert)."""
+        """The ERP started and healthy (after a restore, a deploy's revert)."""
         n = self._names(env_id)
         with engine_errors():
             erp = self._container(n["erp"])
@@ -202,7 +202,7 @@ class Environments:
                 raise DeployError("the environment has no ERP container")
             erp.start()
             address = erp_address(self.docker, n["erp"])
-        log("info", f"started {erp.name}")
+        log("info", f"started {erp.name}; waiting for its health check")
         self._wait_http(address, log)
 
     def _db_password(self, env_dir):

@@ -25,16 +25,15 @@ from tests.support.backup_flow import (
     backup,
     completed_backup,
     connected,
-    deployed,
     files,
     finished_backup,
     listed,
     notes,
+    production_and_staging,
     psql,
     restore,
     set_notes,
     settled,
-    wait_running,
     write_files,
 )
 
@@ -59,10 +58,7 @@ def open_uploads(s, b):
 
 def test_backups_end_to_end(client, stand):
     s = stand
-    prod = deployed(client, s, "Production", "production")
-    staging = deployed(client, s, "Staging", "staging")
-    wait_running(client, s, prod)
-    wait_running(client, s, staging)
+    prod, staging = production_and_staging(client, s)
     set_notes(s, prod, ORIGINAL)
     write_files(s, prod, {"ab/abcdef": b"attachment one", "cd/cdef01": b"attachment two"})
     original_files = files(s, prod)

@@ -16,13 +16,12 @@ from tests.support.backup_flow import (
     V1,
     P,
     completed_backup,
-    deployed,
     notes,
+    production_and_staging,
     psql,
     set_notes,
     settled,
     task_log,
-    wait_running,
 )
 
 LIVE = [(1, "invoice 2026/001")]
@@ -56,14 +55,10 @@ def shown(client, s, env_id):
     return env["neutralized"]
 
 
-
 @pytest.mark.parametrize("stand", ["local"], indirect=True)
 def test_restored_copies_are_neutralised(client, stand):
     s = stand
-    prod = deployed(client, s, "Production", "production")
-    staging = deployed(client, s, "Staging", "staging")
-    wait_running(client, s, prod)
-    wait_running(client, s, staging)
+    prod, staging = production_and_staging(client, s)
     set_notes(s, prod, LIVE)
     psql(s, prod, "INSERT INTO ir_mail_server (name, smtp_host) VALUES"
                   " ('customers', 'smtp.example.com');"

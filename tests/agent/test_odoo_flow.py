@@ -25,14 +25,13 @@ from tests.support.backup_flow import (
     V1,
     P,
     completed_backup,
-    deployed,
     files,
     notes,
+    production_and_staging,
     psql,
     set_notes,
     settled,
     store,
-    wait_running,
     write_files,
 )
 
@@ -108,10 +107,7 @@ def hostile_zip(major_version):
 
 def test_odoo_zip_export_then_import(client, stand, tmp_path):
     s = stand
-    a = deployed(client, s, "Production", "production")
-    b = deployed(client, s, "Staging", "staging")
-    wait_running(client, s, a)
-    wait_running(client, s, b)
+    a, b = production_and_staging(client, s)
     set_notes(s, a, A_ROWS)
     installed = psql(s, a, "SELECT name, coalesce(latest_version, '') FROM ir_module_module"
                            " WHERE state = 'installed' ORDER BY name")  # the ERP's own

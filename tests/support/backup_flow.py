@@ -178,6 +178,15 @@ def settled(client, s, task_id, timeout=180):
                     timeout=timeout, interval=0.3, what=f"task {task_id} settled")
 
 
+def production_and_staging(client, s):
+    """Two running environments of the project: (production, staging)."""
+    prod = deployed(client, s, "Production", "production")
+    staging = deployed(client, s, "Staging", "staging")
+    wait_running(client, s, prod)
+    wait_running(client, s, staging)
+    return prod, staging
+
+
 def redeploy(client, s, env_id):
     """POST /api/v1/environments/{id}/deploy with force, until the task settles."""
     r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user, json={"force": True})
