@@ -85,8 +85,8 @@ def deploy(agent, payload, log):
         except RequirementsFailed as exc:  # before anything was stopped
             raise DeployFailed(str(exc), {"untouched": True}) from exc
         except UpdateFailed as exc:  # a database the control plane saw no data in yet
-            if not exc.reverted:
-                raise DeployFailed(f"{exc}; automatic revert is off", {}) from exc
+            if exc.kept_as_is:
+                raise DeployFailed(f"{exc}; {exc.kept_as_is}", {}) from exc
             log("error", f"{exc}; reverting to the previous code (no pre-deploy backup: the "
                          "database stays as the update left it)")
             environments.start_erp(payload["environment_id"], log)
@@ -104,8 +104,8 @@ def deploy(agent, payload, log):
     except RequirementsFailed as exc:  # before anything was stopped
         raise DeployFailed(str(exc), {"pre_backup": backup, "untouched": True}) from exc
     except UpdateFailed as exc:
-        if not exc.reverted:
-            raise DeployFailed(f"{exc}; automatic revert is off: the environment is left as "
+        if exc.kept_as_is:
+            raise DeployFailed(f"{exc}; {exc.kept_as_is}: the environment is left as "
                                f"the update left it; the pre-deploy backup {pre['backup_id']} "
                                "holds the database from before", {"pre_backup": backup}) from exc
         _revert(agent, payload, environments, pre, backup, exc, log)

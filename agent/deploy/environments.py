@@ -28,6 +28,22 @@ CONTAINER_ADDONS = "/mnt/extra-addons"
 ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
 PREVIOUS_ADDONS = "addons.previous"  # the code deployed before, during a deploy
 HEALTH_POLL = 0.1  # seconds between health checks: a restore or deploy waits on the first success
+CRASH_LOOK, CRASHES = 1.0, 2  # seconds between looks at the ERP's state; restarts that fail it
+
+
+def _fail_if_crashing(erp):
+    """DeployError when the ERP has exited and been restarted (its restart
+    policy) more than CRASHES times: it will not answer, whatever the wait."""
+    with engine_errors():
+        erp.reload()
+        state = erp.attrs.get("State") or {}
+        if (state.get("Running") and not state.get("Restarting")) or \
+                erp.attrs.get("RestartCount", 0) < CRASHES:
+            return
+        words = erp.logs(tail=3).decode(errors="replace").strip().splitlines()
+    last = words[-1].strip() if words else "no output"
+    raise DeployError(f"the ERP exits as it starts (exit code {state.get('ExitCode')}, "
+                      f"restarted {erp.attrs.get('RestartCount')} times): {last}")
 
 
 def env_root():
@@ -95,13 +111,13 @@ class Environments:
             dirs = self._addon_dirs(n, spec)
             run = {**spec, "erp_image": self._with_requirements(env_id, n, spec, dirs,
                                                                 previous_conf, log)}
-            update, install = updates.plan(db, dirs, log)
+            update, install = updates.plan(db, dirs, log, spec.get("install_modules") or ())
             if update or install:
                 erp, address = self._updated(env_id, n, run, update, install,
                                              previous_conf, log, stopped)
             else:
-                erp, address = self._erp(env_id, n, run, log)
-                self._wait_http(address, log)
+                erp = self._erp(env_id, n, run, log)
+                address = self._wait_http(erp, log)
             _discard_tree(n["dir"] / PREVIOUS_ADDONS)
         log("info", f"environment is up at {address} on its network")
         return {"erp_container": erp.id, "db_container": db.id, "erp_address": address,
@@ -137,31 +153,36 @@ class Environments:
             self._image(spec["erp_image"], log)
             updates.run(self, env_id, spec["erp_image"], erp_volumes(n),
                         variables(spec.get("variables")), update, install, log)
-            erp, address = self._erp(env_id, n, spec, log)
+            erp = self._erp(env_id, n, spec, log)
             try:
-                self._wait_http(address, log)
+                address = self._wait_http(erp, log)
             except DeployError as exc:
                 raise updates.UpdateFailed(f"the ERP failed after the module update: {exc}") \
                     from exc
         except Exception as exc:
-            if spec.get("auto_revert", True):
+            failure = exc if isinstance(exc, updates.UpdateFailed) else \
+                updates.UpdateFailed(f"the module update did not finish: {exc}")
+            if previous is None:
+                kept_as_is = "there is no previous deploy to go back to"
+            elif not spec.get("auto_revert", True):
+                kept_as_is = "automatic revert is off"
+            else:
                 self._put_back(n, previous, kept, previous_conf, log)
-                raise
-            self._discard_previous(previous, n, log)
-            raise updates.UpdateFailed(str(exc), reverted=False) from exc
+                raise failure from exc
+            self._discard_previous(previous, n, kept_as_is, log)
+            raise updates.UpdateFailed(str(failure), kept_as_is=kept_as_is) from exc
         if previous is not None:
             with contextlib.suppress(EngineError), engine_errors():
                 previous.remove(force=True)
         return erp, address
 
-    def _discard_previous(self, previous, n, log):
-        """Automatic revert off: the environment stays as the failed update left it."""
+    def _discard_previous(self, previous, n, why, log):
+        """No revert (`why`): the environment stays as the failed update left it."""
         with contextlib.suppress(EngineError), engine_errors():
             if previous is not None:
                 previous.remove(force=True)
         _discard_tree(n["dir"] / PREVIOUS_ADDONS)
-        log("warning", "automatic revert is off for this environment: it is left as the "
-                       "update left it")
+        log("warning", f"{why}: the environment is left as the update left it")
 
     def _put_back(self, n, previous, kept, previous_conf, log):
         """The previous add-ons, configuration and (stopped) ERP container back."""
@@ -201,9 +222,8 @@ class Environments:
             if erp is None:
                 raise DeployError("the environment has no ERP container")
             erp.start()
-            address = erp_address(self.docker, n["erp"])
         log("info", f"started {erp.name}; waiting for its health check")
-        self._wait_http(address, log)
+        self._wait_http(erp, log)
 
     def _db_password(self, env_dir):
         """Generated here on the first deploy, never sent anywhere (mode 0600)."""
@@ -363,25 +383,30 @@ class Environments:
         except EngineError:
             self._discard(n["erp"], log)
             raise
-        address = erp_address(self.docker, n["erp"])
         log("info", f"started the ERP ({spec['erp_image']})")
-        return erp, address
+        return erp
 
-    def _wait_http(self, address, log):
-        """The health check, at the ERP's address on its network (it publishes no
-        port: the proxy reaches it there too)."""
+    def _wait_http(self, erp, log):
+        """The ERP's address on its network once it answers its health check there
+        (it publishes no port: the proxy reaches it there too). An ERP that keeps
+        exiting fails it at once, with its last words, rather than at the timeout."""
         deadline = time.monotonic() + self.health_timeout
-        url = f"http://{address}/web/health"
+        address, looked = None, time.monotonic()
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(url, timeout=5) as r:
+                address = address or erp_address(self.docker, erp.name)
+                with urllib.request.urlopen(f"http://{address}/web/health", timeout=5) as r:
                     if r.status == 200:
                         log("info", "the ERP answers its health check")
-                        return
-            except OSError:
+                        return address
+            except (OSError, DeployError):  # not listening yet, or (re)starting: no address
                 pass
+            if time.monotonic() - looked >= CRASH_LOOK:
+                looked = time.monotonic()
+                _fail_if_crashing(erp)
             time.sleep(HEALTH_POLL)
-        raise DeployError(f"the ERP did not answer {url} within {self.health_timeout} s")
+        raise DeployError(f"the ERP did not answer http://{address or erp.name}/web/health "
+                          f"within {self.health_timeout} s")
 
     # --- lifecycle --------------------------------------------------------------
 

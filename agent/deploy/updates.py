@@ -1,7 +1,8 @@
 """Module updates on deploy, as Odoo.sh does them: the add-on modules whose
 manifest `version` rose above what the database has installed
 (`ir_module_module.latest_version`) are updated (`-u`), and modules newly
-present and marked `auto_install` are installed (`-i`), in a one-off container
+present and marked `auto_install`, or named in the environment's settings
+(`install_modules`), are installed (`-i`), in a one-off container
 of the new image with the new configuration and add-ons (`--stop-after-init`),
 while the previous ERP is stopped. Versions are compared as Odoo keeps them:
 '1.2' in a 17.0 database is '17.0.1.2'. Odoo cannot downgrade a module: a
@@ -22,14 +23,15 @@ DB = "odoo"
 
 
 class UpdateFailed(DeployError):
-    """The update failed (or the ERP after it): the deploy reverts, unless the
-    environment turned that off (`reverted` False: nothing was put back)."""
+    """The update failed (or the ERP after it): the deploy reverts, unless
+    `kept_as_is` says why not (the environment turned it off, or a first deploy
+    has nothing to go back to): then nothing was put back."""
 
     code = "module_update_failed"
 
-    def __init__(self, message=None, reverted=True):
+    def __init__(self, message=None, kept_as_is=None):
         super().__init__(message)
-        self.reverted = reverted
+        self.kept_as_is = kept_as_is
 
 
 def _key(version):
@@ -86,10 +88,15 @@ def installed(db):
     return {name: (state, version) for name, state, version in rows}
 
 
-def plan(db, dirs, log):
-    """(modules to update, modules to install), both sorted; logged either way."""
+def plan(db, dirs, log, named=()):
+    """(modules to update, modules to install), both sorted; logged either way.
+    `named`: the modules the environment's settings say to install."""
     rows = installed(db)
     if rows is None:
+        if named:  # the one-off makes the database, with them (Odoo ignores unknown names)
+            log("info", f"the database is not made yet: it is made with the modules named "
+                        f"to install ({', '.join(sorted(named))})")
+            return [], sorted(set(named))
         log("info", "no module update: the database is not made yet (the ERP makes it)")
         return [], []
     series = ".".join((rows.get("base", ("", ""))[1] or "").split(".")[:2])
@@ -112,9 +119,21 @@ def plan(db, dirs, log):
                      and rows.get(name, ("",))[0] != "installed")
     for name in install:
         log("info", f"module {name}: new and auto_install, to install")
+    for name in sorted(set(named) - set(install)):
+        if rows.get(name, ("",))[0] == "installed":
+            continue
+        # The database lists the modules of the image's own add-ons too (Odoo's `sale`…).
+        known = name in rows or name in found
+        if known and found.get(name, {}).get("installable", True):
+            install.append(name)
+            log("info", f"module {name}: named to install in the environment's settings, "
+                        "to install")
+        else:
+            log("warning", f"module {name}: named to install, but no add-on of that name "
+                           "is installable here: not installed")
     if not update and not install:
         log("info", "no module changed version: no update")
-    return sorted(update), install
+    return sorted(update), sorted(install)
 
 
 def run(envs, env_id, image, volumes, environment, update, install, log):

@@ -317,7 +317,12 @@ class Database:
                 db_uuid = cr.fetchone()[0]
                 cr.execute("SELECT name, latest_version FROM ir_module_module"
                            " WHERE state = 'installed' ORDER BY name")
-                return db_uuid, [{"name": n, "version": v} for n, v in cr.fetchall()]
+                modules = [{"name": n, "version": v} for n, v in cr.fetchall()]
+                # What the stand-in has of Odoo's models and their fields: tables, columns.
+                cr.execute("SELECT table_name, array_agg(column_name::text ORDER BY"
+                           " ordinal_position) FROM information_schema.columns"
+                           " WHERE table_schema = 'public' GROUP BY table_name")
+                return db_uuid, modules, dict(cr.fetchall())
         finally:
             conn.close()
 
@@ -387,9 +392,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             "addons": find_addons(self.s["addons_path"])})
         elif path == "/berth/info":
             try:
-                db_uuid, modules = self.db.info()
+                db_uuid, modules, tables = self.db.info()
             except psycopg2.Error:
-                db_uuid = modules = None
+                db_uuid = modules = tables = None
             scheme = "http"
             host = self.headers.get("Host")
             if self.s["proxy_mode"]:
@@ -401,6 +406,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             "filestore": os.path.join(self.s["data_dir"], "filestore",
                                                       self.s["db_name"]),
                             "database_uuid": db_uuid, "installed_modules": modules,
+                            "tables": tables,
                             "request": {"remote_addr": self.client(), "scheme": scheme,
                                         "host": host}})
         else:

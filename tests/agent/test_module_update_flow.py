@@ -9,8 +9,13 @@ nothing. v3's migration raises: the deploy fails with the module's error, the
 environment is back on v2's code and ERP, and its database is the pre-deploy
 backup (what the failed update committed is gone). A commit with an older
 version updates nothing: Odoo cannot downgrade. With the environment's automatic
-revert off, a failed update leaves it `failed` on the new code."""
+revert off, a failed update leaves it `failed` on the new code.
 
+Modules named in the environment's `install_modules` are installed by the next
+deploy; a new ERP image that updates the database but cannot serve fails its
+health check at once, and the deploy reverts code, image and database."""
+
+import hashlib
 import subprocess
 
 import pytest
@@ -20,6 +25,7 @@ from tests.support.backup_flow import (
     V1,
     P,
     deployed,
+    erp_info,
     psql,
     redeploy,
     settled,
@@ -60,7 +66,8 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     psql(s, env_id, "UPDATE ir_module_module SET state = 'installed' WHERE name = 'shop'")
     assert version(s, env_id) == "17.0.1.0"
 
-    # v2: the version rose, with a migration: exactly that module is updated.
+    # v2: the version rose, with a migration: exactly that module is updated, and the
+    # ERP serves the table the migration made.
     v2 = push(s, tmp_path, "1.1", {
         "1.1/post-orders.py": "def migrate(cr, version):\n"
                               "    cr.execute('CREATE TABLE shop_order (id int, ref text)')\n"})
@@ -71,7 +78,9 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     assert "module shop: 17.0.1.0 -> 17.0.1.1, to update" in log
     assert "-u shop" in log and "Running migration" in log
     assert version(s, env_id) == "17.0.1.1"
-    assert psql(s, env_id, "SELECT to_regclass('shop_order') IS NOT NULL") == "t"
+    info = erp_info(s, env_id)
+    assert {"name": "shop", "version": "17.0.1.1"} in info["installed_modules"]
+    assert info["tables"]["shop_order"] == ["id", "ref"]
 
     # The same version again: no update, and the task log says so.
     done = redeploy(client, s, env_id)
@@ -143,3 +152,102 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
         "failed"
     names = {c.name for c in s.envs.docker.containers.list(all=True)}
     assert f"{erp}-previous" not in names
+
+
+# A new image of the ERP that runs its update (`--stop-after-init`) but whose server
+# exits at start, as one missing a library the server needs.
+BROKEN_ENTRYPOINT = """#!/bin/sh
+case " $* " in *" --stop-after-init "*) exec /usr/bin/odoo-stand-in "$@" ;; esac
+echo "ImportError: No module named 'gevent'" >&2
+exit 1
+"""
+
+
+@pytest.fixture(scope="module")
+def erp_that_cannot_serve(docker_client, erp_image, tmp_path_factory):
+    digest = hashlib.sha256((BROKEN_ENTRYPOINT + erp_image).encode()).hexdigest()[:12]
+    tag = f"berth-test-erp-broken:{digest}"
+    context = tmp_path_factory.mktemp("broken")
+    (context / "entrypoint.sh").write_text(BROKEN_ENTRYPOINT)
+    (context / "Dockerfile").write_text(  # /entrypoint.sh is a link to the stand-in
+        f"FROM {erp_image}\nUSER root\nRUN rm /entrypoint.sh\n"
+        "COPY entrypoint.sh /entrypoint.sh\nRUN chmod 0755 /entrypoint.sh\nUSER odoo\n")
+    docker_client.images.build(path=str(context), tag=tag, rm=True)
+    return tag
+
+
+def installed(s, env_id):
+    return psql(s, env_id, "SELECT string_agg(name, ',' ORDER BY name) FROM ir_module_module"
+                           " WHERE state = 'installed'")
+
+
+@pytest.mark.parametrize("stand", ["local"], indirect=True)
+def test_named_modules_are_installed_and_an_erp_failing_after_the_update_reverts(
+        client, stand, tmp_path, erp_image, erp_that_cannot_serve):
+    s = stand
+    env_id = deployed(client, s, "Shop")
+    wait_running(client, s, env_id)
+    assert installed(s, env_id) == "base"
+
+    # A new add-on, named to install with one that exists nowhere: the deploy
+    # installs it, says it cannot install the other, and the ERP serves it.
+    extra = tmp_path / "work" / "shop_extra"
+    extra.mkdir()
+    (extra / "__manifest__.py").write_text('{"name": "Shop extra", "version": "1.0"}')
+    push(s, tmp_path, "1.0", message="shop_extra")
+    r = client.patch(f"{V1}/projects/{s.project.id}/environments/{env_id}", headers=s.user,
+                     json={"install_modules": ["shop_extra", "shop", "nowhere"]})
+    assert r.status_code == 200 and r.json["install_modules"] == ["shop_extra", "shop", "nowhere"]
+    done = redeploy(client, s, env_id)
+    assert done["status"] == "success", done
+    log = task_log(client, s, env_id, done["id"])
+    assert "module shop_extra: named to install in the environment's settings" in log
+    assert "-i shop,shop_extra --stop-after-init" in log
+    assert "module nowhere: named to install, but no add-on of that name" in log
+    assert installed(s, env_id) == "base,shop,shop_extra"
+    assert {"name": "shop_extra", "version": "17.0.1.0"} in \
+        erp_info(s, env_id)["installed_modules"]
+    # Installed now: the next deploy has nothing to do.
+    done = redeploy(client, s, env_id)
+    log = task_log(client, s, env_id, done["id"])
+    assert done["status"] == "success" and "no module changed version: no update" in log
+
+    # v1.1 on a new image that cannot serve: the update runs, the new ERP exits as it
+    # starts, and the deploy reverts (at once, not at the health check's timeout).
+    push(s, tmp_path, "1.1", {
+        "1.1/post-flag.py": "def migrate(cr, version):\n"
+                            "    cr.execute('CREATE TABLE shop_flag (id int)')\n"})
+    s.settings["ERP_IMAGE"] = erp_that_cannot_serve
+    try:
+        r = client.post(f"{V1}/environments/{env_id}/deploy", headers=s.user,
+                        json={"force": True})
+        assert r.status_code == 201, r.json
+        done = settled(client, s, r.json["deployment"]["id"])
+    finally:
+        s.settings["ERP_IMAGE"] = erp_image
+    assert done["status"] == "failed", done
+    assert "the ERP exits as it starts" in done["error_message"]
+    assert "No module named 'gevent'" in done["error_message"]
+    assert "reverted" in done["error_message"]
+    log = task_log(client, s, env_id, done["id"])
+    assert "the module update is done (update shop)" in log
+    assert "the database is back as the pre-deploy backup" in log
+    assert psql(s, env_id, "SELECT latest_version FROM ir_module_module WHERE name = 'shop'") \
+        == "17.0.1.0"
+    assert psql(s, env_id, "SELECT to_regclass('shop_flag') IS NULL") == "t"
+    assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"] == \
+        "running"
+    erp = s.envs._container(s.envs._names(env_id)["erp"])
+    assert erp.status == "running" and erp_image in erp.image.tags
+    assert erp_info(s, env_id)["installed_modules"] is not None
+
+    # A destroyed environment deployed again makes a new database: with the named
+    # modules installed from the start.
+    r = client.delete(f"{V1}/deployments/environment/{env_id}/destroy?delete_data=true",
+                      headers=s.user)
+    assert r.status_code == 200, r.json
+    done = redeploy(client, s, env_id)
+    assert done["status"] == "success", done
+    log = task_log(client, s, env_id, done["id"])
+    assert "it is made with the modules named to install (nowhere, shop, shop_extra)" in log
+    assert installed(s, env_id) == "base,shop,shop_extra"

@@ -7,9 +7,11 @@ backend is moto's server. Both reach the network through a proxy
 helpers that write and read an environment's rows and files, and drive the API."""
 
 import hashlib
+import json
 import os
 import subprocess
 import threading
+import urllib.request
 import uuid
 
 import boto3
@@ -17,7 +19,7 @@ import pytest
 from werkzeug.serving import make_server
 from werkzeug.wsgi import ClosingIterator
 
-from agent.deploy.environments import Environments
+from agent.deploy.environments import Environments, erp_address
 from control_plane.models import Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
@@ -119,6 +121,13 @@ def psql(s, env_id, sql):
                              "-v", "ON_ERROR_STOP=1", "-c", sql])
     assert code == 0, out
     return out.decode().strip()
+
+
+def erp_info(s, env_id):
+    """What the environment's ERP serves at /berth/info (its modules, its tables)."""
+    address = erp_address(s.envs.docker, s.envs._names(env_id)["erp"])
+    with urllib.request.urlopen(f"http://{address}/berth/info", timeout=10) as r:
+        return json.load(r)
 
 
 def set_notes(s, env_id, rows):

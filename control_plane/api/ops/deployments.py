@@ -131,16 +131,29 @@ class ListArgs(CursorArgs):
 DeploymentPage = cursor_page_schema(DeploymentSchema, "DeploymentPage")
 
 
+MODULE_NAME = r"^[A-Za-z0-9_]{1,128}$"  # as Odoo's -i takes them: comma-separated
+MAX_INSTALL_MODULES = 100
+
+
 AUTO_REVERT = ("When a deploy's module update fails (or the ERP after it), the previous "
                "code and the pre-deploy backup come back by themselves (true, the default); "
-               "false leaves the environment as the update left it, in `error`, the task "
+               "false leaves the environment as the update left it, `failed`, the task "
                "log naming the pre-deploy backup")
+INSTALL_MODULES = ("ERP modules (technical names) each deploy installs (`-i`) when the "
+                   "database lacks them, from the add-ons or the ERP image's own; at most "
+                   f"{MAX_INSTALL_MODULES}, [] for none. Installed modules stay installed "
+                   "when a name is taken out")
 
 
 class EnvironmentSettingsBody(ma.Schema):
     auto_deploy = Boolean()
     git_branch = Branch()
     auto_revert = Boolean(metadata={"description": AUTO_REVERT})
+    install_modules = ma.fields.List(
+        ma.fields.String(validate=ma.validate.Regexp(MODULE_NAME, error=(
+            "A module's technical name: letters, digits and underscores, at most 128."))),
+        validate=ma.validate.Length(max=MAX_INSTALL_MODULES),
+        metadata={"description": INSTALL_MODULES})
 
 
 class OpsEnvironmentSchema(Schema):
@@ -153,6 +166,9 @@ class OpsEnvironmentSchema(Schema):
     auto_deploy = ma.fields.Boolean(required=True)
     auto_revert = ma.fields.Function(lambda env: env.auto_revert is not False, required=True,
                                      metadata={"type": "boolean", "description": AUTO_REVERT})
+    install_modules = ma.fields.Function(lambda env: env.install_modules or [], required=True,
+                                         metadata={"type": "array", "items": {"type": "string"},
+                                                   "description": INSTALL_MODULES})
     is_active = ma.fields.Boolean(required=True, metadata={
         "description": "False once destroyed (until deployed again)"})
     server_id = ma.fields.UUID(allow_none=True, required=True)
@@ -279,7 +295,8 @@ class EnvironmentSettings(MethodView):
     def patch(self, body, project_id, env_id):
         """Change an environment's deployment settings
 
-        `auto_deploy`, `git_branch` (used from the next deployment on) and
-        `auto_revert` (whether a failed module update reverts); omitted
+        `auto_deploy`, `git_branch` (used from the next deployment on),
+        `auto_revert` (whether a failed module update reverts) and
+        `install_modules` (what each deploy installs when missing); omitted
         fields stay (permission `project.environments.deploy`)."""
         return svc.update_environment(current_user(), project_id, env_id, body)

@@ -47,6 +47,7 @@ def _payload(task, env, settings, *, delete_data=False):
                 "commit": task.git_commit},
         "addon_repositories": config.get("addon_repositories") or [],
         "auto_revert": env.auto_revert is not False,
+        "install_modules": env.install_modules or [],
         **configuration.agent_fields(config),  # secret values sealed until delivery
         **routes.fields(env, settings),  # the proxy and the host names it routes here
     }

@@ -92,9 +92,10 @@ def create_deployment(user, *, project_id, environment_id, berth, git_branch=Non
 
 
 def update_environment(user, project_id, environment_id, changes):
-    """`auto_deploy`, `git_branch` (the next deployment's branch) and
-    `auto_revert` (a failed module update reverts); omitted fields stay. Nothing
-    is deployed now."""
+    """`auto_deploy`, `git_branch` (the next deployment's branch),
+    `auto_revert` (a failed module update reverts) and `install_modules` (what
+    each deploy installs when missing); omitted fields stay. Nothing is deployed
+    now."""
     with database.atomic():
         env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
@@ -106,6 +107,8 @@ def update_environment(user, project_id, environment_id, changes):
             fields["branch"] = changes["git_branch"]
         if "auto_revert" in changes:
             fields["auto_revert"] = changes["auto_revert"]
+        if "install_modules" in changes:
+            fields["install_modules"] = list(dict.fromkeys(changes["install_modules"])) or None
         return access.update_environment(env, fields)
 
 

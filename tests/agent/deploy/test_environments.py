@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from agent.deploy.environments import DeployError, Environments, erp_address
+from agent.deploy.environments import DeployError, Environments
 
 
 def git(*args, cwd):
@@ -106,7 +106,7 @@ def test_deploy_redeploy_rollback_stop_start_destroy(envs, repo, docker_client, 
     e.stop(env_id, lambda *a: None)
     assert {c.status for c in labeled(docker_client, env_id)[0]} == {"exited"}
     e.start(env_id, lambda *a: None)
-    e._wait_http(erp_address(docker_client, back["erp_container"]), lambda *a: None)
+    e._wait_http(docker_client.containers.get(back["erp_container"]), lambda *a: None)
 
     env_dir = tmp_path / "srv" / env_id
     out = e.destroy(env_id, False, lambda *a: None)

@@ -484,6 +484,33 @@ def test_automatic_revert_is_on_until_turned_off(client, ops):
     assert Environment.get_by_id(env.id).auto_revert is False
 
 
+
+def test_modules_to_install_are_a_setting_each_deploy_carries(client, ops):
+    """`install_modules`: none by default; a list of technical names, duplicates
+    dropped, carried by the next deploy's command; a bad name or a list too long
+    is a 422 that changes nothing; [] clears it."""
+    env = ops.env()
+    ops.deployment(env, status="success", kind="deploy")
+    url = f"{V1}/projects/{ops.project.id}/environments/{env.id}"
+    assert client.patch(url, headers=ops.h, json={}).json["install_modules"] == []
+    assert command_of(_queue(client, ops, env)["id"]).payload["install_modules"] == []
+    Deployment.update(status="success").execute()
+    Environment.update(status="running").where(Environment.id == env.id).execute()
+    r = client.patch(url, headers=ops.h, json={"install_modules": ["sale", "shop_extra", "sale"]})
+    assert r.status_code == 200 and r.json["install_modules"] == ["sale", "shop_extra"]
+    assert r.json["auto_revert"] is True  # the others stay
+    assert command_of(_queue(client, ops, env)["id"]).payload["install_modules"] == \
+        ["sale", "shop_extra"]
+    for bad in (["sale,stock"], ["a b"], [""], ["x" * 129], "sale", None, [1],
+                [f"m{i}" for i in range(101)]):
+        r = client.patch(url, headers=ops.h, json={"install_modules": bad})
+        assert r.status_code == 422 and r.json["error"] == "validation_error", bad
+        assert "install_modules" in r.json["details"]["json"], bad
+    assert Environment.get_by_id(env.id).install_modules == ["sale", "shop_extra"]
+    r = client.patch(url, headers=ops.h, json={"install_modules": []})
+    assert r.status_code == 200 and r.json["install_modules"] == []
+    assert Environment.get_by_id(env.id).install_modules is None
+
 # --- destroy (rule 9) ----------------------------------------------------------------
 
 def connect(server):
