@@ -432,3 +432,15 @@ HTTP_CODES = {
     429: "rate_limit_exceeded",
     500: "internal_error",
 }
+
+
+class InvalidAutomationRule(Unprocessable):
+    code = "invalid_automation_rule"  # each problem in `details`, by field (`trigger.cron`)
+
+
+class AutomationRuleLimitReached(Conflict):
+    code = "automation_rule_limit_reached"
+
+
+class AutomationRuleDisabled(Conflict):
+    code = "automation_rule_disabled"

@@ -160,3 +160,16 @@ def record_restore_finished(d, org_id, ok, error=None, neutralized=None):
                              "neutralized": neutralized})
     return record_event(org_id, d.project_id, Name.RESTORE_FAILED,
                         {**_restore_data(d), "status": TaskStatus.FAILED, "error_message": error})
+
+
+def record_automation(rule, run, name, reason=None):
+    """`automation_rule.triggered` as a run starts; `.completed` or `.failed` (with
+    the reason, and `status` `skipped` when its action could not start) as it ends."""
+    data = {"rule_id": str(rule.id), "rule_name": rule.name, "run_id": str(run.id),
+            "project_id": str(rule.project_id), "action_type": rule.action["type"],
+            "trigger_type": run.trigger_type, "branch": run.branch, "actor": run.actor,
+            "environment_id": run.environment_id and str(run.environment_id),
+            "task_id": run.task and str(run.task)}
+    if name != Name.AUTOMATION_RULE_TRIGGERED:
+        data.update(status=run.status, reason=reason)
+    return record_event(rule.organization_id, rule.project_id, name, data)

@@ -24,12 +24,14 @@ class Job:
 
 BACKUP_SCHEDULE_SECONDS = 60  # a scheduled backup starts within a minute of its time
 BACKUP_RETENTION_SECONDS = 3600
+AUTOMATION_SECONDS = 5  # event runs start, and schedules fire, within this of being due
 
 
 def jobs(settings, berth=None):
     """Every periodic job of the control plane; adding one is one line here.
     `berth` (the app's extension) gives the way to the agents, when there is one."""
     from control_plane.services import housekeeping
+    from control_plane.services.automation import triggers
     from control_plane.services.backups import policy, retention, transfers
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
@@ -45,6 +47,8 @@ def jobs(settings, berth=None):
         Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(settings)),
         Job("import-retention", BACKUP_RETENTION_SECONDS,
             lambda: retention.sweep_imports(settings)),
+        Job("automation", AUTOMATION_SECONDS,
+            lambda: triggers.run(settings, getattr(berth, "gateway", None))),
     ]
 
 

@@ -1,6 +1,7 @@
 """The whole domain, one module per resource group."""
 
 from control_plane.models.api_key import ApiKey
+from control_plane.models.automation import AutomationRule, AutomationRun
 from control_plane.models.backup import Backup, BackupImport
 from control_plane.models.domain import CustomDomain
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
@@ -17,7 +18,8 @@ ALL_MODELS = [
     Organization, User, UserToken, Server, Project, ApiKey, RegistrationToken,
     Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
-    AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain,
+    AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
+    AutomationRun,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

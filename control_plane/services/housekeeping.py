@@ -8,13 +8,15 @@ so one turn never holds a long transaction.
 - Idempotency records past their 24 hours.
 - Outbox events older than 30 days that every webhook is done with (fanned out,
   and no delivery row of theirs left).
-- Custom-domain claims still pending 7 days after they were added."""
+- Custom-domain claims still pending 7 days after they were added.
+- Automation rules deleted more than 90 days ago, with their runs."""
 
 import datetime as dt
 
 from control_plane import clock
 from control_plane.db import database
 from control_plane.models import Deployment, Event, IdempotencyRecord, TaskLogLine, WebhookDelivery
+from control_plane.services.automation import rules
 from control_plane.services.environment_settings import domains
 
 LOG_RETENTION = dt.timedelta(days=90)
@@ -54,4 +56,5 @@ def run():
     """One turn; returns how many rows of each kind went."""
     now = clock.now()
     return {"task_log_lines": prune_task_logs(now), "idempotency_records": prune_idempotency(now),
-            "events": prune_events(now), "domain_claims": domains.prune_pending(now, BATCH)}
+            "events": prune_events(now), "domain_claims": domains.prune_pending(now, BATCH),
+            "automation_rules": rules.sweep(now)}

@@ -111,6 +111,9 @@ IDEMPOTENT_POSTS = {
     "/api/public/v1/projects/{project_id}/environments",
     "/api/public/v1/environments/{env_id}/actions/{action}",
     "/api/public/v1/webhooks",
+    # Beyond the spec's list: creating and running automation rules (docs/decisions.md).
+    "/api/public/v1/projects/{project_id}/automation-rules",
+    "/api/public/v1/automation-rules/{rule_id}/run",
 }
 
 

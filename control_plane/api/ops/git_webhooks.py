@@ -7,6 +7,7 @@ from flask import current_app, request
 from control_plane import ratelimit
 from control_plane.api.fields import TEXT_PATTERN
 from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.services.automation import triggers
 from control_plane.services.projects import git_push
 
 blp = Blueprint("git_webhooks", __name__, description="Incoming Git push webhooks")
@@ -39,6 +40,13 @@ class GitPushSkippedSchema(ma.Schema):
     message = ma.fields.String()
 
 
+class GitPushRunSchema(ma.Schema):
+    rule_id = ma.fields.String()
+    run_id = ma.fields.String()
+    status = ma.fields.String(metadata={
+        "description": "`running` (its action started), `skipped` or `failed`"})
+
+
 class GitPushResultSchema(ma.Schema):
     event = ma.fields.String()
     delivery_id = ma.fields.String(allow_none=True)
@@ -53,6 +61,8 @@ class GitPushResultSchema(ma.Schema):
     message = ma.fields.String()
     deployments = ma.fields.List(ma.fields.Nested(GitPushDeploymentSchema))
     skipped = ma.fields.List(ma.fields.Nested(GitPushSkippedSchema))
+    automation_runs = ma.fields.List(ma.fields.Nested(GitPushRunSchema), metadata={
+        "description": "The project's `git_push` automation rules this push fired"})
 
 
 def _header(name, description, required=False, **schema):
@@ -123,7 +133,13 @@ def receive_push(args, git_provider):
     environment of its project. An environment with a deployment already pending or
     running is skipped (listed in `skipped`), not queued."""
     body = request.get_data(cache=True)  # the raw bytes: the signature covers exactly them
+    berth = current_app.extensions["berth"]
+
+    def automation(project, push):  # the project's git_push rules, in the same transaction
+        return triggers.on_push(project, branch=push.branch, commit=push.commit,
+                                deleted=push.deleted, actor=push.pusher,
+                                settings=berth.settings, gateway=berth.gateway)
     summary, state = git_push.receive(
         git_provider, request.headers, body, remote_addr=request.remote_addr,
-        project_id=args["project_id"], berth=current_app.extensions["berth"])
+        project_id=args["project_id"], berth=berth, also=automation)
     return summary, 200, ratelimit.headers_for(state)

@@ -44,6 +44,7 @@ def register(app):
 
     from control_plane.api import auth
     from control_plane.api.public import (
+        automation,
         backups,
         changelog,
         environments,
@@ -57,6 +58,6 @@ def register(app):
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, servers, registration_tokens, monitoring,
-                   tickets, changelog, webhooks):
+                   tickets, changelog, webhooks, automation):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

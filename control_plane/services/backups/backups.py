@@ -38,21 +38,23 @@ ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", EXPORT_OBJECT, IMPORT_OBJECT)
 # --- starting ---------------------------------------------------------------
 
 def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MANUAL,
-           notes=None, conflict=errors.TaskInProgress):
+           notes=None, conflict=errors.TaskInProgress, trigger=None):
     """Inside the caller's transaction, `env` locked: the backup (`pending`), its
     task and the agent's command. Returns the Backup."""
     require_ready(env, conflict)
     backup_id = uuid.uuid4()
-    # The policy's backups are the spec's `scheduled` trigger; the others are asked for.
-    trigger = (states.Trigger.SCHEDULED if backup_type == states.BackupType.SCHEDULED
-               else states.Trigger.MANUAL)
+    # The policy's backups are the spec's `scheduled` trigger; the others are asked
+    # for, unless the caller says (an automation rule's).
+    trigger = trigger or (states.Trigger.SCHEDULED if backup_type == states.BackupType.SCHEDULED
+                          else states.Trigger.MANUAL)
     engine.start(env, TaskKind.BACKUP, settings=settings, gateway=gateway, actor_id=actor_id,
                  trigger=trigger, record={"extra_data": {"backup_id": str(backup_id)}},
                 backup_type=backup_type, notes=notes)
     return Backup.get_by_id(backup_id)
 
 
-def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, actor="an operator"):
+def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, actor="an operator",
+            trigger=states.Trigger.MANUAL):
     """Inside the caller's transaction, `env` locked: a `restore` task of a
     completed backup of an environment of the same project (404 otherwise, 400
     unless completed), with its safety backup; neutralised unless into production
@@ -66,7 +68,7 @@ def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, act
             f"Only a completed backup can be restored; this one is {source.status}.")
     require_ready(env)
     wanted = neutralization.decide(env, neutralize)
-    d = engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway,
+    d = engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway, trigger=trigger,
                      actor_id=actor_id, source=source, record={"extra_data": {
                          "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4()),
                          "neutralize": wanted}})

@@ -179,6 +179,17 @@ class Push:
     branch: str | None  # None: not a branch (a tag, a note)
     commit: str | None
     deleted: bool
+    pusher: str | None = None  # who pushed, as the Git host names them
+
+
+def _pusher(payload):
+    """GitHub's `pusher.name`, Gitea's `pusher.login`/`username`, GitLab's `user_username`."""
+    pusher = payload.get("pusher")
+    names = [pusher.get(k) for k in ("name", "login", "username")] \
+        if isinstance(pusher, dict) else []
+    names.append(payload.get("user_username"))
+    name = next((n for n in names if isinstance(n, str) and n.strip()), None)
+    return name.strip()[:255] if name else None
 
 
 def _push(payload):
@@ -200,12 +211,15 @@ def _push(payload):
     branch = ref[len(_BRANCH_REF):] if ref.startswith(_BRANCH_REF) else None
     if branch is not None and (not branch or len(branch) > 255):
         raise errors.InvalidPayload("ref names no branch.")
-    return Push(branch, None if deleted else commit and commit.lower(), deleted)
+    return Push(branch, None if deleted else commit and commit.lower(), deleted,
+                _pusher(payload))
 
 
-def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth):
+def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth, also=None):
     """Handle one delivery; returns (summary, rate-limit window state). Raises 401 for
-    an unsigned or badly signed request, 400 for a payload it cannot read."""
+    an unsigned or badly signed request, 400 for a payload it cannot read. `also`
+    (project, push) -> a list, what else a project's push does, inside the same
+    once-only transaction (its automation rules), summed up as `automation_runs`."""
     provider = PROVIDERS.get(provider_name)
     if provider is None:
         raise NotFound("Unknown Git provider.")
@@ -230,7 +244,7 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
     delivery_id = _header(headers, provider.delivery_headers)
     summary = {"event": event, "delivery_id": delivery_id, "repository": repo, "branch": None,
                "commit": None, "duplicate": False, "ignored": True, "message": "",
-               "deployments": [], "skipped": []}
+               "deployments": [], "skipped": [], "automation_runs": []}
     if event != "push":
         summary["message"] = f"The {event!r} event was ignored: only push events deploy."
         return summary, state
@@ -243,10 +257,12 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
     if not delivery_id or len(delivery_id) > 255:
         raise errors.MissingHeader(
             f"The {provider.delivery_headers[0]} header is missing or too long.")
-    results, duplicate = _handle_once(projects, provider_name, delivery_id, repo, push, berth)
+    results, duplicate = _handle_once(projects, provider_name, delivery_id, repo, push, berth,
+                                      also)
     for result in results:
         summary["deployments"] += result["deployments"]
         summary["skipped"] += result["skipped"]
+        summary["automation_runs"] += result.get("automation_runs", [])
     summary.update(duplicate=duplicate, ignored=False, message=(
         "This delivery was already handled; nothing was done again." if duplicate else
         f"{len(summary['deployments'])} deployment(s) queued, "
@@ -254,7 +270,7 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
     return summary, state
 
 
-def _handle_once(projects, provider_name, delivery_id, repo, push, berth):
+def _handle_once(projects, provider_name, delivery_id, repo, push, berth, also=None):
     """The per-project results and whether they are a stored duplicate. The delivery
     row is inserted first: a concurrent duplicate waits on its unique index, then
     reads the first one's result."""
@@ -267,6 +283,8 @@ def _handle_once(projects, provider_name, delivery_id, repo, push, berth):
                 results = []
                 for p, row in zip(projects, rows, strict=True):
                     result = _deploy_project(p, repo, push, berth, provider_name, delivery_id)
+                    if also is not None and full_name_of(p.git_repo_url) == repo:
+                        result["automation_runs"] = also(p, push)
                     GitDelivery.update(result=result).where(GitDelivery.id == row.id).execute()
                     GitDelivery.delete().where(
                         GitDelivery.project == p.id,

@@ -236,6 +236,8 @@ def settle(d, outcome, *, only_if=None, now=None):
     elif env.status in TRANSIENT:  # timed out
         move_environment(env, E.ERROR, org_id)
     kind.settled(d, outcome, org_id, now, env.status)
+    for watcher in kinds.watchers():
+        watcher(d, outcome, org_id, now)
     return env.status
 
 

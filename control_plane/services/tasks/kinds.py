@@ -72,6 +72,19 @@ class Kind:
 
 
 _KINDS: dict[str, Kind] = {}
+# (task, outcome, org_id, now): told of every task that ended, after its kind's
+# hooks, in the same transaction (automation rules follow their actions there).
+_WATCHERS: list[Callable] = []
+
+
+def watch(callback):
+    if callback not in _WATCHERS:
+        _WATCHERS.append(callback)
+    return callback
+
+
+def watchers():
+    return tuple(_WATCHERS)
 
 
 def register(kind):

@@ -1,0 +1,257 @@
+"""Automation rules of a project: what happens on a push, on a schedule or after an
+event, without a person. Checked (every problem named by its field, 422
+`invalid_automation_rule`), stored, listed, changed and deleted here; runs.py
+fires them and triggers.py finds the ones due.
+
+A deleted rule stops at once; it and its runs stay readable for 90 days (the
+spec's log retention), then housekeeping removes them."""
+
+import datetime as dt
+import fnmatch
+import uuid
+
+from peewee import fn
+
+from control_plane import clock
+from control_plane.db import database, for_update
+from control_plane.errors import AutomationRuleLimitReached, InvalidAutomationRule, NotFound
+from control_plane.models import AutomationRule, AutomationRun, Environment, Project
+from control_plane.pagination import CursorList
+from control_plane.services.accounts.scope import projects_for
+from control_plane.services.automation import schedules
+from control_plane.services.backups.neutralize import PRODUCTION
+
+TRIGGERS = ("git_push", "schedule", "event")
+ACTIONS = ("deploy", "backup", "copy_database")
+EVENTS = ("deploy.completed", "deploy.failed", "backup.completed", "backup.failed",
+          "restore.completed")
+MAX_PER_PROJECT = 100
+HISTORY = dt.timedelta(days=90)  # a deleted rule's runs stay readable this long
+_ENV_FIELDS = {"deploy": ("environment_id",), "backup": ("environment_id",),
+               "copy_database": ("source_environment_id", "environment_id")}
+
+
+# --- checking -------------------------------------------------------------------
+
+def _branch_problem(branch):
+    if not isinstance(branch, str) or not 1 <= len(branch) <= 255:
+        return "A branch name or glob (`feature/*`), 1 to 255 characters."
+    if any(c.isspace() or ord(c) < 32 or c == "\x7f" for c in branch):
+        return "No spaces or control characters."
+    return None
+
+
+def _trigger(project, given, problems):
+    kind = given.get("type")
+    if kind not in TRIGGERS:
+        problems["trigger.type"] = [f"One of {', '.join(TRIGGERS)}."]
+        return None
+    if kind == "git_push":
+        branch = given.get("branch")
+        if (why := _branch_problem(branch)) is not None:
+            problems["trigger.branch"] = [why]
+        return {"type": kind, "branch": branch}
+    if kind == "schedule":
+        cron, zone = given.get("cron"), given.get("timezone") or "UTC"
+        if not isinstance(cron, str) or not cron.strip():
+            problems["trigger.cron"] = ["A cron expression (five fields) is required."]
+        elif (found := schedules.problem(cron, zone)) is not None:
+            problems[found[0]] = [found[1]]
+        return {"type": kind, "cron": " ".join(str(cron).split()), "timezone": zone}
+    event = given.get("event")
+    if event not in EVENTS:
+        problems["trigger.event"] = [f"One of {', '.join(EVENTS)}."]
+    env = _environment(project, given.get("environment_id"), "trigger.environment_id",
+                       problems)
+    return {"type": kind, "event": event, "environment_id": env and str(env.id)}
+
+
+def _environment(project, env_id, field, problems):
+    env = None
+    if env_id is not None:
+        env = Environment.get_or_none(Environment.id == env_id,
+                                      Environment.project == project.id)
+    if env is None:
+        problems[field] = ["An environment of this project is required."]
+    return env
+
+
+def _action(project, given, problems):
+    kind = given.get("type")
+    if kind not in ACTIONS:
+        problems["action.type"] = [f"One of {', '.join(ACTIONS)}."]
+        return None
+    envs = {name: _environment(project, given.get(name), f"action.{name}", problems)
+            for name in _ENV_FIELDS[kind]}
+    out = {"type": kind, **{name: env and str(env.id) for name, env in envs.items()}}
+    if kind == "copy_database":
+        source, target = envs["source_environment_id"], envs["environment_id"]
+        out["fresh"] = bool(given.get("fresh", False))
+        out["allow_production"] = bool(given.get("allow_production", False))
+        if source is not None and target is not None and source.id == target.id:
+            problems["action.environment_id"] = ["The target must differ from the source."]
+        elif target is not None and target.environment_type == PRODUCTION \
+                and not out["allow_production"]:
+            problems["action.allow_production"] = [
+                "Copying a database into production replaces its data: say "
+                "\"allow_production\": true to mean it."]
+    return out
+
+
+def checked(project, name, trigger, action):
+    """(trigger, action) in their stored shape; InvalidAutomationRule otherwise."""
+    problems = {}
+    if not isinstance(name, str) or not 1 <= len(name.strip()) <= 100:
+        problems["name"] = ["1 to 100 characters."]
+    trigger = _trigger(project, trigger or {}, problems)
+    action = _action(project, action or {}, problems)
+    if trigger and action and trigger["type"] == "event" and \
+            trigger.get("environment_id") == action.get("environment_id") and \
+            trigger.get("event", "").split(".")[0] == action["type"]:
+        problems["action.type"] = ["An event rule cannot act on the event it waits for "
+                                   "(its action would trigger it again)."]
+    if problems:
+        said = "; ".join(f"{field}: {why[0]}" for field, why in sorted(problems.items())[:3])
+        raise InvalidAutomationRule(f"The rule was not saved: {said}", details=problems)
+    return trigger, action
+
+
+def branch_matches(rule, branch):
+    """A push's branch against a git_push rule's glob (fnmatch: `*` also crosses `/`)."""
+    return branch is not None and fnmatch.fnmatchcase(branch, rule.trigger["branch"])
+
+
+def _columns(trigger, enabled, now):
+    watched = trigger.get("environment_id") if trigger["type"] == "event" else None
+    next_run = (schedules.next_after(trigger["cron"], trigger["timezone"], now)
+                if trigger["type"] == "schedule" and enabled else None)
+    return {"trigger": trigger, "trigger_type": trigger["type"], "watched_environment": watched,
+            "next_run_at": next_run}
+
+
+# --- reading --------------------------------------------------------------------
+
+def _listed(org, project_id, *scoped, shape):
+    query = AutomationRule.select().where(AutomationRule.organization == org,
+                                          AutomationRule.project == project_id,
+                                          AutomationRule.deleted_at.is_null())
+    return query
+
+
+RULES = CursorList("automation_rules", AutomationRule, _listed, newest_first=False)
+
+
+def project_for(key, project_id, *, lock=False):
+    query = projects_for(key).where(Project.id == project_id)
+    project = (for_update(query) if lock else query).first()
+    if project is None:
+        raise NotFound("Project not found.")
+    return project
+
+
+def rule_for(key, rule_id, *, deleted=False, lock=False):
+    """A rule in the key's scope (404 otherwise); `deleted`: one deleted within
+    the last 90 days too (its history)."""
+    query = (AutomationRule.select().join(Project)
+             .where(AutomationRule.id == rule_id,
+                    AutomationRule.organization == key.organization_id,
+                    Project.deleted_at.is_null()))
+    if key.project_scoped:
+        query = query.where(AutomationRule.project == key.project_id)
+    if deleted:
+        query = query.where(AutomationRule.deleted_at.is_null()
+                            | (AutomationRule.deleted_at > clock.now() - HISTORY))
+    else:
+        query = query.where(AutomationRule.deleted_at.is_null())
+    rule = (for_update(query, of=AutomationRule) if lock else query).first()
+    if rule is None:
+        raise NotFound("Automation rule not found.")
+    return rule
+
+
+def with_last_runs(rules):
+    """Each rule (a row, or a dict of a list page) with `last_run`: its newest run
+    or None, read in one statement for them all."""
+    def rule_id(r):
+        return uuid.UUID(str(r["id"] if isinstance(r, dict) else r.id))
+    ids = [rule_id(r) for r in rules]
+    newest = (AutomationRun.select(AutomationRun.rule, fn.MAX(AutomationRun.created_at)
+                                   .alias("at")).where(AutomationRun.rule.in_(ids))
+              .group_by(AutomationRun.rule))
+    runs = {run.rule_id: run for run in AutomationRun.select().join(newest, on=(
+        (AutomationRun.rule == newest.c.rule_id) & (AutomationRun.created_at == newest.c.at)))}
+    for r in rules:
+        if isinstance(r, dict):
+            r["last_run"] = runs.get(rule_id(r))
+        else:
+            r.last_run = runs.get(rule_id(r))
+    return rules
+
+
+def list_rules(key, project_id, *, limit, cursor):
+    project = project_for(key, project_id)
+    rows, meta = RULES.page(key.organization_id.hex, project.id.hex, limit=limit, cursor=cursor)
+    return with_last_runs(rows), meta
+
+
+def get_rule(key, rule_id):
+    return with_last_runs([rule_for(key, rule_id)])[0]
+
+
+# --- changing -------------------------------------------------------------------
+
+def create_rule(project, *, name, trigger, action, enabled=True, created_by=None):
+    """Inside or outside a transaction: the project locked, its rules counted."""
+    with database.atomic():
+        project = for_update(Project.select().where(Project.id == project.id)).first()
+        trigger, action = checked(project, name, trigger, action)
+        count = AutomationRule.select().where(AutomationRule.project == project.id,
+                                              AutomationRule.deleted_at.is_null()).count()
+        if count >= MAX_PER_PROJECT:
+            raise AutomationRuleLimitReached(
+                f"A project has at most {MAX_PER_PROJECT} automation rules.")
+        now = clock.now()
+        rule = AutomationRule.create(organization=project.organization_id, project=project,
+                                     name=name.strip(), enabled=enabled, action=action,
+                                     created_by=created_by, updated_at=now,
+                                     **_columns(trigger, enabled, now))
+    rule.last_run = None
+    return rule
+
+
+def create_for_key(key, project_id, **fields):
+    return create_rule(project_for(key, project_id), created_by=key.public_id, **fields)
+
+
+def update_rule(key, rule_id, changes):
+    """Omitted fields stay; `trigger` and `action` are replaced whole."""
+    with database.atomic():
+        rule = rule_for(key, rule_id, lock=True)
+        if changes:
+            name = changes.get("name", rule.name)
+            enabled = changes.get("enabled", rule.enabled)
+            trigger, action = checked(rule.project, name, changes.get("trigger", rule.trigger),
+                                      changes.get("action", rule.action))
+            now = clock.now()
+            fields = {"name": name.strip(), "enabled": enabled, "action": action,
+                      "updated_at": now, **_columns(trigger, enabled, now)}
+            AutomationRule.update(**fields).where(AutomationRule.id == rule.id).execute()
+            for field, value in fields.items():
+                setattr(rule, field, value)
+    return get_rule(key, rule_id)
+
+
+def delete_rule(key, rule_id):
+    with database.atomic():
+        rule = rule_for(key, rule_id, lock=True)
+        now = clock.now()
+        AutomationRule.update(deleted_at=now, enabled=False, next_run_at=None, updated_at=now) \
+            .where(AutomationRule.id == rule.id).execute()
+
+
+def sweep(now=None):
+    """Housekeeping: rules deleted more than 90 days ago, with their runs."""
+    cutoff = (now or clock.now()) - HISTORY
+    gone = AutomationRule.select(AutomationRule.id).where(AutomationRule.deleted_at < cutoff)
+    AutomationRun.delete().where(AutomationRun.rule.in_(gone)).execute()
+    return AutomationRule.delete().where(AutomationRule.deleted_at < cutoff).execute()

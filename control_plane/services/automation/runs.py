@@ -1,0 +1,166 @@
+"""A rule's runs, one per firing. `begin` records the run (`running`) and emits
+`automation_rule.triggered`; `act` starts its action's task; the task's end
+(`follow`, called by the task engine's watcher) ends the run and emits
+`automation_rule.completed` or `.failed`: the action's outcome, not the moment
+it was queued. An action that cannot start ends the run at once: `skipped` when
+the environment is busy or not ready (a conflict), `failed` otherwise, with the
+reason (and `automation_rule.failed`, whose `status` says which).
+
+`copy_database` with `fresh` is two tasks: a backup of the source, then (once it
+completed) the restore of that backup into the target."""
+
+from control_plane import clock, events, states
+from control_plane.db import database, for_update
+from control_plane.errors import ApiError, AutomationRuleDisabled, NotFound
+from control_plane.events import Name
+from control_plane.models import AutomationRule, AutomationRun, Backup, Environment, Project
+from control_plane.pagination import CursorList
+from control_plane.services.automation import rules as rule_store
+from control_plane.services.backups import backups
+from control_plane.services.deploys import actions
+from control_plane.services.tasks import engine
+from protocol.kinds import TaskKind
+
+RUNNING, COMPLETED, FAILED, SKIPPED = "running", "completed", "failed", "skipped"
+SCHEDULER = "scheduler"  # the actor of schedule and event runs
+# The task trigger (the spec's values) of an action, by what fired its rule.
+TASK_TRIGGER = {"manual": states.Trigger.MANUAL, "git_push": states.Trigger.GIT_PUSH,
+                "schedule": states.Trigger.SCHEDULED, "event": states.Trigger.SCHEDULED}
+
+
+def begin(rule, *, trigger_type, actor, branch=None, depth=0):
+    """Inside the caller's transaction: the run, `running`, and its event."""
+    target = rule.action.get("environment_id")
+    run = AutomationRun.create(rule=rule, trigger_type=trigger_type, branch=branch,
+                               actor=str(actor)[:255], status=RUNNING, started_at=clock.now(),
+                               environment_id=target, depth=depth)
+    events.record_automation(rule, run, Name.AUTOMATION_RULE_TRIGGERED)
+    return run
+
+
+def skipped(rule, *, trigger_type, actor, reason, branch=None, depth=0):
+    """A firing that does nothing (a chain cut, a limit): recorded, with its events."""
+    run = begin(rule, trigger_type=trigger_type, actor=actor, branch=branch, depth=depth)
+    finish(rule, run, SKIPPED, reason)
+    return run
+
+
+def finish(rule, run, status, reason=None):
+    now = clock.now()
+    done = AutomationRun.update(status=status, reason=reason and reason[:2000],
+                                finished_at=now).where(AutomationRun.id == run.id,
+                                                       AutomationRun.status == RUNNING).execute()
+    if done:
+        run.status, run.reason, run.finished_at = status, reason, now
+        events.record_automation(rule, run, Name.AUTOMATION_RULE_COMPLETED if status == COMPLETED
+                                 else Name.AUTOMATION_RULE_FAILED, reason)
+
+
+def act(rule, run, *, settings, gateway, commit=None):
+    """Inside the caller's transaction: the run's action (or its next stage)
+    started, once (a conditional update claims it); a refusal ends the run."""
+    claimed = AutomationRun.update(action_started=True).where(
+        AutomationRun.id == run.id, AutomationRun.status == RUNNING,
+        ~AutomationRun.action_started).execute()
+    if not claimed:
+        return run
+    try:
+        with database.atomic():  # a savepoint: a refused start leaves nothing behind
+            task_id, stage = _start(rule, run, settings, gateway, commit)
+    except ApiError as exc:
+        finish(rule, run, SKIPPED if exc.status == 409 else FAILED, exc.message)
+        return run
+    AutomationRun.update(task=task_id, stage=stage).where(AutomationRun.id == run.id).execute()
+    run.task, run.stage, run.action_started = task_id, stage, True
+    return run
+
+
+def _locked(env_id):
+    env = for_update(Environment.select(Environment, Project).join(Project).where(
+        Environment.id == env_id, Environment.is_active, Project.deleted_at.is_null()),
+        of=Environment).first()
+    if env is None:
+        raise NotFound("The rule's environment no longer exists (or was destroyed).")
+    return env
+
+
+def _start(rule, run, settings, gateway, commit):
+    """(task id, stage) of the action's next task."""
+    action, trigger = rule.action, TASK_TRIGGER[run.trigger_type]
+    kind = action["type"]
+    if kind == "deploy":
+        env = _locked(action["environment_id"])
+        actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
+        engine.check_allowed(env, TaskKind.DEPLOY)
+        same_branch = commit and run.branch == (env.branch or env.project.default_branch)
+        d = engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway,
+                         trigger=trigger, record={"git_commit": commit if same_branch else None})
+        return d.id, None
+    if kind == "backup" or (kind == "copy_database" and action["fresh"] and run.stage is None):
+        env = _locked(action["environment_id" if kind == "backup"
+                             else "source_environment_id"])
+        backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
+                                trigger=trigger, notes=f"Automation rule {rule.name!r}")
+        return backup.task_id, "backup" if kind == "copy_database" else None
+    source = run.backup_id or _newest_backup(action["source_environment_id"])
+    env = _locked(action["environment_id"])
+    d = backups.restore(env, source, actor_id=None, settings=settings, gateway=gateway,
+                        trigger=trigger, actor=f"automation rule {rule.name!r}")
+    return d.id, "restore"
+
+
+def _newest_backup(env_id):
+    backup = (Backup.select(Backup.id).where(
+        Backup.environment == env_id, Backup.status == states.BackupStatus.COMPLETED,
+        Backup.deleted_at.is_null()).order_by(Backup.created_at.desc()).first())
+    if backup is None:
+        raise ApiError("The source environment has no completed backup (use \"fresh\": true "
+                       "to take one first).", code="no_backup", status=409)
+    return backup.id
+
+
+def follow(d, outcome):
+    """The task engine's watcher, inside the settling transaction: the run whose
+    action this task is goes on to its next stage or ends. Returns that run (the
+    parent of what this task's event may trigger) or None."""
+    run = AutomationRun.get_or_none(AutomationRun.task == d.id, AutomationRun.status == RUNNING)
+    if run is None:
+        return None
+    rule = AutomationRule.get_by_id(run.rule_id)
+    if outcome.ok and run.stage == "backup":  # copy_database: the restore comes next
+        extra = d.extra_data or {}
+        AutomationRun.update(stage="restore", backup_id=extra.get("backup_id"), task=None,
+                             action_started=False).where(AutomationRun.id == run.id).execute()
+        return run
+    if outcome.ok:
+        finish(rule, run, COMPLETED)
+    else:
+        why = outcome.error or ("cancelled" if outcome.status == states.DeploymentStatus.CANCELLED
+                                else "the task failed")
+        finish(rule, run, FAILED, f"{d.kind} task {d.id}: {why}")
+    return run
+
+
+# --- reading ----------------------------------------------------------------------
+
+def _listed(rule_id, *, shape):
+    return AutomationRun.select().where(AutomationRun.rule == rule_id)
+
+
+RUNS = CursorList("automation_runs", AutomationRun, _listed, newest_first=True)
+
+
+def list_runs(key, rule_id, *, limit, cursor):
+    rule = rule_store.rule_for(key, rule_id, deleted=True)
+    return RUNS.page(rule.id.hex, limit=limit, cursor=cursor)
+
+
+def run_now(key, rule_id, *, settings, gateway):
+    """POST …/run: the rule fired by the key (`manual`), its action started."""
+    with database.atomic():
+        rule = rule_store.rule_for(key, rule_id, lock=True)
+        if not rule.enabled:
+            raise AutomationRuleDisabled("The rule is disabled: enable it to run it.")
+        run = begin(rule, trigger_type="manual", actor=key.public_id)
+        act(rule, run, settings=settings, gateway=gateway)
+    return AutomationRun.get_by_id(run.id)

@@ -1,0 +1,133 @@
+"""What fires automation rules: a push (`on_push`, inside the push delivery's
+transaction), a schedule (`fire_due`, the scheduler's job), a task's end
+(`after_task`, the task engine's watcher) and a person (runs.run_now).
+
+Schedules are claimed in the database: the rule's `next_run_at` moves to the
+next occurrence by a conditional update, and only the scheduler whose update
+changed the row runs it, so two schedulers never run one occurrence twice. The
+next occurrence is computed from now: occurrences missed while no scheduler ran
+fire once, not once each.
+
+An event rule is fired by the end of a task on its environment; the run is
+recorded there and its action started by the scheduler's job (`start_pending`),
+which has the settings a task needs. A chain (a rule's action ends in an event
+that fires a rule…) is cut at MAX_DEPTH, and a rule is never fired by its own
+action's event."""
+
+from control_plane import clock, states
+from control_plane.db import database
+from control_plane.models import AutomationRule, AutomationRun
+from control_plane.services.automation import rules as rule_store
+from control_plane.services.automation import runs, schedules
+from control_plane.services.tasks import kinds
+from protocol.kinds import TaskKind
+
+MAX_DEPTH = 3  # event rules a chain may pass through after the first run
+BATCH = 200  # due schedules (or pending runs) claimed per statement
+
+
+def _live():
+    return (AutomationRule.enabled == True) & AutomationRule.deleted_at.is_null()  # noqa: E712
+
+
+# --- a push ---------------------------------------------------------------------
+
+def on_push(project, *, branch, commit, deleted, actor, settings, gateway):
+    """Inside the push delivery's transaction: the project's git_push rules whose
+    glob matches the branch, fired and their actions started. A deleted branch
+    fires none (it has nothing to deploy). Returns [{rule_id, run_id, status}]."""
+    if branch is None or deleted:
+        return []
+    fired = []
+    for rule in (AutomationRule.select().where(AutomationRule.project == project.id,
+                                               AutomationRule.trigger_type == "git_push",
+                                               _live()).order_by(AutomationRule.created_at)):
+        if not rule_store.branch_matches(rule, branch):
+            continue
+        run = runs.begin(rule, trigger_type="git_push", actor=actor or "git", branch=branch)
+        runs.act(rule, run, settings=settings, gateway=gateway, commit=commit)
+        fired.append({"rule_id": str(rule.id), "run_id": str(run.id), "status": run.status})
+    return fired
+
+
+# --- a schedule -----------------------------------------------------------------
+
+def fire_due(settings, gateway=None, now=None):
+    """The scheduler's job: every schedule rule due by now fired once (claimed by
+    a conditional update of its next occurrence). Returns the runs started."""
+    now = now or clock.now()
+    due = list(AutomationRule.select(AutomationRule.id, AutomationRule.next_run_at,
+                                     AutomationRule.trigger)
+               .where(AutomationRule.trigger_type == "schedule", _live(),
+                      AutomationRule.next_run_at <= now)
+               .order_by(AutomationRule.next_run_at).limit(BATCH))
+    started = []
+    for row in due:
+        following = schedules.next_after(row.trigger["cron"], row.trigger["timezone"], now)
+        with database.atomic():
+            claimed = AutomationRule.update(next_run_at=following).where(
+                AutomationRule.id == row.id, AutomationRule.next_run_at == row.next_run_at,
+                _live()).execute()
+            if not claimed:  # another scheduler has it, or it changed meanwhile
+                continue
+            rule = AutomationRule.get_by_id(row.id)
+            run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER)
+            started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+    return started
+
+
+# --- a task's end -----------------------------------------------------------------
+
+def event_of(d, outcome):
+    """The event name a settled task emitted, among those rules wait for."""
+    if outcome.status == states.DeploymentStatus.CANCELLED:
+        return None
+    if d.kind == TaskKind.BACKUP:
+        return "backup.completed" if outcome.ok else "backup.failed"
+    if d.kind == TaskKind.RESTORE:
+        return "restore.completed" if outcome.ok else None
+    if kinds.get(d.kind).is_deployment:
+        return "deploy.completed" if outcome.ok else "deploy.failed"
+    return None
+
+
+def after_task(d, outcome, parent):
+    """Inside the settling transaction: the event rules of the task's environment
+    that wait for its event, fired (their actions started by `start_pending`).
+    `parent`: the run whose action the task was, if any."""
+    name = event_of(d, outcome)
+    if name is None:
+        return
+    depth = parent.depth + 1 if parent is not None else 0
+    for rule in (AutomationRule.select().where(
+            AutomationRule.watched_environment == d.environment_id,
+            AutomationRule.trigger_type == "event", _live()).order_by(AutomationRule.created_at)):
+        if rule.trigger.get("event") != name:
+            continue
+        fields = {"trigger_type": "event", "actor": runs.SCHEDULER, "depth": depth}
+        if parent is not None and parent.rule_id == rule.id:
+            runs.skipped(rule, reason=f"{name} came from this rule's own action", **fields)
+        elif depth > MAX_DEPTH:
+            runs.skipped(rule, reason=f"a chain of rules deeper than {MAX_DEPTH} is cut",
+                         **fields)
+        else:
+            runs.begin(rule, **fields)
+
+
+def start_pending(settings, gateway=None):
+    """The scheduler's job: runs whose action (or next stage) has not started yet."""
+    pending = list(AutomationRun.select(AutomationRun.id).where(
+        AutomationRun.status == runs.RUNNING, ~AutomationRun.action_started)
+        .order_by(AutomationRun.created_at).limit(BATCH))
+    started = []
+    for row in pending:
+        with database.atomic():
+            run = AutomationRun.get_by_id(row.id)
+            rule = AutomationRule.get_by_id(run.rule_id)
+            started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+    return started
+
+
+def run(settings, gateway=None):
+    """The `automation` job: what events fired, then what schedules make due."""
+    return start_pending(settings, gateway), fire_due(settings, gateway)
