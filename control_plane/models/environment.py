@@ -58,6 +58,10 @@ class Environment(BaseModel):
     # Module names each deploy installs (`-i`) when the database lacks them
     # (agent/deploy/updates.py); None: none.
     install_modules = JSONField(null=True)
+    # A preview environment: the automation rule that made it for its branch, and
+    # when that branch was last pushed (services/automation/previews.py).
+    preview_rule = peewee.UUIDField(null=True, index=True)
+    last_pushed_at = DateTimeField(null=True)
 
 
 class Deployment(BaseModel):

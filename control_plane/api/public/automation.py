@@ -16,7 +16,7 @@ from control_plane.services.automation import runs as run_svc
 blp = Blueprint("automation", __name__, description=(
     "Automation rules: on a push (`git_push`, a branch glob), a `schedule` (five-field "
     "cron in an IANA time zone) or an `event` of an environment, an action (`deploy`, "
-    "`backup`, `copy_database`). Each firing is a run; runs emit `automation_rule.triggered`, "
+    "`backup`, `copy_database`, or `preview`: an environment per pushed branch). Each firing is a run; runs emit `automation_rule.triggered`, "
     "then `automation_rule.completed` or `automation_rule.failed` when the action's task "
     "ends. Problems with a rule are 422 `invalid_automation_rule`, each named by its field "
     "in `details` (`trigger.cron`)."))
@@ -42,11 +42,18 @@ class ActionSchema(ma.Schema):
     environment_id = ma.fields.String(metadata={**ENV, "description": (
         "The environment deployed, backed up, or copied into")})
     source_environment_id = ma.fields.String(metadata={**ENV, "description": (
-        "`copy_database`: whose newest completed backup is restored")})
+        "`copy_database` (required) and `preview` (optional): whose newest completed "
+        "backup is restored, neutralised unless into production")})
     fresh = Boolean(metadata={"description": "`copy_database`: take a backup of the source "
                                              "first and restore that one (default false)"})
     allow_production = Boolean(metadata={"description": (
         "`copy_database`: required true when the target is a production environment")})
+    ttl_hours = ma.fields.Integer(metadata={"description": (
+        "`preview`: a preview whose branch sees no push for this long is deleted "
+        "(1 to 8760, default 168)")})
+    max_environments = ma.fields.Integer(metadata={"description": (
+        "`preview`: at most this many live previews (1 to 50, default 5); the next "
+        "push of a new branch is a `skipped` run")})
 
 
 class RunSchema(Schema):

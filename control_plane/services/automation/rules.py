@@ -22,13 +22,14 @@ from control_plane.services.automation import schedules
 from control_plane.services.backups.neutralize import PRODUCTION
 
 TRIGGERS = ("git_push", "schedule", "event")
-ACTIONS = ("deploy", "backup", "copy_database")
+ACTIONS = ("deploy", "backup", "copy_database", "preview")
 EVENTS = ("deploy.completed", "deploy.failed", "backup.completed", "backup.failed",
           "restore.completed")
 MAX_PER_PROJECT = 100
 HISTORY = dt.timedelta(days=90)  # a deleted rule's runs stay readable this long
 _ENV_FIELDS = {"deploy": ("environment_id",), "backup": ("environment_id",),
-               "copy_database": ("source_environment_id", "environment_id")}
+               "copy_database": ("source_environment_id", "environment_id"), "preview": ()}
+_BOUNDS = {"ttl_hours": (1, 24 * 365, 168), "max_environments": (1, 50, 5)}  # min, max, default
 
 
 # --- checking -------------------------------------------------------------------
@@ -68,6 +69,10 @@ def _trigger(project, given, problems):
 
 def _environment(project, env_id, field, problems):
     env = None
+    try:
+        env_id = uuid.UUID(str(env_id)) if env_id is not None else None
+    except ValueError:
+        env_id = None
     if env_id is not None:
         env = Environment.get_or_none(Environment.id == env_id,
                                       Environment.project == project.id)
@@ -84,6 +89,8 @@ def _action(project, given, problems):
     envs = {name: _environment(project, given.get(name), f"action.{name}", problems)
             for name in _ENV_FIELDS[kind]}
     out = {"type": kind, **{name: env and str(env.id) for name, env in envs.items()}}
+    if kind == "preview":
+        return _preview(project, given, out, problems)
     if kind == "copy_database":
         source, target = envs["source_environment_id"], envs["environment_id"]
         out["fresh"] = bool(given.get("fresh", False))
@@ -98,6 +105,20 @@ def _action(project, given, problems):
     return out
 
 
+def _preview(project, given, out, problems):
+    source = given.get("source_environment_id")
+    if source is not None:
+        env = _environment(project, source, "action.source_environment_id", problems)
+        source = env and str(env.id)
+    out["source_environment_id"] = source
+    for field, (low, high, default) in _BOUNDS.items():
+        value = given.get(field, default)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            problems[f"action.{field}"] = [f"A whole number from {low} to {high}."]
+        out[field] = value
+    return out
+
+
 def checked(project, name, trigger, action):
     """(trigger, action) in their stored shape; InvalidAutomationRule otherwise."""
     problems = {}
@@ -105,6 +126,8 @@ def checked(project, name, trigger, action):
         problems["name"] = ["1 to 100 characters."]
     trigger = _trigger(project, trigger or {}, problems)
     action = _action(project, action or {}, problems)
+    if trigger and action and action["type"] == "preview" and trigger["type"] != "git_push":
+        problems["action.type"] = ["A preview is made by a push: its trigger must be git_push."]
     if trigger and action and trigger["type"] == "event" and \
             trigger.get("environment_id") == action.get("environment_id") and \
             trigger.get("event", "").split(".")[0] == action["type"]:

@@ -7,14 +7,16 @@ the environment is busy or not ready (a conflict), `failed` otherwise, with the
 reason (and `automation_rule.failed`, whose `status` says which).
 
 `copy_database` with `fresh` is two tasks: a backup of the source, then (once it
-completed) the restore of that backup into the target."""
+completed) the restore of that backup into the target; a `preview` has its
+steps too (previews.py)."""
 
 from control_plane import clock, events, states
 from control_plane.db import database, for_update
 from control_plane.errors import ApiError, AutomationRuleDisabled, NotFound
 from control_plane.events import Name
-from control_plane.models import AutomationRule, AutomationRun, Backup, Environment, Project
+from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.pagination import CursorList
+from control_plane.services.automation import previews
 from control_plane.services.automation import rules as rule_store
 from control_plane.services.backups import backups
 from control_plane.services.deploys import actions
@@ -28,12 +30,12 @@ TASK_TRIGGER = {"manual": states.Trigger.MANUAL, "git_push": states.Trigger.GIT_
                 "schedule": states.Trigger.SCHEDULED, "event": states.Trigger.SCHEDULED}
 
 
-def begin(rule, *, trigger_type, actor, branch=None, depth=0):
+def begin(rule, *, trigger_type, actor, branch=None, depth=0, stage=None, environment_id=None):
     """Inside the caller's transaction: the run, `running`, and its event."""
-    target = rule.action.get("environment_id")
+    target = environment_id or rule.action.get("environment_id")
     run = AutomationRun.create(rule=rule, trigger_type=trigger_type, branch=branch,
                                actor=str(actor)[:255], status=RUNNING, started_at=clock.now(),
-                               environment_id=target, depth=depth)
+                               environment_id=target, depth=depth, stage=stage)
     events.record_automation(rule, run, Name.AUTOMATION_RULE_TRIGGERED)
     return run
 
@@ -70,7 +72,8 @@ def act(rule, run, *, settings, gateway, commit=None):
     except ApiError as exc:
         finish(rule, run, SKIPPED if exc.status == 409 else FAILED, exc.message)
         return run
-    AutomationRun.update(task=task_id, stage=stage).where(AutomationRun.id == run.id).execute()
+    AutomationRun.update(task=task_id, stage=stage, environment_id=run.environment_id).where(
+        AutomationRun.id == run.id).execute()
     run.task, run.stage, run.action_started = task_id, stage, True
     return run
 
@@ -88,6 +91,9 @@ def _start(rule, run, settings, gateway, commit):
     """(task id, stage) of the action's next task."""
     action, trigger = rule.action, TASK_TRIGGER[run.trigger_type]
     kind = action["type"]
+    if kind == "preview":
+        return previews.start(rule, run, settings=settings, gateway=gateway, trigger=trigger,
+                              commit=commit)
     if kind == "deploy":
         env = _locked(action["environment_id"])
         actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
@@ -102,21 +108,11 @@ def _start(rule, run, settings, gateway, commit):
         backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
                                 trigger=trigger, notes=f"Automation rule {rule.name!r}")
         return backup.task_id, "backup" if kind == "copy_database" else None
-    source = run.backup_id or _newest_backup(action["source_environment_id"])
+    source = run.backup_id or backups.newest_completed(action["source_environment_id"])
     env = _locked(action["environment_id"])
     d = backups.restore(env, source, actor_id=None, settings=settings, gateway=gateway,
                         trigger=trigger, actor=f"automation rule {rule.name!r}")
     return d.id, "restore"
-
-
-def _newest_backup(env_id):
-    backup = (Backup.select(Backup.id).where(
-        Backup.environment == env_id, Backup.status == states.BackupStatus.COMPLETED,
-        Backup.deleted_at.is_null()).order_by(Backup.created_at.desc()).first())
-    if backup is None:
-        raise ApiError("The source environment has no completed backup (use \"fresh\": true "
-                       "to take one first).", code="no_backup", status=409)
-    return backup.id
 
 
 def follow(d, outcome):
@@ -131,6 +127,11 @@ def follow(d, outcome):
         extra = d.extra_data or {}
         AutomationRun.update(stage="restore", backup_id=extra.get("backup_id"), task=None,
                              action_started=False).where(AutomationRun.id == run.id).execute()
+        return run
+    if outcome.ok and run.stage == "create" and rule.action.get("source_environment_id"):
+        # A new preview: the source's data comes next.
+        AutomationRun.update(stage="copy", task=None, action_started=False).where(
+            AutomationRun.id == run.id).execute()
         return run
     if outcome.ok:
         finish(rule, run, COMPLETED)

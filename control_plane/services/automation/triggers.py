@@ -14,16 +14,19 @@ which has the settings a task needs. A chain (a rule's action ends in an event
 that fires a rule…) is cut at MAX_DEPTH, and a rule is never fired by its own
 action's event."""
 
+import datetime as dt
+
 from control_plane import clock, states
 from control_plane.db import database
-from control_plane.models import AutomationRule, AutomationRun
+from control_plane.models import AutomationRule, AutomationRun, Environment
+from control_plane.services.automation import previews, runs, schedules
 from control_plane.services.automation import rules as rule_store
-from control_plane.services.automation import runs, schedules
 from control_plane.services.tasks import kinds
 from protocol.kinds import TaskKind
 
 MAX_DEPTH = 3  # event rules a chain may pass through after the first run
 BATCH = 200  # due schedules (or pending runs) claimed per statement
+RETRY = dt.timedelta(minutes=15)  # an expired preview whose removal could not start
 
 
 def _live():
@@ -35,8 +38,9 @@ def _live():
 def on_push(project, *, branch, commit, deleted, actor, settings, gateway):
     """Inside the push delivery's transaction: the project's git_push rules whose
     glob matches the branch, fired and their actions started. A deleted branch
-    fires none (it has nothing to deploy). Returns [{rule_id, run_id, status}]."""
-    if branch is None or deleted:
+    fires only the preview rules that made an environment for it (to delete it).
+    Returns [{rule_id, run_id, status}]."""
+    if branch is None:
         return []
     fired = []
     for rule in (AutomationRule.select().where(AutomationRule.project == project.id,
@@ -44,7 +48,13 @@ def on_push(project, *, branch, commit, deleted, actor, settings, gateway):
                                                _live()).order_by(AutomationRule.created_at)):
         if not rule_store.branch_matches(rule, branch):
             continue
-        run = runs.begin(rule, trigger_type="git_push", actor=actor or "git", branch=branch)
+        fields = {"trigger_type": "git_push", "actor": actor or "git", "branch": branch}
+        if deleted:
+            env = previews.of_branch(rule, branch) if rule.action["type"] == "preview" else None
+            if env is None:
+                continue
+            fields.update(stage="remove", environment_id=env.id)
+        run = runs.begin(rule, **fields)
         runs.act(rule, run, settings=settings, gateway=gateway, commit=commit)
         fired.append({"rule_id": str(rule.id), "run_id": str(run.id), "status": run.status})
     return fired
@@ -128,6 +138,32 @@ def start_pending(settings, gateway=None):
     return started
 
 
+def expire_previews(settings, gateway=None, now=None):
+    """The scheduler's job: previews whose branch saw no push for their rule's
+    ttl_hours, deleted (a run of the rule, trigger `schedule`). Claimed by moving
+    the environment's last push time, so a removal that could not start (the
+    environment busy) is tried again RETRY later, and never twice at once."""
+    now = now or clock.now()
+    started = []
+    for rule in AutomationRule.select().where(AutomationRule.trigger_type == "git_push", _live()):
+        if rule.action["type"] != "preview":
+            continue
+        for env in previews.expired(rule, now):
+            ttl = dt.timedelta(hours=rule.action.get("ttl_hours") or previews.DEFAULT_TTL_HOURS)
+            with database.atomic():
+                claimed = Environment.update(last_pushed_at=now - ttl + RETRY).where(
+                    Environment.id == env.id, Environment.last_pushed_at == env.last_pushed_at
+                ).execute()
+                if not claimed:
+                    continue
+                run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER,
+                                 branch=env.branch, stage="remove", environment_id=env.id)
+                started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+    return started
+
+
 def run(settings, gateway=None):
-    """The `automation` job: what events fired, then what schedules make due."""
-    return start_pending(settings, gateway), fire_due(settings, gateway)
+    """The `automation` job: what events fired, what schedules make due, and the
+    previews that outlived their branch's last push."""
+    return (start_pending(settings, gateway), fire_due(settings, gateway),
+            expire_previews(settings, gateway))

@@ -78,6 +78,17 @@ def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, act
 
 # --- reading ----------------------------------------------------------------
 
+def newest_completed(env_id):
+    """The id of the environment's newest completed backup; 409 `no_backup` if none."""
+    backup = (Backup.select(Backup.id).where(
+        Backup.environment == env_id, Backup.status == B.COMPLETED,
+        Backup.deleted_at.is_null()).order_by(Backup.created_at.desc()).first())
+    if backup is None:
+        raise errors.ApiError("The source environment has no completed backup.",
+                              code="no_backup", status=409)
+    return backup.id
+
+
 def page(env, *, status=None, backup_type=None, page=1, page_size=20):
     """The environment's backups, newest first (page pagination); deleted ones
     (retention removed their objects) are not listed."""

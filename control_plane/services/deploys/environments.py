@@ -92,6 +92,16 @@ def create_environment(key, project_id, *, name, berth, branch=None,
                        triggered_by=key.owner_id, allocation=allocation, gateway=berth.gateway)
 
 
+def create_preview(project, *, name, branch, settings, gateway, trigger, **fields):
+    """Inside the caller's transaction: a development environment of the project
+    for a branch (an automation rule's preview), deployed on its server."""
+    if project.server_id is None:
+        raise NoServer("The project has no server to deploy on.")
+    return _create(project, project.server_id, settings, name=name, branch=branch,
+                   environment_type="development", trigger=trigger, gateway=gateway,
+                   allocation=fields)
+
+
 def auto_deploy(spec, server, images):
     """A registration token's `auto_deploy`, applied as its server registers (inside
     that transaction): an environment of the project on the new server. The agent

@@ -250,7 +250,9 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
         return summary, state
     push = _push(payload)
     summary.update(branch=push.branch, commit=push.commit)
-    if push.branch is None or push.deleted:
+    # A deleted branch deploys nothing, but may end its preview environments
+    # (automation rules): handled once, like a push, when it says its delivery.
+    if push.branch is None or (push.deleted and (also is None or not delivery_id)):
         summary["message"] = ("A deleted branch deploys nothing." if push.deleted
                               else "Only pushes to branches deploy.")
         return summary, state
@@ -267,6 +269,10 @@ def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth
         "This delivery was already handled; nothing was done again." if duplicate else
         f"{len(summary['deployments'])} deployment(s) queued, "
         f"{len(summary['skipped'])} environment(s) skipped."))
+    if push.deleted:
+        summary.update(ignored=not summary["automation_runs"],
+                       message="A deleted branch deploys nothing; "
+                               f"{len(summary['automation_runs'])} automation run(s).")
     return summary, state
 
 
@@ -305,6 +311,8 @@ def _handle_once(projects, provider_name, delivery_id, repo, push, berth, also=N
 def _deploy_project(project, repo, push, berth, provider_name, delivery_id):
     """Inside the caller's transaction: queue the deployments one project's push asks
     for (the gateway is woken once it commits)."""
+    if push.deleted:
+        return {"deployments": [], "skipped": []}
     own_repo = full_name_of(project.git_repo_url) == repo
     addon_push = (AddonRepository.select().where(
         AddonRepository.project == project.id, AddonRepository.full_name == repo,
