@@ -256,6 +256,7 @@ def main():
         admin_config,
         admin_domain,
         admin_git,
+        admin_rule,
     )
 
     try:

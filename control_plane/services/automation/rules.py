@@ -242,6 +242,20 @@ def create_rule(project, *, name, trigger, action, enabled=True, created_by=None
     return rule
 
 
+def project_for_operator(project_id):
+    project = Project.get_or_none(Project.id == project_id, Project.deleted_at.is_null())
+    if project is None:
+        raise NotFound("Project not found.")
+    return project
+
+
+def list_for_operator(project_id):
+    project = project_for_operator(project_id)
+    return with_last_runs(list(AutomationRule.select().where(
+        AutomationRule.project == project.id, AutomationRule.deleted_at.is_null())
+        .order_by(AutomationRule.created_at, AutomationRule.id)))
+
+
 def create_for_key(key, project_id, **fields):
     return create_rule(project_for(key, project_id), created_by=key.public_id, **fields)
 

@@ -158,10 +158,26 @@ def list_runs(key, rule_id, *, limit, cursor):
 
 def run_now(key, rule_id, *, settings, gateway):
     """POST …/run: the rule fired by the key (`manual`), its action started."""
+    return _run_now(lambda: rule_store.rule_for(key, rule_id, lock=True), key.public_id,
+                    settings, gateway)
+
+
+def run_for_operator(rule_id, *, settings, gateway):
+    """`berth admin rule run`: the same, by `operator`."""
+    def rule():
+        found = for_update(AutomationRule.select().where(
+            AutomationRule.id == rule_id, AutomationRule.deleted_at.is_null())).first()
+        if found is None:
+            raise NotFound("Automation rule not found.")
+        return found
+    return _run_now(rule, "operator", settings, gateway)
+
+
+def _run_now(find, actor, settings, gateway):
     with database.atomic():
-        rule = rule_store.rule_for(key, rule_id, lock=True)
+        rule = find()
         if not rule.enabled:
             raise AutomationRuleDisabled("The rule is disabled: enable it to run it.")
-        run = begin(rule, trigger_type="manual", actor=key.public_id)
+        run = begin(rule, trigger_type="manual", actor=actor)
         act(rule, run, settings=settings, gateway=gateway)
     return AutomationRun.get_by_id(run.id)

@@ -1,12 +1,21 @@
-"""git_push rules fired by a signed push (through HTTP), and copy_database runs
-(the newest backup, or a fresh one, restored into the target, neutralised when
-it is not production)."""
+"""git_push rules fired by a signed push (through HTTP), copy_database runs (the
+newest backup, or a fresh one, restored into the target, neutralised when it is
+not production), and `berth admin rule`."""
 
-from control_plane.models import AgentCommand, AutomationRun, Deployment, Environment, Event
+import pytest
+
+from control_plane.models import (
+    AgentCommand,
+    AutomationRun,
+    Deployment,
+    Environment,
+    Event,
+    Project,
+)
 from control_plane.services.automation import rules, triggers
 from tests.control_plane.automation.conftest import bearer
 from tests.control_plane.automation.test_rules import P, rules_url
-from tests.control_plane.projects.test_git_push import post, push_body
+from tests.control_plane.projects.test_git_push import _admin_cli, post, push_body
 
 
 def test_a_push_fires_the_rules_whose_glob_matches(client, setup):
@@ -77,3 +86,34 @@ def test_copy_database_restores_the_newest_backup_or_a_fresh_one(client, bk, sto
     done = AutomationRun.get_by_id(run["id"])
     assert done.status == "failed" and "out of space" in done.reason
     assert AgentCommand.select().where(AgentCommand.deployment == restore.id).count() == 1
+
+
+def test_admin_rule_commands(tmp_path, backend):
+    """`berth admin rule list|create|run`, on a data directory of its own."""
+    if backend != "sqlite":
+        pytest.skip("the console script uses the data directory's SQLite")
+    admin = _admin_cli(tmp_path)
+    org = admin("org", "create", "--name", "acme")["id"]
+    server = admin("server", "create", "--name", "s", "--provider", "p", "--cpu-cores", 1,
+                   "--ram-mb", 4096, "--disk-gb", 10, "--org", org)["id"]
+    from control_plane.app import create_app
+
+    create_app({"DATA_DIR": str(tmp_path / "cli")})
+    project = Project.create(organization=org, server=server, name="p")
+    env = Environment.create(project=project, server=server, name="prod", status="running")
+    created = admin("rule", "create", "--project", project.id, "--name", "nightly",
+                    "--on", "schedule", "--cron", "0 3 * * *", "--timezone", "Europe/Paris",
+                    "--action", "backup", "--environment", env.id)
+    assert created["trigger"] == {"type": "schedule", "cron": "0 3 * * *",
+                                  "timezone": "Europe/Paris"}
+    assert created["action"] == {"type": "backup", "environment_id": str(env.id)}
+    assert created["next_run_at"] is not None and created["last_run"] is None
+    refused = admin("rule", "create", "--project", project.id, "--name", "bad", "--on",
+                    "schedule", "--cron", "0 0 30 2 *", "--action", "backup", "--environment",
+                    env.id, ok=False)
+    assert "trigger.cron" in refused
+    run = admin("rule", "run", created["id"])
+    assert (run["trigger_type"], run["actor"], run["status"]) == ("manual", "operator", "running")
+    assert run["task_id"] is not None
+    [listed] = admin("rule", "list", "--project", project.id)["items"]
+    assert listed["id"] == created["id"] and listed["last_run"]["id"] == run["id"]
