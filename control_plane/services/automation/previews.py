@@ -13,7 +13,6 @@ branch a development environment of its own, with its own URL.
 A run of a preview rule names its step in `stage`: `create`, `deploy`, `copy`
 (the source's backup restored) or `remove`."""
 
-import datetime as dt
 import re
 
 from peewee import fn
@@ -103,11 +102,3 @@ def _active(env_id):
     if env is None:
         raise errors.NotFound("The preview environment is gone.")
     return env
-
-
-def expired(rule, now):
-    """The rule's live previews whose branch saw no push for its ttl_hours."""
-    hours = rule.action.get("ttl_hours") or DEFAULT_TTL_HOURS
-    return list(Environment.select().where(
-        Environment.preview_rule == rule.id, Environment.is_active,
-        Environment.last_pushed_at < now - dt.timedelta(hours=hours)))

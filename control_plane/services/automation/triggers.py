@@ -66,21 +66,20 @@ def fire_due(settings, gateway=None, now=None):
     """The scheduler's job: every schedule rule due by now fired once (claimed by
     a conditional update of its next occurrence). Returns the runs started."""
     now = now or clock.now()
-    due = list(AutomationRule.select(AutomationRule.id, AutomationRule.next_run_at,
-                                     AutomationRule.trigger)
+    due = list(AutomationRule.select()
                .where(AutomationRule.trigger_type == "schedule", _live(),
                       AutomationRule.next_run_at <= now)
                .order_by(AutomationRule.next_run_at).limit(BATCH))
     started = []
-    for row in due:
-        following = schedules.next_after(row.trigger["cron"], row.trigger["timezone"], now)
-        with database.atomic():
+    for rule in due:
+        following = schedules.next_after(rule.trigger["cron"], rule.trigger["timezone"], now)
+        with database.atomic():  # one rule a transaction: one that fails holds no other up
             claimed = AutomationRule.update(next_run_at=following).where(
-                AutomationRule.id == row.id, AutomationRule.next_run_at == row.next_run_at,
+                AutomationRule.id == rule.id, AutomationRule.next_run_at == rule.next_run_at,
                 _live()).execute()
             if not claimed:  # another scheduler has it, or it changed meanwhile
                 continue
-            rule = AutomationRule.get_by_id(row.id)
+            rule.next_run_at = following
             run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER)
             started.append(runs.act(rule, run, settings=settings, gateway=gateway))
     return started
@@ -142,23 +141,28 @@ def expire_previews(settings, gateway=None, now=None):
     """The scheduler's job: previews whose branch saw no push for their rule's
     ttl_hours, deleted (a run of the rule, trigger `schedule`). Claimed by moving
     the environment's last push time, so a removal that could not start (the
-    environment busy) is tried again RETRY later, and never twice at once."""
+    environment busy) is tried again RETRY later, and never twice at once. Reads
+    only live previews (an index on `preview_rule`), not the rules."""
     now = now or clock.now()
     started = []
-    for rule in AutomationRule.select().where(AutomationRule.trigger_type == "git_push", _live()):
-        if rule.action["type"] != "preview":
+    live = (Environment.select(Environment, AutomationRule)
+            .join(AutomationRule, on=(Environment.preview_rule == AutomationRule.id))
+            .where(Environment.preview_rule.is_null(False), Environment.is_active,
+                   Environment.last_pushed_at.is_null(False), _live()))
+    for env in live:
+        rule = env.automationrule
+        ttl = dt.timedelta(hours=rule.action.get("ttl_hours") or previews.DEFAULT_TTL_HOURS)
+        if env.last_pushed_at > now - ttl:
             continue
-        for env in previews.expired(rule, now):
-            ttl = dt.timedelta(hours=rule.action.get("ttl_hours") or previews.DEFAULT_TTL_HOURS)
-            with database.atomic():
-                claimed = Environment.update(last_pushed_at=now - ttl + RETRY).where(
-                    Environment.id == env.id, Environment.last_pushed_at == env.last_pushed_at
-                ).execute()
-                if not claimed:
-                    continue
-                run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER,
-                                 branch=env.branch, stage="remove", environment_id=env.id)
-                started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+        with database.atomic():
+            claimed = Environment.update(last_pushed_at=now - ttl + RETRY).where(
+                Environment.id == env.id, Environment.last_pushed_at == env.last_pushed_at
+            ).execute()
+            if not claimed:
+                continue
+            run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER,
+                             branch=env.branch, stage="remove", environment_id=env.id)
+            started.append(runs.act(rule, run, settings=settings, gateway=gateway))
     return started
 
 
