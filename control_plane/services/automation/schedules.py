@@ -12,10 +12,14 @@ HORIZON = dt.timedelta(days=366 * 5)  # a schedule that never fires within it is
 
 def problem(cron, timezone):
     """(field, message) when the schedule cannot be used, else None."""
+    if not isinstance(timezone, str) or not 1 <= len(timezone) <= 64:
+        return "trigger.timezone", "An IANA time zone name (`Europe/Paris`), at most 64 characters."
     try:
         zone = zoneinfo.ZoneInfo(timezone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
         return "trigger.timezone", f"Not an IANA time zone name: {timezone!r}."
+    if len(cron) > 200:
+        return "trigger.cron", "At most 200 characters."
     if len(cron.split()) != 5:
         return "trigger.cron", ("Five fields are needed: minute, hour, day of month, month, "
                                 "day of week.")
