@@ -103,6 +103,14 @@ class DeliveryStatus(StrEnum):
     FAILED = "failed"
 
 
+class RunStatus(StrEnum):
+    """An automation rule's run (services/automation/runs.py)."""
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
 class BackupStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
@@ -250,6 +258,12 @@ BACKUP = {
 BACKUP_TERMINAL = frozenset({B.COMPLETED, B.FAILED, B.CANCELLED})
 BACKUP_IN_PROGRESS = (B.PENDING, B.RUNNING)
 
+# automation run: running while its action's task runs (or, for a two-step action,
+# its tasks); it ends with the task's outcome, or skipped when the action could not start.
+R = RunStatus
+RUN = {(None, R.RUNNING), (R.RUNNING, R.COMPLETED), (R.RUNNING, R.FAILED),
+       (R.RUNNING, R.SKIPPED)}
+
 DOMAIN = {
     (None, DomainStatus.PENDING),
     (DomainStatus.PENDING, DomainStatus.VERIFIED),  # its TXT record or CNAME was seen
@@ -257,7 +271,7 @@ DOMAIN = {
 
 TABLES = {"domain": DOMAIN, "environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
           "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY,
-          "backup": BACKUP}
+          "backup": BACKUP, "automation_run": RUN}
 
 
 def check(resource, current, target):

@@ -74,7 +74,8 @@ def test_sources_give_the_where_clause_of_a_move():
 ENUMS = {"environment": states.EnvironmentStatus, "deployment": states.DeploymentStatus,
          "command": states.CommandStatus, "registration_token": states.TokenStatus,
          "webhook": states.WebhookState, "delivery": states.DeliveryStatus,
-         "backup": states.BackupStatus, "domain": states.DomainStatus}
+         "backup": states.BackupStatus, "domain": states.DomainStatus,
+         "automation_run": states.RunStatus}
 
 
 @pytest.mark.parametrize("resource", sorted(states.TABLES))

@@ -57,7 +57,8 @@ class GitPushResultSchema(ma.Schema):
         "description": "True: this delivery id was handled before; its first result is "
                        "returned and nothing is done again"})
     ignored = ma.fields.Boolean(metadata={
-        "description": "True for events other than branch pushes (ping, tags, deletions)"})
+        "description": "True for events other than branch pushes (ping, tags), and for a "
+                       "branch deletion that fired no automation rule"})
     message = ma.fields.String()
     deployments = ma.fields.List(ma.fields.Nested(GitPushDeploymentSchema))
     skipped = ma.fields.List(ma.fields.Nested(GitPushSkippedSchema))
@@ -131,7 +132,9 @@ def receive_push(args, git_provider):
     trigger `git_push`, a null `triggered_by` and the pushed commit; a push to an
     active add-on repository with auto-deploy on redeploys every auto-deploy
     environment of its project. An environment with a deployment already pending or
-    running is skipped (listed in `skipped`), not queued."""
+    running is skipped (listed in `skipped`), not queued. The project's `git_push`
+    automation rules whose branch glob matches fire too (`automation_runs`); the
+    deletion of a branch fires only preview rules, which delete its environment."""
     body = request.get_data(cache=True)  # the raw bytes: the signature covers exactly them
     berth = current_app.extensions["berth"]
 

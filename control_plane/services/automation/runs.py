@@ -23,7 +23,8 @@ from control_plane.services.deploys import actions
 from control_plane.services.tasks import engine
 from protocol.kinds import TaskKind
 
-RUNNING, COMPLETED, FAILED, SKIPPED = "running", "completed", "failed", "skipped"
+RUNNING, COMPLETED, FAILED, SKIPPED = (states.RunStatus.RUNNING, states.RunStatus.COMPLETED,
+                                       states.RunStatus.FAILED, states.RunStatus.SKIPPED)
 SCHEDULER = "scheduler"  # the actor of schedule and event runs
 # The task trigger (the spec's values) of an action, by what fired its rule.
 TASK_TRIGGER = {"manual": states.Trigger.MANUAL, "git_push": states.Trigger.GIT_PUSH,
@@ -34,7 +35,8 @@ def begin(rule, *, trigger_type, actor, branch=None, depth=0, stage=None, enviro
     """Inside the caller's transaction: the run, `running`, and its event."""
     target = environment_id or rule.action.get("environment_id")
     run = AutomationRun.create(rule=rule, trigger_type=trigger_type, branch=branch,
-                               actor=str(actor)[:255], status=RUNNING, started_at=clock.now(),
+                               actor=str(actor)[:255], started_at=clock.now(),
+                               status=states.check("automation_run", None, RUNNING),
                                environment_id=target, depth=depth, stage=stage)
     events.record_automation(rule, run, Name.AUTOMATION_RULE_TRIGGERED)
     return run
@@ -49,7 +51,8 @@ def skipped(rule, *, trigger_type, actor, reason, branch=None, depth=0):
 
 def finish(rule, run, status, reason=None):
     now = clock.now()
-    done = AutomationRun.update(status=status, reason=reason and reason[:2000],
+    done = AutomationRun.update(status=states.check("automation_run", RUNNING, status),
+                                reason=reason and reason[:2000],
                                 finished_at=now).where(AutomationRun.id == run.id,
                                                        AutomationRun.status == RUNNING).execute()
     if done:
