@@ -444,3 +444,11 @@ class AutomationRuleLimitReached(Conflict):
 
 class AutomationRuleDisabled(Conflict):
     code = "automation_rule_disabled"
+
+
+class NoCompletedBackup(Conflict):
+    code = "no_completed_backup"  # an automation rule's copy has nothing to restore
+
+
+class PreviewBoundReached(Conflict):
+    code = "preview_bound_reached"  # a rule's max_environments, or its server's memory

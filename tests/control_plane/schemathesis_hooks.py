@@ -165,6 +165,11 @@ def policy_refusals_are_policy(ctx, response, case):
         if body.get("error") != "invalid_webhook_url":
             raise AssertionError(f"valid webhook refused: {body}")
         return
+    if "/automation-rules" in case.operation.path:
+        # Which environments are the project's, which crons fire, which zones exist.
+        if body.get("error") != "invalid_automation_rule":
+            raise AssertionError(f"valid automation rule refused: {body}")
+        return
     if not case.operation.path.endswith("/config"):
         return
     problems = [why for whys in (body.get("details") or {}).values() for why in whys]

@@ -40,23 +40,19 @@ def of_branch(rule, branch):
             .order_by(Environment.created_at.desc()).first())
 
 
-class Skipped(errors.Conflict):
-    code = "preview_skipped"
-
-
 def _room(rule, project):
     limit = rule.action.get("max_environments") or DEFAULT_MAX
     live = Environment.select().where(Environment.preview_rule == rule.id,
                                       Environment.is_active).count()
     if live >= limit:
-        raise Skipped(f"the rule has {live} preview environments, its max_environments")
+        raise errors.PreviewBoundReached(f"the rule has {live} preview environments, its max_environments")
     server = Server.get_or_none(Server.id == project.server_id)
     if server is None:
         raise errors.NoServer("The project has no server to deploy on.")
     claimed = (Environment.select(fn.SUM(fn.COALESCE(Environment.ram_mb, ASSUMED_RAM_MB)))
                .where(Environment.server == server.id, Environment.is_active).scalar() or 0)
     if claimed + ASSUMED_RAM_MB > server.ram_mb:
-        raise Skipped(f"server {server.name} has no room: its environments claim {claimed} MB "
+        raise errors.PreviewBoundReached(f"server {server.name} has no room: its environments claim {claimed} MB "
                       f"of its {server.ram_mb} MB")
 
 

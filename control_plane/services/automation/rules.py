@@ -128,9 +128,9 @@ def checked(project, name, trigger, action):
     action = _action(project, action or {}, problems)
     if trigger and action and action["type"] == "preview" and trigger["type"] != "git_push":
         problems["action.type"] = ["A preview is made by a push: its trigger must be git_push."]
-    if trigger and action and trigger["type"] == "event" and \
-            trigger.get("environment_id") == action.get("environment_id") and \
-            trigger.get("event", "").split(".")[0] == action["type"]:
+    if trigger and action and trigger["type"] == "event" and trigger["event"] and \
+            trigger["environment_id"] == action.get("environment_id") and \
+            trigger["event"].split(".")[0] == action["type"]:
         problems["action.type"] = ["An event rule cannot act on the event it waits for "
                                    "(its action would trigger it again)."]
     if problems:

@@ -93,11 +93,11 @@ def _locked(env_id):
 def _start(rule, run, settings, gateway, commit):
     """(task id, stage) of the action's next task."""
     action, trigger = rule.action, TASK_TRIGGER[run.trigger_type]
-    kind = action["type"]
-    if kind == "preview":
+    does = action["type"]
+    if does == "preview":
         return previews.start(rule, run, settings=settings, gateway=gateway, trigger=trigger,
                               commit=commit)
-    if kind == "deploy":
+    if does == "deploy":
         env = _locked(action["environment_id"])
         actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
         engine.check_allowed(env, TaskKind.DEPLOY)
@@ -105,12 +105,12 @@ def _start(rule, run, settings, gateway, commit):
         d = engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway,
                          trigger=trigger, record={"git_commit": commit if same_branch else None})
         return d.id, None
-    if kind == "backup" or (kind == "copy_database" and action["fresh"] and run.stage is None):
-        env = _locked(action["environment_id" if kind == "backup"
+    if does == "backup" or (does == "copy_database" and action["fresh"] and run.stage is None):
+        env = _locked(action["environment_id" if does == "backup"
                              else "source_environment_id"])
         backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
                                 trigger=trigger, notes=f"Automation rule {rule.name!r}")
-        return backup.task_id, "backup" if kind == "copy_database" else None
+        return backup.task_id, "backup" if does == "copy_database" else None
     source = run.backup_id or backups.newest_completed(action["source_environment_id"])
     env = _locked(action["environment_id"])
     d = backups.restore(env, source, actor_id=None, settings=settings, gateway=gateway,

@@ -79,13 +79,13 @@ def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, act
 # --- reading ----------------------------------------------------------------
 
 def newest_completed(env_id):
-    """The id of the environment's newest completed backup; 409 `no_backup` if none."""
+    """The id of the environment's newest completed backup; 409
+    `no_completed_backup` if none."""
     backup = (Backup.select(Backup.id).where(
         Backup.environment == env_id, Backup.status == B.COMPLETED,
         Backup.deleted_at.is_null()).order_by(Backup.created_at.desc()).first())
     if backup is None:
-        raise errors.ApiError("The source environment has no completed backup.",
-                              code="no_backup", status=409)
+        raise errors.NoCompletedBackup("The source environment has no completed backup.")
     return backup.id
 
 

@@ -94,6 +94,8 @@ def _bad_bodies(bk, prod, other_env):
          "trigger.timezone"),
         ({"name": "x", "trigger": {"type": "schedule", "cron": "9" * 500 + " * * * *"},
           "action": backup}, "trigger.cron"),
+        ({"name": "x", "trigger": {"type": "event"}, "action": {"type": "backup"}},
+         "trigger.event"),
         ({"name": "x", "trigger": {"type": "event", "event": "deploy.started",
                                    "environment_id": env}, "action": backup}, "trigger.event"),
         ({"name": "x", "trigger": {"type": "event", "event": "deploy.completed",
