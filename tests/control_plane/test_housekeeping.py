@@ -4,6 +4,8 @@ on both database backends."""
 
 import uuid
 
+import pytest
+
 from control_plane import events
 from control_plane.models import Event, IdempotencyRecord, TaskLogLine, Webhook, WebhookDelivery
 from control_plane.services import housekeeping
@@ -73,3 +75,48 @@ def test_events_go_once_no_webhook_needs_them(app, world, fake_clock):
     assert housekeeping.run()["events"] == 1
     left = {e.id for e in Event.select()}
     assert left == {owed.id, waiting.id}  # still owed to a webhook; not yet fanned out
+
+
+def test_a_turn_with_nothing_to_remove_takes_no_write_lock(app, backend, tmp_path):
+    """SQLite: while another connection holds the write lock (requests writing), a
+    housekeeping turn that finds nothing old does not wait for it, nor fail."""
+    if backend != "sqlite":
+        pytest.skip("SQLite's single writer")
+    import sqlite3
+
+    db = app.extensions["berth"].db
+    db.execute_sql("PRAGMA busy_timeout = 50")
+    writer = sqlite3.connect(db.database, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        assert housekeeping.run() == {"task_log_lines": 0, "idempotency_records": 0,
+                                      "events": 0, "domain_claims": 0, "automation_rules": 0}
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        db.execute_sql("PRAGMA busy_timeout = 15000")
+
+
+def test_automation_rules_go_90_days_after_their_deletion_with_their_runs(app, world):
+    import datetime as dt
+
+    from control_plane import clock
+    from control_plane.models import AutomationRule, AutomationRun
+
+    org = world.org()
+    project = world.project(org)
+    now = clock.now()
+
+    def rule(deleted_days_ago):
+        r = AutomationRule.create(organization=org, project=project, name="r",
+                                  trigger={"type": "git_push", "branch": "main"},
+                                  action={"type": "backup"}, trigger_type="git_push",
+                                  deleted_at=now - dt.timedelta(days=deleted_days_ago))
+        AutomationRun.create(rule=r, trigger_type="manual", actor="k", status="completed",
+                             started_at=now)
+        return r
+    old, recent = rule(91), rule(89)
+    assert housekeeping.run()["automation_rules"] == 1
+    assert AutomationRule.get_or_none(AutomationRule.id == old.id) is None
+    assert AutomationRun.select().where(AutomationRun.rule == old.id).count() == 0
+    assert AutomationRun.select().where(AutomationRun.rule == recent.id).count() == 1

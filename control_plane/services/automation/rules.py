@@ -286,9 +286,15 @@ def delete_rule(key, rule_id):
             .where(AutomationRule.id == rule.id).execute()
 
 
-def sweep(now=None):
-    """Housekeeping: rules deleted more than 90 days ago, with their runs."""
+def sweep(now=None, batch=500):
+    """Housekeeping: rules deleted more than 90 days ago, with their runs, at most
+    `batch` rules a turn. Nothing to remove takes no write lock (SQLite: a turn of
+    the scheduler must not stand in the way of requests that write)."""
     cutoff = (now or clock.now()) - HISTORY
-    gone = AutomationRule.select(AutomationRule.id).where(AutomationRule.deleted_at < cutoff)
-    AutomationRun.delete().where(AutomationRun.rule.in_(gone)).execute()
-    return AutomationRule.delete().where(AutomationRule.deleted_at < cutoff).execute()
+    gone = [i for (i,) in AutomationRule.select(AutomationRule.id)
+            .where(AutomationRule.deleted_at < cutoff).limit(batch).tuples()]
+    if not gone:
+        return 0
+    with database.atomic():  # BEGIN IMMEDIATE on SQLite: waits its turn, never upgrades
+        AutomationRun.delete().where(AutomationRun.rule.in_(gone)).execute()
+        return AutomationRule.delete().where(AutomationRule.id.in_(gone)).execute()
