@@ -135,6 +135,20 @@ def _size(n):
         n /= 1024
 
 
+SSH_COMMANDS = {
+    "live": "answer one live request (LiveRequest on stdin, LiveReply on stdout)",
+    "exec": "run a durable command once, or attach to it (Command on stdin, frames on stdout)",
+    "configure": "write the agent's configuration (JSON on stdin)",
+    "facts": "print the host's facts (HostFacts)",
+}
+
+
+def _over_ssh(name):
+    from agent import remote
+
+    return remote.ENTRY_POINTS[name]()
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="berth-agent",
                                      description="Berth agent for a customer server.")
@@ -149,5 +163,9 @@ def main(argv=None):
     p = commands.add_parser("status", help=status.__doc__)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=status)
+    # Over SSH (agent/remote.py, loaded only then): one call each, the message on stdin.
+    for name, about in SSH_COMMANDS.items():
+        commands.add_parser(name, help=f"(over SSH) {about}").set_defaults(
+            func=lambda args, name=name: _over_ssh(name))
     args = parser.parse_args(argv)
     sys.exit(args.func(args))

@@ -19,7 +19,6 @@ from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.status import StatusFile, now_iso
 from protocol import wire
-from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
 from protocol.v1 import agent_pb2_grpc as pb_grpc
 
@@ -33,7 +32,6 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.max_pings_without_data", 0),
 ]
 _END = object()
-UNAVAILABLE = AgentErrorCode.UNAVAILABLE
 INTERRUPTED = "interrupted by an agent restart; not run again"
 PROXY_WATCH_SECONDS = 10
 FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
@@ -45,12 +43,56 @@ def backoff(attempt):
     return random.uniform(0, min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt, 32)))
 
 
-class Agent:
+class Host:
+    """What command handlers and live requests use of the agent: its configuration,
+    data dir, the container engine, the proxy and the samplers, each made when
+    first needed. The daemon is one; `berth-agent exec` over SSH another."""
+
+    over_ssh = False  # live container metrics: states only (the spec's SSH rows)
+
     def __init__(self, config, data_dir, docker_client=None):
         self.config = config
         self.data_dir = Path(data_dir)
         self.docker_client = docker_client
         self._proxy = None
+        self._host = None
+        self._containers = None
+
+    def docker(self):
+        if self.docker_client is None:
+            import docker
+
+            from agent.errors import engine_errors
+
+            with engine_errors():  # an engine that is down answers engine_unreachable
+                self.docker_client = docker.from_env(timeout=20)
+        return self.docker_client
+
+    def proxy(self):
+        if self._proxy is None:
+            from agent.proxy.proxy import Proxy
+
+            self._proxy = Proxy(self.docker(), self.data_dir / "proxy")
+        return self._proxy
+
+    def host_sampler(self):
+        if self._host is None:
+            from agent.metrics.host import HostSampler
+
+            self._host = HostSampler()  # counts containers without docker-py; disk of disk_path()
+        return self._host
+
+    def container_sampler(self):
+        if self._containers is None:
+            from agent.metrics.containers import ContainerMetrics
+
+            self._containers = ContainerMetrics(self.docker())
+        return self._containers
+
+
+class Agent(Host):
+    def __init__(self, config, data_dir, docker_client=None):
+        super().__init__(config, data_dir, docker_client)
         self.journal = CommandJournal(data_dir / "commands.json")
         interrupted = self.journal.interrupt_unfinished(INTERRUPTED)
         if interrupted:
@@ -61,8 +103,6 @@ class Agent:
                                  version=__version__)
         self.pool = ThreadPoolExecutor(4, thread_name_prefix="berth-agent")
         self.stop = threading.Event()
-        self._host = None
-        self._containers = None
         self._disk = None  # the latest DiskReport, sent again on each new stream
         self._proxy_report = None  # likewise the latest ProxyReport
         self._outbox = _closed_queue()  # the current stream's, once there is one
@@ -173,13 +213,6 @@ class Agent:
                     return
         threading.Thread(target=measure, name="berth-disk", daemon=True).start()
 
-    def proxy(self):
-        if self._proxy is None:
-            from agent.proxy.proxy import Proxy
-
-            self._proxy = Proxy(self.docker(), self.data_dir / "proxy")
-        return self._proxy
-
     def _start_proxy_watch(self):
         """Once this server runs a proxy (a deploy configured it): at start and then
         every BERTH_AGENT_PROXY_WATCH_SECONDS, bring it back if it is gone, reload
@@ -252,7 +285,7 @@ class Agent:
             done = self.journal.get(command.id)
             outbox.put(_ack(command.id, duplicate=True))
             if done["state"] == "done":
-                outbox.put(_result(command.id, done["ok"], done["result"], done["error"]))
+                outbox.put(result_message(command.id, done["ok"], done["result"], done["error"]))
             return
         outbox.put(_ack(command.id))
         log = _TaskLog(lambda message: self._send(outbox, message), command.id)
@@ -266,7 +299,7 @@ class Agent:
             result = getattr(exc, "partial_result", None)
             result, ok, error = result if isinstance(result, dict) else None, False, str(exc)
         self.journal.finish(command.id, ok, result, error)
-        self._send(outbox, _result(command.id, ok, result, error))
+        self._send(outbox, result_message(command.id, ok, result, error))
 
     def handle_command(self, kind, payload, log):
         return commands.run(self, kind, payload, log)
@@ -274,47 +307,7 @@ class Agent:
     # --- live requests -------------------------------------------------------
 
     def _answer(self, outbox, request):
-        """The reply to a live request, from its handler in agent.live's table."""
-        from agent.errors import AgentError
-
-        reply = pb.LiveReply(correlation_id=request.correlation_id)
-        kind = request.WhichOneof("kind")
-        handler = live.HANDLERS.get(kind)
-        try:
-            if handler is None:
-                reply.error_code, reply.error_message = UNAVAILABLE, f"unknown request {kind}"
-            else:
-                getattr(reply, kind).CopyFrom(handler(self, getattr(request, kind)))
-        except AgentError as exc:
-            reply.error_code, reply.error_message = exc.code, str(exc)
-        except Exception as exc:
-            log.exception("live request failed")
-            reply.error_code, reply.error_message = UNAVAILABLE, str(exc)
-        outbox.put(pb.AgentMessage(reply=reply))
-
-    def docker(self):
-        if self.docker_client is None:
-            import docker
-
-            from agent.errors import engine_errors
-
-            with engine_errors():  # an engine that is down answers engine_unreachable
-                self.docker_client = docker.from_env(timeout=20)
-        return self.docker_client
-
-    def host_sampler(self):
-        if self._host is None:
-            from agent.metrics.host import HostSampler
-
-            self._host = HostSampler()  # counts containers without docker-py; disk of disk_path()
-        return self._host
-
-    def container_sampler(self):
-        if self._containers is None:
-            from agent.metrics.containers import ContainerMetrics
-
-            self._containers = ContainerMetrics(self.docker())
-        return self._containers
+        outbox.put(pb.AgentMessage(reply=live.reply_to(self, request)))
 
 
 def channel_with_options(address, tls):
@@ -361,7 +354,7 @@ def _ack(command_id, duplicate=False):
     return pb.AgentMessage(ack=pb.CommandAck(command_id=command_id, duplicate=duplicate))
 
 
-def _result(command_id, ok, result, error):
+def result_message(command_id, ok, result, error):
     return pb.AgentMessage(result=pb.CommandResult(
         command_id=command_id, ok=ok, error=error or "",
         result_json=json.dumps(result) if result is not None else ""))

@@ -10,9 +10,35 @@ reply: an agent error's `code` (agent.errors) as `error_code`, anything else as
 samplers through the daemon (`Agent.host_sampler()`, `container_sampler()`),
 runtime logs here."""
 
+import logging
+
+from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
 
+log = logging.getLogger("berth.agent")
 HANDLERS = {}
+
+
+def reply_to(agent, request):
+    """The LiveReply to a LiveRequest, from its handler in the table below: an agent
+    error's `code` as `error_code`, anything else as `unavailable`."""
+    from agent.errors import AgentError
+
+    reply = pb.LiveReply(correlation_id=request.correlation_id)
+    kind = request.WhichOneof("kind")
+    handler = HANDLERS.get(kind)
+    try:
+        if handler is None:
+            reply.error_code = AgentErrorCode.UNAVAILABLE
+            reply.error_message = f"unknown request {kind}"
+        else:
+            getattr(reply, kind).CopyFrom(handler(agent, getattr(request, kind)))
+    except AgentError as exc:
+        reply.error_code, reply.error_message = exc.code, str(exc)
+    except Exception as exc:
+        log.exception("live request failed")
+        reply.error_code, reply.error_message = AgentErrorCode.UNAVAILABLE, str(exc)
+    return reply
 
 
 def answers(kind):
@@ -31,8 +57,13 @@ def host_metrics(agent, body):
 
 @answers("container_metrics")
 def container_metrics(agent, body):
-    found = agent.container_sampler().for_environment(body.environment_id)
     metrics = pb.ContainerMetrics()
+    if agent.over_ssh:  # the spec: over SSH, each container's state and no figures
+        for role, state in agent.container_sampler().states(body.environment_id).items():
+            if state is not None:
+                getattr(metrics, role).CopyFrom(pb.ContainerStats(status=state["status"]))
+        return metrics
+    found = agent.container_sampler().for_environment(body.environment_id)
     for role in ("erp", "postgres"):
         # A monitoring agent reports only running containers (spec).
         if found.get(role) is not None and found[role]["status"] == "running":

@@ -33,7 +33,20 @@ class Berth:
     limiter: RateLimiter
     # The way to the agents: the gateway when it runs in this process, else the
     # Redis relay (scale-out), else None.
-    gateway: AgentLink | None = None
+    link: AgentLink | None = None
+    # Servers reached over SSH (gateway/ssh.py), from every process kind.
+    ssh: object = None
+
+    @property
+    def gateway(self) -> AgentLink:
+        """What services use to reach any server: SSH ones over SSH, the others by `link`."""
+        from control_plane.gateway.ssh import Reach
+
+        return Reach(self.link, self.ssh)
+
+    @gateway.setter
+    def gateway(self, link):
+        self.link = link
 
 
 def create_app(config=None):
@@ -49,7 +62,10 @@ def create_app(config=None):
 
     security.configure(settings["SECRET_KEY"])
     database = db_mod.init(settings)
-    app.extensions["berth"] = Berth(settings, database, RateLimiter(settings["REDIS_URL"]))
+    from control_plane.gateway.ssh import SshLink
+
+    app.extensions["berth"] = Berth(settings, database, RateLimiter(settings["REDIS_URL"]),
+                                    ssh=SshLink(settings))
     if settings["REDIS_URL"]:
         # Until a gateway runs in this process, live requests go through Redis.
         from control_plane.gateway.relay import RedisRelay

@@ -64,6 +64,19 @@ class Config:
     GRPC_HANDSHAKE_TIMEOUT = 10
     # Open agent connections (each gateway process) beyond this are closed at once.
     GRPC_MAX_CONNECTIONS = 10000
+    # Servers reached over SSH (gateway/ssh.py): the agent command there (the
+    # installer's link), seconds to connect (TCP, SSH handshake and sign-in) and
+    # for one live call, the sessions open at once to one server and in total,
+    # and how often each is checked (reachable, its facts).
+    SSH_AGENT_PATH = "/usr/local/bin/berth-agent"
+    SSH_CONNECT_TIMEOUT = 10
+    SSH_CALL_TIMEOUT = 20
+    SSH_SESSIONS_PER_SERVER = 4
+    SSH_SESSIONS_TOTAL = 64
+    SSH_CHECK_SECONDS = 30
+    # Whether SSH servers may be at private, loopback or link-local addresses (the
+    # control plane's own network): off, as for webhooks' receivers.
+    SSH_ALLOW_PRIVATE = False
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -103,7 +116,9 @@ def _coerce(default, raw):
 
 
 _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS",
-             "GRPC_HANDSHAKE_TIMEOUT", "GRPC_MAX_CONNECTIONS")
+             "GRPC_HANDSHAKE_TIMEOUT", "GRPC_MAX_CONNECTIONS", "SSH_CONNECT_TIMEOUT",
+             "SSH_CALL_TIMEOUT", "SSH_SESSIONS_PER_SERVER", "SSH_SESSIONS_TOTAL",
+             "SSH_CHECK_SECONDS")
 
 
 # Set but empty means the default (a deployment description can pass a variable

@@ -49,6 +49,11 @@ def jobs(settings, berth=None):
             lambda: retention.sweep_imports(settings)),
         Job("automation", AUTOMATION_SECONDS,
             lambda: triggers.run(settings, getattr(berth, "gateway", None))),
+        # Servers reached over SSH: reachable or not, and their due commands (the
+        # checks run on the SSH link's own loop; the job only starts them).
+        Job("ssh-servers", settings["SSH_CHECK_SECONDS"],
+            lambda: berth.ssh.check_all(claim_for=settings["SSH_CHECK_SECONDS"])
+            if getattr(berth, "ssh", None) else None),
     ]
 
 

@@ -75,6 +75,12 @@ class CommandStatus(StrEnum):
     WITHDRAWN = "withdrawn"      # its deployment was cancelled or timed out
 
 
+class Connection(StrEnum):
+    """How the control plane reaches a server (`Server.connection`)."""
+    AGENT = "agent"  # a resident agent holds a gRPC stream to the gateway
+    SSH = "ssh"      # the control plane calls `berth-agent` over SSH, one call at a time
+
+
 class TokenStatus(StrEnum):
     """A registration token. EXPIRED is never stored: a pending token past its
     `expires_at` reads as expired."""

@@ -5,7 +5,8 @@
 #         Docker engine, debootstrap (builds the local test images), Chromium
 #         (renders the API docs pages), zstd (the agent's backups compress with it) and
 #         pebble (the ACME server the proxy gets certificates from in tests),
-#         docker-compose (deploy/compose.yaml run on one machine without a Swarm)
+#         docker-compose (deploy/compose.yaml run on one machine without a Swarm),
+#         openssh-server (a real sshd: the servers reached over SSH)
 set -eu
 
 apt_install() {
@@ -40,6 +41,7 @@ test)
     # A real ACME server for the environments' HTTPS certificates.
     command -v pebble >/dev/null 2>&1 || missing="$missing pebble"
     command -v docker-compose >/dev/null 2>&1 || missing="$missing docker-compose"
+    [ -x /usr/sbin/sshd ] || missing="$missing openssh-server"
     [ -z "$missing" ] || apt_install $missing
     ;;
 *)

@@ -24,6 +24,8 @@ MIN_INTERVAL_S = 0.05  # a previous sample younger than this is too close to div
 MAX_AGE_S = 60.0  # an older previous sample no longer says what "now" is
 ENGINE_TIMEOUT_S = 8  # below the control plane's 10 s wait for metrics
 UNLIMITED = 1 << 62  # cgroup v1 reports "no limit" as a huge page-rounded number
+# The engine's words for a container that does not run, as the spec says them over SSH.
+STOPPED_STATES = {"exited": "stopped", "created": "stopped", "dead": "stopped"}
 _CPUACCT = ("cpuacct", "cpu,cpuacct", "cpuacct,cpu")
 
 
@@ -160,6 +162,19 @@ class ContainerMetrics:
                 chosen[role] = row
         stats = self._stats(list(chosen.values()))
         return {role: stats[chosen[role]["Id"]] if role in chosen else None for role in ROLES}
+
+    def states(self, environment_id):
+        """{"erp": {"status": …}|None, "postgres": …}: the containers' states alone, as a
+        server reached over SSH reports them (the spec: no CPU or memory figures;
+        a container that is not running is `stopped`, not left out)."""
+        rows = self._list({"label": f"{ENV_LABEL}={environment_id}"})
+        chosen = {}
+        for row in sorted(rows, key=_sort_key):
+            role = (row.get("Labels") or {}).get(ROLE_LABEL)
+            if role in ROLES and role not in chosen:
+                state = row.get("State") or "unknown"
+                chosen[role] = {"status": STOPPED_STATES.get(state, state)}
+        return {role: chosen.get(role) for role in ROLES}
 
     def collect(self, container_ids):
         """{id: stats} for the given ids (full or prefixes); None for an unknown id."""

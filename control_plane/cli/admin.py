@@ -209,21 +209,50 @@ def server():
 @click.option("--name", required=True)
 @click.option("--provider", required=True)
 @click.option("--region")
-@click.option("--cpu-cores", type=int, required=True)
-@click.option("--ram-mb", type=int, required=True)
-@click.option("--disk-gb", type=int, required=True)
+@click.option("--cpu-cores", type=int, help="Required unless --ssh-host (then read from it).")
+@click.option("--ram-mb", type=int)
+@click.option("--disk-gb", type=int)
 @click.option("--org", "org_id", type=UUID_T)
 @click.option("--shared", is_flag=True)
-def server_create(name, provider, region, cpu_cores, ram_mb, disk_gb, org_id, shared):
-    from control_plane.services.servers import servers
+@click.option("--ssh-host", help="Reach the server over SSH at this host (no resident agent).")
+@click.option("--ssh-port", type=click.IntRange(1, 65535), default=22, show_default=True)
+@click.option("--ssh-username", default="root", show_default=True)
+@click.option("--ssh-host-key", help="Its host key (an OpenSSH public key line), pinned now; "
+              "default: the key it offers at first contact.")
+def server_create(name, provider, region, cpu_cores, ram_mb, disk_gb, org_id, shared, ssh_host,
+                  ssh_port, ssh_username, ssh_host_key):
+    from control_plane.services.servers import servers, ssh
 
     if (org_id is None) == (not shared):
         raise ApiError("give exactly one of --org ORG_ID and --shared")
+    if ssh_host is not None:
+        if shared:
+            raise ApiError("a server reached over SSH belongs to an organization: use --org")
+        s, public = ssh.create_for_operator(org_id, name=name, provider=provider,
+                                            ssh_host=ssh_host, ssh_port=ssh_port,
+                                            ssh_username=ssh_username, ssh_host_key=ssh_host_key)
+        return {"id": str(s.id), "name": s.name, "provider": s.provider, "connection": "ssh",
+                "ssh_host": s.ssh_host, "ssh_port": s.ssh_port, "ssh_username": s.ssh_username,
+                "host_key_fingerprint": ssh.fingerprint(s.ssh_host_key),
+                "organization_id": str(org_id), "ssh_public_key": public}
+    if None in (cpu_cores, ram_mb, disk_gb):
+        raise ApiError("give --cpu-cores, --ram-mb and --disk-gb (or --ssh-host)")
     s = servers.create_server(name=name, provider=provider, region=region, cpu_cores=cpu_cores,
                               ram_mb=ram_mb, disk_gb=disk_gb, org_id=org_id)
     return {"id": str(s.id), "name": s.name, "provider": s.provider, "region": s.region,
             "cpu_cores": s.cpu_cores, "ram_mb": s.ram_mb, "disk_gb": s.disk_gb,
-            "organization_id": str(org_id) if org_id else None, "shared": shared}
+            "organization_id": str(org_id) if org_id else None, "shared": shared,
+            "connection": "agent"}
+
+
+@command(server, "accept-host-key")
+@click.argument("server_id", type=UUID_T)
+def server_accept_host_key(server_id):
+    """Accept the host key an SSH server now offers (check its fingerprint first)."""
+    from control_plane.services.servers import ssh
+
+    accepted = ssh.accept_host_key(server_id)
+    return {"id": str(server_id), "host_key_fingerprint": ssh.fingerprint(accepted)}
 
 
 @admin.group()

@@ -2,7 +2,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization, User
-from control_plane.states import TokenStatus
+from control_plane.states import Connection, TokenStatus
 
 
 class Server(BaseModel):
@@ -22,6 +22,21 @@ class Server(BaseModel):
     # The reverse proxy as the agent last reported it (monitoring.record_proxy).
     proxy_state = JSONField(null=True)
     deleted_at = DateTimeField(null=True)
+    # states.Connection. A server reached over SSH (gateway/ssh.py): where, as whom,
+    # and its host key, pinned at first contact (an OpenSSH public key line); a
+    # different key it offered later waits in ssh_offered_host_key for an operator.
+    connection = peewee.CharField(max_length=8, default=Connection.AGENT)
+    ssh_host = peewee.CharField(max_length=255, null=True)
+    ssh_port = peewee.IntegerField(null=True)
+    ssh_username = peewee.CharField(max_length=64, null=True)
+    ssh_host_key = peewee.TextField(null=True)
+    ssh_offered_host_key = peewee.TextField(null=True)
+    # The last SSH check: when, and since when the server has not answered; and the
+    # scheduler's claim on the next one (several schedulers check each server once).
+    ssh_checked_at = DateTimeField(null=True)
+    ssh_claimed_at = DateTimeField(null=True)
+    unreachable_since = DateTimeField(null=True)
+    ssh_error = peewee.CharField(max_length=500, null=True)
 
     @property
     def shared(self):
@@ -43,3 +58,11 @@ class RegistrationToken(BaseModel):
     server = peewee.ForeignKeyField(Server, null=True)
     consumed_at = DateTimeField(null=True)
     revoked_at = DateTimeField(null=True)
+
+
+class OrgSshKey(BaseModel):
+    """The key the control plane signs in with on an organization's SSH servers:
+    ed25519, made once; the private half sealed (secretbox), the public half shown."""
+    organization = peewee.ForeignKeyField(Organization, unique=True)
+    public_key = peewee.TextField()
+    private_key_sealed = peewee.TextField()

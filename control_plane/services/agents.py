@@ -5,6 +5,7 @@ import datetime as dt
 
 from control_plane import clock, security
 from control_plane.models import Server
+from control_plane.states import Connection
 
 # An agent heartbeats every HEARTBEAT_SECONDS; three missed beats and the
 # server counts as disconnected even if its gateway died without saying so.
@@ -44,7 +45,17 @@ def mark_disconnected(server_id, since):
 
 
 def is_connected(server):
+    """Whether a command for the server can go now: its agent's stream is held, or
+    (a server reached over SSH) its last check answered."""
+    if server.connection == Connection.SSH:
+        return ssh_reachable(server.ssh_checked_at, server.unreachable_since,
+                             server.ssh_offered_host_key)
     return connected(server.connected_since, server.last_seen_at)
+
+
+def ssh_reachable(checked_at, unreachable_since, offered_host_key):
+    """Checked at least once, answering, and no changed host key waiting."""
+    return checked_at is not None and unreachable_since is None and not offered_host_key
 
 
 def connected(connected_since, last_seen_at):

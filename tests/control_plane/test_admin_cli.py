@@ -384,3 +384,22 @@ def test_configuration_set_and_shown_secret_from_stdin(data_dir, in_process):
         {"workers": 4}, {"work_mem": "8MB"})
     assert "Not an allowed key" in fails(data_dir, "config", "set", "--environment", env,
                                          "--erp-option", "admin_passwd=x")
+
+
+def test_an_ssh_server_from_the_cli(data_dir):
+    org = ok(data_dir, "org", "create", "--name", "Ops")["id"]
+    made = ok(data_dir, "server", "create", "--name", "s", "--provider", "hetzner", "--org", org,
+              "--ssh-host", "203.0.113.9", "--ssh-port", "2200", "--ssh-username", "deploy")
+    assert (made["connection"], made["ssh_host"], made["ssh_port"], made["ssh_username"]) == (
+        "ssh", "203.0.113.9", 2200, "deploy")
+    assert made["ssh_public_key"].startswith("ssh-ed25519 ") and made["host_key_fingerprint"] is None
+    # The organization's key is made once: a second server shows the same one.
+    second = ok(data_dir, "server", "create", "--name", "t", "--provider", "p", "--org", org,
+                "--ssh-host", "203.0.113.10")
+    assert second["ssh_public_key"] == made["ssh_public_key"]
+    fails(data_dir, "server", "create", "--name", "x", "--provider", "p", "--shared",
+          "--ssh-host", "203.0.113.9")
+    fails(data_dir, "server", "create", "--name", "x", "--provider", "p", "--org", org,
+          "--ssh-host", "not a host")
+    fails(data_dir, "server", "create", "--name", "x", "--provider", "p", "--org", org)
+    fails(data_dir, "server", "accept-host-key", made["id"])  # it offered no other key

@@ -1,16 +1,57 @@
 """Servers: /servers."""
 
 import marshmallow as ma
+from flask import current_app, request
 from flask.views import MethodView
 
 from control_plane.api.auth import current_key, key_checked_by_page
-from control_plane.api.fields import Schema, UTCDateTime
+from control_plane.api.fields import Name, Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
 from control_plane.services import agents
 from control_plane.services.servers import servers as svc
+from control_plane.services.servers import ssh as ssh_svc
+from control_plane.states import Connection
 
 blp = Blueprint("servers", __name__, description="Servers")
+
+
+_DATE = UTCDateTime()
+
+
+def _iso(value):
+    return _DATE._serialize(value, None, None)
+
+
+def _reachable(row):
+    if row["connection"] == Connection.SSH:
+        return agents.ssh_reachable(row["ssh_checked_at"], row["unreachable_since"],
+                                    row["ssh_offered_host_key"])
+    return agents.connected(row["connected_since"], row["last_seen_at"])
+
+
+def _unreachable_since(row):
+    """SSH: since the first failed check. Agent: its last heartbeat, once it is not connected."""
+    if row["connection"] == Connection.SSH:
+        return row["unreachable_since"]
+    return None if _reachable(row) else row["last_seen_at"]
+
+
+class SshSchema(Schema):
+    host = ma.fields.String(required=True, attribute="ssh_host")
+    port = ma.fields.Integer(required=True, attribute="ssh_port")
+    username = ma.fields.String(required=True, attribute="ssh_username")
+    host_key_fingerprint = ma.fields.Function(
+        lambda row: ssh_svc.fingerprint(row["ssh_host_key"]), allow_none=True, metadata={
+            "description": "The pinned host key (SHA256, as ssh-keygen -l shows it); null "
+                           "until first contact."})
+    offered_host_key_fingerprint = ma.fields.Function(
+        lambda row: ssh_svc.fingerprint(row["ssh_offered_host_key"]), allow_none=True, metadata={
+            "description": "A different key the server offered: all contact is stopped "
+                           "until it is accepted (POST /servers/{id}/accept-host-key)."})
+    checked_at = UTCDateTime(allow_none=True, attribute="ssh_checked_at")
+    error = ma.fields.String(allow_none=True, attribute="ssh_error",
+                             metadata={"description": "Why the last check failed."})
 
 
 class ServerSchema(Schema):
@@ -26,12 +67,55 @@ class ServerSchema(Schema):
     # was last heard from (null: no agent has ever connected).
     connected = ma.fields.Function(
         lambda row: agents.connected(row["connected_since"], row["last_seen_at"]), required=True,
-        metadata={"description": "The server's agent is connected now."})
+        metadata={"description": "The server's agent holds its stream now (false for a "
+                                 "server reached over SSH: see `reachable`)."})
     last_seen_at = UTCDateTime(allow_none=True, metadata={
-        "description": "The agent's last heartbeat; null if no agent ever connected."})
+        "description": "The agent's last heartbeat (or the last answered SSH check); null "
+                       "if never."})
+    connection = ma.fields.String(required=True, metadata={
+        "description": "How the control plane reaches the server: `agent` (a resident "
+                       "agent's stream) or `ssh`."})
+    reachable = ma.fields.Function(_reachable, required=True, metadata={
+        "description": "Agent: its stream is held now. SSH: the last check answered."})
+    unreachable_since = ma.fields.Function(
+        lambda row: _iso(_unreachable_since(row)), allow_none=True,
+        metadata={"description": "Since when the server has not been reachable; null "
+                                 "when it is (or was never reached)."})
+    agent_version = ma.fields.String(allow_none=True)
+    ssh = ma.fields.Function(lambda row: SshSchema().dump(row)
+                             if row["connection"] == Connection.SSH else None,
+                             allow_none=True, metadata={"description": "SSH servers only."})
 
 
 ServerPage = cursor_page_schema(ServerSchema, "ServerPage")
+
+
+class SshServerCreateSchema(ma.Schema):
+    name = Name(required=True)
+    provider = ma.fields.String(load_default="byos", validate=ma.validate.Length(1, 64))
+    ssh_host = ma.fields.String(required=True, validate=ma.validate.Length(1, 253), metadata={
+        "description": "Host name or IP address the control plane connects to."})
+    ssh_port = ma.fields.Integer(load_default=22, validate=ma.validate.Range(1, 65535))
+    ssh_username = ma.fields.String(load_default="root", validate=[
+        ma.validate.Length(1, 64),
+        ma.validate.Regexp(r"^[A-Za-z_][A-Za-z0-9_.-]*$", error="Not a valid user name.")])
+    ssh_host_key = ma.fields.String(load_default=None, allow_none=True, validate=(
+        ma.validate.Length(max=16384)), metadata={
+        "description": "The server's host key (an OpenSSH public key line), pinned now; "
+                       "default: the key it offers at first contact."})
+
+
+class SshServerCreatedSchema(ServerSchema):
+    ssh_public_key = ma.fields.String(required=True, metadata={
+        "description": "The organization's key: add it to the user's authorized_keys."})
+
+
+@blp.before_request
+def require_access():
+    # Before the body is read: a key that may not add servers learns nothing from
+    # validation errors (as for registration tokens).
+    if request.method == "POST":
+        ssh_svc.registration.require_registration_access(current_key())
 
 
 @blp.route("/servers")
@@ -43,3 +127,32 @@ class Servers(MethodView):
         """Servers available to the organization: its own and shared ones (oldest first)."""
         rows, meta = svc.list_servers(current_key(), **args)
         return {"data": rows, "pagination": meta}
+
+    @blp.arguments(SshServerCreateSchema)
+    @blp.response(201, SshServerCreatedSchema)
+    def post(self, body):
+        """Add a server reached over SSH (org-scoped, full-access key with server
+        registration). The answer carries the key to put in its authorized_keys."""
+        key = current_key()
+        server, public = ssh_svc.create(key, **body)
+        _wake_check()
+        return {**svc.one(key, server.id), "ssh_public_key": public}
+
+
+@blp.route("/servers/<uuid:server_id>/accept-host-key")
+class AcceptHostKey(MethodView):
+    @blp.response(200, ServerSchema)
+    def post(self, server_id):
+        """Accept the host key an SSH server now offers in place of its pinned one
+        (after checking its fingerprint on the server): contact resumes."""
+        key = current_key()
+        ssh_svc.accept_host_key_for_key(key, server_id)
+        _wake_check()
+        return svc.one(key, server_id)
+
+
+def _wake_check():
+    """A new or accepted server is checked now, not at the next turn."""
+    ssh = current_app.extensions["berth"].ssh
+    if ssh is not None:
+        ssh.check_all()

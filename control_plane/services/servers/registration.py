@@ -103,6 +103,18 @@ def _slots_used(org_id, now):
     return row[0] + row[1]
 
 
+def take_slot(org_id):
+    """(Inside the caller's transaction.) The organization, locked, when a server or
+    a pending token may still be added: creations of one organization queue on its
+    row, so the count cannot be raced past the quota."""
+    org = for_update(Organization.select().where(Organization.id == org_id)).get()
+    if _slots_used(org.id, clock.now()) >= org.server_quota:
+        raise ServerQuotaExceeded(f"The server quota ({org.server_quota}) is used up, "
+                                  "counting pending registration tokens. Revoke an "
+                                  "unused token or remove a server.")
+    return org
+
+
 def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h",
                  auto_deploy=None):
     """Returns (RegistrationToken, raw token). The raw token exists only in this return value."""
@@ -110,16 +122,9 @@ def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h"
     if expires_in not in EXPIRY_CHOICES:
         raise Unprocessable(f"expires_in must be one of {', '.join(EXPIRY_CHOICES)}.")
     with database.atomic():
-        # Token creations of one organization queue on its row: the count
-        # below cannot be raced past the quota.
-        org = for_update(Organization.select().where(
-            Organization.id == key.organization_id)).get()
+        org = take_slot(key.organization_id)
         auto_deploy = _auto_deploy(key, auto_deploy)
         now = clock.now()
-        if _slots_used(org.id, now) >= org.server_quota:
-            raise ServerQuotaExceeded(f"The server quota ({org.server_quota}) is used up, "
-                                      "counting pending registration tokens. Revoke an "
-                                      "unused token or remove a server.")
         created_by, created_by_name = _created_by(key)
         raw = TOKEN_PREFIX + security.random_token(40)
         token = RegistrationToken.create(

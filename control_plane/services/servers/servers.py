@@ -20,7 +20,10 @@ def _listed(org, *project, shape):
         own_envs = own_envs.where(Environment.project == project[0])
     query = Server.select(Server.id, Server.name, Server.provider, Server.region, Server.cpu_cores,
                           Server.ram_mb, Server.disk_gb, Server.created_at,
-                          Server.connected_since, Server.last_seen_at,
+                          Server.connected_since, Server.last_seen_at, Server.connection,
+                          Server.agent_version, Server.ssh_host, Server.ssh_port,
+                          Server.ssh_username, Server.ssh_host_key, Server.ssh_offered_host_key,
+                          Server.ssh_checked_at, Server.unreachable_since, Server.ssh_error,
                           own_envs.alias("environment_count")).where(
         Server.deleted_at.is_null() & ((Server.organization == org) | Server.organization.is_null()))
     if shape == ("project",):
@@ -37,6 +40,12 @@ SERVERS = CursorList("servers", Server, _listed, newest_first=False)
 
 def list_servers(key, *, limit, cursor):
     return scoped_page(SERVERS, key, limit=limit, cursor=cursor)
+
+
+def one(key, server_id):
+    """One server as the list shows it (an organization-scoped key's view)."""
+    return (_listed(key.organization_id, shape=()).where(Server.id == server_id)
+            .dicts().get())
 
 
 def create_server(*, name, provider, cpu_cores, ram_mb, disk_gb, region=None, org_id=None):

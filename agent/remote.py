@@ -1,0 +1,218 @@
+"""The agent on a server the control plane reaches over SSH: no resident daemon,
+one `berth-agent` invocation per call, with the message on standard input.
+
+- `berth-agent live`: a LiveRequest in, its LiveReply out (the same handlers as
+  the daemon's; container metrics are states only, as the spec says over SSH).
+- `berth-agent exec`: a Command in; out, as frames (protocol.frames), its
+  acknowledgement, task log lines and result. The command runs in a worker
+  process of its own session, writing its frames to a file, and `exec` follows
+  that file: when the SSH connection drops the command goes on, and the same
+  command sent again attaches to it (acknowledged as a duplicate, its log sent
+  again from the start, then its result), never running it twice. The command
+  id is the key, in the journal the daemon keeps too (under a file lock here:
+  several invocations may run at once).
+- `berth-agent configure`: the agent's configuration (JSON, with its credential)
+  in, written mode 0600: backups authenticate with that credential.
+- `berth-agent facts`: the host's facts (HostFacts) out."""
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+
+from agent import commands, live
+from agent.config import AgentConfig, config_path, data_dir, write_private
+from agent.daemon import Host, result_message
+from agent.facts import host_facts
+from agent.journal import CommandJournal
+from protocol import frames, wire
+from protocol.v1 import agent_pb2 as pb
+
+INTERRUPTED = "interrupted: its process ended without a result (the server restarted?); not run again"
+KEEP_OUTPUT_SECONDS = 7 * 24 * 3600  # a finished command's frames, for a late re-attach
+FOLLOW_POLL_S = 0.1
+
+
+class OverSsh(Host):
+    over_ssh = True
+
+
+def _host():
+    try:
+        config = AgentConfig.load()
+    except FileNotFoundError:
+        config = None  # live reads need none; a backup says it is not configured
+    return OverSsh(config, data_dir())
+
+
+def _out(data: bytes):
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def live_request():
+    request = pb.LiveRequest.FromString(sys.stdin.buffer.read())
+    _out(live.reply_to(_host(), request).SerializeToString())
+    return 0
+
+
+def facts():
+    _out(host_facts().SerializeToString())
+    return 0
+
+
+def configure():
+    conf = AgentConfig(**json.loads(sys.stdin.read()))
+    conf.save()
+    print(f"configured as server {conf.server_id}; configuration in {config_path()}")
+    return 0
+
+
+# --- durable commands ---------------------------------------------------------------
+
+def _box():
+    box = data_dir() / "ssh-commands"
+    box.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return box
+
+
+@contextlib.contextmanager
+def _journal():
+    """The journal, read fresh under an exclusive lock (other invocations, the worker)."""
+    path = data_dir() / "commands.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield CommandJournal(path)
+
+
+def exec_command():
+    """Start the command (once), then follow it until its result."""
+    command = pb.Command.FromString(sys.stdin.buffer.read())
+    box = _box()
+    out_path, worker = box / f"{command.id}.out", None
+    with _journal() as journal:
+        started = journal.start(command.id)
+        done = journal.get(command.id)
+        if started:
+            _prune(box)
+            write_private(box / f"{command.id}.cmd", command.SerializeToString().hex())
+            with open(out_path, "wb") as out:
+                os.chmod(out_path, 0o600)
+                # Its own session: the SSH connection's end sends it no hangup.
+                worker = subprocess.Popen(
+                    [sys.executable, "-m", "agent.remote", "worker", command.id],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
+            write_private(box / f"{command.id}.pid", str(worker.pid))
+    _out(frames.frame(pb.AgentMessage(ack=pb.CommandAck(command_id=command.id,
+                                                        duplicate=not started))))
+    if not started and not out_path.exists():  # pruned, or started by a resident daemon
+        if done["state"] == "done":
+            _out(frames.frame(result_message(command.id, done["ok"], done["result"],
+                                             done["error"])))
+            return 0
+        out_path.touch(mode=0o600)  # followed: no worker, so answered as interrupted
+    _follow(command.id, out_path, worker)
+    return 0
+
+
+def _follow(command_id, out_path, worker):
+    """Copy the worker's frames to standard output until its result is among them."""
+    buffer, position, last_look = b"", 0, 0.0
+    while True:
+        with open(out_path, "rb") as fh:
+            fh.seek(position)
+            chunk = fh.read()
+        position += len(chunk)
+        if chunk:
+            whole, buffer = frames.split(buffer + chunk)
+            if whole:
+                _out(b"".join(frames.HEADER.pack(len(f)) + f for f in whole))
+            if any(pb.AgentMessage.FromString(f).HasField("result") for f in whole):
+                return
+            continue
+        if time.monotonic() - last_look > 1.0:
+            last_look = time.monotonic()
+            if not _alive(command_id, worker):
+                _interrupted(command_id, out_path, position)
+                return
+        time.sleep(FOLLOW_POLL_S)
+
+
+def _alive(command_id, worker):
+    if worker is not None:
+        return worker.poll() is None
+    try:
+        pid = int((_box() / f"{command_id}.pid").read_text())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _interrupted(command_id, out_path, position):
+    """The worker is gone: whatever it wrote last, or the journal's answer."""
+    with open(out_path, "rb") as fh:
+        fh.seek(position)
+        rest = fh.read()
+    if rest:
+        _out(rest)
+        whole, _ = frames.split(rest)
+        if any(pb.AgentMessage.FromString(f).HasField("result") for f in whole):
+            return
+    with _journal() as journal:
+        entry = journal.get(command_id) or {}
+        if entry.get("state") != "done":
+            journal.finish(command_id, False, None, INTERRUPTED)
+            entry = journal.get(command_id)
+    message = result_message(command_id, entry["ok"], entry["result"], entry["error"])
+    with open(out_path, "ab") as fh:
+        fh.write(frames.frame(message))
+    _out(frames.frame(message))
+
+
+def worker(command_id):
+    """The command itself, in its own session: frames to standard output (the file)."""
+    command = pb.Command.FromString(bytes.fromhex((_box() / f"{command_id}.cmd").read_text()))
+    seq = 0
+
+    def log(level, message):
+        nonlocal seq
+        seq += 1
+        os.write(1, frames.frame(pb.AgentMessage(log=pb.TaskLog(
+            command_id=command_id, seq=seq, level=level, message=message))))
+
+    try:
+        result = commands.run(_host(), command.kind, wire.payload(command), log)
+        ok, error = True, None
+    except Exception as exc:
+        log("error", str(exc))
+        partial = getattr(exc, "partial_result", None)
+        result, ok, error = partial if isinstance(partial, dict) else None, False, str(exc)
+    with _journal() as journal:
+        journal.finish(command_id, ok, result, error)
+    os.write(1, frames.frame(result_message(command_id, ok, result, error)))
+    (_box() / f"{command_id}.pid").unlink(missing_ok=True)
+
+
+ENTRY_POINTS = {"live": live_request, "exec": exec_command, "configure": configure,
+                "facts": facts}
+
+
+def _prune(box):
+    cutoff = time.time() - KEEP_OUTPUT_SECONDS
+    for path in box.iterdir():
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+
+
+if __name__ == "__main__":  # the worker: python -m agent.remote worker ID
+    if len(sys.argv) == 3 and sys.argv[1] == "worker":
+        worker(sys.argv[2])
+    else:
+        sys.exit("usage: python -m agent.remote worker COMMAND_ID")

@@ -1,0 +1,284 @@
+"""Servers reached over SSH, against a real `sshd` on loopback (tests/support/sshd.py)
+signing in as this machine's user, where `berth-agent` runs one call at a time
+with the real Docker engine: added through the public API, the host key pinned
+at first contact and a changed one refused until accepted, server metrics with
+numbers, environment metrics with states and null figures, a deploy, stop,
+backup and delete over SSH with their task logs, a connection cut mid-command
+(neither lost nor run twice), and a server that never answers delaying no other."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.deploy.environments import Environments
+from control_plane.gateway.ssh import SshLink
+from control_plane.models import AgentCommand, Project, Server
+from control_plane.scheduler import Scheduler, jobs
+from control_plane.services.accounts import orgs
+from protocol import frames
+from protocol.v1 import agent_pb2 as pb
+from tests.conftest import auth
+from tests.support.agents import AGENT, polled_get, wait_for
+from tests.support.sshd import Silent, Sshd
+
+P, V1 = "/api/public/v1", "/api/v1"
+PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
+
+
+class Stand:
+    pass
+
+
+@pytest.fixture
+def ssh(app, world, http_app, tmp_path):
+    s = Stand()
+    s.berth = app.extensions["berth"]
+    s.settings = s.berth.settings
+    s.settings.update(SSH_AGENT_PATH=AGENT, SSH_CONNECT_TIMEOUT=3, SSH_CALL_TIMEOUT=15,
+                      SSH_CHECK_SECONDS=1, SSH_ALLOW_PRIVATE=True)  # the sshd is on loopback
+    s.box = tmp_path / "box"  # the SSH server's agent: config, data, environments
+    s.sshd = Sshd(tmp_path / "sshd", env={
+        "BERTH_AGENT_CONFIG": s.box / "agent.json", "BERTH_AGENT_DATA_DIR": s.box / "data",
+        "BERTH_AGENT_ENV_ROOT": s.box / "srv", "BERTH_AGENT_GIT_PROTOCOLS": "https:ssh:file",
+        "PATH": f"{Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin"}).start()
+    s.org = world.org()
+    s.key = auth(world.key(s.org, server_registration=True)[0])
+    s.reader = auth(world.key(s.org, "read_only")[0])
+    s.world = world
+    yield s
+    s.berth.ssh.close()
+    s.sshd.stop()
+
+
+def add(client, s, **body):
+    """POST /servers for the test's sshd, its public key authorized there, checked."""
+    r = client.post(f"{P}/servers", headers=s.key, json={
+        "name": "ssh-box", "ssh_host": "127.0.0.1", "ssh_port": s.sshd.port, **body})
+    assert r.status_code == 201, r.json
+    s.sshd.authorize(r.json["ssh_public_key"])
+    s.berth.ssh.check_all().result(30)
+    return r.json
+
+
+def listed(client, s, server_id):
+    rows = polled_get(client, f"{P}/servers?limit=100", s.reader)["data"]
+    return next(row for row in rows if row["id"] == server_id)
+
+
+def test_the_host_key_is_pinned_at_first_contact_and_a_changed_one_refused(client, ssh):
+    s = ssh
+    created = add(client, s)
+    assert created["connection"] == "ssh" and created["ssh"]["host_key_fingerprint"] is None
+    assert created["ssh_public_key"].startswith("ssh-ed25519 ")
+    row = listed(client, s, created["id"])
+    assert row["reachable"] is True and row["unreachable_since"] is None
+    assert row["ssh"]["host_key_fingerprint"] == s.sshd.fingerprint()
+    # The facts came over SSH: the server's size is this machine's.
+    assert row["cpu_cores"] == os.cpu_count() and row["ram_mb"] > 0
+    assert row["agent_version"]
+
+    metrics = client.get(f"{P}/servers/{created['id']}/metrics", headers=s.reader)
+    assert metrics.status_code == 200, metrics.json
+    m = metrics.json
+    assert m["status"] in ("healthy", "warning", "critical")
+    assert m["memory_total_bytes"] > 0 and m["disk_total_bytes"] > 0
+    assert isinstance(m["cpu_percent"], float) and 0 <= m["memory_percent"] <= 100
+
+    # Someone else answers at the address (or the server was reinstalled).
+    pinned = s.sshd.fingerprint()
+    s.sshd.new_host_key()
+    s.sshd.restart()
+    s.berth.ssh.close()
+    s.berth.ssh = SshLink(s.settings)  # a control plane restart: no connection held
+    refused = client.get(f"{P}/servers/{created['id']}/metrics", headers=s.reader)
+    assert refused.status_code == 502 and refused.json["error"] == "metrics_unavailable"
+    s.berth.ssh.check_all().result(30)
+    row = listed(client, s, created["id"])
+    assert row["reachable"] is False and row["unreachable_since"] is not None
+    assert row["ssh"]["host_key_fingerprint"] == pinned
+    assert row["ssh"]["offered_host_key_fingerprint"] == s.sshd.fingerprint()
+    assert "host key" in row["ssh"]["error"]
+    # Until an operator accepts the new key, nothing is sent: the next check neither
+    # connects nor pins.
+    s.berth.ssh.check_all().result(30)
+    assert listed(client, s, created["id"])["ssh"]["host_key_fingerprint"] == pinned
+
+    accepted = client.post(f"{P}/servers/{created['id']}/accept-host-key", headers=s.key)
+    assert accepted.status_code == 200, accepted.json
+    assert accepted.json["ssh"]["host_key_fingerprint"] == s.sshd.fingerprint()
+    s.berth.ssh.check_all().result(30)
+    assert listed(client, s, created["id"])["reachable"] is True
+    again = client.post(f"{P}/servers/{created['id']}/accept-host-key", headers=s.key)
+    assert again.status_code == 409
+    assert client.get(f"{P}/servers/{created['id']}/metrics",
+                      headers=s.reader).status_code == 200
+
+
+def test_a_host_key_given_up_front_is_the_only_one_accepted(client, ssh, tmp_path):
+    s = ssh
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    created = add(client, s, ssh_host_key=other.with_suffix(".pub").read_text())
+    row = listed(client, s, created["id"])
+    assert row["reachable"] is False
+    assert row["ssh"]["offered_host_key_fingerprint"] == s.sshd.fingerprint()
+    created = add(client, s, ssh_host_key=s.sshd.public_host_key)
+    assert listed(client, s, created["id"])["reachable"] is True
+
+
+def test_a_server_that_never_answers_delays_no_other(client, ssh):
+    s = ssh
+    good = add(client, s)
+    silent = Silent()
+    try:
+        r = client.post(f"{P}/servers", headers=s.key, json={
+            "name": "hung", "ssh_host": "127.0.0.1", "ssh_port": silent.port})
+        hung = r.json
+        sweep = s.berth.ssh.check_all()  # the hung server's check is in flight
+        started = time.monotonic()
+        answer = client.get(f"{P}/servers/{good['id']}/metrics", headers=s.reader)
+        assert answer.status_code == 200 and time.monotonic() - started < 3, answer.json
+        started = time.monotonic()
+        answer = client.get(f"{P}/servers/{hung['id']}/metrics", headers=s.reader)
+        assert answer.status_code == 502 and answer.json["error"] == "metrics_unavailable"
+        assert time.monotonic() - started < 3 + 2  # its connect timeout, not forever
+        outcome = sweep.result(30)
+        assert outcome[good["id"]] is None and "no SSH connection" in outcome[hung["id"]]
+        row = listed(client, s, hung["id"])
+        assert row["reachable"] is False and row["unreachable_since"] is not None
+        assert listed(client, s, good["id"])["reachable"] is True
+    finally:
+        silent.close()
+
+
+# --- deploys and the rest over SSH -------------------------------------------------------
+
+@pytest.fixture
+def over_ssh(ssh, tmp_path, erp_image, postgres_image, docker_client, client):
+    s = ssh
+    s.settings.update(ERP_IMAGE=erp_image, POSTGRES_IMAGE=postgres_image)
+    s.server = add(client, s)
+    s.project = s.world.project(s.org, Server.get_by_id(s.server["id"]))
+    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
+    s.user = auth(orgs.issue_user_token(s.world.user(s.org, permissions=PERMISSIONS).id))
+    # The scheduler's job for SSH servers, every second.
+    scheduler = Scheduler([j for j in jobs(s.settings, s.berth) if j.name == "ssh-servers"])
+    thread = threading.Thread(target=scheduler.run, daemon=True)
+    thread.start()
+    s.created = []
+    yield s
+    scheduler.stop() if hasattr(scheduler, "stop") else scheduler.stopping.set()
+    envs = Environments(docker_client, root=s.box / "srv")
+    for env_id in s.created:
+        envs.destroy(env_id, True, lambda *a: None)
+
+
+def _repo(tmp_path):
+    work, bare = tmp_path / "work", tmp_path / "repo.git"
+    (work / "shop").mkdir(parents=True)
+    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
+    git = ["git", "-c", "user.email=d@example.com", "-c", "user.name=d"]
+    for cmd in (["git", "init", "-q", "--initial-branch=main"], [*git, "add", "-A"],
+                [*git, "commit", "-qm", "v1"], ["git", "init", "-q", "--bare", str(bare)],
+                ["git", "push", "-q", str(bare), "main"]):
+        subprocess.run(cmd, cwd=work, check=True)
+    return f"file://{bare}"
+
+
+def _task(client, s, task_id, timeout=180):
+    return wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task_id}", s.reader))
+                    ["status"] in ("completed", "failed") and t, timeout=timeout, interval=0.5,
+                    what=f"task {task_id}")
+
+
+def _lines(client, s, env_id, task_id):
+    return polled_get(client, f"{P}/environments/{env_id}/logs?task_id={task_id}&lines=5000",
+                      s.reader)["log"].splitlines()
+
+
+def test_deploy_stop_backup_and_delete_over_ssh(client, over_ssh, backend, docker_client,
+                                                caplog):
+    if backend != "sqlite":
+        pytest.skip("the flow runs once; the SSH rows above run on both databases")
+    s = over_ssh
+    r = client.post(f"{P}/projects/{s.project.id}/environments", headers=s.key,
+                    json={"name": "Production", "environment_type": "production"})
+    assert r.status_code == 201, r.json
+    env_id = r.json["id"]
+    s.created.append(env_id)
+    task_id = polled_get(client, f"{P}/environments/{env_id}/status",
+                         s.reader)["last_deploy"]["id"]
+
+    # The connection is cut while the deploy runs: the next pass sends the command
+    # again, and the agent attaches to the run instead of starting another.
+    wait_for(lambda: len(_lines(client, s, env_id, task_id)) >= 2, timeout=120, interval=0.3,
+             what="the deploy under way")
+    caplog.set_level("INFO", logger="berth.ssh")
+    s.sshd.drop_connections()
+    done = _task(client, s, task_id)
+    assert done["status"] == "completed", done
+    command = AgentCommand.get(AgentCommand.deployment == task_id)
+    # Sent again after the cut, and acknowledged as already started there.
+    assert f"command {command.id.hex} was already started there" in caplog.text
+    journal = json.loads((s.box / "data" / "commands.json").read_text())
+    assert journal[command.id.hex]["state"] == "done" and journal[command.id.hex]["ok"] is True
+    # What its one run wrote there: log lines numbered 1..n once, then one result.
+    out, rest = frames.split((s.box / "data" / "ssh-commands" / f"{command.id.hex}.out")
+                             .read_bytes())
+    written = [pb.AgentMessage.FromString(f) for f in out]
+    assert rest == b"" and [m.WhichOneof("body") for m in written][-1] == "result"
+    seqs = [m.log.seq for m in written if m.HasField("log")]
+    assert seqs == list(range(1, len(seqs) + 1)) and sum(m.HasField("result") for m in written) == 1
+    lines = _lines(client, s, env_id, task_id)
+    assert len(lines) == len(set(lines)) and len(lines) >= 3  # each line once
+
+    env = polled_get(client, f"{P}/environments/{env_id}", s.reader)
+    assert env["status"] == "running"
+    metrics = polled_get(client, f"{P}/environments/{env_id}/metrics", s.reader)
+    assert metrics["erp"]["status"] == "running" and metrics["postgres"]["status"] == "running"
+    assert metrics["erp"]["cpu_percent"] is None and metrics["erp"]["memory_used_bytes"] is None
+    logs = polled_get(client, f"{P}/environments/{env_id}/runtime-logs?source=erp", s.reader)
+    assert logs["lines"] >= 1
+
+    stop = client.post(f"{P}/environments/{env_id}/actions/stop", headers=s.key)
+    assert stop.status_code == 202, stop.json
+    assert _task(client, s, stop.json["task_id"])["status"] == "completed"
+    metrics = polled_get(client, f"{P}/environments/{env_id}/metrics", s.reader)
+    assert metrics["erp"] == {"status": "stopped", "cpu_percent": None, "memory_used_bytes": None,
+                              "memory_limit_bytes": None, "memory_percent": None}
+    start = client.post(f"{P}/environments/{env_id}/actions/start", headers=s.key)
+    assert _task(client, s, start.json["task_id"])["status"] == "completed"
+
+    backup = client.post(f"{V1}/environments/{env_id}/backups", headers=s.user, json={})
+    assert backup.status_code == 202, backup.json
+    finished = wait_for(lambda: (b := next(
+        x for x in polled_get(client, f"{P}/environments/{env_id}/backups?page_size=100",
+                              s.reader)["items"] if x["id"] == backup.json["id"]))["status"]
+        in ("completed", "failed") and b, timeout=180, interval=0.5, what="backup")
+    assert finished["status"] == "completed", finished
+
+    # Destroy waits for the server's answer (the command's result, over SSH).
+    r = client.delete(f"{V1}/deployments/environment/{env_id}/destroy", headers=s.user)
+    assert r.status_code == 200, r.json
+    assert (r.json["deleted_containers"], r.json["deleted_database"]) == (2, True)
+    label = {"label": f"berth.environment_id={env_id}"}
+    assert docker_client.containers.list(all=True, filters=label) == []
+
+
+def test_a_private_address_is_refused_unless_allowed(client, ssh):
+    """A customer's server is no way into the control plane's own network."""
+    s = ssh
+    s.settings["SSH_ALLOW_PRIVATE"] = False
+    created = add(client, s)
+    row = listed(client, s, created["id"])
+    assert row["reachable"] is False and row["ssh"]["host_key_fingerprint"] is None
+    assert "private or local address (127.0.0.1)" in row["ssh"]["error"]
+    s.settings["SSH_ALLOW_PRIVATE"] = True
+    s.berth.ssh.check_all().result(30)
+    assert listed(client, s, created["id"])["reachable"] is True
