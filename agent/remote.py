@@ -13,7 +13,10 @@ one `berth-agent` invocation per call, with the message on standard input.
   several invocations may run at once).
 - `berth-agent configure`: the agent's configuration (JSON, with its credential)
   in, written mode 0600: backups authenticate with that credential.
-- `berth-agent facts`: the host's facts (HostFacts) out."""
+- `berth-agent facts`: the host's facts (HostFacts) out.
+- `berth-agent disk`, `berth-agent proxy`: one pass of what the daemon does on its
+  own every so often (the environments' disk use; the proxy kept up and its
+  certificates' state), the report out."""
 
 import contextlib
 import fcntl
@@ -61,6 +64,29 @@ def live_request():
 
 def facts():
     _out(host_facts().SerializeToString())
+    return 0
+
+
+def disk():
+    """One pass of the disk meter (the daemon's runs every 15 minutes): a DiskReport."""
+    from agent.metrics.disk import DiskMeter, lower_priority
+
+    lower_priority()
+    report = pb.DiskReport(environments=[pb.EnvironmentDisk(
+        **{k: v for k, v in f.items() if v is not None}) for f in DiskMeter().measure()])
+    _out(report.SerializeToString())
+    return 0
+
+
+def proxy():
+    """One pass of the daemon's proxy watch (back if gone, reloaded if its routes
+    changed, certificates asked for): its ProxyReport, empty when no proxy runs here."""
+    host = _host()
+    if not (host.data_dir / "proxy" / "settings.json").exists():
+        _out(b"")
+        return 0
+    host.proxy().watch()
+    _out(wire.proxy_report(host.proxy().report()).SerializeToString())
     return 0
 
 
@@ -200,7 +226,7 @@ def worker(command_id):
 
 
 ENTRY_POINTS = {"live": live_request, "exec": exec_command, "configure": configure,
-                "facts": facts}
+                "facts": facts, "disk": disk, "proxy": proxy}
 
 
 def _prune(box):

@@ -29,8 +29,10 @@ import shlex
 import socket
 import threading
 
+from control_plane import agent_link
 from control_plane.agent_link import NotConnected
 from control_plane.safe_input import storable
+from control_plane.services.servers import monitoring
 from control_plane.services.servers import ssh as servers_ssh
 from control_plane.services.tasks import engine, queue
 from protocol import frames, wire
@@ -67,6 +69,7 @@ class SshLink:
         self.sessions = {}  # server id -> Semaphore
         self.following = set()  # command ids whose `exec` this process is reading
         self.sweep = None  # the Future of the check running now
+        self.measured = {}  # server id -> loop time of its last disk measurement
         self.delivering = {}  # server id -> Lock: one look for due commands at a time
 
     # --- the loop ---------------------------------------------------------------------
@@ -147,7 +150,27 @@ class SshLink:
             "cpu_cores": facts.cpu_cores, "ram_mb": facts.ram_mb, "disk_gb": facts.disk_gb,
             "hostname": facts.hostname[:255], "agent_version": facts.agent_version[:32]})
         await self._deliver(server_id)
+        await self._reports(target)
         return None
+
+    async def _reports(self, target):
+        """What a resident agent reports on its own: the proxy's state at every check,
+        the disk use every SSH_DISK_SECONDS (measuring it reads whole trees)."""
+        try:
+            async with asyncio.timeout(self.call_timeout):
+                out = await self._invoke(target, "proxy", b"")
+            if out:
+                state = wire.proxy_state(pb.ProxyReport.FromString(out))
+                await asyncio.to_thread(monitoring.record_proxy, target.server_id, state)
+            now = self.loop.time()
+            if now - self.measured.get(target.server_id, -1e9) >= self.settings["SSH_DISK_SECONDS"]:
+                async with asyncio.timeout(self.settings["SSH_DISK_SECONDS"]):
+                    report = pb.DiskReport.FromString(await self._invoke(target, "disk", b""))
+                self.measured[target.server_id] = now
+                await asyncio.to_thread(monitoring.record_disk_usage, target.server_id,
+                                        agent_link.disk_usage(report))
+        except (NotConnected, TimeoutError, ValueError) as exc:
+            log.warning("reports of server %s: %s", target.server_id, exc)
 
     async def _configure(self, target):
         """First contact: the agent there gets its configuration and a credential

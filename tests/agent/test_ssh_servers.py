@@ -162,7 +162,7 @@ def test_a_server_that_never_answers_delays_no_other(client, ssh):
 @pytest.fixture
 def over_ssh(ssh, tmp_path, erp_image, postgres_image, docker_client, client):
     s = ssh
-    s.settings.update(ERP_IMAGE=erp_image, POSTGRES_IMAGE=postgres_image)
+    s.settings.update(ERP_IMAGE=erp_image, POSTGRES_IMAGE=postgres_image, SSH_DISK_SECONDS=1)
     s.server = add(client, s)
     s.project = s.world.project(s.org, Server.get_by_id(s.server["id"]))
     Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
@@ -245,6 +245,11 @@ def test_deploy_stop_backup_and_delete_over_ssh(client, over_ssh, backend, docke
     assert metrics["erp"]["cpu_percent"] is None and metrics["erp"]["memory_used_bytes"] is None
     logs = polled_get(client, f"{P}/environments/{env_id}/runtime-logs?source=erp", s.reader)
     assert logs["lines"] >= 1
+    # The disk use, measured over SSH by the checks (as an agent measures it on its own).
+    disk = wait_for(lambda: (d := polled_get(client, f"{P}/environments/{env_id}/metrics",
+                                             s.reader)["disk"])["database_bytes"] and d,
+                    timeout=60, interval=1, what="disk measured")
+    assert disk["database_bytes"] > 0 and disk["addons_bytes"] > 0 and disk["measured_at"]
 
     stop = client.post(f"{P}/environments/{env_id}/actions/stop", headers=s.key)
     assert stop.status_code == 202, stop.json
