@@ -74,6 +74,7 @@ class Config:
     SSH_SESSIONS_PER_SERVER = 4
     SSH_SESSIONS_TOTAL = 64
     SSH_CHECK_SECONDS = 30
+    SSH_INSTALL_TIMEOUT = 900  # installing the agent there (a venv and its packages)
     SSH_DISK_SECONDS = 900  # the environments' disk use, as often as an agent measures it
     # Whether SSH servers may be at private, loopback or link-local addresses (the
     # control plane's own network): off, as for webhooks' receivers.
@@ -119,7 +120,7 @@ def _coerce(default, raw):
 _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS",
              "GRPC_HANDSHAKE_TIMEOUT", "GRPC_MAX_CONNECTIONS", "SSH_CONNECT_TIMEOUT",
              "SSH_CALL_TIMEOUT", "SSH_SESSIONS_PER_SERVER", "SSH_SESSIONS_TOTAL",
-             "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS")
+             "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT")
 
 
 # Set but empty means the default (a deployment description can pass a variable

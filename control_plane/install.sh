@@ -11,6 +11,10 @@
 # served packages and keeps the credential.
 #   sh install.sh --uninstall    removes everything it added (environment data
 #                                under /srv/berth is kept).
+#   sh install.sh --wheelhouse FILE --no-register
+#                                what the control plane runs over SSH for a server
+#                                it reaches that way: the packages from FILE, no
+#                                registration, no service (it calls berth-agent).
 #
 # The whole body is inside main(), called on the last line: a truncated
 # download defines functions at most and runs nothing.
@@ -25,16 +29,22 @@ main() {
     ENV_ROOT="${BERTH_ENV_ROOT:-/srv/berth}"  # the agent's BERTH_AGENT_ENV_ROOT
     UNIT=/etc/systemd/system/berth-agent.service
 
-    case "${1:-}" in
-        --uninstall) need_root; uninstall; exit 0 ;;
-        "") ;;
-        *) die "unknown option: $1 (use --uninstall, or no option to install)" ;;
-    esac
+    WHEELHOUSE="" REGISTER=yes
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --uninstall) need_root; uninstall; exit 0 ;;
+            --wheelhouse)  # a wheelhouse tar already here (the control plane sent it)
+                [ -n "${2:-}" ] || die "--wheelhouse needs a file"
+                WHEELHOUSE=$2; shift 2 ;;
+            --no-register) REGISTER=no; shift ;;  # reached over SSH: no daemon
+            *) die "unknown option: $1 (use --uninstall, --wheelhouse FILE, --no-register)" ;;
+        esac
+    done
 
     # The token comes on standard input (install_command pipes it from the shell's
     # builtin printf, so it is in no command line) or, for scripts, in BERTH_TOKEN.
     # Read first, before any other program could read from standard input.
-    if [ -z "${BERTH_TOKEN:-}" ] && [ ! -t 0 ]; then
+    if [ "$REGISTER" = yes ] && [ -z "${BERTH_TOKEN:-}" ] && [ ! -t 0 ]; then
         IFS= read -r BERTH_TOKEN || true
     fi
 
@@ -45,6 +55,10 @@ main() {
     need_zstd
     install_agent
     make_dirs
+    if [ "$REGISTER" = no ]; then
+        say "installed; the control plane runs it over SSH (no service started)"
+        return 0
+    fi
     register_agent
     start_agent
 }
@@ -151,15 +165,19 @@ refusal_message() {  # refusal_message FILE: the "message" of a JSON error body
 }
 
 install_agent() {
-    case "$CONTROL_PLANE" in
-        http://*|https://*) ;;
-        *) die "no control plane address: set BERTH_CONTROL_PLANE" ;;
-    esac
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
-    say "downloading the agent from $CONTROL_PLANE"
-    fetch "$CONTROL_PLANE/agent/wheelhouse.tar" "$WORK/wheelhouse.tar" \
-        || die "could not download the agent packages from $CONTROL_PLANE${FETCH_ERROR:+: $FETCH_ERROR}"
+    if [ -n "$WHEELHOUSE" ]; then
+        cp "$WHEELHOUSE" "$WORK/wheelhouse.tar" || die "cannot read $WHEELHOUSE"
+    else
+        case "$CONTROL_PLANE" in
+            http://*|https://*) ;;
+            *) die "no control plane address: set BERTH_CONTROL_PLANE" ;;
+        esac
+        say "downloading the agent from $CONTROL_PLANE"
+        fetch "$CONTROL_PLANE/agent/wheelhouse.tar" "$WORK/wheelhouse.tar" \
+            || die "could not download the agent packages from $CONTROL_PLANE${FETCH_ERROR:+: $FETCH_ERROR}"
+    fi
     mkdir "$WORK/wheels"
     tar -xf "$WORK/wheelhouse.tar" -C "$WORK/wheels"
     PYTHON=python3

@@ -29,8 +29,9 @@ import shlex
 import socket
 import threading
 
-from control_plane import agent_link
+from control_plane import __version__, agent_link
 from control_plane.agent_link import NotConnected
+from control_plane.gateway import ssh_install
 from control_plane.safe_input import storable
 from control_plane.services.servers import monitoring
 from control_plane.services.servers import ssh as servers_ssh
@@ -48,6 +49,10 @@ KEEPALIVE_SECONDS = 15  # a connection silent for 3 of these is dropped
 
 class HostKeyChanged(NotConnected):
     """The server offered a host key other than the pinned one."""
+
+
+class AgentMissing(NotConnected):
+    """`berth-agent` is not installed there (the shell's 127: command not found)."""
 
 
 class SshLink:
@@ -69,6 +74,7 @@ class SshLink:
         self.sessions = {}  # server id -> Semaphore
         self.following = set()  # command ids whose `exec` this process is reading
         self.sweep = None  # the Future of the check running now
+        self.installing = set()  # server ids whose agent is being installed
         self.measured = {}  # server id -> loop time of its last disk measurement
         self.delivering = {}  # server id -> Lock: one look for due commands at a time
 
@@ -134,13 +140,20 @@ class SshLink:
         target = await asyncio.to_thread(servers_ssh.target, server_id)
         if target is None:
             return None
+        if server_id in self.installing:
+            return "installing the agent"
         try:
             async with asyncio.timeout(self.connect_timeout + self.call_timeout):
                 facts = pb.HostFacts.FromString(await self._invoke(target, "facts", b""))
+        except AgentMissing:  # first contact: install it, in the background
+            self._start_install(target)
+            return "installing the agent"
         except (NotConnected, TimeoutError) as exc:
             error = str(exc) if isinstance(exc, NotConnected) else "did not answer in time"
             await asyncio.to_thread(servers_ssh.record_check, server_id, error=error)
             return error
+        if facts.agent_version != __version__:  # installed by an older control plane
+            self._start_install(target)
         if not target.configured:
             try:
                 await self._configure(target)
@@ -152,6 +165,26 @@ class SshLink:
         await self._deliver(server_id)
         await self._reports(target)
         return None
+
+    def _start_install(self, target):
+        """The agent installed there from this control plane's wheelhouse, on a task of
+        its own (minutes: the other servers' checks go on meanwhile)."""
+        if target.server_id in self.installing:
+            return
+        self.installing.add(target.server_id)
+
+        async def install():
+            try:
+                async with asyncio.timeout(self.settings["SSH_INSTALL_TIMEOUT"]):
+                    await ssh_install.install(self, target)
+                log.info("server %s: the agent is installed", target.server_id)
+            except Exception as exc:  # noqa: BLE001 - whatever it was, it is recorded
+                why = str(exc) or "did not finish in time"
+                await asyncio.to_thread(servers_ssh.record_check, target.server_id,
+                                        error=f"installing the agent failed: {why}")
+            finally:
+                self.installing.discard(target.server_id)
+        asyncio.ensure_future(install())
 
     async def _reports(self, target):
         """What a resident agent reports on its own: the proxy's state at every check,
@@ -206,7 +239,7 @@ class SshLink:
         try:
             async with self._session(server_id):
                 conn = await self._connection(target)
-                process = await conn.create_process(self._command("exec"), encoding=None)
+                process = await conn.create_process(self._command(target, "exec"), encoding=None)
                 process.stdin.write(message.SerializeToString())
                 process.stdin.write_eof()
                 buffer = b""
@@ -226,9 +259,10 @@ class SshLink:
 
     # --- SSH ------------------------------------------------------------------------------------
 
-    def _command(self, name):
-        # A setting, never user data.
-        return f"{shlex.quote(self.settings['SSH_AGENT_PATH'])} {name}"
+    def _command(self, target, name):
+        # A setting, never user data; another user than root goes through sudo.
+        return ssh_install.as_root(target.username,
+                                   f"{shlex.quote(self.settings['SSH_AGENT_PATH'])} {name}")
 
     def _session(self, server_id):
         """The per-server and total bounds on open sessions."""
@@ -240,14 +274,15 @@ class SshLink:
         async with self._session(target.server_id):
             conn = await self._connection(target)
             try:
-                result = await conn.run(self._command(name), input=stdin, encoding=None,
+                result = await conn.run(self._command(target, name), input=stdin, encoding=None,
                                         check=False)
             except OSError as exc:
                 self._forget(target.server_id, conn)
                 raise NotConnected(f"the SSH connection broke: {exc}") from None
             if result.exit_status != 0:
                 why = (result.stderr or b"").decode(errors="replace").strip()[-300:]
-                raise NotConnected(f"berth-agent {name} exited with {result.exit_status}: {why}")
+                failed = AgentMissing if result.exit_status == 127 else NotConnected
+                raise failed(f"berth-agent {name} exited with {result.exit_status}: {why}")
             return result.stdout
 
     async def _connection(self, target):

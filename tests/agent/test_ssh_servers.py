@@ -46,6 +46,11 @@ def ssh(app, world, http_app, tmp_path):
     s.sshd = Sshd(tmp_path / "sshd", env={
         "BERTH_AGENT_CONFIG": s.box / "agent.json", "BERTH_AGENT_DATA_DIR": s.box / "data",
         "BERTH_AGENT_ENV_ROOT": s.box / "srv", "BERTH_AGENT_GIT_PROTOCOLS": "https:ssh:file",
+        # Where the installer puts the agent, its link and directories (its defaults on
+        # a real server: /opt/berth-agent, /usr/local/bin, /etc, /var/lib, /srv).
+        "BERTH_PREFIX": s.box / "opt", "BERTH_BIN_LINK": s.box / "bin" / "berth-agent",
+        "BERTH_CONFIG_DIR": s.box, "BERTH_DATA_DIR": s.box / "data",
+        "BERTH_ENV_ROOT": s.box / "srv",
         "PATH": f"{Path(sys.executable).parent}:/usr/sbin:/usr/bin:/sbin:/bin"}).start()
     s.org = world.org()
     s.key = auth(world.key(s.org, server_registration=True)[0])
@@ -287,3 +292,27 @@ def test_a_private_address_is_refused_unless_allowed(client, ssh):
     s.settings["SSH_ALLOW_PRIVATE"] = True
     s.berth.ssh.check_all().result(30)
     assert listed(client, s, created["id"])["reachable"] is True
+
+
+def test_the_agent_is_installed_over_ssh_from_the_wheelhouse(client, ssh, tmp_path):
+    """A server with no agent: the first check finds none and installs it from the
+    control plane's wheelhouse, over the SSH connection (the server downloads nothing)."""
+    s = ssh
+    wheelhouse = tmp_path / "wheelhouse"
+    subprocess.run([str(Path(sys.executable).with_name("berth")), "wheelhouse", "--into",
+                    str(wheelhouse)], check=True, capture_output=True, timeout=600)
+    link = s.box / "bin" / "berth-agent"
+    s.settings.update(WHEELHOUSE_DIR=str(wheelhouse), SSH_AGENT_PATH=str(link),
+                      PUBLIC_URL="http://127.0.0.1:9")  # unreachable: nothing is fetched
+    created = add(client, s)
+    assert listed(client, s, created["id"])["reachable"] is False  # installing meanwhile
+
+    def installed():
+        s.berth.ssh.check_all().result(60)
+        return listed(client, s, created["id"])["reachable"]
+    wait_for(installed, timeout=600, interval=2, what="the agent installed over SSH")
+    assert link.resolve() == s.box / "opt" / "venv" / "bin" / "berth-agent"
+    row = listed(client, s, created["id"])
+    assert row["agent_version"] and row["ssh"]["error"] is None
+    assert not any(Path("/var/tmp").glob("berth-install*"))  # the upload is removed
+    assert client.get(f"{P}/servers/{created['id']}/metrics", headers=s.reader).status_code == 200
