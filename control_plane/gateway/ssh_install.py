@@ -37,8 +37,8 @@ def installer(settings):
 async def install(link, target):
     """Send and run; NotConnected with the installer's last words when it fails."""
     tar = wheelhouse(link.settings)
-    async with link._session(target.server_id):
-        conn = await link._connection(target)
+    async with link.session(target.server_id):
+        conn = await link.connection(target)
         work = shlex.quote(WORK)
         steps = (
             (f"umask 077 && rm -rf {work} && mkdir -p {work} && cat > {work}/wheelhouse.tar",

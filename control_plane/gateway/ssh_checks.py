@@ -1,0 +1,114 @@
+"""The checks of servers reached over SSH (SshLink.check_all: the scheduler's job,
+and at once when a server is added or its key accepted): every server at once,
+each bounded by its own timeouts. A check asks `berth-agent facts` (reachable
+or not, and since when not; the host's size), installs the agent where there is
+none or an older one (in the background), gives a new server its configuration,
+sends the commands due to it, and takes the reports a resident agent sends on
+its own (the proxy's state; the disk use every SSH_DISK_SECONDS)."""
+
+import asyncio
+import json
+import logging
+
+from control_plane import __version__, agent_link
+from control_plane.agent_link import NotConnected
+from control_plane.gateway import ssh_commands, ssh_install
+from control_plane.gateway.ssh_sessions import AgentMissing
+from control_plane.services.servers import monitoring
+from control_plane.services.servers import ssh as servers_ssh
+from protocol import wire
+from protocol.v1 import agent_pb2 as pb
+
+log = logging.getLogger("berth.ssh")
+
+
+async def check_all(link, claim_for):
+    ids = await asyncio.to_thread(servers_ssh.ssh_server_ids, claim_for)
+    outcomes = await asyncio.gather(*(check(link, i) for i in ids))
+    return dict(zip(ids, outcomes, strict=True))
+
+
+async def check(link, server_id):
+    target = await asyncio.to_thread(servers_ssh.target, server_id)
+    if target is None:
+        return None
+    if server_id in link.installing:
+        return "installing the agent"
+    try:
+        async with asyncio.timeout(link.connect_timeout + link.call_timeout):
+            facts = pb.HostFacts.FromString(await link.invoke(target, "facts", b""))
+    except AgentMissing:  # first contact: install it, in the background
+        start_install(link, target)
+        return "installing the agent"
+    except (NotConnected, TimeoutError) as exc:
+        error = str(exc) if isinstance(exc, NotConnected) else "did not answer in time"
+        await asyncio.to_thread(servers_ssh.record_check, server_id, error=error)
+        return error
+    if facts.agent_version != __version__:  # installed by an older control plane
+        start_install(link, target)
+    if not target.configured:
+        try:
+            await configure(link, target)
+        except (NotConnected, TimeoutError) as exc:
+            log.warning("configuring the agent on server %s failed: %s", server_id, exc)
+    await asyncio.to_thread(servers_ssh.record_check, server_id, facts={
+        "cpu_cores": facts.cpu_cores, "ram_mb": facts.ram_mb, "disk_gb": facts.disk_gb,
+        "hostname": facts.hostname[:255], "agent_version": facts.agent_version[:32]})
+    await ssh_commands.deliver(link, server_id)
+    await reports(link, target)
+    return None
+
+
+def start_install(link, target):
+    """The agent installed there from this control plane's wheelhouse, on a task of
+    its own (minutes: the other servers' checks go on meanwhile)."""
+    if target.server_id in link.installing:
+        return
+    link.installing.add(target.server_id)
+
+    async def install():
+        try:
+            async with asyncio.timeout(link.settings["SSH_INSTALL_TIMEOUT"]):
+                await ssh_install.install(link, target)
+            log.info("server %s: the agent is installed", target.server_id)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, it is recorded
+            why = str(exc) or "did not finish in time"
+            await asyncio.to_thread(servers_ssh.record_check, target.server_id,
+                                    error=f"installing the agent failed: {why}")
+        finally:
+            link.installing.discard(target.server_id)
+    asyncio.ensure_future(install())
+
+
+async def reports(link, target):
+    """What a resident agent reports on its own: the proxy's state at every check,
+    the disk use every SSH_DISK_SECONDS (measuring it reads whole trees)."""
+    try:
+        async with asyncio.timeout(link.call_timeout):
+            out = await link.invoke(target, "proxy", b"")
+        if out:
+            state = wire.proxy_state(pb.ProxyReport.FromString(out))
+            await asyncio.to_thread(monitoring.record_proxy, target.server_id, state)
+        now = link.loop.time()
+        if now - link.measured.get(target.server_id, -1e9) >= link.settings["SSH_DISK_SECONDS"]:
+            async with asyncio.timeout(link.settings["SSH_DISK_SECONDS"]):
+                report = pb.DiskReport.FromString(await link.invoke(target, "disk", b""))
+            link.measured[target.server_id] = now
+            await asyncio.to_thread(monitoring.record_disk_usage, target.server_id,
+                                    agent_link.disk_usage(report))
+    except (NotConnected, TimeoutError, ValueError) as exc:
+        log.warning("reports of server %s: %s", target.server_id, exc)
+
+
+async def configure(link, target):
+    """First contact: the agent there gets its configuration and a credential
+    (on standard input); its digest is kept once the server has it."""
+    credential = servers_ssh.new_credential()
+    conf = {"control_plane": link.settings["PUBLIC_URL"],
+            "grpc_address": link.settings.get("GRPC_PUBLIC_ADDRESS") or "",
+            "server_id": target.server_id, "credential": credential}
+    async with asyncio.timeout(link.call_timeout):
+        await link.invoke(target, "configure", json.dumps(conf).encode())
+    await asyncio.to_thread(servers_ssh.keep_credential, target.server_id, credential)
+
+# --- durable commands --------------------------------------------------------------------

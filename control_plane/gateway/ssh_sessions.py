@@ -1,0 +1,223 @@
+"""SSH connections to the servers reached that way (SshLink's lower half): one
+asyncio loop in a daemon thread, one connection per server reused by its
+sessions, and `invoke` of one `berth-agent` command with its message on stdin.
+
+Bounds: a connection gets SSH_CONNECT_TIMEOUT seconds (TCP, handshake, sign-in);
+at most SSH_SESSIONS_PER_SERVER sessions to one server and SSH_SESSIONS_TOTAL in
+all. A server that hangs holds only its own sessions, each until its timeout.
+
+The host key: pinned at first contact (services/servers/ssh.py), then the only
+one accepted; a different one is recorded and refused until an operator accepts
+it. The address: a public one unless SSH_ALLOW_PRIVATE."""
+
+import asyncio
+import ipaddress
+import logging
+import shlex
+import socket
+import threading
+
+from control_plane.agent_link import NotConnected
+from control_plane.gateway import ssh_install
+from control_plane.services.servers import ssh as servers_ssh
+
+log = logging.getLogger("berth.ssh")
+
+# Host key algorithms asked for at first contact, best first (the one pinned).
+FIRST_CONTACT_ALGS = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+                      "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256"]
+KEEPALIVE_SECONDS = 15  # a connection silent for 3 of these is dropped
+
+
+class HostKeyChanged(NotConnected):
+    """The server offered a host key other than the pinned one."""
+
+
+class AgentMissing(NotConnected):
+    """`berth-agent` is not installed there (the shell's 127: command not found)."""
+
+
+class Sessions:
+    """The SSH side of SshLink: its loop, one connection per server (host keys
+    checked), bounded sessions, and `invoke` of one `berth-agent` command."""
+
+    @property
+    def connect_timeout(self):
+        return self.settings["SSH_CONNECT_TIMEOUT"]
+
+    @property
+    def call_timeout(self):
+        return self.settings["SSH_CALL_TIMEOUT"]
+
+    def __init__(self, settings):
+        self.settings = settings  # read when used: PUBLIC_URL, SSH_AGENT_PATH, the timeouts
+        self.per_server = settings["SSH_SESSIONS_PER_SERVER"]
+        self.total = settings["SSH_SESSIONS_TOTAL"]
+        self.loop = None
+        self._start_lock = threading.Lock()
+        self.connections = {}  # server id -> connection (or the Future of one being made)
+        self.sessions = {}  # server id -> Semaphore
+        self.following = set()  # command ids whose `exec` this process is reading
+        self.sweep = None  # the Future of the check running now
+        self.installing = set()  # server ids whose agent is being installed
+        self.measured = {}  # server id -> loop time of its last disk measurement
+        self.delivering = {}  # server id -> Lock: one look for due commands at a time
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def _running_loop(self):
+        with self._start_lock:
+            if self.loop is None:
+                ready = threading.Event()
+
+                def run():
+                    self.loop = asyncio.new_event_loop()
+                    self.all_sessions = asyncio.Semaphore(self.total)
+                    ready.set()
+                    self.loop.run_forever()
+                threading.Thread(target=run, name="berth-ssh", daemon=True).start()
+                ready.wait()
+        return self.loop
+
+    def _run(self, coroutine, timeout):
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
+        return future.result(timeout)
+
+    def command(self, target, name):
+        # A setting, never user data; another user than root goes through sudo.
+        return ssh_install.as_root(target.username,
+                                   f"{shlex.quote(self.settings['SSH_AGENT_PATH'])} {name}")
+
+    def session(self, server_id):
+        """The per-server and total bounds on open sessions."""
+        per_server = self.sessions.setdefault(server_id, asyncio.Semaphore(self.per_server))
+        return _Both(per_server, self.all_sessions)
+
+    async def invoke(self, target, name, stdin):
+        """One `berth-agent NAME` over SSH; its standard output, or NotConnected."""
+        async with self.session(target.server_id):
+            conn = await self.connection(target)
+            try:
+                result = await conn.run(self.command(target, name), input=stdin, encoding=None,
+                                        check=False)
+            except OSError as exc:
+                self._forget(target.server_id, conn)
+                raise NotConnected(f"the SSH connection broke: {exc}") from None
+            if result.exit_status != 0:
+                why = (result.stderr or b"").decode(errors="replace").strip()[-300:]
+                failed = AgentMissing if result.exit_status == 127 else NotConnected
+                raise failed(f"berth-agent {name} exited with {result.exit_status}: {why}")
+            return result.stdout
+
+    async def connection(self, target):
+        """The server's connection, made (once, for all waiting on it) when missing."""
+        import asyncssh
+
+        held = self.connections.get(target.server_id)
+        if isinstance(held, asyncio.Future):
+            return await asyncio.shield(held)
+        if held is not None and not held.is_closed():
+            return held
+        made = self.connections[target.server_id] = self.loop.create_future()
+        try:
+            conn = await asyncio.wait_for(self._connect(target), self.connect_timeout)
+        except BaseException as exc:
+            self.connections.pop(target.server_id, None)
+            if isinstance(exc, asyncio.TimeoutError):
+                exc = NotConnected(f"no SSH connection within {self.connect_timeout} s")
+            elif isinstance(exc, (OSError, asyncssh.Error)):
+                exc = NotConnected(f"SSH connection failed: {exc}")
+            made.set_exception(exc)
+            made.exception()  # read: no "never retrieved" warning when nobody else waits
+            raise exc from None
+        self.connections[target.server_id] = conn
+        made.set_result(conn)
+        return conn
+
+    async def _connect(self, target):
+        import asyncssh
+
+        if target.refused_key:
+            raise HostKeyChanged("the server's host key changed: all contact is stopped "
+                                 "until an operator accepts the new key")
+        address = await self._address(target.host, target.port)
+        pinned = target.host_key
+        if pinned is None:  # first contact: trust the key offered, and pin it
+            offered = await asyncssh.get_server_host_key(
+                address, target.port, server_host_key_algs=FIRST_CONTACT_ALGS,
+                config=None)
+            if offered is None:
+                raise NotConnected("the server offered no host key")
+            offered_line = _line(offered)
+            if not await asyncio.to_thread(servers_ssh.pin_host_key, target.server_id,
+                                           offered_line):  # pinned meanwhile
+                return await self._connect(await asyncio.to_thread(servers_ssh.target,
+                                                                   target.server_id))
+            pinned = offered_line
+        key = asyncssh.import_public_key(pinned)
+        try:
+            return await asyncssh.connect(
+                address, target.port, username=target.username, config=None,
+                known_hosts=([key], [], []), client_keys=[
+                    asyncssh.import_private_key(target.client_key)],
+                agent_path=None, password=None, preferred_auth="publickey",
+                keepalive_interval=KEEPALIVE_SECONDS, keepalive_count_max=3)
+        except asyncssh.HostKeyNotVerifiable:
+            offered = await asyncssh.get_server_host_key(
+                address, target.port, server_host_key_algs=[key.get_algorithm()],
+                config=None)
+            if offered is not None:
+                await asyncio.to_thread(servers_ssh.host_key_changed, target.server_id,
+                                        _line(offered))
+            raise HostKeyChanged("the server's host key is not the pinned one: all contact "
+                                 "is stopped until an operator accepts the new key") from None
+
+    async def _address(self, host, port):
+        """The address to connect to: the host's first, which must be a public one
+        unless SSH_ALLOW_PRIVATE (a customer's server is no way into the control
+        plane's own network). Connecting to the address checked, not the name
+        again, leaves no room for a second, different answer."""
+        try:
+            infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise NotConnected(f"the host name does not resolve: {exc}") from None
+        address = infos[0][4][0]
+        if not self.settings["SSH_ALLOW_PRIVATE"] and not ipaddress.ip_address(address).is_global:
+            raise NotConnected(f"{host} is a private or local address ({address}); the "
+                               "control plane reaches only public ones (CP_SSH_ALLOW_PRIVATE)")
+        return address
+
+    def _forget(self, server_id, conn):
+        if self.connections.get(server_id) is conn:
+            del self.connections[server_id]
+        conn.close()
+
+    def close(self):
+        if self.loop is not None:
+            for conn in list(self.connections.values()):
+                if not isinstance(conn, asyncio.Future):
+                    self.loop.call_soon_threadsafe(conn.close)
+
+
+class _Both:
+    def __init__(self, *semaphores):
+        self.semaphores = semaphores
+
+    async def __aenter__(self):
+        taken = []
+        try:
+            for s in self.semaphores:
+                await s.acquire()
+                taken.append(s)
+        except BaseException:  # cancelled (a timeout) while waiting: give back what was taken
+            for s in reversed(taken):
+                s.release()
+            raise
+
+    async def __aexit__(self, *exc):
+        for s in reversed(self.semaphores):
+            s.release()
+
+
+def _line(key):
+    return " ".join(key.export_public_key("openssh").decode().split()[:2])
