@@ -140,6 +140,7 @@ SSH_COMMANDS = {
     "exec": "run a durable command once, or attach to it (Command on stdin, frames on stdout)",
     "configure": "write the agent's configuration (JSON on stdin)",
     "facts": "print the host's facts (HostFacts)",
+    "health": "the host's metrics and the containers restarting in a loop (Heartbeat)",
     "disk": "measure the environments' disk use once (DiskReport)",
     "proxy": "check the proxy once and report it (ProxyReport)",
 }

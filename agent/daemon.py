@@ -179,8 +179,7 @@ class Agent(Host):
                 except Exception as exc:  # a failed sample must not stop heartbeats
                     log.warning("host metrics failed: %s", exc)
                     metrics = None
-                outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(
-                    sent_at_unix_ms=int(time.time() * 1000), metrics=metrics)))
+                outbox.put(pb.AgentMessage(heartbeat=heartbeat(metrics)))
                 self.status.update(last_heartbeat=now_iso())
                 if _closed(outbox) or self.stop.wait(every or 15):
                     return
@@ -308,6 +307,20 @@ class Agent(Host):
 
     def _answer(self, outbox, request):
         outbox.put(pb.AgentMessage(reply=live.reply_to(self, request)))
+
+
+def heartbeat(metrics):
+    """A Heartbeat: the host's metrics (None when they could not be taken) and the
+    containers restarting in a loop."""
+    from agent.metrics.crash_loops import crash_loops
+
+    try:
+        loops = [pb.CrashLoop(**loop) for loop in crash_loops()]
+    except Exception as exc:  # no engine, say: the heartbeat goes without
+        log.debug("crash loops not looked at: %s", exc)
+        loops = []
+    return pb.Heartbeat(sent_at_unix_ms=int(time.time() * 1000), metrics=metrics,
+                        crash_loops=loops)
 
 
 def channel_with_options(address, tls):

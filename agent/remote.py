@@ -14,6 +14,8 @@ one `berth-agent` invocation per call, with the message on standard input.
 - `berth-agent configure`: the agent's configuration (JSON, with its credential)
   in, written mode 0600: backups authenticate with that credential.
 - `berth-agent facts`: the host's facts (HostFacts) out.
+- `berth-agent health`: a Heartbeat (host metrics, crash loops), as the daemon
+  sends every 15 s.
 - `berth-agent disk`, `berth-agent proxy`: one pass of what the daemon does on its
   own every so often (the environments' disk use; the proxy kept up and its
   certificates' state), the report out."""
@@ -64,6 +66,14 @@ def live_request():
 
 def facts():
     _out(host_facts().SerializeToString())
+    return 0
+
+
+def health():
+    """What a daemon's heartbeat carries: the host's metrics and the crash loops."""
+    from agent.daemon import heartbeat
+
+    _out(heartbeat(pb.HostMetrics(**_host().host_sampler().sample())).SerializeToString())
     return 0
 
 
@@ -226,7 +236,7 @@ def worker(command_id):
 
 
 ENTRY_POINTS = {"live": live_request, "exec": exec_command, "configure": configure,
-                "facts": facts, "disk": disk, "proxy": proxy}
+                "facts": facts, "disk": disk, "proxy": proxy, "health": health}
 
 
 def _prune(box):

@@ -81,3 +81,9 @@ def disk_usage(report: pb.DiskReport) -> list[dict]:
              "measured_at_unix_ms": item.measured_at_unix_ms,
              **{name: getattr(item, name) for name in DISK_FIGURES if item.HasField(name)}}
             for item in report.environments]
+
+
+def crash_loops(beat: pb.Heartbeat) -> list[dict]:
+    """The containers a heartbeat says are restarting in a loop."""
+    return [{"environment_id": x.environment_id, "role": x.role,
+             "restart_count": x.restart_count, "state": x.state} for x in beat.crash_loops]

@@ -79,6 +79,10 @@ class Config:
     # Whether SSH servers may be at private, loopback or link-local addresses (the
     # control plane's own network): off, as for webhooks' receivers.
     SSH_ALLOW_PRIVATE = False
+    # Fleet alerts (services/servers/alerts.py): a server unheard of for this long
+    # is `server.unreachable`; a critical disk or memory figure held this long alerts.
+    ALERT_UNREACHABLE_SECONDS = 90
+    ALERT_HOLD_SECONDS = 120
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -120,7 +124,8 @@ def _coerce(default, raw):
 _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_MAX_CONNECTIONS",
              "GRPC_HANDSHAKE_TIMEOUT", "GRPC_MAX_CONNECTIONS", "SSH_CONNECT_TIMEOUT",
              "SSH_CALL_TIMEOUT", "SSH_SESSIONS_PER_SERVER", "SSH_SESSIONS_TOTAL",
-             "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT")
+             "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT",
+             "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS")
 
 
 # Set but empty means the default (a deployment description can pass a variable

@@ -37,6 +37,12 @@ class Name(StrEnum):
     AUTOMATION_RULE_TRIGGERED = "automation_rule.triggered", "Automation rule triggered"
     AUTOMATION_RULE_COMPLETED = "automation_rule.completed", "Automation rule completed"
     AUTOMATION_RULE_FAILED = "automation_rule.failed", "Automation rule failed"
+    SERVER_UNREACHABLE = "server.unreachable", "Server unreachable"
+    SERVER_RECOVERED = "server.recovered", "Server reachable again"
+    SERVER_DISK_CRITICAL = "server.disk_critical", "Server disk almost full"
+    SERVER_MEMORY_CRITICAL = "server.memory_critical", "Server memory almost used up"
+    ENVIRONMENT_CRASH_LOOP = "environment.crash_loop", "Environment container restarting in a loop"
+    CERTIFICATE_FAILING = "certificate.failing", "Certificate failing"
     # Sent by a webhook's test endpoint only: never stored, not subscribable.
     PING = "ping", "Test ping"
 
@@ -173,3 +179,31 @@ def record_automation(rule, run, name, reason=None):
     if name != Name.AUTOMATION_RULE_TRIGGERED:
         data.update(status=run.status, reason=reason)
     return record_event(rule.organization_id, rule.project_id, name, data)
+
+
+def _server_data(server):
+    return {"server_id": str(server.id), "server_name": server.name,
+            "connection": server.connection}
+
+
+def record_server(server, name, **data):
+    """`server.unreachable`, `server.recovered`, `server.disk_critical`,
+    `server.memory_critical` (organization-wide: no project)."""
+    return record_event(server.organization_id, None, name, {**_server_data(server), **data})
+
+
+def record_crash_loop(env, server, org_id, loop):
+    """`environment.crash_loop`: one of its containers keeps being restarted."""
+    return record_event(org_id, env.project_id, Name.ENVIRONMENT_CRASH_LOOP, {
+        "environment_id": str(env.id), "project_id": str(env.project_id),
+        **_server_data(server), "role": loop["role"], "restart_count": loop["restart_count"],
+        "container_state": loop["state"]})
+
+
+def record_certificate_failing(server, env, hostname, reason):
+    """`certificate.failing`: the proxy could not get (or renew) a name's certificate."""
+    return record_event(server.organization_id, env.project_id if env else None,
+                        Name.CERTIFICATE_FAILING, {
+                            **_server_data(server), "hostname": hostname, "reason": reason,
+                            "environment_id": str(env.id) if env else None,
+                            "project_id": str(env.project_id) if env else None})

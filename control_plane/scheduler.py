@@ -24,7 +24,8 @@ class Job:
 
 BACKUP_SCHEDULE_SECONDS = 60  # a scheduled backup starts within a minute of its time
 BACKUP_RETENTION_SECONDS = 3600
-AUTOMATION_SECONDS = 5  # event runs start, and schedules fire, within this of being due
+AUTOMATION_SECONDS = 5
+ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)  # event runs start, and schedules fire, within this of being due
 
 
 def jobs(settings, berth=None):
@@ -33,6 +34,7 @@ def jobs(settings, berth=None):
     from control_plane.services import housekeeping
     from control_plane.services.automation import triggers
     from control_plane.services.backups import policy, retention, transfers
+    from control_plane.services.servers import alerts
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
 
@@ -49,6 +51,7 @@ def jobs(settings, berth=None):
             lambda: retention.sweep_imports(settings)),
         Job("automation", AUTOMATION_SECONDS,
             lambda: triggers.run(settings, getattr(berth, "gateway", None))),
+        Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(settings)),
         # Servers reached over SSH: reachable or not, and their due commands (the
         # checks run on the SSH link's own loop; the job only starts them).
         Job("ssh-servers", settings["SSH_CHECK_SECONDS"],

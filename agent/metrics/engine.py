@@ -107,3 +107,13 @@ def _stdout(stream):
             out.append(stream[i + 8:i + 8 + size])
         i += 8 + size
     return b"".join(out).decode(errors="replace")
+
+
+def inspect(container_id, timeout=5):
+    """The engine's inspection of one container (its restart count, when it started)."""
+    def call():
+        status, body = _get(f"/containers/{urllib.parse.quote(container_id)}/json", timeout)
+        if status != 200:
+            raise EngineUnreachable(f"the container engine answered {status}")
+        return json.loads(body)
+    return _engine_call(call)

@@ -11,7 +11,7 @@ import json
 from control_plane import agent_link
 from control_plane.safe_input import storable
 from control_plane.services.environment_settings import configuration
-from control_plane.services.servers import monitoring
+from control_plane.services.servers import alerts, monitoring
 from control_plane.services.tasks import engine, queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
@@ -24,6 +24,11 @@ async def _hello(gateway, session, hello):
 
 async def _heartbeat(gateway, session, beat):
     gateway.seen.add(session.server_id)  # recorded in batches
+    # The fleet alerts' figures: followed here, written only when they change.
+    metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
+    changes = session.watch.observe(metrics, agent_link.crash_loops(beat))
+    if changes:
+        await asyncio.to_thread(alerts.record_changes, session.server_id, changes)
 
 
 async def _reply(gateway, session, reply):

@@ -21,6 +21,7 @@ from control_plane.errors import ApiError
 from control_plane.gateway import messages
 from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
 from control_plane.services import agents
+from control_plane.services.servers import alerts
 from control_plane.services.tasks import queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
@@ -108,6 +109,7 @@ class Session:
         self.reader = None  # the task reading what the agent sends
         self.connecting = None  # future of the connection's start (agents.mark_connected)
         self.release = None  # the task releasing the stream, once it ended
+        self.watch = alerts.Watch()  # the fleet alerts' figures, as its heartbeats say
 
     def wake(self):
         if not self.woken:

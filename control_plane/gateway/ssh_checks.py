@@ -14,7 +14,7 @@ from control_plane import __version__, agent_link
 from control_plane.agent_link import NotConnected
 from control_plane.gateway import ssh_commands, ssh_install
 from control_plane.gateway.ssh_sessions import AgentMissing
-from control_plane.services.servers import monitoring
+from control_plane.services.servers import alerts, monitoring
 from control_plane.services.servers import ssh as servers_ssh
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
@@ -81,9 +81,16 @@ def start_install(link, target):
 
 
 async def reports(link, target):
-    """What a resident agent reports on its own: the proxy's state at every check,
-    the disk use every SSH_DISK_SECONDS (measuring it reads whole trees)."""
+    """What a resident agent reports on its own: its heartbeat's figures (host
+    metrics, crash loops) and the proxy's state at every check, the disk use every
+    SSH_DISK_SECONDS (measuring it reads whole trees)."""
     try:
+        async with asyncio.timeout(link.call_timeout):
+            beat = pb.Heartbeat.FromString(await link.invoke(target, "health", b""))
+        watch = link.watches.setdefault(target.server_id, alerts.Watch())
+        metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
+        if changes := watch.observe(metrics, agent_link.crash_loops(beat)):
+            await asyncio.to_thread(alerts.record_changes, target.server_id, changes)
         async with asyncio.timeout(link.call_timeout):
             out = await link.invoke(target, "proxy", b"")
         if out:

@@ -60,6 +60,7 @@ class Sessions:
         self.following = set()  # command ids whose `exec` this process is reading
         self.sweep = None  # the Future of the check running now
         self.installing = set()  # server ids whose agent is being installed
+        self.watches = {}  # server id -> alerts.Watch of its checks' figures
         self.measured = {}  # server id -> loop time of its last disk measurement
         self.delivering = {}  # server id -> Lock: one look for due commands at a time
 

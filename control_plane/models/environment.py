@@ -27,6 +27,9 @@ class Environment(BaseModel):
     # Inactive environments are destroyed or deleted, or their project is; they are
     # never listed (states.is_active).
     is_active = peewee.BooleanField(default=True, index=True)
+    # Since when a container of it has been restarting in a loop, as its server last
+    # said (null: none is): `environment.crash_loop` goes out when this is set.
+    crash_loop_since = DateTimeField(null=True)
     # Last measured disk usage (not live).
     disk_database_bytes = peewee.BigIntegerField(null=True)
     disk_filestore_bytes = peewee.BigIntegerField(null=True)

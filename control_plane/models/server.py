@@ -37,6 +37,14 @@ class Server(BaseModel):
     ssh_claimed_at = DateTimeField(null=True)
     unreachable_since = DateTimeField(null=True)
     ssh_error = peewee.CharField(max_length=500, null=True)
+    # Fleet alerts (services/servers/alerts.py): since when a figure has been past
+    # its critical threshold (null: not now), and whether its event went out; and
+    # whether `server.unreachable` went out (until `server.recovered`).
+    disk_critical_since = DateTimeField(null=True)
+    disk_alerted = peewee.BooleanField(default=False)
+    memory_critical_since = DateTimeField(null=True)
+    memory_alerted = peewee.BooleanField(default=False)
+    down_alerted = peewee.BooleanField(default=False)
 
     @property
     def shared(self):

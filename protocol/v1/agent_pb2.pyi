@@ -69,12 +69,26 @@ class Hello(_message.Message):
     def __init__(self, facts: _Optional[_Union[HostFacts, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("sent_at_unix_ms", "metrics")
+    __slots__ = ("sent_at_unix_ms", "metrics", "crash_loops")
     SENT_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    CRASH_LOOPS_FIELD_NUMBER: _ClassVar[int]
     sent_at_unix_ms: int
     metrics: HostMetrics
-    def __init__(self, sent_at_unix_ms: _Optional[int] = ..., metrics: _Optional[_Union[HostMetrics, _Mapping]] = ...) -> None: ...
+    crash_loops: _containers.RepeatedCompositeFieldContainer[CrashLoop]
+    def __init__(self, sent_at_unix_ms: _Optional[int] = ..., metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., crash_loops: _Optional[_Iterable[_Union[CrashLoop, _Mapping]]] = ...) -> None: ...
+
+class CrashLoop(_message.Message):
+    __slots__ = ("environment_id", "role", "restart_count", "state")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    RESTART_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    role: str
+    restart_count: int
+    state: str
+    def __init__(self, environment_id: _Optional[str] = ..., role: _Optional[str] = ..., restart_count: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class DiskReport(_message.Message):
     __slots__ = ("environments",)

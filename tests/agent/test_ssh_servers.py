@@ -316,3 +316,22 @@ def test_the_agent_is_installed_over_ssh_from_the_wheelhouse(client, ssh, tmp_pa
     assert row["agent_version"] and row["ssh"]["error"] is None
     assert not any(Path("/var/tmp").glob("berth-install*"))  # the upload is removed
     assert client.get(f"{P}/servers/{created['id']}/metrics", headers=s.reader).status_code == 200
+
+
+def test_a_crash_loop_is_seen_at_the_checks(client, ssh, labeled_container):
+    """What an agent's heartbeat says, an SSH server says at its checks."""
+    from control_plane.models import Event
+
+    s = ssh
+    created = add(client, s)
+    server = Server.get_by_id(created["id"])
+    env = s.world.environment(s.world.project(s.org, server), server=server)
+    labeled_container(env.id, "postgres", ["sh", "-c", "exit 3"],
+                      restart_policy={"Name": "always"})
+
+    def reported():
+        s.berth.ssh.check_all().result(60)
+        return Event.select().where(Event.name == "environment.crash_loop").first()
+    event = wait_for(reported, timeout=60, interval=1, what="environment.crash_loop")
+    assert event.data["environment_id"] == str(env.id) and event.data["role"] == "postgres"
+    assert event.data["connection"] == "ssh"

@@ -6,11 +6,11 @@ import uuid
 
 from limits import RateLimitItemPerMinute
 
-from control_plane import agent_link, clock, errors, states
+from control_plane import agent_link, clock, errors, events, states
 from control_plane.agent_link import NotConnected
 from control_plane.db import database
 from control_plane.errors import NotFound
-from control_plane.models import Environment, Server
+from control_plane.models import CustomDomain, Environment, Server
 from control_plane.safe_input import storable
 from control_plane.services.environment_settings import access
 from protocol.errors import AgentErrorCode
@@ -126,6 +126,7 @@ def record_disk_usage(server_id, report):
 
 MAX_NAMES = 1000
 CERTIFICATE_STATES = tuple(CertificateState)
+FAILING = CertificateState.FAILING
 
 
 def record_proxy(server_id, state):
@@ -145,7 +146,30 @@ def record_proxy(server_id, state):
                   "reported_at": clock.now().isoformat() + "Z"}
     except (AttributeError, TypeError):
         return  # not what an agent sends: ignored
-    Server.update(proxy_state=report).where(Server.id == server_id).execute()
+    with database.atomic():
+        server = Server.get_or_none(Server.id == server_id)
+        if server is None:
+            return
+        before = (server.proxy_state or {}).get("certificates") or {}
+        Server.update(proxy_state=report).where(Server.id == server_id).execute()
+        for name, cert in report["certificates"].items():
+            if cert["state"] == FAILING and (before.get(name) or {}).get("state") != FAILING \
+                    and server.organization_id is not None:
+                events.record_certificate_failing(server, _answering(server_id, name), name,
+                                                  cert["reason"])
+
+
+def _answering(server_id, hostname):
+    """The environment on the server that answers at `hostname`, if one does: its
+    verified custom domain, or its own name (the first 12 hex of its id)."""
+    domain = (CustomDomain.select(CustomDomain.environment).join(Environment)
+              .where(CustomDomain.name == hostname, Environment.server == server_id).first())
+    if domain is not None:
+        return Environment.get_by_id(domain.environment_id)
+    label = hostname.split(".", 1)[0]
+    return next((e for e in Environment.select().where(Environment.server == server_id,
+                                                        Environment.is_active)
+                 if e.id.hex[:12] == label), None)
 
 
 def _text(value, limit=500):

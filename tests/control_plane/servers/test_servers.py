@@ -7,7 +7,11 @@ from tests.conftest import auth
 
 SERVERS = "/api/public/v1/servers"
 SERVER_KEYS = {"id", "name", "provider", "region", "cpu_cores", "ram_mb", "disk_gb",
-               "environment_count", "connected", "last_seen_at"}
+               "environment_count", "connected", "last_seen_at", "connection", "reachable",
+               "unreachable_since", "agent_version", "ssh"}
+AGENT_NEVER_CONNECTED = {"connected": False, "last_seen_at": None, "connection": "agent",
+                         "reachable": False, "unreachable_since": None, "agent_version": None,
+                         "ssh": None}
 
 
 def listing(client, raw, **params):
@@ -48,7 +52,7 @@ def test_server_fields(client, world):
     [entry] = r.json["data"]
     assert entry == {"id": str(s.id), "name": "db-1", "provider": "hetzner", "region": "fsn1",
                      "cpu_cores": 8, "ram_mb": 32768, "disk_gb": 500, "environment_count": 0,
-                     "connected": False, "last_seen_at": None}
+                     **AGENT_NEVER_CONNECTED}
     text = r.get_data(as_text=True)
     assert "10.1.2.3" not in text and "f" * 64 not in text
 

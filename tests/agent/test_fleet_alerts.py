@@ -1,0 +1,67 @@
+"""Fleet alerts end to end: a real gateway, real `berth-agent run` processes and real
+containers; the events are read from the outbox the webhooks are sent from, and the
+scheduler's job (alerts.sweep) is run as the scheduler runs it. An agent killed is
+`server.unreachable` once, and `server.recovered` once when it returns; a container
+that keeps crashing is `environment.crash_loop`, from the agent's heartbeat; a server
+reached over SSH says the same at its checks."""
+
+import time
+
+from control_plane.models import Event
+from control_plane.services.servers import alerts
+from tests.support.agents import registered_server, wait_for
+
+
+def names(org):
+    return [e.name for e in Event.select().where(Event.organization == org.id)
+            .order_by(Event.created_at, Event.id)]
+
+
+def test_an_agent_killed_is_unreachable_once_then_recovered_once(app, world, gateway, agents,
+                                                                 tmp_path):
+    settings = app.extensions["berth"].settings
+    settings.update(ALERT_UNREACHABLE_SECONDS=2)
+    org = world.org()
+    server, credential = registered_server(org)
+    agent = agents(server, credential)
+    wait_for(lambda: str(server.id) in gateway.sessions, what="agent connected")
+    assert alerts.sweep(settings) == 0
+    agent.kill()
+    wait_for(lambda: str(server.id) not in gateway.sessions, what="stream released")
+
+    def swept(name):
+        alerts.sweep(settings)
+        return name in names(org)
+    wait_for(lambda: swept("server.unreachable"), timeout=30, interval=0.5,
+             what="server.unreachable")
+    for _ in range(3):  # later turns of the job: nothing more for this outage
+        time.sleep(0.5)
+        alerts.sweep(settings)
+    assert names(org) == ["server.unreachable"]
+
+    agents(server, credential)
+    wait_for(lambda: swept("server.recovered"), timeout=30, interval=0.5,
+             what="server.recovered")
+    alerts.sweep(settings)
+    assert names(org) == ["server.unreachable", "server.recovered"]
+    event = Event.select().where(Event.name == "server.unreachable").get()
+    assert event.data["server_id"] == str(server.id) and event.data["connection"] == "agent"
+
+
+def test_a_container_crashing_in_a_loop_is_reported_by_the_agent(app, world, gateway, agents,
+                                                                 labeled_container):
+    org = world.org()
+    server, credential = registered_server(org)
+    env = world.environment(world.project(org, server), server=server)
+    agents(server, credential)
+    # An ERP whose process exits at once, which its restart policy starts again.
+    labeled_container(env.id, "erp", ["sh", "-c", "exit 3"],
+                      restart_policy={"Name": "always"})
+    # The next heartbeats (every 15 s) carry the loop.
+    wait_for(lambda: "environment.crash_loop" in names(org), timeout=60, interval=0.5,
+             what="environment.crash_loop")
+    event = Event.select().where(Event.name == "environment.crash_loop").get()
+    assert event.data["environment_id"] == str(env.id) and event.data["role"] == "erp"
+    assert event.data["restart_count"] >= 3 and event.project_id == env.project_id
+    time.sleep(16)  # another heartbeat, still looping: no second event
+    assert names(org) == ["environment.crash_loop"]
