@@ -3,7 +3,9 @@ whether the server is connected."""
 
 import datetime as dt
 
-from control_plane import clock, security
+from packaging.version import InvalidVersion, Version
+
+from control_plane import __version__, clock, security
 from control_plane.models import Server
 from control_plane.states import Connection
 
@@ -62,3 +64,13 @@ def connected(connected_since, last_seen_at):
     """A stream is held and a heartbeat came within the last 45 s."""
     return (connected_since is not None and last_seen_at is not None
             and clock.now() - last_seen_at < STALE_AFTER)
+
+
+def behind(agent_version):
+    """Whether an agent's version is older than the control plane's (None: unknown)."""
+    if not agent_version:
+        return None
+    try:
+        return Version(agent_version) < Version(__version__)
+    except InvalidVersion:
+        return None

@@ -81,7 +81,12 @@ class ServerSchema(Schema):
         lambda row: _iso(_unreachable_since(row)), allow_none=True,
         metadata={"description": "Since when the server has not been reachable; null "
                                  "when it is (or was never reached)."})
-    agent_version = ma.fields.String(allow_none=True)
+    agent_version = ma.fields.String(allow_none=True, metadata={
+        "description": "The berth-agent version the server last reported."})
+    agent_behind = ma.fields.Function(
+        lambda row: agents.behind(row["agent_version"]), allow_none=True, metadata={
+            "description": "Whether that agent is older than this control plane's (null "
+                           "when no agent ever reported)."})
     ssh = ma.fields.Function(lambda row: SshSchema().dump(row)
                              if row["connection"] == Connection.SSH else None,
                              allow_none=True, metadata={"description": "SSH servers only."})

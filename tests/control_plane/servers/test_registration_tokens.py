@@ -422,7 +422,8 @@ def test_consume_creates_the_server_and_takes_over_the_slot(client, world, org_r
         "id": str(server.id), "name": "db-1", "provider": "byos", "region": None,
         "cpu_cores": 4, "ram_mb": 7961, "disk_gb": 78, "environment_count": 0,
         "connected": False, "last_seen_at": None, "connection": "agent", "reachable": False,
-        "unreachable_since": None, "agent_version": None, "ssh": None}  # not yet connected
+        "unreachable_since": None, "agent_version": None, "agent_behind": None,
+        "ssh": None}  # not yet connected
     assert {s["name"] for s in listed} == {"db-1", "box-2"}
 
 

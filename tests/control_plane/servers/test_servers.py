@@ -8,10 +8,10 @@ from tests.conftest import auth
 SERVERS = "/api/public/v1/servers"
 SERVER_KEYS = {"id", "name", "provider", "region", "cpu_cores", "ram_mb", "disk_gb",
                "environment_count", "connected", "last_seen_at", "connection", "reachable",
-               "unreachable_since", "agent_version", "ssh"}
+               "unreachable_since", "agent_version", "agent_behind", "ssh"}
 AGENT_NEVER_CONNECTED = {"connected": False, "last_seen_at": None, "connection": "agent",
                          "reachable": False, "unreachable_since": None, "agent_version": None,
-                         "ssh": None}
+                         "agent_behind": None, "ssh": None}
 
 
 def listing(client, raw, **params):
@@ -223,3 +223,16 @@ def test_project_scoped_key_counts_only_its_project_environments(client, world):
     by_project = client.get("/api/public/v1/servers", headers=auth(raw_project)).json["data"]
     assert [s["environment_count"] for s in by_org if s["id"] == str(server.id)] == [3]
     assert [(s["id"], s["environment_count"]) for s in by_project] == [(str(server.id), 1)]
+
+
+def test_an_agent_older_than_the_control_plane_is_shown_behind(client, world):
+    from control_plane import __version__
+    from control_plane.models import Server
+    org = world.org()
+    old, same = world.server(org, name="old"), world.server(org, name="same")
+    Server.update(agent_version="0.1.0").where(Server.id == old.id).execute()
+    Server.update(agent_version=__version__).where(Server.id == same.id).execute()
+    raw, _ = world.key(org, "read_only")
+    rows = {s["name"]: s for s in listing(client, raw)["data"]}
+    assert (rows["old"]["agent_version"], rows["old"]["agent_behind"]) == ("0.1.0", True)
+    assert rows["same"]["agent_behind"] is False
