@@ -139,10 +139,8 @@ SSH_COMMANDS = {
     "live": "answer one live request (LiveRequest on stdin, LiveReply on stdout)",
     "exec": "run a durable command once, or attach to it (Command on stdin, frames on stdout)",
     "configure": "write the agent's configuration (JSON on stdin)",
-    "facts": "print the host's facts (HostFacts)",
-    "health": "the host's metrics and the containers restarting in a loop (Heartbeat)",
+    "check": "facts, metrics, crash loops and the proxy's state, for a check (frames)",
     "disk": "measure the environments' disk use once (DiskReport)",
-    "proxy": "check the proxy once and report it (ProxyReport)",
 }
 
 

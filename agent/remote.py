@@ -13,12 +13,10 @@ one `berth-agent` invocation per call, with the message on standard input.
   several invocations may run at once).
 - `berth-agent configure`: the agent's configuration (JSON, with its credential)
   in, written mode 0600: backups authenticate with that credential.
-- `berth-agent facts`: the host's facts (HostFacts) out.
-- `berth-agent health`: a Heartbeat (host metrics, crash loops), as the daemon
-  sends every 15 s.
-- `berth-agent disk`, `berth-agent proxy`: one pass of what the daemon does on its
-  own every so often (the environments' disk use; the proxy kept up and its
-  certificates' state), the report out."""
+- `berth-agent check`: what a check needs, in one process: the facts, a Heartbeat
+  (host metrics, crash loops, as the daemon sends every 15 s) and one pass of the
+  daemon's proxy watch (the proxy kept up, its certificates' state), as frames.
+- `berth-agent disk`: one pass of the daemon's disk meter, the DiskReport out."""
 
 import contextlib
 import fcntl
@@ -64,17 +62,26 @@ def live_request():
     return 0
 
 
-def facts():
-    _out(host_facts().SerializeToString())
-    return 0
-
-
-def health():
-    """What a daemon's heartbeat carries: the host's metrics and the crash loops."""
+def check():
+    """A check's three answers in one call (one process started on the server, not
+    three): the host's facts, a heartbeat (metrics, crash loops) and the proxy's
+    report (empty when no proxy runs here), as three frames."""
     from agent.daemon import heartbeat
 
-    _out(heartbeat(pb.HostMetrics(**_host().host_sampler().sample())).SerializeToString())
+    host = _host()
+    beat = heartbeat(pb.HostMetrics(**host.host_sampler().sample()))
+    parts = [host_facts().SerializeToString(), beat.SerializeToString(), _proxy_report(host)]
+    _out(b"".join(frames.pack(part) for part in parts))
     return 0
+
+
+def _proxy_report(host):
+    """One pass of the daemon's proxy watch (back if gone, reloaded if its routes
+    changed, certificates asked for), its ProxyReport; b"" when no proxy runs here."""
+    if not (host.data_dir / "proxy" / "settings.json").exists():
+        return b""
+    host.proxy().watch()
+    return wire.proxy_report(host.proxy().report()).SerializeToString()
 
 
 def disk():
@@ -85,18 +92,6 @@ def disk():
     report = pb.DiskReport(environments=[pb.EnvironmentDisk(
         **{k: v for k, v in f.items() if v is not None}) for f in DiskMeter().measure()])
     _out(report.SerializeToString())
-    return 0
-
-
-def proxy():
-    """One pass of the daemon's proxy watch (back if gone, reloaded if its routes
-    changed, certificates asked for): its ProxyReport, empty when no proxy runs here."""
-    host = _host()
-    if not (host.data_dir / "proxy" / "settings.json").exists():
-        _out(b"")
-        return 0
-    host.proxy().watch()
-    _out(wire.proxy_report(host.proxy().report()).SerializeToString())
     return 0
 
 
@@ -236,7 +231,7 @@ def worker(command_id):
 
 
 ENTRY_POINTS = {"live": live_request, "exec": exec_command, "configure": configure,
-                "facts": facts, "disk": disk, "proxy": proxy, "health": health}
+                "disk": disk, "check": check}
 
 
 def _prune(box):

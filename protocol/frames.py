@@ -9,7 +9,10 @@ MAX_FRAME = 64 * 1024 * 1024  # a task log line or a result is far smaller
 
 
 def frame(message) -> bytes:
-    data = message.SerializeToString()
+    return pack(message.SerializeToString())
+
+
+def pack(data: bytes) -> bytes:
     return HEADER.pack(len(data)) + data
 
 

@@ -1,10 +1,10 @@
 """The checks of servers reached over SSH (SshLink.check_all: the scheduler's job,
 and at once when a server is added or its key accepted): every server at once,
-each bounded by its own timeouts. A check asks `berth-agent facts` (reachable
-or not, and since when not; the host's size), installs the agent where there is
-none or an older one (in the background), gives a new server its configuration,
-sends the commands due to it, and takes the reports a resident agent sends on
-its own (the proxy's state; the disk use every SSH_DISK_SECONDS)."""
+each bounded by its own timeouts. A check is one `berth-agent check` (reachable
+or not, and since when not; the host's size; its metrics and crash loops for the
+fleet alerts; the proxy's state), installs the agent where there is none or an
+older one (in the background), gives a new server its configuration, sends the
+commands due to it, and measures the disk use every SSH_DISK_SECONDS."""
 
 import asyncio
 import json
@@ -16,7 +16,7 @@ from control_plane.gateway import ssh_commands, ssh_install
 from control_plane.gateway.ssh_sessions import AgentMissing
 from control_plane.services.servers import alerts, monitoring
 from control_plane.services.servers import ssh as servers_ssh
-from protocol import wire
+from protocol import frames, wire
 from protocol.v1 import agent_pb2 as pb
 
 log = logging.getLogger("berth.ssh")
@@ -36,12 +36,12 @@ async def check(link, server_id):
         return "installing the agent"
     try:
         async with asyncio.timeout(link.connect_timeout + link.call_timeout):
-            facts = pb.HostFacts.FromString(await link.invoke(target, "facts", b""))
-    except AgentMissing:  # first contact: install it, in the background
+            facts, beat, proxy = _answers(await link.invoke(target, "check", b""))
+    except AgentMissing:  # none there yet (or one too old to know `check`): install it
         start_install(link, target)
         return "installing the agent"
-    except (NotConnected, TimeoutError) as exc:
-        error = str(exc) if isinstance(exc, NotConnected) else "did not answer in time"
+    except (NotConnected, TimeoutError, ValueError) as exc:
+        error = "did not answer in time" if isinstance(exc, TimeoutError) else str(exc)
         await asyncio.to_thread(servers_ssh.record_check, server_id, error=error)
         return error
     if facts.agent_version != __version__:  # installed by an older control plane
@@ -55,8 +55,17 @@ async def check(link, server_id):
         "cpu_cores": facts.cpu_cores, "ram_mb": facts.ram_mb, "disk_gb": facts.disk_gb,
         "hostname": facts.hostname[:255], "agent_version": facts.agent_version[:32]})
     await ssh_commands.deliver(link, server_id)
-    await reports(link, target)
+    await reports(link, target, beat, proxy)
     return None
+
+
+def _answers(out):
+    """`berth-agent check`'s three frames: (HostFacts, Heartbeat, ProxyReport or None)."""
+    parts, rest = frames.split(out)
+    if len(parts) != 3 or rest:
+        raise ValueError("berth-agent check answered something else than its three parts")
+    return (pb.HostFacts.FromString(parts[0]), pb.Heartbeat.FromString(parts[1]),
+            pb.ProxyReport.FromString(parts[2]) if parts[2] else None)
 
 
 def start_install(link, target):
@@ -80,31 +89,32 @@ def start_install(link, target):
     asyncio.ensure_future(install())
 
 
-async def reports(link, target):
+async def reports(link, target, beat, proxy):
     """What a resident agent reports on its own: its heartbeat's figures (host
-    metrics, crash loops) and the proxy's state at every check, the disk use every
-    SSH_DISK_SECONDS (measuring it reads whole trees)."""
+    metrics, crash loops) and the proxy's state, from the check's answer; the disk
+    use every SSH_DISK_SECONDS (measuring it reads whole trees)."""
+    watch = link.watches.setdefault(target.server_id, alerts.Watch())
+    metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
+    if changes := watch.observe(metrics, agent_link.crash_loops(beat)):
+        await asyncio.to_thread(alerts.record_changes, target.server_id, changes)
+    if proxy is not None:
+        try:
+            await asyncio.to_thread(monitoring.record_proxy, target.server_id,
+                                    wire.proxy_state(proxy))
+        except ValueError:
+            pass  # not what an agent sends: ignored
+    now = link.loop.time()
+    if now - link.measured.get(target.server_id, -1e9) < link.settings["SSH_DISK_SECONDS"]:
+        return
     try:
-        async with asyncio.timeout(link.call_timeout):
-            beat = pb.Heartbeat.FromString(await link.invoke(target, "health", b""))
-        watch = link.watches.setdefault(target.server_id, alerts.Watch())
-        metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
-        if changes := watch.observe(metrics, agent_link.crash_loops(beat)):
-            await asyncio.to_thread(alerts.record_changes, target.server_id, changes)
-        async with asyncio.timeout(link.call_timeout):
-            out = await link.invoke(target, "proxy", b"")
-        if out:
-            state = wire.proxy_state(pb.ProxyReport.FromString(out))
-            await asyncio.to_thread(monitoring.record_proxy, target.server_id, state)
-        now = link.loop.time()
-        if now - link.measured.get(target.server_id, -1e9) >= link.settings["SSH_DISK_SECONDS"]:
-            async with asyncio.timeout(link.settings["SSH_DISK_SECONDS"]):
-                report = pb.DiskReport.FromString(await link.invoke(target, "disk", b""))
-            link.measured[target.server_id] = now
-            await asyncio.to_thread(monitoring.record_disk_usage, target.server_id,
-                                    agent_link.disk_usage(report))
-    except (NotConnected, TimeoutError, ValueError) as exc:
-        log.warning("reports of server %s: %s", target.server_id, exc)
+        async with asyncio.timeout(link.settings["SSH_DISK_SECONDS"]):
+            report = pb.DiskReport.FromString(await link.invoke(target, "disk", b""))
+    except (NotConnected, TimeoutError) as exc:
+        log.warning("disk use of server %s: %s", target.server_id, exc)
+        return
+    link.measured[target.server_id] = now
+    await asyncio.to_thread(monitoring.record_disk_usage, target.server_id,
+                            agent_link.disk_usage(report))
 
 
 async def configure(link, target):

@@ -34,7 +34,8 @@ class HostKeyChanged(NotConnected):
 
 
 class AgentMissing(NotConnected):
-    """`berth-agent` is not installed there (the shell's 127: command not found)."""
+    """`berth-agent` is not installed there (the shell's 127: command not found), or
+    is too old to know the command (argparse's 2)."""
 
 
 class Sessions:
@@ -106,7 +107,8 @@ class Sessions:
                 raise NotConnected(f"the SSH connection broke: {exc}") from None
             if result.exit_status != 0:
                 why = (result.stderr or b"").decode(errors="replace").strip()[-300:]
-                failed = AgentMissing if result.exit_status == 127 else NotConnected
+                # 127: no such command; 2: a `berth-agent` too old to know this one.
+                failed = AgentMissing if result.exit_status in (127, 2) else NotConnected
                 raise failed(f"berth-agent {name} exited with {result.exit_status}: {why}")
             return result.stdout
 

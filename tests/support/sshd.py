@@ -23,7 +23,7 @@ def free_port():
 
 
 class Sshd:
-    def __init__(self, root: Path, env: dict):
+    def __init__(self, root: Path, env: dict, extra=""):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
@@ -31,6 +31,7 @@ class Sshd:
         self.authorized = self.root / "authorized_keys"
         self.authorized.write_text("")
         self.env = env
+        self.extra = extra  # more sshd_config lines
         self.proc = None
         self.new_host_key()
 
@@ -70,6 +71,7 @@ UsePAM no
 StrictModes no
 MaxSessions 20
 SetEnv {env}
+{self.extra}
 """)
         return path
 
