@@ -216,11 +216,7 @@ def _observe(app):
 
 
 def grpc_public_address(app, port=50051):
-    if app.config["GRPC_PUBLIC_ADDRESS"]:
-        return app.config["GRPC_PUBLIC_ADDRESS"]
-    from urllib.parse import urlparse
-
-    return f"{urlparse(app.config['PUBLIC_URL']).hostname}:{port}"
+    return config_mod.grpc_public_address(app.config, port)
 
 
 def _register_error_handlers(app):

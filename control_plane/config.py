@@ -143,6 +143,16 @@ def images(settings):
     return {name: settings[name] for name in IMAGE_SETTINGS}
 
 
+def grpc_public_address(settings, port=50051):
+    """Where agents dial the gateway: CP_GRPC_PUBLIC_ADDRESS, or PUBLIC_URL's host
+    and the gateway's port."""
+    if settings["GRPC_PUBLIC_ADDRESS"]:
+        return settings["GRPC_PUBLIC_ADDRESS"]
+    from urllib.parse import urlparse
+
+    return f"{urlparse(settings['PUBLIC_URL']).hostname}:{port}"
+
+
 def load(overrides=None, environ=None):
     """Return the settings as a dict: defaults < CP_* environment < overrides."""
     environ = os.environ if environ is None else environ

@@ -13,7 +13,7 @@ the gateway or the Redis relay."""
 import asyncio
 
 from control_plane.agent_link import NotConnected
-from control_plane.gateway import ssh_checks, ssh_commands
+from control_plane.gateway import ssh_checks, ssh_commands, ssh_install
 from control_plane.gateway.ssh_sessions import Sessions
 from control_plane.services.servers import ssh as servers_ssh
 from protocol.v1 import agent_pb2 as pb
@@ -53,6 +53,16 @@ class SshLink(Sessions):
             self.sweep = asyncio.run_coroutine_threadsafe(ssh_checks.check_all(self, claim_for),
                                                           self._running_loop())
         return self.sweep
+
+
+    def install_resident(self, server_id, grpc_address, grpc_tls):
+        """Turn an SSH server into one with a resident agent (ssh_install.resident), in
+        the background: the Future of its end (NotConnected says why it failed)."""
+        target = servers_ssh.target(server_id)
+        if target is None:
+            raise NotConnected(str(server_id))
+        return asyncio.run_coroutine_threadsafe(
+            ssh_install.resident(self, target, grpc_address, grpc_tls), self._running_loop())
 
 
 class Reach:

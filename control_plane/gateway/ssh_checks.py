@@ -7,7 +7,6 @@ older one (in the background), gives a new server its configuration, sends the
 commands due to it, and measures the disk use every SSH_DISK_SECONDS."""
 
 import asyncio
-import json
 import logging
 
 from control_plane import __version__, agent_link
@@ -48,7 +47,7 @@ async def check(link, server_id):
         start_install(link, target)
     if not target.configured:
         try:
-            await configure(link, target)
+            await ssh_install.configure(link, target)
         except (NotConnected, TimeoutError) as exc:
             log.warning("configuring the agent on server %s failed: %s", server_id, exc)
     await asyncio.to_thread(servers_ssh.record_check, server_id, facts={
@@ -115,17 +114,3 @@ async def reports(link, target, beat, proxy):
     link.measured[target.server_id] = now
     await asyncio.to_thread(monitoring.record_disk_usage, target.server_id,
                             agent_link.disk_usage(report))
-
-
-async def configure(link, target):
-    """First contact: the agent there gets its configuration and a credential
-    (on standard input); its digest is kept once the server has it."""
-    credential = servers_ssh.new_credential()
-    conf = {"control_plane": link.settings["PUBLIC_URL"],
-            "grpc_address": link.settings.get("GRPC_PUBLIC_ADDRESS") or "",
-            "server_id": target.server_id, "credential": credential}
-    async with asyncio.timeout(link.call_timeout):
-        await link.invoke(target, "configure", json.dumps(conf).encode())
-    await asyncio.to_thread(servers_ssh.keep_credential, target.server_id, credential)
-
-# --- durable commands --------------------------------------------------------------------

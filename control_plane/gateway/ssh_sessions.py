@@ -195,6 +195,12 @@ class Sessions:
             del self.connections[server_id]
         conn.close()
 
+    def forget(self, server_id):
+        """(On the loop.) Close the server's connection, if one is held."""
+        conn = self.connections.pop(server_id, None)
+        if conn is not None and not isinstance(conn, asyncio.Future):
+            conn.close()
+
     def close(self):
         if self.loop is not None:
             for conn in list(self.connections.values()):

@@ -294,16 +294,19 @@ def test_a_private_address_is_refused_unless_allowed(client, ssh):
     assert listed(client, s, created["id"])["reachable"] is True
 
 
-def test_the_agent_is_installed_over_ssh_from_the_wheelhouse(client, ssh, tmp_path):
-    """A server with no agent: the first check finds none and installs it from the
-    control plane's wheelhouse, over the SSH connection (the server downloads nothing)."""
-    s = ssh
-    wheelhouse = tmp_path / "wheelhouse"
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory):
+    """The agent's packages, as `berth serve` builds them for new servers."""
+    into = tmp_path_factory.mktemp("wheelhouse")
     subprocess.run([str(Path(sys.executable).with_name("berth")), "wheelhouse", "--into",
-                    str(wheelhouse)], check=True, capture_output=True, timeout=600)
+                    str(into)], check=True, capture_output=True, timeout=600)
+    return into
+
+
+def installed_over_ssh(client, s, wheelhouse):
+    """An SSH server whose agent the control plane installed (its first checks)."""
     link = s.box / "bin" / "berth-agent"
-    s.settings.update(WHEELHOUSE_DIR=str(wheelhouse), SSH_AGENT_PATH=str(link),
-                      PUBLIC_URL="http://127.0.0.1:9")  # unreachable: nothing is fetched
+    s.settings.update(WHEELHOUSE_DIR=str(wheelhouse), SSH_AGENT_PATH=str(link))
     created = add(client, s)
     assert listed(client, s, created["id"])["reachable"] is False  # installing meanwhile
 
@@ -311,6 +314,15 @@ def test_the_agent_is_installed_over_ssh_from_the_wheelhouse(client, ssh, tmp_pa
         s.berth.ssh.check_all().result(60)
         return listed(client, s, created["id"])["reachable"]
     wait_for(installed, timeout=600, interval=2, what="the agent installed over SSH")
+    return created, link
+
+
+def test_the_agent_is_installed_over_ssh_from_the_wheelhouse(client, ssh, wheelhouse):
+    """A server with no agent: the first check finds none and installs it from the
+    control plane's wheelhouse, over the SSH connection (the server downloads nothing)."""
+    s = ssh
+    s.settings.update(PUBLIC_URL="http://127.0.0.1:9")  # unreachable: nothing is fetched
+    created, link = installed_over_ssh(client, s, wheelhouse)
     assert link.resolve() == s.box / "opt" / "venv" / "bin" / "berth-agent"
     row = listed(client, s, created["id"])
     assert row["agent_version"] and row["ssh"]["error"] is None
@@ -335,3 +347,35 @@ def test_a_crash_loop_is_seen_at_the_checks(client, ssh, labeled_container):
     event = wait_for(reported, timeout=60, interval=1, what="environment.crash_loop")
     assert event.data["environment_id"] == str(env.id) and event.data["role"] == "postgres"
     assert event.data["connection"] == "ssh"
+
+
+def test_an_ssh_server_switches_to_a_resident_agent(client, app, ssh, wheelhouse, gateway):
+    """One call installs the resident agent over SSH; from then on the server is
+    reached through its agent's stream."""
+    s = ssh
+    created, link = installed_over_ssh(client, s, wheelhouse)
+    r = client.post(f"{P}/servers/{created['id']}/install-agent", headers=s.key)
+    assert r.status_code == 202, r.json
+    wait_for(lambda: listed(client, s, created["id"])["connection"] == "agent", timeout=600,
+             interval=1, what="the resident agent installed")
+    config = json.loads((s.box / "agent.json").read_text())
+    assert config["grpc_address"] == f"127.0.0.1:{gateway.port}"
+    assert config["server_id"] == created["id"]
+    # No systemd here (the installer says how to start the agent): started as its unit does.
+    env = {**os.environ, "BERTH_AGENT_CONFIG": str(s.box / "agent.json"),
+           "BERTH_AGENT_DATA_DIR": str(s.box / "data"),
+           "BERTH_AGENT_ENV_ROOT": str(s.box / "srv")}
+    agent = subprocess.Popen([str(link), "run"], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: listed(client, s, created["id"])["connected"], timeout=60,
+                 interval=0.5, what="the resident agent connected")
+        row = listed(client, s, created["id"])
+        assert row["reachable"] is True and row["ssh"] is None
+        assert client.get(f"{P}/servers/{created['id']}/metrics",
+                          headers=s.reader).status_code == 200
+        again = client.post(f"{P}/servers/{created['id']}/install-agent", headers=s.key)
+        assert again.status_code == 409
+    finally:
+        agent.terminate()
+        agent.wait(15)

@@ -403,3 +403,6 @@ def test_an_ssh_server_from_the_cli(data_dir):
           "--ssh-host", "not a host")
     fails(data_dir, "server", "create", "--name", "x", "--provider", "p", "--org", org)
     fails(data_dir, "server", "accept-host-key", made["id"])  # it offered no other key
+    plain = ok(data_dir, "server", "create", "--name", "p", "--provider", "p", "--org", org,
+               "--cpu-cores", "1", "--ram-mb", "1", "--disk-gb", "1")
+    fails(data_dir, "server", "install-agent", plain["id"])  # not an SSH server

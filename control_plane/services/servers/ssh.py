@@ -20,7 +20,7 @@ from peewee import IntegrityError
 from control_plane import clock, secretbox, security, states
 from control_plane.db import database
 from control_plane.errors import Conflict, NotFound, Unprocessable
-from control_plane.models import Organization, OrgSshKey, Server
+from control_plane.models import AgentCommand, Organization, OrgSshKey, Server
 from control_plane.services.servers import registration
 
 SEAL = "org-ssh-key"
@@ -139,6 +139,28 @@ def create_for_operator(org_id, *, name, provider="byos", ssh_host, ssh_port=22,
         raise NotFound("organization not found")
     public, _ = org_key(org_id)
     return _create(org_id, **fields), public
+
+
+def resident_agent_for_key(key, server_id):
+    """POST /servers/{id}/install-agent: the organization's own SSH server, with no
+    command in flight (one the switch would cut short). Returns the server."""
+    registration.require_registration_access(key)
+    server = Server.get_or_none(Server.id == server_id, Server.deleted_at.is_null(),
+                                Server.organization == key.organization_id)
+    if server is None:
+        raise NotFound("Server not found.")
+    if server.connection != SSH:
+        raise Conflict("The server already has a resident agent.")
+    if AgentCommand.select().where(AgentCommand.server == server.id, AgentCommand.status.in_(
+            (*states.COMMAND_UNDELIVERED, states.CommandStatus.ACKED))).exists():
+        raise Conflict("Tasks are running on the server; install the agent once they end.")
+    return server
+
+
+def switch_to_agent(server_id):
+    """The server's resident agent is installed: it is reached through the gateway."""
+    Server.update(connection=states.Connection.AGENT, unreachable_since=None,
+                  ssh_error=None).where(Server.id == server_id).execute()
 
 
 def accept_host_key_for_key(key, server_id):
