@@ -341,6 +341,10 @@ class InvalidWebhookUrl(Unprocessable):
     code = "invalid_webhook_url"
 
 
+class InvalidSshServer(Unprocessable):
+    code = "invalid_ssh_server"  # a host that is no host name or address, a key that is no key
+
+
 # the agent's packages (wheelhouse)
 class WheelhouseBuilding(ServiceUnavailable):
     code = "wheelhouse_building"

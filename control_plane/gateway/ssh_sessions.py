@@ -18,7 +18,9 @@ import socket
 import threading
 
 from control_plane.agent_link import NotConnected
+from control_plane.errors import ApiError
 from control_plane.gateway import ssh_install
+from control_plane.services.environment_settings import dns_check
 from control_plane.services.servers import ssh as servers_ssh
 
 log = logging.getLogger("berth.ssh")
@@ -181,14 +183,29 @@ class Sessions:
         plane's own network). Connecting to the address checked, not the name
         again, leaves no room for a second, different answer."""
         try:
-            infos = await self.loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except OSError as exc:
-            raise NotConnected(f"the host name does not resolve: {exc}") from None
-        address = infos[0][4][0]
+            address = str(ipaddress.ip_address(host))
+        except ValueError:
+            address = await self._resolve(host, port)
         if not self.settings["SSH_ALLOW_PRIVATE"] and not ipaddress.ip_address(address).is_global:
             raise NotConnected(f"{host} is a private or local address ({address}); the "
                                "control plane reaches only public ones (CP_SSH_ALLOW_PRIVATE)")
         return address
+
+    async def _resolve(self, host, port):
+        """At the resolver of DNS_RESOLVER when one is set (as custom domains' checks
+        are), else the system's."""
+        try:
+            if self.settings.get("DNS_RESOLVER"):
+                found = await asyncio.to_thread(
+                    dns_check.Resolver.from_settings(self.settings).addresses, host)
+            else:
+                found = [info[4][0] for info in await self.loop.getaddrinfo(
+                    host, port, type=socket.SOCK_STREAM)]
+        except (OSError, ApiError) as exc:
+            raise NotConnected(f"the host name does not resolve: {exc}") from None
+        if not found:
+            raise NotConnected(f"{host} has no address")
+        return found[0]
 
     def _forget(self, server_id, conn):
         if self.connections.get(server_id) is conn:

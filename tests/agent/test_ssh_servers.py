@@ -379,3 +379,14 @@ def test_an_ssh_server_switches_to_a_resident_agent(client, app, ssh, wheelhouse
     finally:
         agent.terminate()
         agent.wait(15)
+
+
+def test_a_host_name_is_resolved_at_the_configured_resolver(client, ssh, loopback_dns):
+    """As custom domains' checks: CP_DNS_RESOLVER answers for SSH servers' names too."""
+    s = ssh
+    s.settings["DNS_RESOLVER"] = loopback_dns.address
+    loopback_dns.a("box.fleet.test", "127.0.0.1")
+    created = add(client, s, ssh_host="box.fleet.test")
+    assert listed(client, s, created["id"])["reachable"] is True
+    missing = add(client, s, ssh_host="nowhere.fleet.test")
+    assert "no address" in listed(client, s, missing["id"])["ssh"]["error"]

@@ -165,6 +165,11 @@ def policy_refusals_are_policy(ctx, response, case):
         if body.get("error") != "invalid_webhook_url":
             raise AssertionError(f"valid webhook refused: {body}")
         return
+    if case.operation.path == "/api/public/v1/servers":
+        # Which strings are host names, which are public keys.
+        if body.get("error") != "invalid_ssh_server":
+            raise AssertionError(f"valid SSH server refused: {body}")
+        return
     if "/automation-rules" in case.operation.path:
         # Which environments are the project's, which crons fire, which zones exist.
         if body.get("error") != "invalid_automation_rule":

@@ -41,7 +41,7 @@ SEED = 20261123
 ACCEPTED_400 = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)$"
                 r"|^/api/v1/environments/\{env_id\}/imports/\{import_id\}/complete$"
-                r"|^/api/(public/)?v1/(projects|servers|support/tickets|deployments)$"
+                r"|^/api/(public/)?v1/(projects|support/tickets|deployments)$|^/api/v1/servers$"
                 r"|^/api/public/v1/automation-rules/\{rule_id\}/runs$")
 # Policies no schema states: which well-formed host names are reserved (`.test`,
 # `example.com`, the apps domain...), so a new domain may be a 422
@@ -52,9 +52,12 @@ STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)
 # not parse, loopback and private addresses) is such a policy too, and so is what
 # an automation rule may name (`invalid_automation_rule`: the project's own
 # environments, a cron that fires, a time zone that exists; the rules' list, at the
-# same path, may answer a 400 `invalid_cursor` as the lists above do).
+# same path, may answer a 400 `invalid_cursor` as the lists above do), and which
+# strings are host names and public keys for an SSH server (`invalid_ssh_server`;
+# the servers' list, at the same path, may answer a 400 `invalid_cursor`).
 POLICY_422 = (r"^/api/v1/environments/\{env_id\}/(domains|config)$"
               r"|^/api/public/v1/webhooks(/\{webhook_id\})?$"
+              r"|^/api/public/v1/servers$"
               r"|^/api/public/v1/(projects/\{project_id\}/)?automation-rules(/\{rule_id\})?$")
 ACCEPTED_422 = ACCEPTED_400 + ["422"]
 # No agent is connected in this test: live reads and destroys answer their

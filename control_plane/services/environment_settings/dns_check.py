@@ -39,6 +39,10 @@ class Resolver:
                     else f"no CNAME at {name}")
         return False, "; ".join(seen)
 
+    def addresses(self, name):
+        """The name's IPv4 then IPv6 addresses (empty: it has none)."""
+        return [r.address for rdtype in ("A", "AAAA") for r in self._answers(name, rdtype)]
+
     def _answers(self, qname, rdtype):
         try:
             return list(self._dns.resolve(qname, rdtype, raise_on_no_answer=False,

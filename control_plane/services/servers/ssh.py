@@ -19,7 +19,7 @@ from peewee import IntegrityError
 
 from control_plane import clock, secretbox, security, states
 from control_plane.db import database
-from control_plane.errors import Conflict, NotFound, Unprocessable
+from control_plane.errors import Conflict, InvalidSshServer, NotFound, Unprocessable
 from control_plane.models import AgentCommand, Organization, OrgSshKey, Server
 from control_plane.services.servers import registration
 
@@ -55,7 +55,7 @@ def _host(value):
         pass
     name = value.rstrip(".")
     if not name or len(name) > 253 or not all(LABEL.fullmatch(p) for p in name.split(".")):
-        raise Unprocessable("ssh_host must be a host name or an IP address.")
+        raise InvalidSshServer("ssh_host must be a host name or an IP address.")
     return name.lower()
 
 
@@ -67,7 +67,7 @@ def host_key_line(value):
             raise ValueError
         serialization.load_ssh_public_key(f"{parts[0]} {parts[1]}".encode())
     except (ValueError, TypeError, UnicodeEncodeError):
-        raise Unprocessable("ssh_host_key must be an OpenSSH public key line, e.g. "
+        raise InvalidSshServer("ssh_host_key must be an OpenSSH public key line, e.g. "
                             "the content of /etc/ssh/ssh_host_ed25519_key.pub.") from None
     return f"{parts[0]} {parts[1]}"
 
