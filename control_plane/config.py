@@ -66,8 +66,9 @@ class Config:
     GRPC_MAX_CONNECTIONS = 10000
     # Servers reached over SSH (gateway/ssh.py): the agent command there (the
     # installer's link), seconds to connect (TCP, SSH handshake and sign-in) and
-    # for one live call, the sessions open at once to one server and in total,
-    # and how often each is checked (reachable, its facts).
+    # for one live call, the calls open at once to one server and in total (the
+    # commands followed are bounded apart: 4 a server), and how often each server
+    # is checked (reachable, its facts).
     SSH_AGENT_PATH = "/usr/local/bin/berth-agent"
     SSH_CONNECT_TIMEOUT = 10
     SSH_CALL_TIMEOUT = 20

@@ -40,7 +40,7 @@ async def run(link, target, message):
     """Run or attach to one command, recording what comes back as it comes."""
     server_id = target.server_id
     try:
-        async with link.session(server_id):
+        async with link.command_session(server_id):
             conn = await link.connection(target)
             process = await conn.create_process(link.command(target, "exec"), encoding=None)
             process.stdin.write(message.SerializeToString())

@@ -28,7 +28,8 @@ log = logging.getLogger("berth.ssh")
 # Host key algorithms asked for at first contact, best first (the one pinned).
 FIRST_CONTACT_ALGS = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
                       "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256"]
-KEEPALIVE_SECONDS = 15  # a connection silent for 3 of these is dropped
+KEEPALIVE_SECONDS = 15
+COMMANDS_PER_SERVER = 4  # commands followed at once on one server (more wait their turn)  # a connection silent for 3 of these is dropped
 
 
 class HostKeyChanged(NotConnected):
@@ -59,7 +60,8 @@ class Sessions:
         self.loop = None
         self._start_lock = threading.Lock()
         self.connections = {}  # server id -> connection (or the Future of one being made)
-        self.sessions = {}  # server id -> Semaphore
+        self.sessions = {}  # server id -> Semaphore of its calls
+        self.commands = {}  # server id -> Semaphore of the commands followed
         self.following = set()  # command ids whose `exec` this process is reading
         self.sweep = None  # the Future of the check running now
         self.installing = set()  # server ids whose agent is being installed
@@ -93,9 +95,16 @@ class Sessions:
                                    f"{shlex.quote(self.settings['SSH_AGENT_PATH'])} {name}")
 
     def session(self, server_id):
-        """The per-server and total bounds on open sessions."""
+        """The per-server and total bounds on open sessions (calls: live reads, checks,
+        installs)."""
         per_server = self.sessions.setdefault(server_id, asyncio.Semaphore(self.per_server))
         return _Both(per_server, self.all_sessions)
+
+    def command_session(self, server_id):
+        """The bound on commands followed at once on one server: apart from the calls'
+        (a backup followed for an hour must not hold a check's turn), and together
+        with them under sshd's default of 10 sessions a connection."""
+        return _Both(self.commands.setdefault(server_id, asyncio.Semaphore(COMMANDS_PER_SERVER)))
 
     async def invoke(self, target, name, stdin):
         """One `berth-agent NAME` over SSH; its standard output, or NotConnected."""
