@@ -13,14 +13,16 @@ def test_every_kind_of_agent_message_has_its_handler():
     assert set(messages.HANDLERS) == kinds
 
 
-def test_a_message_with_no_handler_is_ignored(monkeypatch):
+def test_a_message_with_no_handler_is_ignored(monkeypatch, world):
+    server_id = str(world.server(world.org()).id)  # a heartbeat's figures are followed
+
     async def run():
         gateway = Gateway()
-        session = Session("s1", asyncio.get_running_loop())
+        session = Session(server_id, asyncio.get_running_loop())
         monkeypatch.delitem(messages.HANDLERS, "heartbeat")
         await gateway._handle(session, pb.AgentMessage(heartbeat=pb.Heartbeat()))
         assert gateway.seen == set()
         monkeypatch.undo()
         await gateway._handle(session, pb.AgentMessage(heartbeat=pb.Heartbeat()))
-        assert gateway.seen == {"s1"}  # the same message, handled when its handler is there
+        assert gateway.seen == {server_id}  # the same message, handled when its handler is there
     asyncio.run(run())
