@@ -38,6 +38,12 @@ SWEEP_S = 5.0
 CONNECT_TIMEOUT = 3
 
 
+def machine_busy():
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    fields = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
 def cpu_seconds():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -145,7 +151,10 @@ def main():
             print(f"cold sweep ({args.servers} servers + 1 hung): healthy answered in "
                   f"{cold[0]:.2f} s, CPU {cold[2]:.2f} s, {cold[3]} failed; the hung one "
                   f"ended at {cold[1]:.2f} s")
+            before = machine_busy()
             warm = [sweep(app, ids, hung, pool) for _ in range(args.rounds)]
+            after = machine_busy()
+            busy = (after[0] - before[0]) / max(1, after[1] - before[1])
             healthy = statistics.median(w[0] for w in warm)
             cpu = statistics.median(w[2] for w in warm)
             failed = sum(w[3] for w in warm)
@@ -155,6 +164,9 @@ def main():
                   f"({cpu * 1000 / args.servers:.1f} ms a server), {failed} failed")
             print(f"the hung server's reads ended by {hung_s:.2f} s (connect timeout "
                   f"{CONNECT_TIMEOUT} s)")
+            print(f"the machine's CPUs were {busy:.0%} busy during the warm sweeps: the "
+                  f"sshd sessions of all {args.servers} simulated servers share its "
+                  f"{os.cpu_count()} cores")
             started, cpu0 = time.perf_counter(), cpu_seconds()
             checked = app.extensions["berth"].ssh.check_all().result(120)
             print(f"scheduler check of every server: {time.perf_counter() - started:.2f} s, "

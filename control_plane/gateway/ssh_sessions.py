@@ -108,11 +108,16 @@ class Sessions:
 
     async def invoke(self, target, name, stdin):
         """One `berth-agent NAME` over SSH; its standard output, or NotConnected."""
+        import asyncssh
+
         async with self.session(target.server_id):
             conn = await self.connection(target)
             try:
-                result = await conn.run(self.command(target, name), input=stdin, encoding=None,
-                                        check=False)
+                # No input: standard input closed at once (`input=b""` would leave it
+                # open, and a reader of it waiting).
+                io = {"input": stdin} if stdin else {"stdin": asyncssh.DEVNULL}
+                result = await conn.run(self.command(target, name), encoding=None,
+                                        check=False, **io)
             except OSError as exc:
                 self._forget(target.server_id, conn)
                 raise NotConnected(f"the SSH connection broke: {exc}") from None
