@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import control_plane
 from agent.deploy.environments import Environments
 from control_plane.gateway.ssh import SshLink
 from control_plane.models import AgentCommand, Project, Server
@@ -390,3 +391,24 @@ def test_a_host_name_is_resolved_at_the_configured_resolver(client, ssh, loopbac
     assert listed(client, s, created["id"])["reachable"] is True
     missing = add(client, s, ssh_host="nowhere.fleet.test")
     assert "no address" in listed(client, s, missing["id"])["ssh"]["error"]
+
+
+def test_a_call_without_input_closes_the_remote_standard_input(client, ssh, tmp_path):
+    """A `berth-agent` that reads its standard input before answering (as `live` and
+    `exec` do) gets its end at once when a call sends nothing: the check is not left
+    waiting out its timeout."""
+    s = ssh
+    answer = tmp_path / "check.bin"
+    facts = pb.HostFacts(hostname="h", cpu_cores=1, ram_mb=1, disk_gb=1,
+                         agent_version=control_plane.__version__)
+    answer.write_bytes(b"".join(frames.pack(part) for part in (
+        facts.SerializeToString(), pb.Heartbeat().SerializeToString(), b"")))
+    reader = tmp_path / "berth-agent"
+    reader.write_text("#!/bin/sh\ncat > /dev/null\n"
+                      f'[ "$1" = check ] && exec cat {answer}\nexit 0\n')
+    reader.chmod(0o755)
+    s.settings["SSH_AGENT_PATH"] = str(reader)
+    started = time.monotonic()
+    created = add(client, s)
+    assert time.monotonic() - started < 5  # the call timeout is 15 s here
+    assert listed(client, s, created["id"])["reachable"] is True
