@@ -161,6 +161,8 @@ class Agent(Host):
             if not self.stop.is_set():
                 self.status.error(f"{exc.code().name}: {exc.details()}")
                 log.warning("stream to %s ended: %s", address, exc.details())
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and exc.details() == wire.DRAINING:
+                welcomed = True  # not a failure: again at once, to another gateway
         finally:
             outbox.put(_END)
         return welcomed

@@ -17,6 +17,9 @@ from protocol.kinds import CommandKind
 from protocol.v1 import agent_pb2 as pb
 
 REVISION = 2
+# What a draining gateway answers a new stream (UNAVAILABLE): the agent tries again
+# at once, not after a longer backoff, and the balancer sends it to another gateway.
+DRAINING = "this gateway is shutting down"
 # The kinds whose payload is an EnvironmentCommand (from revision 2).
 ENVIRONMENT_KINDS = frozenset({CommandKind.START, CommandKind.STOP, CommandKind.RESTART,
                                CommandKind.DESTROY, CommandKind.ROUTES})

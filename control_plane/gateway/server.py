@@ -310,7 +310,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
 
     async def Connect(self, request_iterator, context):  # noqa: N802
         if self.draining:  # the agent retries, and the balancer sends it elsewhere
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "this gateway is shutting down")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, wire.DRAINING)
         server = await asyncio.to_thread(agents.server_for_credential, _credential(context))
         if server is None:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unknown agent credential")
