@@ -4,7 +4,7 @@ fails the command (the agent may be older than the control plane).
 
 The handlers live with what they do: `agent.deploy.commands` (deploy, start,
 stop, restart, destroy, routes) and `agent.backups.commands` (backup, restore,
-export); `ping` is here. Each registers itself with `@handles(kind)` when its
+export), `agent.upgrade` (upgrade); `ping` is here. Each registers itself with `@handles(kind)` when its
 module is imported, and the modules are named in HANDLER_MODULES and imported
 when a command first needs one: an idle agent loads none of them, and this
 registry imports none of them (they import it)."""
@@ -15,7 +15,7 @@ from agent import __version__
 from protocol.kinds import CommandKind
 
 HANDLERS = {}
-HANDLER_MODULES = ("agent.deploy.commands", "agent.backups.commands")
+HANDLER_MODULES = ("agent.deploy.commands", "agent.backups.commands", "agent.upgrade")
 
 
 def handles(kind):

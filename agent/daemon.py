@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from agent import __version__, commands, live
+from agent import __version__, commands, live, rollback
 from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.status import StatusFile, now_iso
@@ -94,7 +94,11 @@ class Agent(Host):
     def __init__(self, config, data_dir, docker_client=None):
         super().__init__(config, data_dir, docker_client)
         self.journal = CommandJournal(data_dir / "commands.json")
-        interrupted = self.journal.interrupt_unfinished(INTERRUPTED)
+        # We may be the new version of an upgrade: its command is finished at our
+        # welcome (or by the old version's guard), not interrupted.
+        self.upgrade = rollback.pending(data_dir)
+        interrupted = self.journal.interrupt_unfinished(
+            INTERRUPTED, keep=(self.upgrade["command_id"],) if self.upgrade else ())
         if interrupted:
             log.warning("commands interrupted by the last stop, reported failed: %s",
                         ", ".join(interrupted))
@@ -103,6 +107,8 @@ class Agent(Host):
                                  version=__version__)
         self.pool = ThreadPoolExecutor(4, thread_name_prefix="berth-agent")
         self.stop = threading.Event()
+        self.restarting = False  # an upgrade is restarting us: no new command starts
+        self._starting = threading.Lock()
         self._disk = None  # the latest DiskReport, sent again on each new stream
         self._proxy_report = None  # likewise the latest ProxyReport
         self._outbox = _closed_queue()  # the current stream's, once there is one
@@ -144,6 +150,9 @@ class Agent(Host):
                             self.status.error(refused)
                             stream.cancel()
                             return False
+                        if self.upgrade is not None and not self._commit_upgrade():
+                            stream.cancel()
+                            return False
                         welcomed = True
                         self.status.update(connected=True, since=now_iso(), last_error=None)
                         self._start_heartbeats(outbox, message.welcome.heartbeat_seconds)
@@ -166,6 +175,43 @@ class Agent(Host):
         finally:
             outbox.put(_END)
         return welcomed
+
+    def _commit_upgrade(self):
+        """The gateway welcomed the new version of an upgrade: it stays. False when
+        the old version's guard is already rolling back (then we stop)."""
+        if rollback.commit(self.journal, self.data_dir, self.upgrade):
+            log.info("upgraded from %s to %s", self.upgrade["from_version"], __version__)
+            self.upgrade = None
+            return True
+        log.error("upgrade rolled back by the previous version; stopping")
+        self.shutdown()
+        return False
+
+    def restart_into(self, switch):
+        """For the `upgrade` command: take no new command, wait (bounded) for those
+        running to finish, then `switch(command_id)` and exec the argv it returns.
+        Returns only if the wait ran out (the upgrade fails, nothing changed)."""
+        import os
+        import sys
+
+        mine = threading.current_thread().command_id
+        with self._starting:
+            self.restarting = True
+        deadline = time.monotonic() + rollback.DRAIN_SECONDS
+        while any(k != mine and v.get("state") == "started"
+                  for k, v in list(self.journal.entries.items())):
+            if time.monotonic() > deadline or self.stop.wait(1):
+                with self._starting:
+                    self.restarting = False
+                return
+        argv = switch(mine)
+        flushed = time.monotonic() + 2  # the task log's last lines on their way
+        while self._outbox.qsize() > 1 and time.monotonic() < flushed:
+            time.sleep(0.05)
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(argv[0], argv)
 
     def shutdown(self):
         self.stop.set()
@@ -282,13 +328,18 @@ class Agent(Host):
         (self._outbox if _closed(outbox) else outbox).put(message)
 
     def _execute(self, outbox, command):
-        if not self.journal.start(command.id):  # redelivered: acknowledge, never run twice
+        with self._starting:
+            if self.restarting:  # not acknowledged: the new version gets it again
+                return
+            started = self.journal.start(command.id)
+        if not started:  # redelivered: acknowledge, never run twice
             done = self.journal.get(command.id)
             outbox.put(_ack(command.id, duplicate=True))
             if done["state"] == "done":
                 outbox.put(result_message(command.id, done["ok"], done["result"], done["error"]))
             return
         outbox.put(_ack(command.id))
+        threading.current_thread().command_id = command.id  # for restart_into
         log = _TaskLog(lambda message: self._send(outbox, message), command.id)
         try:
             payload = wire.payload(command)

@@ -32,12 +32,13 @@ class CommandJournal:
             self._save()
             return True
 
-    def interrupt_unfinished(self, error):
+    def interrupt_unfinished(self, error, keep=()):
         """At start-up: commands a previous run started but never finished (it
-        was killed) become failed with `error`, so a redelivery reports that
+        was killed) become failed with `error` (but those in `keep`), so a redelivery reports that
         instead of running them again. Returns their ids."""
         with self.lock:
-            ids = [k for k, v in self.entries.items() if v.get("state") == "started"]
+            ids = [k for k, v in self.entries.items()
+                   if v.get("state") == "started" and k not in keep]
             for command_id in ids:
                 self.entries[command_id] = {"state": "done", "ok": False, "result": None,
                                             "error": error}

@@ -84,6 +84,12 @@ class Config:
     # is `server.unreachable`; a critical disk or memory figure held this long alerts.
     ALERT_UNREACHABLE_SECONDS = 90
     ALERT_HOLD_SECONDS = 120
+    # Resident agents' upgrades (services/servers/upgrades.py): whether agents older
+    # than the control plane are upgraded without being asked, how many restart at
+    # once, and the seconds a new version has to connect before it rolls back.
+    AGENT_AUTO_UPGRADE = False
+    AGENT_UPGRADE_CONCURRENCY = 10
+    AGENT_UPGRADE_TIMEOUT = 120
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -126,7 +132,8 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
              "GRPC_HANDSHAKE_TIMEOUT", "GRPC_MAX_CONNECTIONS", "SSH_CONNECT_TIMEOUT",
              "SSH_CALL_TIMEOUT", "SSH_SESSIONS_PER_SERVER", "SSH_SESSIONS_TOTAL",
              "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT",
-             "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS")
+             "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS", "AGENT_UPGRADE_CONCURRENCY",
+             "AGENT_UPGRADE_TIMEOUT")
 
 
 # Set but empty means the default (a deployment description can pass a variable

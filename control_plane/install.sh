@@ -188,8 +188,11 @@ install_agent() {
     # is unchanged (--upgrade alone keeps an installed copy of the same version).
     "$PREFIX/venv/bin/python" -m pip install --quiet --no-index --find-links "$WORK/wheels" \
         --upgrade --force-reinstall berth || die "installing the agent packages failed"
+    # The agent runs through $PREFIX/current: an upgrade sent by the control plane
+    # installs beside it (venv-VERSION) and moves this link, or moves it back.
+    ln -sfn venv "$PREFIX/current"
     mkdir -p "$(dirname "$BIN_LINK")"
-    ln -sf "$PREFIX/venv/bin/berth-agent" "$BIN_LINK"
+    ln -sf "$PREFIX/current/bin/berth-agent" "$BIN_LINK"
     say "installed $("$BIN_LINK" --version)"
 }
 
@@ -258,7 +261,8 @@ Environment=BERTH_AGENT_ENV_ROOT=$ENV_ROOT
 ExecStart=$BIN_LINK run
 Restart=always
 RestartSec=5
-# Hardening: the agent needs the Docker socket and its own directories only.
+# Hardening: the agent needs the Docker socket and its own directories only
+# ($PREFIX: an upgrade installs its new version there).
 # A missing path without "-" keeps the unit from starting (226/NAMESPACE). The
 # installer makes the directories; "-": Docker may come after the agent, and a
 # removed environment root should fail deploys, not keep the agent down.
@@ -266,7 +270,7 @@ NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
 PrivateTmp=yes
-ReadWritePaths=$DATA_DIR $CONFIG_DIR -$ENV_ROOT -/var/run/docker.sock
+ReadWritePaths=$DATA_DIR $CONFIG_DIR $PREFIX -$ENV_ROOT -/var/run/docker.sock
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
 ProtectControlGroups=yes

@@ -24,8 +24,9 @@ class Job:
 
 BACKUP_SCHEDULE_SECONDS = 60  # a scheduled backup starts within a minute of its time
 BACKUP_RETENTION_SECONDS = 3600
-AUTOMATION_SECONDS = 5
-ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)  # event runs start, and schedules fire, within this of being due
+AUTOMATION_SECONDS = 5  # event runs start, and schedules fire, within this of being due
+UPGRADE_SECONDS = 5  # a free rollout slot is filled within this
+ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)
 
 
 def jobs(settings, berth=None):
@@ -34,7 +35,7 @@ def jobs(settings, berth=None):
     from control_plane.services import housekeeping
     from control_plane.services.automation import triggers
     from control_plane.services.backups import policy, retention, transfers
-    from control_plane.services.servers import alerts
+    from control_plane.services.servers import alerts, upgrades
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
 
@@ -52,6 +53,8 @@ def jobs(settings, berth=None):
         Job("automation", AUTOMATION_SECONDS,
             lambda: triggers.run(settings, getattr(berth, "gateway", None))),
         Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(settings)),
+        Job("agent-upgrades", UPGRADE_SECONDS, lambda: upgrades.roll_out(
+            settings, getattr(getattr(berth, "gateway", None), "wake", None))),
         # Servers reached over SSH: reachable or not, and their due commands (the
         # checks run on the SSH link's own loop; the job only starts them).
         Job("ssh-servers", settings["SSH_CHECK_SECONDS"],

@@ -81,6 +81,14 @@ class Connection(StrEnum):
     SSH = "ssh"      # the control plane calls `berth-agent` over SSH, one call at a time
 
 
+class UpgradeStatus(StrEnum):
+    """An agent's upgrade to the control plane's version (services/servers/upgrades.py)."""
+    QUEUED = "queued"        # asked for; waits for a rollout slot and a connected agent
+    SENT = "sent"            # its command is on the way; the agent installs and restarts
+    SUCCEEDED = "succeeded"  # the new version connected
+    FAILED = "failed"        # it could not install, or rolled back, or never answered
+
+
 class TokenStatus(StrEnum):
     """A registration token. EXPIRED is never stored: a pending token past its
     `expires_at` reads as expired."""
@@ -270,6 +278,12 @@ R = RunStatus
 RUN = {(None, R.RUNNING), (R.RUNNING, R.COMPLETED), (R.RUNNING, R.FAILED),
        (R.RUNNING, R.SKIPPED)}
 
+# agent upgrade: one rollout slot per `sent`; a new request for the same server
+# replaces a queued one, never one in flight.
+U = UpgradeStatus
+UPGRADE = {(None, U.QUEUED), (U.QUEUED, U.SENT), (U.SENT, U.SUCCEEDED), (U.SENT, U.FAILED),
+           (U.QUEUED, U.FAILED)}  # the agent cannot upgrade itself (too old)
+
 DOMAIN = {
     (None, DomainStatus.PENDING),
     (DomainStatus.PENDING, DomainStatus.VERIFIED),  # its TXT record or CNAME was seen
@@ -277,7 +291,7 @@ DOMAIN = {
 
 TABLES = {"domain": DOMAIN, "environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
           "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY,
-          "backup": BACKUP, "automation_run": RUN}
+          "backup": BACKUP, "automation_run": RUN, "upgrade": UPGRADE}
 
 
 def check(resource, current, target):

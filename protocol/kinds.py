@@ -23,6 +23,7 @@ class CommandKind(StrEnum):
     BACKUP = "backup"
     RESTORE = "restore"
     EXPORT = "export"  # a completed backup written as Odoo's backup zip
+    UPGRADE = "upgrade"  # the agent installs the control plane's version and restarts into it
 
 
 class TaskKind(StrEnum):

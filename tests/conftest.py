@@ -9,6 +9,7 @@ from control_plane import clock, migrate
 from control_plane.app import create_app
 from control_plane.models import ALL_MODELS
 from tests.support.services import MotoS3, Postgres, Redis
+from tests.support.wheelhouse import agent_wheelhouse  # noqa: F401 (a session fixture)
 
 # The tests' repositories are local bare ones, cloned over file://, which an agent
 # refuses unless told otherwise (agents started by tests inherit this).

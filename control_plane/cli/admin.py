@@ -280,6 +280,34 @@ def server_install_agent(server_id):
 
 
 @admin.group()
+def agents():
+    """Resident agents: their versions, and upgrades to this control plane's."""
+
+
+@command(agents, "list")
+def agents_list():
+    """Each server's agent version, whether it is behind, and its latest upgrade."""
+    from control_plane.services.servers import upgrades
+
+    return upgrades.listing()
+
+
+@command(agents, "upgrade")
+@click.option("--server", "server_ids", type=UUID_T, multiple=True,
+              help="This server's agent (repeatable).")
+@click.option("--all", "every", is_flag=True, help="Every server's agent that is behind.")
+def agents_upgrade(server_ids, every):
+    """Upgrade agents to this control plane's version: at most
+    CP_AGENT_UPGRADE_CONCURRENCY restart at once; each rolls back by itself if its
+    new version does not connect within CP_AGENT_UPGRADE_TIMEOUT seconds."""
+    from control_plane.services.servers import upgrades
+
+    if bool(server_ids) == every:
+        raise click.UsageError("give --server ID (one or more) or --all")
+    return upgrades.request(None if every else server_ids)
+
+
+@admin.group()
 def ticket():
     """Support tickets (staff side)."""
 

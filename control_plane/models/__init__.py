@@ -10,7 +10,7 @@ from control_plane.models.idempotency import IdempotencyRecord
 from control_plane.models.org import Organization, User, UserToken
 from control_plane.models.project import Project
 from control_plane.models.release import Release
-from control_plane.models.server import OrgSshKey, RegistrationToken, Server
+from control_plane.models.server import AgentUpgrade, OrgSshKey, RegistrationToken, Server
 from control_plane.models.ticket import Ticket, TicketComment
 from control_plane.models.webhook import Event, Webhook, WebhookDelivery
 
@@ -19,7 +19,7 @@ ALL_MODELS = [
     Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
-    AutomationRun, OrgSshKey,
+    AutomationRun, OrgSshKey, AgentUpgrade,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

@@ -2,7 +2,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization, User
-from control_plane.states import Connection, TokenStatus
+from control_plane.states import Connection, TokenStatus, UpgradeStatus
 
 
 class Server(BaseModel):
@@ -74,3 +74,16 @@ class OrgSshKey(BaseModel):
     organization = peewee.ForeignKeyField(Organization, unique=True)
     public_key = peewee.TextField()
     private_key_sealed = peewee.TextField()
+
+
+class AgentUpgrade(BaseModel):
+    """One request to move a server's resident agent to `to_version` (the control
+    plane's); `command` is the agent command that carries it once sent."""
+    server = peewee.ForeignKeyField(Server, backref="upgrades", on_delete="CASCADE")
+    to_version = peewee.CharField(max_length=32)
+    from_version = peewee.CharField(max_length=32, null=True)
+    status = peewee.CharField(max_length=16, default=UpgradeStatus.QUEUED, index=True)
+    command = peewee.UUIDField(null=True)
+    error = peewee.CharField(max_length=500, null=True)
+    sent_at = DateTimeField(null=True)
+    finished_at = DateTimeField(null=True)

@@ -295,13 +295,9 @@ def test_a_private_address_is_refused_unless_allowed(client, ssh):
     assert listed(client, s, created["id"])["reachable"] is True
 
 
-@pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory):
-    """The agent's packages, as `berth serve` builds them for new servers."""
-    into = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([str(Path(sys.executable).with_name("berth")), "wheelhouse", "--into",
-                    str(into)], check=True, capture_output=True, timeout=600)
-    return into
+@pytest.fixture
+def wheelhouse(agent_wheelhouse):
+    return agent_wheelhouse
 
 
 def installed_over_ssh(client, s, wheelhouse):

@@ -406,3 +406,23 @@ def test_an_ssh_server_from_the_cli(data_dir):
     plain = ok(data_dir, "server", "create", "--name", "p", "--provider", "p", "--org", org,
                "--cpu-cores", "1", "--ram-mb", "1", "--disk-gb", "1")
     fails(data_dir, "server", "install-agent", plain["id"])  # not an SSH server
+
+
+def test_agents_list_and_upgrade(data_dir):
+    org = ok(data_dir, "org", "create", "--name", "Fleet")["id"]
+    made = ok(data_dir, "server", "create", "--name", "a", "--provider", "p", "--org", org,
+              "--cpu-cores", "1", "--ram-mb", "1", "--disk-gb", "1")
+    listed = ok(data_dir, "agents", "list", keys={"version", "servers"})
+    (row,) = listed["servers"]
+    assert set(row) == {"id", "name", "connection", "agent_version", "agent_behind",
+                        "connected", "upgrade"}
+    assert (row["id"], row["agent_version"], row["upgrade"]) == (made["id"], None, None)
+    asked = ok(data_dir, "agents", "upgrade", "--all", keys={"version", "queued", "skipped"})
+    assert asked["queued"] == [] and asked["skipped"] == [
+        {"server_id": made["id"], "reason": "never_connected"}]
+    assert ok(data_dir, "agents", "upgrade", "--server", made["id"])["skipped"][0][
+        "reason"] == "never_connected"
+    assert "No server has that id" in fails(data_dir, "agents", "upgrade", "--server",
+                                            str(uuid.uuid4()))
+    usage = run(data_dir, "agents", "upgrade")  # neither --server nor --all
+    assert usage.returncode == 1 and "--server ID" in usage.stderr and usage.stdout == ""

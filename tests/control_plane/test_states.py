@@ -75,7 +75,7 @@ ENUMS = {"environment": states.EnvironmentStatus, "deployment": states.Deploymen
          "command": states.CommandStatus, "registration_token": states.TokenStatus,
          "webhook": states.WebhookState, "delivery": states.DeliveryStatus,
          "backup": states.BackupStatus, "domain": states.DomainStatus,
-         "automation_run": states.RunStatus}
+         "automation_run": states.RunStatus, "upgrade": states.UpgradeStatus}
 
 
 @pytest.mark.parametrize("resource", sorted(states.TABLES))
