@@ -48,14 +48,19 @@ def _get(path, timeout):
     return _request("GET", path, timeout)
 
 
-def container_states(timeout=5):
-    """The state of every container on the host ("running", "exited", ...)."""
+def _get_json(path, timeout):
+    """The engine's JSON answer to a GET, its failures as the agent's errors."""
     def call():
-        status, body = _get("/containers/json?all=1", timeout)
+        status, body = _get(path, timeout)
         if status != 200:
             raise EngineUnreachable(f"the container engine answered {status}")
-        return [c.get("State", "") for c in json.loads(body)]
+        return json.loads(body)
     return _engine_call(call)
+
+
+def container_states(timeout=5):
+    """The state of every container on the host ("running", "exited", ...)."""
+    return [c.get("State", "") for c in _get_json("/containers/json?all=1", timeout)]
 
 
 def _engine_call(fn):
@@ -71,13 +76,7 @@ def _engine_call(fn):
 def labeled_containers(label, timeout=5):
     """Every container carrying `label` ("key" or "key=value"), as the engine lists them."""
     query = urllib.parse.quote(json.dumps({"label": [label]}))
-
-    def call():
-        status, body = _get(f"/containers/json?all=1&filters={query}", timeout)
-        if status != 200:
-            raise EngineUnreachable(f"the container engine answered {status}")
-        return json.loads(body)
-    return _engine_call(call)
+    return _get_json(f"/containers/json?all=1&filters={query}", timeout)
 
 
 def exec_output(container_id, cmd, timeout=30):
@@ -111,9 +110,4 @@ def _stdout(stream):
 
 def inspect(container_id, timeout=5):
     """The engine's inspection of one container (its restart count, when it started)."""
-    def call():
-        status, body = _get(f"/containers/{urllib.parse.quote(container_id)}/json", timeout)
-        if status != 200:
-            raise EngineUnreachable(f"the container engine answered {status}")
-        return json.loads(body)
-    return _engine_call(call)
+    return _get_json(f"/containers/{urllib.parse.quote(container_id)}/json", timeout)
