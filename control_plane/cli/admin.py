@@ -261,20 +261,15 @@ def server_install_agent(server_id):
     """Install the resident agent on an SSH server (waits for the install)."""
     from flask import current_app as app
 
-    from control_plane import config
     from control_plane.models import Server
-    from control_plane.services.servers import ssh
 
     row = Server.get_or_none(Server.id == server_id, Server.deleted_at.is_null())
     if row is None or row.connection != "ssh":
         raise ApiError("no server reached over SSH has that id")
-    berth = app.extensions["berth"]
-    future = berth.ssh.install_resident(server_id, config.grpc_public_address(app.config),
-                                        bool(app.config["GRPC_TLS_CERT"]))
+    future = app.extensions["berth"].ssh.install_resident(server_id)
     try:
         future.result(app.config["SSH_INSTALL_TIMEOUT"] + 60)
-    except Exception as exc:
-        ssh.record_check(server_id, error=f"installing the resident agent failed: {exc}")
+    except Exception as exc:  # recorded on the server by the link
         raise ApiError(f"installing the resident agent failed: {exc}") from None
     return {"id": str(server_id), "connection": Server.get_by_id(server_id).connection}
 

@@ -12,6 +12,7 @@ the gateway or the Redis relay."""
 
 import asyncio
 
+from control_plane import config
 from control_plane.agent_link import NotConnected
 from control_plane.gateway import ssh_checks, ssh_commands, ssh_install
 from control_plane.gateway.ssh_sessions import Sessions
@@ -55,14 +56,23 @@ class SshLink(Sessions):
         return self.sweep
 
 
-    def install_resident(self, server_id, grpc_address, grpc_tls):
+    def install_resident(self, server_id):
         """Turn an SSH server into one with a resident agent (ssh_install.resident), in
-        the background: the Future of its end (NotConnected says why it failed)."""
+        the background: the Future of its end. A failure is recorded on the server
+        (`ssh.error`); NotConnected when it cannot be reached now."""
         target = servers_ssh.target(server_id)
         if target is None:
             raise NotConnected(str(server_id))
-        return asyncio.run_coroutine_threadsafe(
-            ssh_install.resident(self, target, grpc_address, grpc_tls), self._running_loop())
+        future = asyncio.run_coroutine_threadsafe(ssh_install.resident(
+            self, target, config.grpc_public_address(self.settings),
+            bool(self.settings["GRPC_TLS_CERT"])), self._running_loop())
+
+        def record_failure(done):
+            if done.exception() is not None:
+                servers_ssh.record_check(server_id, error="installing the resident agent "
+                                                          f"failed: {done.exception()}")
+        future.add_done_callback(record_failure)
+        return future
 
 
 class Reach:

@@ -63,7 +63,8 @@ def gateway(app):
     gw = Gateway(images=config.images(app.extensions["berth"].settings))
     port = gw.start_in_thread("127.0.0.1:0")
     app.extensions["berth"].gateway = gw
-    app.config["GRPC_PUBLIC_ADDRESS"] = f"127.0.0.1:{port}"
+    for settings in (app.config, app.extensions["berth"].settings):
+        settings["GRPC_PUBLIC_ADDRESS"] = f"127.0.0.1:{port}"
     yield gw
     gw.stop_from_thread()
 

@@ -4,7 +4,6 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
-from control_plane import config
 from control_plane.api.auth import current_key, key_checked_by_page
 from control_plane.api.fields import Name, Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
@@ -167,19 +166,8 @@ class InstallAgent(MethodView):
         the install is done; a failure shows in `ssh.error`)."""
         key = current_key()
         server = ssh_svc.resident_agent_for_key(key, server_id)
-        berth = current_app.extensions["berth"]
-        future = berth.ssh.install_resident(server.id, config.grpc_public_address(current_app.config),
-                                            bool(current_app.config["GRPC_TLS_CERT"]))
-        future.add_done_callback(_record_failure(server.id))
+        current_app.extensions["berth"].ssh.install_resident(server.id)
         return svc.one(key, server.id)
-
-
-def _record_failure(server_id):
-    def done(future):
-        if future.exception() is not None:
-            ssh_svc.record_check(server_id, error=f"installing the resident agent failed: "
-                                                  f"{future.exception()}")
-    return done
 
 
 def _wake_check():
