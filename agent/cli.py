@@ -141,6 +141,7 @@ SSH_COMMANDS = {
     "configure": "write the agent's configuration (JSON on stdin)",
     "check": "facts, metrics, crash loops and the proxy's state, for a check (frames)",
     "disk": "measure the environments' disk use once (DiskReport)",
+    "serve": "answer live and check calls while the connection lasts (frames both ways)",
 }
 
 

@@ -16,7 +16,11 @@ one `berth-agent` invocation per call, with the message on standard input.
 - `berth-agent check`: what a check needs, in one process: the facts, a Heartbeat
   (host metrics, crash loops, as the daemon sends every 15 s) and one pass of the
   daemon's proxy watch (the proxy kept up, its certificates' state), as frames.
-- `berth-agent disk`: one pass of the daemon's disk meter, the DiskReport out."""
+- `berth-agent disk`: one pass of the daemon's disk meter, the DiskReport out.
+- `berth-agent serve`: `live` and `check` calls, many over one session while
+  the control plane holds its connection, so that a call starts no process; it ends
+  with the connection. The control plane falls back to one invocation a call when
+  it cannot use it (an agent without it, a call while it answers another)."""
 
 import contextlib
 import fcntl
@@ -37,6 +41,7 @@ from protocol.v1 import agent_pb2 as pb
 INTERRUPTED = "interrupted: its process ended without a result (the server restarted?); not run again"
 KEEP_OUTPUT_SECONDS = 7 * 24 * 3600  # a finished command's frames, for a late re-attach
 FOLLOW_POLL_S = 0.1
+SERVE_IDLE_SECONDS = 300  # a `serve` with no call for this long ends (so does its session)
 
 
 class OverSsh(Host):
@@ -56,23 +61,19 @@ def _out(data: bytes):
     sys.stdout.buffer.flush()
 
 
-def live_request():
-    request = pb.LiveRequest.FromString(sys.stdin.buffer.read())
-    _out(live.reply_to(_host(), request).SerializeToString())
-    return 0
+def _live(host, data):
+    return live.reply_to(host, pb.LiveRequest.FromString(data)).SerializeToString()
 
 
-def check():
-    """A check's three answers in one call (one process started on the server, not
-    three): the host's facts, a heartbeat (metrics, crash loops) and the proxy's
-    report (empty when no proxy runs here), as three frames."""
+def _check(host, data):
+    """A check's three answers in one call: the host's facts, a heartbeat (metrics,
+    crash loops) and the proxy's report (empty when no proxy runs here), as three
+    frames."""
     from agent.daemon import heartbeat
 
-    host = _host()
     beat = heartbeat(pb.HostMetrics(**host.host_sampler().sample()))
     parts = [host_facts().SerializeToString(), beat.SerializeToString(), _proxy_report(host)]
-    _out(b"".join(frames.pack(part) for part in parts))
-    return 0
+    return b"".join(frames.pack(part) for part in parts)
 
 
 def _proxy_report(host):
@@ -84,15 +85,58 @@ def _proxy_report(host):
     return wire.proxy_report(host.proxy().report()).SerializeToString()
 
 
-def disk():
+def _disk(host, data):
     """One pass of the disk meter (the daemon's runs every 15 minutes): a DiskReport."""
-    from agent.metrics.disk import DiskMeter, lower_priority
+    from agent.metrics.disk import DiskMeter
 
-    lower_priority()
-    report = pb.DiskReport(environments=[pb.EnvironmentDisk(
-        **{k: v for k, v in f.items() if v is not None}) for f in DiskMeter().measure()])
-    _out(report.SerializeToString())
-    return 0
+    return pb.DiskReport(environments=[pb.EnvironmentDisk(
+        **{k: v for k, v in f.items() if v is not None}) for f in DiskMeter().measure()]
+    ).SerializeToString()
+
+
+ANSWERS = {"live": _live, "check": _check, "disk": _disk}
+# The calls `serve` answers too (the disk's, every 15 minutes and at a lower priority,
+# keeps a process of its own).
+SERVED = ("live", "check")
+
+
+def _one_call(name):
+    def run():
+        if name == "disk":
+            from agent.metrics.disk import lower_priority
+
+            lower_priority()
+        _out(ANSWERS[name](_host(), sys.stdin.buffer.read()))
+        return 0
+    return run
+
+
+def serve():
+    """Many calls over one SSH session, one at a time, while the control plane holds
+    its connection (no Python started a call): frames in, each NAME, a newline and
+    the call's message; frames out, each b"\0" and the answer, or b"\1" and why
+    it failed. Ends when standard input does (the connection closed) or after
+    SERVE_IDLE_SECONDS without a call."""
+    import select
+
+    host, buffer = _host(), b""
+    while True:
+        whole, buffer = frames.split(buffer)
+        for request in whole:
+            name, _, data = request.partition(b"\n")
+            try:
+                if name.decode() not in SERVED:
+                    raise ValueError(f"not a call served here: {name[:40]!r}")
+                answer = b"\0" + ANSWERS[name.decode()](host, data)
+            except Exception as exc:  # this call failed; the next may not
+                answer = b"\1" + f"{type(exc).__name__}: {exc}".encode()[:1000]
+            _out(frames.pack(answer))
+        if not select.select([0], [], [], SERVE_IDLE_SECONDS)[0]:
+            return 0
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return 0
+        buffer += chunk
 
 
 def configure():
@@ -230,8 +274,8 @@ def worker(command_id):
     (_box() / f"{command_id}.pid").unlink(missing_ok=True)
 
 
-ENTRY_POINTS = {"live": live_request, "exec": exec_command, "configure": configure,
-                "disk": disk, "check": check}
+ENTRY_POINTS = {"exec": exec_command, "configure": configure, "serve": serve,
+                **{name: _one_call(name) for name in ANSWERS}}
 
 
 def _prune(box):

@@ -78,6 +78,7 @@ def start_install(link, target):
         try:
             async with asyncio.timeout(link.settings["SSH_INSTALL_TIMEOUT"]):
                 await ssh_install.install(link, target)
+            link.forget_served(target.server_id)  # a `serve` of the old agent ends
             log.info("server %s: the agent is installed", target.server_id)
         except Exception as exc:  # noqa: BLE001 - whatever it was, it is recorded
             why = str(exc) or "did not finish in time"

@@ -28,8 +28,10 @@ log = logging.getLogger("berth.ssh")
 # Host key algorithms asked for at first contact, best first (the one pinned).
 FIRST_CONTACT_ALGS = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
                       "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256"]
-KEEPALIVE_SECONDS = 15
-COMMANDS_PER_SERVER = 4  # commands followed at once on one server (more wait their turn)  # a connection silent for 3 of these is dropped
+KEEPALIVE_SECONDS = 15  # a connection silent for 3 of these is dropped
+COMMANDS_PER_SERVER = 4  # commands followed at once on one server (more wait their turn)
+SERVED = ("live", "check")  # the calls `berth-agent serve` answers (agent/remote.py)
+NO_SERVE_SECONDS = 600  # a server whose `serve` failed at once: single calls meanwhile
 
 
 class HostKeyChanged(NotConnected):
@@ -68,6 +70,8 @@ class Sessions:
         self.watches = {}  # server id -> alerts.Watch of its checks' figures
         self.measured = {}  # server id -> loop time of its last disk measurement
         self.delivering = {}  # server id -> Lock: one look for due commands at a time
+        self.served = {}  # server id -> its `berth-agent serve` (_Served)
+        self.no_serve = {}  # server id -> loop time until which it gets single calls
 
     # --- the loop ---------------------------------------------------------------------
 
@@ -107,11 +111,16 @@ class Sessions:
         return _Both(self.commands.setdefault(server_id, asyncio.Semaphore(COMMANDS_PER_SERVER)))
 
     async def invoke(self, target, name, stdin):
-        """One `berth-agent NAME` over SSH; its standard output, or NotConnected."""
+        """One `berth-agent NAME` over SSH; its standard output, or NotConnected.
+        `live` and `check` go to the server's `berth-agent serve` when it is free."""
         import asyncssh
 
         async with self.session(target.server_id):
             conn = await self.connection(target)
+            if name in SERVED:
+                answered, out = await self._served_call(target, conn, name, stdin)
+                if answered:
+                    return out
             try:
                 # No input: standard input closed at once (`input=b""` would leave it
                 # open, and a reader of it waiting).
@@ -127,6 +136,44 @@ class Sessions:
                 failed = AgentMissing if result.exit_status in (127, 2) else NotConnected
                 raise failed(f"berth-agent {name} exited with {result.exit_status}: {why}")
             return result.stdout
+
+    async def _served_call(self, target, conn, name, stdin):
+        """(True, the answer) from the server's `serve` process, started when
+        missing; (False, None) to make a single call instead: it is busy with
+        another call, or failed (then, if it failed at once, for NO_SERVE_SECONDS)."""
+        server_id = target.server_id
+        if self.no_serve.get(server_id, 0) > self.loop.time():
+            return False, None
+        served = self.served.get(server_id)
+        if served is None or served.conn is not conn or served.closed:
+            import asyncssh
+
+            try:
+                process = await conn.create_process(self.command(target, "serve"),
+                                                    encoding=None)
+            except (OSError, asyncssh.Error):  # no session to be had now (sshd's limit)
+                return False, None
+            served = self.served[server_id] = _Served(conn, process)
+        if served.lock.locked():
+            return False, None
+        try:
+            answer = await served.call(name, stdin or b"")
+        except (_ServeBroke, asyncio.CancelledError) as exc:
+            if served.calls == 0:  # no `serve` there (an agent before it), or it hangs
+                self.no_serve[server_id] = self.loop.time() + NO_SERVE_SECONDS
+            if isinstance(exc, asyncio.CancelledError):
+                raise  # the caller's timeout
+            return False, None
+        if answer[:1] != b"\0":
+            raise NotConnected(f"berth-agent {name}: {answer[1:].decode(errors='replace')}")
+        return True, answer[1:]
+
+    def forget_served(self, server_id):
+        """(On the loop.) The server's `serve` ends (its agent was just reinstalled)."""
+        served = self.served.pop(server_id, None)
+        if served is not None:
+            served.close()
+        self.no_serve.pop(server_id, None)
 
     async def connection(self, target):
         """The server's connection, made (once, for all waiting on it) when missing."""
@@ -160,27 +207,16 @@ class Sessions:
             raise HostKeyChanged("the server's host key changed: all contact is stopped "
                                  "until an operator accepts the new key")
         address = await self._address(target.host, target.port)
-        pinned = target.host_key
-        if pinned is None:  # first contact: trust the key offered, and pin it
-            offered = await asyncssh.get_server_host_key(
-                address, target.port, server_host_key_algs=FIRST_CONTACT_ALGS,
-                config=None)
-            if offered is None:
-                raise NotConnected("the server offered no host key")
-            offered_line = _line(offered)
-            if not await asyncio.to_thread(servers_ssh.pin_host_key, target.server_id,
-                                           offered_line):  # pinned meanwhile
-                return await self._connect(await asyncio.to_thread(servers_ssh.target,
-                                                                   target.server_id))
-            pinned = offered_line
-        key = asyncssh.import_public_key(pinned)
+        options = dict(username=target.username, config=None, agent_path=None, password=None,
+                       client_keys=[asyncssh.import_private_key(target.client_key)],
+                       preferred_auth="publickey", keepalive_interval=KEEPALIVE_SECONDS,
+                       keepalive_count_max=3)
+        if target.host_key is None:
+            return await self._first_contact(target, address, options)
+        key = asyncssh.import_public_key(target.host_key)
         try:
-            return await asyncssh.connect(
-                address, target.port, username=target.username, config=None,
-                known_hosts=([key], [], []), client_keys=[
-                    asyncssh.import_private_key(target.client_key)],
-                agent_path=None, password=None, preferred_auth="publickey",
-                keepalive_interval=KEEPALIVE_SECONDS, keepalive_count_max=3)
+            return await asyncssh.connect(address, target.port, known_hosts=([key], [], []),
+                                          **options)
         except asyncssh.HostKeyNotVerifiable:
             offered = await asyncssh.get_server_host_key(
                 address, target.port, server_host_key_algs=[key.get_algorithm()],
@@ -190,6 +226,43 @@ class Sessions:
                                         _line(offered))
             raise HostKeyChanged("the server's host key is not the pinned one: all contact "
                                  "is stopped until an operator accepts the new key") from None
+
+    async def _first_contact(self, target, address, options):
+        """Trust the key the server offers and pin it, on the one connection kept
+        (one handshake, not one to learn the key and another to use it). Pinned
+        even when signing in fails: its fingerprint shows while the operator adds
+        the organization's key there."""
+        import asyncssh
+
+        offered = []
+
+        class FirstContact(asyncssh.SSHClient):
+            def validate_host_public_key(self, host, addr, port, key):
+                offered.append(key)
+                return True
+
+        try:
+            conn = await asyncssh.connect(
+                address, target.port, known_hosts=([], [], []), client_factory=FirstContact,
+                server_host_key_algs=FIRST_CONTACT_ALGS, **options)
+        except BaseException:
+            if offered:
+                await asyncio.to_thread(servers_ssh.pin_host_key, target.server_id,
+                                        _line(offered[0]))
+            raise
+        line = _line(offered[0])
+        if await asyncio.to_thread(servers_ssh.pin_host_key, target.server_id, line):
+            return conn
+        # Pinned meanwhile (another process): this connection is kept only if the
+        # server offered that same key.
+        now = await asyncio.to_thread(servers_ssh.target, target.server_id)
+        if now is not None and now.host_key and _line(
+                asyncssh.import_public_key(now.host_key)) == line:
+            return conn
+        conn.close()
+        if now is None:
+            raise NotConnected(str(target.server_id))
+        return await self._connect(now)
 
     async def _address(self, host, port):
         """The address to connect to: the host's first, which must be a public one
@@ -261,3 +334,40 @@ class _Both:
 
 def _line(key):
     return " ".join(key.export_public_key("openssh").decode().split()[:2])
+
+
+class _ServeBroke(Exception):
+    """The `serve` process ended or its stream broke."""
+
+
+class _Served:
+    """A server's `berth-agent serve`: one call at a time over its session. A call
+    cut short (a timeout, a broken stream) closes it: the next call starts another."""
+
+    def __init__(self, conn, process):
+        self.conn, self.process = conn, process
+        self.lock, self.calls, self.closed = asyncio.Lock(), 0, False
+
+    async def call(self, name, data):
+        from protocol import frames
+
+        async with self.lock:
+            try:
+                self.process.stdin.write(frames.pack(name.encode() + b"\n" + data))
+                (size,) = frames.HEADER.unpack(await self.process.stdout.readexactly(
+                    frames.HEADER.size))
+                if size > frames.MAX_FRAME:
+                    raise ValueError(f"a frame of {size} bytes")
+                answer = await self.process.stdout.readexactly(size)
+            except BaseException as exc:
+                self.close()
+                if isinstance(exc, Exception):
+                    raise _ServeBroke(str(exc)) from None
+                raise  # cancelled: the caller's timeout
+            self.calls += 1
+            return answer
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.process.close()

@@ -126,6 +126,23 @@ def test_the_host_key_is_pinned_at_first_contact_and_a_changed_one_refused(clien
                       headers=s.reader).status_code == 200
 
 
+def test_the_host_key_is_pinned_before_our_key_is_authorized_there(client, ssh):
+    """First contact pins the key on the connection it keeps, and pins it even when
+    signing in is refused (the organization's key not yet in authorized_keys), so
+    its fingerprint shows while the operator sets the server up."""
+    s = ssh
+    r = client.post(f"{P}/servers", headers=s.key, json={
+        "name": "not-yet", "ssh_host": "127.0.0.1", "ssh_port": s.sshd.port})
+    assert r.status_code == 201, r.json
+    s.berth.ssh.check_all().result(30)
+    row = listed(client, s, r.json["id"])
+    assert row["reachable"] is False and "ermission denied" in row["ssh"]["error"]
+    assert row["ssh"]["host_key_fingerprint"] == s.sshd.fingerprint()
+    s.sshd.authorize(r.json["ssh_public_key"])
+    s.berth.ssh.check_all().result(30)
+    assert listed(client, s, r.json["id"])["reachable"] is True
+
+
 def test_a_host_key_given_up_front_is_the_only_one_accepted(client, ssh, tmp_path):
     s = ssh
     other = tmp_path / "other_key"
@@ -400,7 +417,8 @@ def test_a_call_without_input_closes_the_remote_standard_input(client, ssh, tmp_
     answer.write_bytes(b"".join(frames.pack(part) for part in (
         facts.SerializeToString(), pb.Heartbeat().SerializeToString(), b"")))
     reader = tmp_path / "berth-agent"
-    reader.write_text("#!/bin/sh\ncat > /dev/null\n"
+    reader.write_text("#!/bin/sh\n[ \"$1\" = serve ] && exit 2  # an agent without it\n"
+                      "cat > /dev/null\n"
                       f'[ "$1" = check ] && exec cat {answer}\nexit 0\n')
     reader.chmod(0o755)
     s.settings["SSH_AGENT_PATH"] = str(reader)
@@ -408,3 +426,33 @@ def test_a_call_without_input_closes_the_remote_standard_input(client, ssh, tmp_
     created = add(client, s)
     assert time.monotonic() - started < 5  # the call timeout is 15 s here
     assert listed(client, s, created["id"])["reachable"] is True
+
+
+def _serving(box):
+    """Pids of `berth-agent serve` processes run for this test's sshd."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            env = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"serve" in argv and str(box).encode() in env:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_checks_and_live_reads_share_one_serve_process(client, ssh):
+    """No Python is started a call: one `berth-agent serve` a connection answers the
+    checks and live reads, and it ends with the connection."""
+    s = ssh
+    created = add(client, s)
+    for _ in range(3):
+        s.berth.ssh.check_all().result(30)
+        r = client.get(f"{P}/servers/{created['id']}/metrics", headers=s.reader)
+        assert r.status_code == 200 and r.json["memory_total_bytes"] > 0, r.json
+    (pid,) = wait_for(lambda: _serving(s.box), timeout=10, what="the serve process")
+    s.berth.ssh.check_all().result(30)
+    assert _serving(s.box) == [pid]
+    s.berth.ssh.close()
+    wait_for(lambda: not _serving(s.box), timeout=10, what="serve ended with the connection")
