@@ -16,6 +16,8 @@ from agent import __version__
 from agent.config import write_private
 
 MARKER, LOCK, LOG = "upgrade.json", "upgrade.lock", "upgrade.log"
+# The marker's phase: the new version on trial, or the guard moving back.
+TRIAL, ROLLING_BACK = "trial", "rolling_back"
 DRAIN_SECONDS = 3600  # commands running when an upgrade comes get this long to finish
 
 
@@ -39,7 +41,7 @@ def switch(data_dir, command_id, current, venv, version, connect_timeout):
 
     argv = [str(current / "bin" / "berth-agent"), *sys.argv[1:]]
     marker = {"command_id": command_id, "from_version": __version__, "to_version": version,
-              "from": os.readlink(current), "to": venv.name, "state": "pending",
+              "from": os.readlink(current), "to": venv.name, "phase": TRIAL,
               "deadline": time.time() + connect_timeout, "connect_timeout": connect_timeout,
               "pid": os.getpid(), "argv": argv, "systemd": bool(os.environ.get("INVOCATION_ID"))}
     write_private(Path(data_dir) / MARKER, json.dumps(marker))
@@ -83,7 +85,7 @@ def commit(journal, data_dir, marker):
     """Step 4: the new version is connected. False when the guard is rolling back."""
     with _locked(data_dir):
         now = _read(data_dir)
-        if not now or now.get("state") != "pending" or now["command_id"] != marker["command_id"]:
+        if not now or now.get("phase") != TRIAL or now["command_id"] != marker["command_id"]:
             return False
         journal.finish(marker["command_id"], True, {
             "from_version": marker["from_version"], "to_version": marker["to_version"]})
@@ -112,11 +114,11 @@ def guard(data_dir):
     while True:
         with _locked(data_dir):
             marker = _read(data_dir)
-            if marker is None or marker.get("state") != "pending":
+            if marker is None or marker.get("phase") != TRIAL:
                 return 0  # committed
             if time.time() >= marker["deadline"] or (
                     not marker["systemd"] and not _alive(marker["pid"])):
-                marker["state"] = "rolling_back"
+                marker["phase"] = ROLLING_BACK
                 write_private(Path(data_dir) / MARKER, json.dumps(marker))
                 break
         time.sleep(0.5)

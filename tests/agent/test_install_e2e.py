@@ -149,6 +149,7 @@ def test_systemd_unit_is_written_hardened_and_enabled(served, docker_client, tes
     assert "Environment=BERTH_AGENT_ENV_ROOT=/srv/berth" in unit
     listed = dict(reversed(line.split(" ", 1)) for line in paths.strip().splitlines())
     assert listed == {"/var/lib/berth-agent": "present", "/etc/berth-agent": "present",
+                      "/opt/berth-agent": "present",  # an upgrade installs its version there
                       "-/srv/berth": "present",
                       "-/var/run/docker.sock": "missing"}  # optional: Docker may come later
     assert git.strip() == "/usr/bin/git"  # installed after an `apt-get update`
