@@ -49,7 +49,9 @@ def upgrade(agent, payload, log):
                 f"not connected within {payload['connect_timeout']} s)")
     agent.restart_into(lambda command_id: rollback.switch(
         agent.data_dir, command_id, current, venv, version, payload["connect_timeout"]))
-    raise UpgradeError("the restart did not happen")  # restart_into returns on failure only
+    # restart_into returns only when it did not restart (the new venv stays for a retry)
+    raise UpgradeError(f"not restarted: other commands were still running after "
+                       f"{rollback.DRAIN_SECONDS} s, or the agent is stopping")
 
 
 def _install(payload, venv, data_dir):

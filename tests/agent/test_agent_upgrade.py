@@ -6,8 +6,12 @@ upgrade to a build that cannot work with this gateway rolled back by the old
 version's guard, which starts the old agent again.
 
 The older build is this source stamped 0.2.0.dev1: the release before (0.1.0) has
-no `upgrade` command, so it is told to run the installer again (test_agent_upgrades)."""
+no `upgrade` command, so it is skipped as `reinstall_needed`, and the installer run
+again on the server (the install command, or `curl …/install.sh | sh`) upgrades it
+in place, keeping its credential: tested here from the previous release's own
+installer and wheel."""
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+import requests
 from werkzeug.serving import make_server
 
 from control_plane import __version__, wheelhouse
@@ -32,10 +37,11 @@ from tests.support.backup_flow import (
     deployed,
     wait_running,
 )
-from tests.support.wheelhouse import stamped
+from tests.support.wheelhouse import stamped, swapped
 
 pytestmark = pytest.mark.slow
 OLD = "0.2.0.dev1"
+PREVIOUS = Path(__file__).parents[1] / "compat" / "berth-0.1.0-py3-none-any.whl"
 P = "/api/public/v1"
 
 
@@ -195,3 +201,58 @@ def test_an_upgrade_that_cannot_connect_rolls_back_by_itself(client, stand, agen
     s.set(AGENT_AUTO_UPGRADE=True)
     upgrades.roll_out(s.settings)
     assert AgentUpgrade.select().where(AgentUpgrade.server == s.server.id).count() == 1
+
+
+def test_the_previous_release_is_upgraded_by_running_the_installer_again(
+        client, stand, agent_wheelhouse, tmp_path):
+    """0.1.0, installed by its own installer from its own wheel, cannot upgrade
+    itself: `agents upgrade` says so; the installer this control plane serves, run
+    again there, installs the current agent over it with the same credential, and
+    the server deploys."""
+    import zipfile
+
+    s, credential, agents = stand
+    previous = swapped(agent_wheelhouse, tmp_path / "previous", PREVIOUS)
+    s.set(WHEELHOUSE_DIR=str(previous))
+    url = s.settings["PUBLIC_URL"]
+    env = {**os.environ, "BERTH_CONTROL_PLANE": url, "BERTH_PREFIX": str(s.prefix),
+           "BERTH_BIN_LINK": str(s.box / "bin" / "berth-agent"),
+           "BERTH_CONFIG_DIR": str(s.box / "etc"), "BERTH_DATA_DIR": str(s.box / "var"),
+           "BERTH_ENV_ROOT": str(s.box / "srv")}
+    (s.box / "etc").mkdir()
+    (s.box / "etc" / "agent.json").write_text(json.dumps({  # as its registration left it
+        "control_plane": url, "grpc_address": s.settings["GRPC_PUBLIC_ADDRESS"],
+        "server_id": str(s.server.id), "credential": credential}))
+    old_script = s.box / "install-0.1.0.sh"
+    with zipfile.ZipFile(PREVIOUS) as wheel:
+        old_script.write_bytes(wheel.read("control_plane/install.sh"))
+    done = subprocess.run(["sh", str(old_script)], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    link = s.box / "bin" / "berth-agent"
+    run_env = {"BERTH_AGENT_CONFIG": str(s.box / "etc" / "agent.json"),
+               "BERTH_AGENT_DATA_DIR": str(s.box / "var"),
+               "BERTH_AGENT_ENV_ROOT": str(s.box / "srv")}
+    first = agents(s.server, credential, env=run_env, executable=str(link))
+    connected(s)
+    assert Server.get_by_id(s.server.id).agent_version == "0.1.0"
+    assert upgrades.request([s.server.id])["skipped"] == [
+        {"server_id": str(s.server.id), "reason": "reinstall_needed"}]
+
+    s.set(WHEELHOUSE_DIR=str(agent_wheelhouse))
+    script = requests.get(f"{url}/install.sh", timeout=10).text  # what the server fetches
+    (s.box / "install.sh").write_text(script)
+    again = subprocess.run(["sh", str(s.box / "install.sh")], env=env,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "keeping the existing credential" in again.stdout
+    first.kill(signal.SIGTERM)  # the service's restart, which systemd does after an install
+    agents(s.server, credential, env=run_env, executable=str(link))
+    wait_for(lambda: Server.get_by_id(s.server.id).agent_version == __version__
+             and str(s.server.id) in s.gateway.sessions, timeout=60,
+             what="the current agent connected")
+    assert json.loads((s.box / "etc" / "agent.json").read_text())["credential"] == credential
+    assert _listed(client, s)["agent_behind"] is False
+    env_id = deployed(client, s, "Production", "production")
+    wait_running(client, s, env_id)

@@ -43,10 +43,16 @@ def stamped(base, into, version, change=None):
                     "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
                    check=True, capture_output=True, timeout=300)
     (built,) = wheels.glob("berth-*.whl")
+    return swapped(base, into, built)
+
+
+def swapped(base, into, wheel):
+    """A wheelhouse directory `into` like `base` with `wheel` as its `berth`."""
+    into.mkdir(parents=True, exist_ok=True)
     with tarfile.open(wheelhouse.tar_path(base)) as old, \
             tarfile.open(wheelhouse.tar_path(into), "w") as new:
         for member in old.getmembers():
             if not member.name.startswith("berth-"):
                 new.addfile(member, old.extractfile(member))
-        new.add(built, arcname=built.name)
+        new.add(wheel, arcname=Path(wheel).name)
     return into
