@@ -23,18 +23,15 @@ import requests
 from werkzeug.serving import make_server
 
 from control_plane import __version__, wheelhouse
-from control_plane.models import AgentUpgrade, Project, Server
-from control_plane.services.accounts import orgs
+from control_plane.models import AgentUpgrade, Server
 from control_plane.services.servers import upgrades
-from tests.conftest import auth
-from tests.support.agents import registered_server, wait_for
+from tests.support.agents import wait_for
 from tests.support.backup_flow import (
-    PERMISSIONS,
     Stand,
     _closing,
-    _repo,
     connected,
     deployed,
+    peopled,
     wait_running,
 )
 from tests.support.wheelhouse import stamped, swapped
@@ -64,13 +61,7 @@ def stand(app, world, gateway, agents, tmp_path, erp_image, postgres_image, dock
     for target in (s.settings, app.config):
         target.update(PUBLIC_URL=f"http://127.0.0.1:{http.server_port}", ERP_IMAGE=erp_image,
                       POSTGRES_IMAGE=postgres_image, AGENT_UPGRADE_CONCURRENCY=10)
-    s.org = world.org()
-    s.server, credential = registered_server(s.org)
-    s.project = world.project(s.org, s.server)
-    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
-    s.key = auth(world.key(s.org)[0])
-    s.reader = auth(world.key(s.org, "read_only")[0])
-    s.user = auth(orgs.issue_user_token(world.user(s.org, permissions=PERMISSIONS).id))
+    credential = peopled(s, world, tmp_path).credential
     s.gateway, s.created, s.box = gateway, [], tmp_path
     s.prefix = tmp_path / "opt"
     yield s, credential, agents

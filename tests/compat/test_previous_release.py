@@ -25,18 +25,16 @@ import requests
 from werkzeug.serving import make_server
 
 from agent.deploy.environments import Environments
-from control_plane.models import Environment, Project, Server
-from control_plane.services.accounts import orgs
+from control_plane.models import Environment, Server
 from tests.conftest import auth
-from tests.support.agents import AGENT, registered_server, wait_for
+from tests.support.agents import AGENT, wait_for
 from tests.support.backup_flow import (
-    PERMISSIONS,
     Stand,
     _closing,
-    _repo,
     completed_backup,
     connected,
     deployed,
+    peopled,
     settled,
     wait_running,
 )
@@ -79,13 +77,7 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
         target.update(PUBLIC_URL=public, STORAGE_URL=None, S3_ENDPOINT_URL=None)
 
     s = Stand()
-    s.org = world.org()
-    s.server, credential = registered_server(s.org)
-    s.project = world.project(s.org, s.server)
-    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
-    s.key = auth(world.key(s.org)[0])
-    s.reader = auth(world.key(s.org, "read_only")[0])
-    s.user = auth(orgs.issue_user_token(world.user(s.org, permissions=PERMISSIONS).id))
+    credential = peopled(s, world, tmp_path).credential
     s.gateway, s.created, root = gateway, [], tmp_path / "srv"
     agents(s.server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root)},
            executable=str(previous_release / "berth-agent"))

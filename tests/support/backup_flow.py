@@ -64,13 +64,7 @@ def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_im
         target.update(PUBLIC_URL=public, **storage)
     s.settings = settings
 
-    s.org = world.org()
-    s.server, s.credential = registered_server(s.org)
-    s.project = world.project(s.org, s.server)
-    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
-    s.key = auth(world.key(s.org)[0])
-    s.reader = auth(world.key(s.org, "read_only")[0])
-    s.user = auth(orgs.issue_user_token(world.user(s.org, permissions=PERMISSIONS).id))
+    peopled(s, world, tmp_path)
     s.root, s.gateway, s.start_agent = tmp_path / "srv", gateway, agents
     s.agent = agents(s.server, s.credential, env={"BERTH_AGENT_ENV_ROOT": str(s.root)})
     connected(s)
@@ -82,6 +76,20 @@ def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_im
         s.envs.destroy(env_id, True, lambda *a: None)
     s.proxy.close()
     http.shutdown()
+
+
+def peopled(s, world, tmp_path):
+    """An organization with a registered server (`s.credential` its agent's), a
+    project on it with an add-on repository, and the keys and user token the flows
+    call with."""
+    s.org = world.org()
+    s.server, s.credential = registered_server(s.org)
+    s.project = world.project(s.org, s.server)
+    Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
+    s.key = auth(world.key(s.org)[0])
+    s.reader = auth(world.key(s.org, "read_only")[0])
+    s.user = auth(orgs.issue_user_token(world.user(s.org, permissions=PERMISSIONS).id))
+    return s
 
 
 def _closing(app):
