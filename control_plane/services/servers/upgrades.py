@@ -18,6 +18,7 @@ import hashlib
 import os
 
 from packaging.version import InvalidVersion, Version
+from peewee import fn
 
 from control_plane import __version__, clock, wheelhouse
 from control_plane.db import after_commit, database
@@ -161,14 +162,15 @@ def dispatch(settings, wake=None):
 
 
 def _send(row, settings, digest, limit, wake):
-    """Claim the row (one scheduler sends it, and only while a slot is free) and
-    queue its command, in one transaction."""
-    in_flight = AgentUpgrade.select().where(AgentUpgrade.status == U.SENT).count()
+    """Claim the row, in one conditional UPDATE (one scheduler sends it, and only
+    while a slot is free), and queue its command, in one transaction."""
+    sent = AgentUpgrade.alias()
+    in_flight = sent.select(fn.COUNT(sent.id)).where(sent.status == U.SENT)
     with database.atomic():
         claimed = (AgentUpgrade.update(status=check("upgrade", U.QUEUED, U.SENT),
                                        sent_at=clock.now())
-                   .where(AgentUpgrade.id == row.id, AgentUpgrade.status == U.QUEUED)
-                   .execute()) if in_flight < limit else 0
+                   .where(AgentUpgrade.id == row.id, AgentUpgrade.status == U.QUEUED,
+                          in_flight < limit).execute())
         if not claimed:
             return False
         command = queue.enqueue(row.server_id, CommandKind.UPGRADE, {
