@@ -5,6 +5,7 @@ backoff and jitter after any drop."""
 
 import json
 import logging
+import os
 import queue
 import random
 import threading
@@ -23,6 +24,9 @@ from protocol.v1 import agent_pb2 as pb
 from protocol.v1 import agent_pb2_grpc as pb_grpc
 
 log = logging.getLogger("berth.agent")
+SAMPLE_S = 60.0  # the environments' figures in heartbeats: once a minute
+SAMPLE_SLACK_S = 5.0  # heartbeats drift: one due within this is taken
+SAMPLE_MAX_AGE_S = 300.0  # CPU since the previous sample, if it is younger than this
 
 BACKOFF_BASE, BACKOFF_CAP = 1.0, 30.0
 CHANNEL_OPTIONS = [
@@ -57,6 +61,7 @@ class Host:
         self._proxy = None
         self._host = None
         self._containers = None
+        self._beat_containers = None
 
     def docker(self):
         if self.docker_client is None:
@@ -81,6 +86,15 @@ class Host:
 
             self._host = HostSampler()  # counts containers without docker-py; disk of disk_path()
         return self._host
+
+    def beat_sampler(self):
+        """The heartbeats' own container sampler: cgroup files only (no docker-py),
+        CPU between one heartbeat and the next."""
+        if self._beat_containers is None:
+            from agent.metrics.containers import ContainerMetrics
+
+            self._beat_containers = ContainerMetrics(None, max_age=SAMPLE_MAX_AGE_S)
+        return self._beat_containers
 
     def container_sampler(self):
         if self._containers is None:
@@ -220,14 +234,20 @@ class Agent(Host):
             stream.cancel()
 
     def _start_heartbeats(self, outbox, every):
+        sample_every = sample_seconds()
+
         def beat():
+            sampled = -sample_every  # the environments' figures: once a sample interval
             while not self.stop.is_set():
                 try:
                     metrics = pb.HostMetrics(**self.host_sampler().sample())
                 except Exception as exc:  # a failed sample must not stop heartbeats
                     log.warning("host metrics failed: %s", exc)
                     metrics = None
-                outbox.put(pb.AgentMessage(heartbeat=heartbeat(metrics)))
+                sampler = None
+                if time.monotonic() - sampled >= sample_every - SAMPLE_SLACK_S:
+                    sampler, sampled = self.beat_sampler, time.monotonic()
+                outbox.put(pb.AgentMessage(heartbeat=heartbeat(metrics, sampler)))
                 self.status.update(last_heartbeat=now_iso())
                 if _closed(outbox) or self.stop.wait(every or 15):
                     return
@@ -362,18 +382,42 @@ class Agent(Host):
         outbox.put(pb.AgentMessage(reply=live.reply_to(self, request)))
 
 
-def heartbeat(metrics):
-    """A Heartbeat: the host's metrics (None when they could not be taken) and the
-    containers restarting in a loop."""
-    from agent.metrics.crash_loops import crash_loops
+def heartbeat(metrics, containers=None):
+    """A Heartbeat: the host's metrics (None when they could not be taken), the
+    containers restarting in a loop and, with `containers` (a function giving the
+    sampler, imported only once the server has an environment's containers), each
+    environment's running containers' figures (the metric history's samples)."""
+    from agent.metrics import engine
+    from agent.metrics.crash_loops import ENV_LABEL, crash_loops
 
+    loops, environments = [], []
     try:
-        loops = [pb.CrashLoop(**loop) for loop in crash_loops()]
+        rows = engine.labeled_containers(ENV_LABEL, timeout=5)
+        loops = [pb.CrashLoop(**loop) for loop in crash_loops(rows=rows)]
+        if containers is not None and rows:
+            environments = [pb.EnvironmentStats(environment_id=env, **{
+                f"{role}_{name}": _taken(roles.get(role), name)
+                for role in ("erp", "postgres") for name in ("cpu_percent", "memory_used_bytes")})
+                for env, roles in containers().heartbeat(rows).items()]
     except Exception as exc:  # no engine, say: the heartbeat goes without
-        log.debug("crash loops not looked at: %s", exc)
-        loops = []
+        log.debug("containers not looked at: %s", exc)
     return pb.Heartbeat(sent_at_unix_ms=int(time.time() * 1000), metrics=metrics,
-                        crash_loops=loops)
+                        crash_loops=loops, environments=environments)
+
+
+def sample_seconds():
+    """How often heartbeats carry the environments' figures (the metric history's
+    minute; CPU is measured over it). BERTH_AGENT_SAMPLE_SECONDS for tests."""
+    try:
+        return max(1.0, float(os.environ.get("BERTH_AGENT_SAMPLE_SECONDS") or SAMPLE_S))
+    except ValueError:
+        return SAMPLE_S
+
+
+def _taken(figures, name):
+    """A container's figure for a heartbeat: -1 when not taken (the protocol's word)."""
+    value = figures.get(name) if figures else None
+    return -1 if value is None else value
 
 
 def channel_with_options(address, tls):

@@ -63,18 +63,18 @@ def run_agents(address, creds, welcomed, own_connections=False):
     raise_fd_limit()
     reply_body = pb.HostMetrics(**CANNED)
 
-    async def agent(server_id, credential):
+    async def agent(server_id, credential, environments=()):
         """Like the real agent: reconnect after any drop, backoff with jitter."""
         attempt = 0
         while True:
             try:
-                await session(server_id, credential)
+                await session(server_id, credential, environments)
                 attempt = 0
             except Exception:
                 attempt += 1
             await asyncio.sleep(random.uniform(0, min(30, 2 ** attempt)))
 
-    async def session(server_id, credential):
+    async def session(server_id, credential, environments):
         options = [("grpc.use_local_subchannel_pool", 1)] if own_connections else []
         async with grpc.aio.insecure_channel(address, options=options) as channel:
             outbox = asyncio.Queue()
@@ -87,11 +87,16 @@ def run_agents(address, creds, welcomed, own_connections=False):
 
             async def heartbeats():
                 metrics = pb.HostMetrics(**CANNED)
+                stats = [pb.EnvironmentStats(  # its environments' containers, if it has any
+                    environment_id=env_id, erp_cpu_percent=3.5, erp_memory_used_bytes=300 << 20,
+                    postgres_cpu_percent=0.5, postgres_memory_used_bytes=120 << 20)
+                    for env_id in environments]
                 await asyncio.sleep(random.uniform(0, 15))
                 while True:
                     # As a real agent's: its host's metrics (the fleet alerts follow them).
                     await outbox.put(pb.AgentMessage(heartbeat=pb.Heartbeat(
-                        sent_at_unix_ms=int(time.time() * 1000), metrics=metrics)))
+                        sent_at_unix_ms=int(time.time() * 1000), metrics=metrics,
+                        environments=stats)))
                     await asyncio.sleep(15)
 
             call = pb_grpc.AgentGatewayStub(channel).Connect(
@@ -118,7 +123,8 @@ def run_agents(address, creds, welcomed, own_connections=False):
     async def main():
         # Dropped streams leave grpc's request tasks behind; not the gateway's concern.
         asyncio.get_running_loop().set_exception_handler(lambda loop, context: None)
-        await asyncio.gather(*(agent(sid, cred) for sid, cred in creds))
+        # Each (server id, credential[, environment ids]).
+        await asyncio.gather(*(agent(*cred) for cred in creds))
 
     asyncio.run(main())
 

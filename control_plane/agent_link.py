@@ -4,6 +4,7 @@ holds, the in-process gateway (gateway/server.py) or the Redis relay
 protocol request and turn the reply into plain data: services never handle
 protobuf messages nor import the gateway."""
 
+import operator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -81,6 +82,20 @@ def disk_usage(report: pb.DiskReport) -> list[dict]:
              "measured_at_unix_ms": item.measured_at_unix_ms,
              **{name: getattr(item, name) for name in DISK_FIGURES if item.HasField(name)}}
             for item in report.environments]
+
+
+ENVIRONMENT_FIGURES = operator.attrgetter(
+    "erp_cpu_percent", "erp_memory_used_bytes", "postgres_cpu_percent",
+    "postgres_memory_used_bytes")
+
+
+def environment_samples(beat: pb.Heartbeat):
+    """(environment id, (erp CPU, erp memory, postgres CPU, postgres memory)) for each
+    environment a heartbeat carries (none from an agent older than the field); a
+    figure the agent did not take is None."""
+    return [(item.environment_id, tuple(v if v >= 0 else None
+                                        for v in ENVIRONMENT_FIGURES(item)))
+            for item in beat.environments]
 
 
 def crash_loops(beat: pb.Heartbeat) -> list[dict]:

@@ -90,6 +90,13 @@ class Config:
     AGENT_AUTO_UPGRADE = False
     AGENT_UPGRADE_CONCURRENCY = 10
     AGENT_UPGRADE_TIMEOUT = 120
+    # Metric history (services/servers/history.py): whether agents' figures are kept,
+    # how often each gateway writes what it gathered, and how long minute and hour
+    # points are kept.
+    METRICS_HISTORY = True
+    METRICS_FLUSH_SECONDS = 60
+    METRICS_MINUTE_RETENTION_HOURS = 48
+    METRICS_HOUR_RETENTION_DAYS = 90
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -133,7 +140,8 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
              "SSH_CALL_TIMEOUT", "SSH_SESSIONS_PER_SERVER", "SSH_SESSIONS_TOTAL",
              "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT",
              "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS", "AGENT_UPGRADE_CONCURRENCY",
-             "AGENT_UPGRADE_TIMEOUT")
+             "AGENT_UPGRADE_TIMEOUT", "METRICS_FLUSH_SECONDS", "METRICS_MINUTE_RETENTION_HOURS",
+             "METRICS_HOUR_RETENTION_DAYS")
 
 
 # Set but empty means the default (a deployment description can pass a variable

@@ -27,6 +27,7 @@ BACKUP_RETENTION_SECONDS = 3600
 AUTOMATION_SECONDS = 5  # event runs start, and schedules fire, within this of being due
 UPGRADE_SECONDS = 5  # a free rollout slot is filled within this
 ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)
+HISTORY_SECONDS = 300  # metric history: hours rolled up, old points deleted
 
 
 def jobs(settings, berth=None):
@@ -35,7 +36,7 @@ def jobs(settings, berth=None):
     from control_plane.services import housekeeping
     from control_plane.services.automation import triggers
     from control_plane.services.backups import policy, retention, transfers
-    from control_plane.services.servers import alerts, upgrades
+    from control_plane.services.servers import alerts, history, upgrades
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
 
@@ -53,6 +54,7 @@ def jobs(settings, berth=None):
         Job("automation", AUTOMATION_SECONDS,
             lambda: triggers.run(settings, getattr(berth, "gateway", None))),
         Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(settings)),
+        Job("metric-history", HISTORY_SECONDS, lambda: history.sweep(settings)),
         Job("agent-upgrades", UPGRADE_SECONDS, lambda: upgrades.roll_out(
             settings, getattr(getattr(berth, "gateway", None), "wake", None))),
         # Servers reached over SSH: reachable or not, and their due commands (the

@@ -142,8 +142,10 @@ def _sort_key(row):
 
 
 class ContainerMetrics:
-    def __init__(self, docker_client, cgroup_root="/sys/fs/cgroup"):
+    def __init__(self, docker_client, cgroup_root="/sys/fs/cgroup", max_age=MAX_AGE_S):
         self.client = docker_client
+        self.max_age = max_age  # a previous sample older than this is not divided by
+        self._looked = False  # whether `heartbeat` has looked once
         self.cgroups = Cgroups(cgroup_root)
         self._paths = {}  # container id -> CgroupPaths
         self._prev = {}  # container id -> (monotonic time, cpu usage ns)
@@ -187,6 +189,32 @@ class ContainerMetrics:
             out[cid] = stats[match] if match else None
         return out
 
+    def heartbeat(self, rows):
+        """{environment id: {"erp": stats, "postgres": stats}} of the running containers
+        among `rows` (the engine's list), from cgroup files alone and without waiting:
+        CPU over the time since this sampler's previous look (None at the first)."""
+        chosen = {}
+        for row in sorted(rows, key=_sort_key):
+            labels = row.get("Labels") or {}
+            env, role = labels.get(ENV_LABEL), labels.get(ROLE_LABEL)
+            if env and role in ROLES and row.get("State") == "running":
+                chosen.setdefault(env, {}).setdefault(role, row)
+        found = {}
+        for roles in chosen.values():
+            for row in roles.values():
+                paths = self._resolve(row["Id"])
+                if paths is not None:
+                    found[row["Id"]] = paths
+        out = {row["Id"]: {"status": "running", "cpu_percent": None, "memory_used_bytes": None,
+                           "memory_limit_bytes": None, "memory_percent": None}
+               for roles in chosen.values() for row in roles.values()}
+        self._from_files(found, out, wait=False)
+        if not self._looked:  # the first look only starts the CPU's count: nothing to send
+            self._looked = True
+            return {}
+        return {env: {role: out[row["Id"]] for role, row in roles.items()}
+                for env, roles in chosen.items()}
+
     def cgroup_paths(self, container_id):
         """Where this container's counters are read, or None (engine API fallback)."""
         return self._resolve(container_id)
@@ -202,7 +230,8 @@ class ContainerMetrics:
         if paths is not None or self.cgroups.version is None:
             return paths
         paths = self.cgroups.find(cid)
-        if paths is None:  # a custom cgroup parent, or a layout the probes do not know
+        if paths is None and self.client is not None:  # a custom cgroup parent, or a
+            # layout the probes do not know: the engine says where (not for heartbeats)
             try:
                 info = call_with_deadline(self.client.api.inspect_container, ENGINE_TIMEOUT_S,
                                           cid)
@@ -237,8 +266,9 @@ class ContainerMetrics:
         self._from_api(from_api + unread, out)
         return out
 
-    def _from_files(self, found, out):
-        """Fill `out` from cgroup files; returns the ids whose files vanished."""
+    def _from_files(self, found, out, wait=True):
+        """Fill `out` from cgroup files; returns the ids whose files vanished. Without
+        `wait`, a container with no usable previous sample gets no CPU figure."""
         readings, unread = {}, []
         for cid, paths in found.items():
             try:
@@ -253,12 +283,15 @@ class ContainerMetrics:
                 prev = self._prev.get(cid)
                 usable = prev is not None and usage >= prev[1]
                 age = at - prev[0] if usable else None
-                if usable and MIN_INTERVAL_S <= age <= MAX_AGE_S:
+                if usable and MIN_INTERVAL_S <= age <= self.max_age:
                     cpu[cid] = _percent(prev, (at, usage))
                     self._prev[cid] = (at, usage)
                 else:  # measure now: from a too-recent sample, or from this one
                     baselines[cid] = prev if usable and age < MIN_INTERVAL_S else (at, usage)
-        if baselines:
+        if baselines and not wait:
+            with self._lock:
+                self._prev.update({cid: base for cid, base in baselines.items()})
+        elif baselines:
             oldest = min(at for at, _ in baselines.values())
             time.sleep(max(0.0, BASELINE_S - (time.monotonic() - oldest)))
             for cid, base in baselines.items():
@@ -275,7 +308,7 @@ class ContainerMetrics:
         return unread
 
     def _forget_old(self):
-        cutoff = time.monotonic() - MAX_AGE_S
+        cutoff = time.monotonic() - self.max_age
         for cid in [c for c, (at, _) in self._prev.items() if at < cutoff]:
             del self._prev[cid]
 

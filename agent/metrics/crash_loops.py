@@ -16,10 +16,11 @@ RECENT_S = 120
 _JUST_UP = re.compile(r"^Up (Less than a second|\d+ seconds?|About a minute|[12] minutes?)\b")
 
 
-def crash_loops(timeout=5):
-    """[{environment_id, role, restart_count, state}] for the looping containers."""
+def crash_loops(timeout=5, rows=None):
+    """[{environment_id, role, restart_count, state}] for the looping containers
+    (among `rows`, the engine's list of the environments' containers, if given)."""
     found = []
-    for row in engine.labeled_containers(ENV_LABEL, timeout):
+    for row in engine.labeled_containers(ENV_LABEL, timeout) if rows is None else rows:
         state, status = row.get("State") or "", row.get("Status") or ""
         if state != "restarting" and not _JUST_UP.match(status):
             continue

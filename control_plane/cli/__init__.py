@@ -163,7 +163,9 @@ def _gateway(app):
     return Gateway(tls=tls, redis_url=app.config["REDIS_URL"],
                    images=config.images(app.extensions["berth"].settings),
                    handshake_timeout=app.config["GRPC_HANDSHAKE_TIMEOUT"],
-                   max_connections=app.config["GRPC_MAX_CONNECTIONS"])
+                   max_connections=app.config["GRPC_MAX_CONNECTIONS"],
+                   history_every=app.config["METRICS_FLUSH_SECONDS"]
+                   if app.config["METRICS_HISTORY"] else 0)
 
 
 def start_gateway_thread(app, host, port):

@@ -6,15 +6,23 @@ Handlers run on the gateway's event loop; database work goes to a worker thread.
 A kind with no handler (from an agent newer than this gateway) is ignored."""
 
 import asyncio
+import itertools
 import json
+import operator
+import uuid
 
 from control_plane import agent_link
+from control_plane.models.metrics import SERVER_SERIES
 from control_plane.safe_input import storable
 from control_plane.services.environment_settings import configuration
-from control_plane.services.servers import alerts, monitoring
+from control_plane.services.servers import alerts, history, monitoring
 from control_plane.services.tasks import engine, queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
+
+DISK_KEPT = 1000  # environments a session keeps figures of for the history
+SERVER_FIGURES = operator.attrgetter(*SERVER_SERIES)  # a heartbeat's, in series order
+NO_DISK = (None, None, None)  # database, filestore, add-ons: not measured yet
 
 
 async def _hello(gateway, session, hello):
@@ -27,8 +35,43 @@ async def _heartbeat(gateway, session, beat):
     # The fleet alerts' figures: followed here, written only when they change.
     metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
     changes = session.watch.observe(metrics, agent_link.crash_loops(beat))
+    if gateway.minutes is not None:
+        _keep(gateway.minutes, session, beat)
     if changes:
         await asyncio.to_thread(alerts.record_changes, session.server_id, changes)
+
+
+def _keep(minutes, session, beat):
+    """The metric history's sample: the first heartbeat of each minute with host
+    metrics, and the first with environments (each with the last disk figures its
+    agent reported). The other heartbeats cost a comparison."""
+    minute = history.minute_now()
+    if session.sampled == (minute, minute):
+        return
+    server, (host_at, envs_at) = session.server_id_hex, session.sampled
+    if host_at != minute and beat.HasField("metrics"):
+        minutes.add("server", server, server, SERVER_FIGURES(beat.metrics), minute)
+        host_at = minute
+    if envs_at != minute and beat.environments:
+        for env_id, values in itertools.islice(agent_link.environment_samples(beat), DISK_KEPT):
+            env = session.env_ids.get(env_id) or _hex(session, env_id)
+            if env:
+                minutes.add("environment", env, server, values + session.disk.get(env, NO_DISK),
+                            minute)
+        envs_at = minute
+    session.sampled = (host_at, envs_at)
+
+
+def _hex(session, value):
+    """An id the agent sent, as the history stores it ('' when it is no id);
+    remembered for the session's next heartbeats."""
+    try:
+        hexed = uuid.UUID(value).hex
+    except ValueError:
+        hexed = ""
+    if len(session.env_ids) < DISK_KEPT:
+        session.env_ids[value] = hexed
+    return hexed
 
 
 async def _reply(gateway, session, reply):
@@ -54,8 +97,16 @@ async def _result(gateway, session, r):
 
 
 async def _disk(gateway, session, report):
-    await asyncio.to_thread(monitoring.record_disk_usage, session.server_id,
-                            agent_link.disk_usage(report))
+    usage = agent_link.disk_usage(report)
+    for item in usage:  # the metric history's disk figures, until the next report
+        env = session.env_ids.get(item["environment_id"]) or _hex(session,
+                                                                  item["environment_id"])
+        if env and (env in session.disk or len(session.disk) < DISK_KEPT):
+            known = session.disk.get(env, NO_DISK)
+            session.disk[env] = tuple(
+                item[name] if item.get(name, -1) >= 0 else was
+                for name, was in zip(agent_link.DISK_FIGURES, known, strict=True))
+    await asyncio.to_thread(monitoring.record_disk_usage, session.server_id, usage)
 
 
 async def _proxy(gateway, session, report):

@@ -21,7 +21,7 @@ from control_plane.errors import ApiError
 from control_plane.gateway import messages
 from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
 from control_plane.services import agents
-from control_plane.services.servers import alerts
+from control_plane.services.servers import alerts, history
 from control_plane.services.tasks import queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
@@ -110,6 +110,11 @@ class Session:
         self.connecting = None  # future of the connection's start (agents.mark_connected)
         self.release = None  # the task releasing the stream, once it ended
         self.watch = alerts.Watch()  # the fleet alerts' figures, as its heartbeats say
+        self.server_id_hex = uuid.UUID(server_id).hex
+        # The metric history's: each environment's last disk figures (by id hex),
+        # and the environment ids its agent sends, as the history stores them.
+        self.disk, self.env_ids = {}, {}
+        self.sampled = (None, None)  # the minutes of its last host and environments' samples
 
     def wake(self):
         if not self.woken:
@@ -119,7 +124,8 @@ class Session:
 
 class Gateway(pb_grpc.AgentGatewayServicer):
     def __init__(self, tls=None, redis_url=None, images=None,
-                 handshake_timeout=HANDSHAKE_TIMEOUT, max_connections=MAX_CONNECTIONS):
+                 handshake_timeout=HANDSHAKE_TIMEOUT, max_connections=MAX_CONNECTIONS,
+                 history_every=Config.METRICS_FLUSH_SECONDS):
         self.tls = tls  # (cert_pem, key_pem) or None
         self.options = server_options(handshake_timeout, max_connections)
         # config.images(): what a registration's auto_deploy names (None: no auto_deploy)
@@ -134,6 +140,9 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         self.sessions = {}
         self.draining = False
         self.seen = set()  # servers that beat since the last flush
+        # Metric history gathered here, written every `history_every` s (0: kept off).
+        self.history_every = history_every
+        self.minutes = history.Minutes() if history_every else None
         self.loop = None
         self.server = None
         self.port = None
@@ -154,6 +163,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         AGENTS_CONNECTED.set_function(lambda: len(self.sessions))
         self._flusher = asyncio.create_task(self._flush_seen())
         self._poller = asyncio.create_task(self._poll_commands())
+        self._history = (asyncio.create_task(self._flush_history())
+                         if self.minutes is not None else None)
         if self.redis_url:
             from control_plane.gateway.relay import GatewaySubscriber
 
@@ -188,10 +199,27 @@ class Gateway(pb_grpc.AgentGatewayServicer):
                 log.exception("recording heartbeats failed")
                 self.seen |= batch
 
+    async def _flush_history(self):
+        while True:
+            await asyncio.sleep(self.history_every)
+            await self.write_history()
+
+    async def write_history(self):
+        minutes = self.minutes  # None once switched off (a benchmark's rounds)
+        rows = minutes.take() if minutes is not None else None
+        if rows:
+            try:
+                await asyncio.to_thread(history.write, rows)
+            except Exception:  # the next flush has its own minutes: these are dropped
+                log.exception("recording metric history failed")
+
     async def stop(self, grace=1.0):
         if self.server is not None:
             self._flusher.cancel()
             self._poller.cancel()
+            if self._history is not None:
+                self._history.cancel()
+                await self.write_history()
             if self.relay is not None:
                 self._relaying.cancel()
                 await self.relay.close()

@@ -8,12 +8,14 @@ commands due to it, and measures the disk use every SSH_DISK_SECONDS."""
 
 import asyncio
 import logging
+import uuid
 
 from control_plane import __version__, agent_link
 from control_plane.agent_link import NotConnected
 from control_plane.gateway import ssh_commands, ssh_install
 from control_plane.gateway.ssh_sessions import AgentMissing
-from control_plane.services.servers import alerts, monitoring
+from control_plane.models.metrics import SERVER_SERIES
+from control_plane.services.servers import alerts, history, monitoring
 from control_plane.services.servers import ssh as servers_ssh
 from protocol import frames, wire
 from protocol.v1 import agent_pb2 as pb
@@ -97,6 +99,11 @@ async def reports(link, target, beat, proxy):
     metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
     if changes := watch.observe(metrics, agent_link.crash_loops(beat)):
         await asyncio.to_thread(alerts.record_changes, target.server_id, changes)
+    if metrics is not None and link.settings["METRICS_HISTORY"]:  # a sample per check
+        server = uuid.UUID(str(target.server_id)).hex
+        await asyncio.to_thread(history.write, [
+            ("server", server, server, history.minute_now(), 1,
+             [metrics[name] for name in SERVER_SERIES])])
     if proxy is not None:
         try:
             await asyncio.to_thread(monitoring.record_proxy, target.server_id,

@@ -7,6 +7,7 @@ from control_plane.models.domain import CustomDomain
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
 from control_plane.models.git import AddonRepository, GitDelivery, GitWebhookSecret
 from control_plane.models.idempotency import IdempotencyRecord
+from control_plane.models.metrics import EnvironmentMetric, ServerMetric
 from control_plane.models.org import Organization, User, UserToken
 from control_plane.models.project import Project
 from control_plane.models.release import Release
@@ -19,7 +20,7 @@ ALL_MODELS = [
     Environment, Deployment, TaskLogLine, AgentCommand, Webhook, Event, WebhookDelivery,
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
-    AutomationRun, OrgSshKey, AgentUpgrade,
+    AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

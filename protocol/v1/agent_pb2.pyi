@@ -69,14 +69,30 @@ class Hello(_message.Message):
     def __init__(self, facts: _Optional[_Union[HostFacts, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("sent_at_unix_ms", "metrics", "crash_loops")
+    __slots__ = ("sent_at_unix_ms", "metrics", "crash_loops", "environments")
     SENT_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     CRASH_LOOPS_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENTS_FIELD_NUMBER: _ClassVar[int]
     sent_at_unix_ms: int
     metrics: HostMetrics
     crash_loops: _containers.RepeatedCompositeFieldContainer[CrashLoop]
-    def __init__(self, sent_at_unix_ms: _Optional[int] = ..., metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., crash_loops: _Optional[_Iterable[_Union[CrashLoop, _Mapping]]] = ...) -> None: ...
+    environments: _containers.RepeatedCompositeFieldContainer[EnvironmentStats]
+    def __init__(self, sent_at_unix_ms: _Optional[int] = ..., metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., crash_loops: _Optional[_Iterable[_Union[CrashLoop, _Mapping]]] = ..., environments: _Optional[_Iterable[_Union[EnvironmentStats, _Mapping]]] = ...) -> None: ...
+
+class EnvironmentStats(_message.Message):
+    __slots__ = ("environment_id", "erp_cpu_percent", "erp_memory_used_bytes", "postgres_cpu_percent", "postgres_memory_used_bytes")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ERP_CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    ERP_MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    POSTGRES_CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    POSTGRES_MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    erp_cpu_percent: float
+    erp_memory_used_bytes: int
+    postgres_cpu_percent: float
+    postgres_memory_used_bytes: int
+    def __init__(self, environment_id: _Optional[str] = ..., erp_cpu_percent: _Optional[float] = ..., erp_memory_used_bytes: _Optional[int] = ..., postgres_cpu_percent: _Optional[float] = ..., postgres_memory_used_bytes: _Optional[int] = ...) -> None: ...
 
 class CrashLoop(_message.Message):
     __slots__ = ("environment_id", "role", "restart_count", "state")

@@ -4,52 +4,18 @@ an agent may write, what a partial or late report does, and older agents
 (which never send one) leaving the figures null."""
 
 import datetime as dt
-import queue
-import threading
 import time
 
-import grpc
 import pytest
 
 from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
 from protocol.v1 import agent_pb2 as pb
-from protocol.v1 import agent_pb2_grpc as pb_grpc
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
+from tests.support.protocol_agent import ProtocolAgent
 
 P = "/api/public/v1"
-
-
-class ProtocolAgent:
-    """Speaks the stream as an agent does; answers container-metrics requests
-    with no containers. Sends only what the test gives it."""
-
-    def __init__(self, port, credential):
-        self.outbox = queue.Queue()
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-        self.outbox.put(pb.AgentMessage(hello=pb.Hello(facts=pb.HostFacts(hostname="old"))))
-        self.stream = pb_grpc.AgentGatewayStub(self.channel).Connect(
-            iter(self.outbox.get, None), metadata=[("authorization", f"Bearer {credential}")])
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        try:
-            for message in self.stream:
-                if message.WhichOneof("body") == "request":
-                    self.outbox.put(pb.AgentMessage(reply=pb.LiveReply(
-                        correlation_id=message.request.correlation_id,
-                        container_metrics=pb.ContainerMetrics())))
-        except grpc.RpcError:
-            pass
-
-    def send(self, message):
-        self.outbox.put(message)
-
-    def close(self):
-        self.outbox.put(None)
-        self.stream.cancel()
-        self.channel.close()
 
 
 @pytest.fixture

@@ -54,8 +54,11 @@ STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)
 # environments, a cron that fires, a time zone that exists; the rules' list, at the
 # same path, may answer a 400 `invalid_cursor` as the lists above do), and which
 # strings are host names and public keys for an SSH server (`invalid_ssh_server`;
-# the servers' list, at the same path, may answer a 400 `invalid_cursor`).
+# the servers' list, at the same path, may answer a 400 `invalid_cursor`). A range
+# of metric history relates its parameters: `from` before `to`, at most 90 days, at
+# most 1,500 points of its step, minutes only while they are kept.
 POLICY_422 = (r"^/api/v1/environments/\{env_id\}/(domains|config)$"
+              r"|^/api/public/v1/(servers|environments)/\{[a-z_]+\}/metrics/history$"
               r"|^/api/public/v1/webhooks(/\{webhook_id\})?$"
               r"|^/api/public/v1/servers$"
               r"|^/api/public/v1/(projects/\{project_id\}/)?automation-rules(/\{rule_id\})?$")

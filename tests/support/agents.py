@@ -60,7 +60,8 @@ def http_app(app):
 
 @pytest.fixture
 def gateway(app):
-    gw = Gateway(images=config.images(app.extensions["berth"].settings))
+    # Its metric history written every second, not every minute.
+    gw = Gateway(images=config.images(app.extensions["berth"].settings), history_every=1)
     port = gw.start_in_thread("127.0.0.1:0")
     app.extensions["berth"].gateway = gw
     for settings in (app.config, app.extensions["berth"].settings):

@@ -48,6 +48,7 @@ def register(app):
         backups,
         changelog,
         environments,
+        metric_history,
         monitoring,
         projects,
         registration_tokens,
@@ -58,6 +59,6 @@ def register(app):
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, servers, registration_tokens, monitoring,
-                   tickets, changelog, webhooks, automation):
+                   metric_history, tickets, changelog, webhooks, automation):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -54,7 +54,7 @@ def server_status(m):
     return ServerHealth.HEALTHY
 
 
-def server_metrics(key, server_id, berth):
+def server_for_key(key, server_id):
     """Only the organization's own servers (a shared one is 404); a project-scoped
     key only while the server hosts one of its project's environments."""
     server = Server.get_or_none(Server.id == server_id, Server.deleted_at.is_null(),
@@ -63,6 +63,11 @@ def server_metrics(key, server_id, berth):
             Environment.server == server.id, Environment.project == key.project_id,
             Environment.is_active).exists()):
         raise NotFound("Server not found.")
+    return server
+
+
+def server_metrics(key, server_id, berth):
+    server = server_for_key(key, server_id)
     berth.limiter.hit_target(PER_SERVER, "metrics:server", server.id.hex)
     reply = _ask(berth, agent_link.host_metrics, server.id, METRICS_TIMEOUT,
                  unreachable=errors.MetricsUnavailable())

@@ -1,0 +1,293 @@
+"""Metric history: what it costs to keep and to read, and what it adds to the gateway.
+
+1. Storage and reading (SQLite, the default): 100 servers with 10 environments
+   each get 7 days of history: the last 48 hours as minute points written by the
+   gateway's own `history.write` and rolled up by the scheduler's `history.sweep`,
+   the 5 days before as hour points (inserted directly: the roll-up of a week of
+   minutes would only make the setup longer). Printed: the bytes each server (with
+   its environments) costs per day and at steady state; the roll-up's time; the
+   latency of chart queries through the real API (auth, rate limit, schema) in
+   process. Target: a 7-day chart query under 50 ms at p95.
+2. The gateway: 5,000 simulated agents (benchmarks/gateway_fanin.py: real gRPC
+   streams, heartbeats every 15 s, here with 2 environments each) on one gateway,
+   in rounds that alternate history on and off (written every minute, as by
+   default). Printed: the gateway process's CPU per heartbeat each way. Target:
+   history adds under 5 %.
+
+    python benchmarks/metric_history.py [--agents 5000] [--rounds 4] [--seconds 60]
+                                        [--skip-gateway] [--skip-storage]
+"""
+
+import argparse
+import asyncio
+import datetime as dt
+import resource
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SERVERS, ENVS_PER_SERVER = 100, 10
+QUERY_TARGET_MS = 50
+CPU_TARGET = 0.05
+QUERIES = 200
+
+
+def _world(data_dir, servers, envs_per_server):
+    """An app on a fresh SQLite database, `servers` servers with their environments
+    and a handful of read-only keys. Returns (app, {server id: [env ids]}, keys)."""
+    from control_plane import migrate
+    from control_plane.app import create_app
+    from control_plane.db import database
+    from control_plane.models import Environment, Project, Server
+    from control_plane.services.accounts import keys, orgs
+
+    app = create_app({"DATA_DIR": data_dir, "SECRET_KEY": "bench"})
+    migrate.upgrade(app.extensions["berth"].db)
+    org = orgs.create_org("history", server_quota=servers)
+    placed = {}
+    with database.atomic():
+        for i in range(servers):
+            server = Server.create(organization=org, name=f"srv-{i}", provider="bench",
+                                   cpu_cores=2, ram_mb=2048, disk_gb=20)
+            project = Project.create(organization=org, name=f"p-{i}", server=server,
+                                     default_branch="main")
+            rows = [{"id": uuid.uuid4(), "project": project.id, "name": f"e-{i}-{j}",
+                     "status": "running", "server": server.id, "is_active": True}
+                    for j in range(envs_per_server)]
+            Environment.insert_many(rows).execute()
+            placed[server.id.hex] = [r["id"].hex for r in rows]
+    raws = [keys.create_key(org.id, f"k{i}", "read_only", "organization")[1] for i in range(8)]
+    return app, placed, raws
+
+
+def _figures(kind, i):
+    """A sample in its kind's series order (models/metrics.py)."""
+    if kind == "server":  # CPU, memory, disk, network in and out
+        return [10.0 + i % 50, 40.0, 55.0, 1000.0 + i, 500.0]
+    # ERP CPU and memory, PostgreSQL CPU and memory, database, filestore, add-ons
+    return [5.0 + i % 30, 300e6 + i, 1.0, 120e6, 250e6, 1e9, 40e6]
+
+
+def _minutes(placed, start, count):
+    """Minute rows for every subject, `count` minutes from `start` (Unix s)."""
+    from control_plane.services.servers import history
+
+    for m in range(count):
+        at = start + 60 * m
+        rows = []
+        for sid, envs in placed.items():
+            rows.append(("server", sid, sid, at, 4, _figures("server", m)))
+            rows += [("environment", e, sid, at, 4, _figures("environment", m)) for e in envs]
+        history.write(rows)
+
+
+def _hours(placed, start, count):
+    """Hour rows for every subject, `count` hours from `start` (direct inserts)."""
+    from control_plane.db import database
+    from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
+
+    with database.atomic():
+        for table, key, series, subjects in (
+                ("server_metric", "server_id", SERVER_SERIES, list(placed)),
+                ("environment_metric", "environment_id", ENVIRONMENT_SERIES,
+                 [e for envs in placed.values() for e in envs])):
+            columns = [key, "step", "at", "n"] + [c for s in series
+                                                  for c in (s, f"{s}_min", f"{s}_max")]
+            marks = ", ".join([database.param] * len(columns))
+            sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+            kind = "server" if table == "server_metric" else "environment"
+            for h in range(count):
+                figures = _figures(kind, h)
+                database.cursor().executemany(sql, [
+                    [subject, 3600, start + 3600 * h, 240] + [f * k for f in figures
+                                                             for k in (1, 0.5, 1.5)]
+                    for subject in subjects])
+
+
+def _size(database):
+    database.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    pages = database.execute_sql("PRAGMA page_count").fetchone()[0]
+    return pages * database.execute_sql("PRAGMA page_size").fetchone()[0]
+
+
+def storage(args):
+    from control_plane import clock
+    from control_plane.db import database
+    from control_plane.services.servers import history
+
+    with tempfile.TemporaryDirectory() as data_dir:
+        app, placed, raws = _world(data_dir, SERVERS, ENVS_PER_SERVER)
+        settings = app.extensions["berth"].settings
+        now = int(time.time()) // 60 * 60
+        clock.set_source(lambda: dt.datetime.fromtimestamp(now, dt.UTC).replace(tzinfo=None))
+        before = _size(database)
+        t0 = time.perf_counter()
+        _minutes(placed, now - 1440 * 60, 1440)  # a day of minutes
+        write_s = time.perf_counter() - t0
+        day_of_minutes = _size(database) - before
+        _minutes(placed, now - 2880 * 60, 1440)  # the day before: 48 hours in all
+        t0 = time.perf_counter()
+        history.sweep(settings)  # 48 hours rolled up (the first run: all of it)
+        sweep_s = time.perf_counter() - t0
+        before = _size(database)
+        _hours(placed, (now // 3600 - 7 * 24) * 3600, 5 * 24)  # days 3-7 as hours
+        day_of_hours = (_size(database) - before) / 5
+        subjects = SERVERS * (1 + ENVS_PER_SERVER)
+        per_server_day = (day_of_minutes + day_of_hours) / SERVERS
+        steady = (2 * day_of_minutes + 90 * day_of_hours) / SERVERS
+        print(f"history of {SERVERS} servers with {ENVS_PER_SERVER} environments each "
+              f"({subjects} subjects), SQLite")
+        print(f"  a day of minute points: {day_of_minutes / SERVERS / 1e6:.2f} MB a server "
+              f"(written in {write_s:.1f} s: {subjects * 1440 / write_s:,.0f} points/s)")
+        print(f"  a day of hour points:   {day_of_hours / SERVERS / 1e3:.1f} kB a server")
+        print(f"  bytes a server costs per day: {per_server_day / 1e6:.2f} MB; kept "
+              f"(48 h of minutes, 90 days of hours): {steady / 1e6:.1f} MB a server")
+        print(f"  roll-up of 48 hours of minutes (first run): {sweep_s:.1f} s")
+
+        client = app.test_client()
+        envs = [e for v in placed.values() for e in v]
+        week = dt.datetime.fromtimestamp(now - 7 * 86400, dt.UTC).isoformat()
+        results = {}
+        for name, path, query in (
+                ("environment, 7 days by the hour", "environments", {"from": week, "step": "1h"}),
+                ("server, 7 days by the hour", "servers", {"from": week, "step": "1h"}),
+                ("environment, 24 hours by 5 min", "environments", {"step": "5m"}),
+                ("environment, 1 hour by the minute", "environments",
+                 {"step": "1m", "from": dt.datetime.fromtimestamp(now - 3600, dt.UTC)
+                  .isoformat()})):
+            subjects = envs if path == "environments" else list(placed)
+            latencies = []
+            for i in range(QUERIES):
+                subject = str(uuid.UUID(subjects[i * 7 % len(subjects)]))
+                t0 = time.perf_counter()
+                r = client.get(f"/api/public/v1/{path}/{subject}/metrics/history",
+                               query_string=query,
+                               headers={"Authorization": f"Bearer {raws[i % len(raws)]}"})
+                latencies.append((time.perf_counter() - t0) * 1000)
+                assert r.status_code == 200 and r.json["points"], r.json
+            latencies.sort()
+            p95 = latencies[int(len(latencies) * 0.95) - 1]
+            results[name] = p95
+            print(f"  {name:36s} p50 {statistics.median(latencies):5.1f} ms  p95 {p95:5.1f} ms"
+                  f"  ({len(r.json['points'])} points)")
+        clock.set_source(None)
+        worst = max(results["environment, 7 days by the hour"],
+                    results["server, 7 days by the hour"])
+        ok = worst < QUERY_TARGET_MS
+        print(f"7-day chart query p95 {worst:.1f} ms (target < {QUERY_TARGET_MS} ms) "
+              f"{'PASS' if ok else 'FAIL'}")
+        return ok
+
+
+def gateway(args):
+    import benchmarks.gateway_fanin as fanin
+    from control_plane.db import database
+    from control_plane.gateway import messages
+    from control_plane.gateway.server import Gateway
+    from control_plane.models import Environment, Project
+    from control_plane.services.servers import history
+
+    fanin.raise_fd_limit()
+    with tempfile.TemporaryDirectory() as data_dir:
+        app, creds = fanin.setup(args.agents, data_dir)
+        org_id = app.extensions["berth"].db.execute_sql(
+            "SELECT organization_id FROM server LIMIT 1").fetchone()[0]
+        with database.atomic():  # two environments on each server
+            envs = []
+            for sid, _ in creds:
+                project = Project.create(organization=org_id, name=f"p-{sid[:8]}",
+                                         server=sid, default_branch="main")
+                envs.append([uuid.uuid4(), uuid.uuid4()])
+                Environment.insert_many([{"id": e, "project": project.id, "name": f"e{k}",
+                                          "status": "running", "server": sid,
+                                          "is_active": True}
+                                         for k, e in enumerate(envs[-1])]).execute()
+        creds = [(sid, cred, [str(e) for e in pair]) for (sid, cred), pair in zip(creds, envs, strict=True)]
+        gw = Gateway(history_every=args.flush)
+        port = gw.start_in_thread("127.0.0.1:0")
+        beats, spent = [0], {"write": 0.0}  # the writes' thread CPU seconds
+        handler, write = messages.HANDLERS["heartbeat"], history.write
+
+        async def counted(gateway, session, beat):
+            beats[0] += 1
+            await handler(gateway, session, beat)
+
+        def timed(name, fn):
+            def run(*args):
+                t0 = time.thread_time()
+                try:
+                    return fn(*args)
+                finally:
+                    spent[name] += time.thread_time() - t0
+            return run
+        messages.HANDLERS["heartbeat"] = counted
+        history.write = timed("write", write)
+        welcomed = fanin.new_counter()
+        workers = fanin.spawn_agents(f"127.0.0.1:{port}", creds, welcomed)
+        try:
+            t0 = time.monotonic()
+            while len(gw.sessions) < args.agents and time.monotonic() - t0 < 300:
+                time.sleep(0.5)
+            print(f"\n{len(gw.sessions)} agents connected in {time.monotonic() - t0:.0f} s; "
+                  f"rounds of {args.seconds:.0f} s, history written every {args.flush:.0f} s")
+            time.sleep(20)  # every agent past its first heartbeat
+            costs = {"on": [], "off": []}
+            for r in range(args.rounds * 2):
+                mode = "on" if r % 2 == 0 else "off"
+                gw.minutes = history.Minutes() if mode == "on" else None
+                start_cpu, start_beats = _cpu(), beats[0]
+                spent.update(write=0.0)
+                time.sleep(args.seconds)
+                n = beats[0] - start_beats
+                if mode == "on":  # what it gathered is written in its own round
+                    asyncio.run_coroutine_threadsafe(gw.write_history(), gw.loop).result()
+                cost = (_cpu() - start_cpu) / max(n, 1) * 1e6
+                costs[mode].append(cost)
+                own = (f"  (of which writing {spent['write'] / max(n, 1) * 1e6:.1f} us)"
+                       if mode == "on" else "")
+                print(f"  round {r + 1} history {mode:3s}: {n:6d} heartbeats, "
+                      f"{cost:6.1f} us of gateway CPU each{own}", flush=True)
+        finally:
+            for proc in workers:
+                proc.terminate()
+            gw.stop_from_thread()
+    on, off = statistics.median(costs["on"]), statistics.median(costs["off"])
+    added = on / off - 1
+    ok = added < CPU_TARGET
+    print(f"gateway CPU per heartbeat: history on {on:.1f} us, off {off:.1f} us: "
+          f"{added * 100:+.1f} % (target < {CPU_TARGET * 100:.0f} %) {'PASS' if ok else 'FAIL'}")
+    return ok
+
+
+def _cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--agents", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=4, help="rounds each way")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--flush", type=float, default=60,
+                        help="seconds between the gateway's history writes (its default)")
+    parser.add_argument("--skip-gateway", action="store_true")
+    parser.add_argument("--skip-storage", action="store_true")
+    args = parser.parse_args()
+    ok = True
+    if not args.skip_storage:
+        ok &= storage(args)
+    if not args.skip_gateway:
+        ok &= gateway(args)
+    threading.Event().wait(0.1)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

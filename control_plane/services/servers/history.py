@@ -1,0 +1,236 @@
+"""Metric history: the figures agents report, kept as time series
+(models/metrics.py), and read back by range and step.
+
+- Recording: of each agent's heartbeats (every 15 s), the gateway keeps the first
+  of each minute (`Minutes.add`; the agent sends its environments' figures once a
+  minute, their CPU over that minute), and every CP_METRICS_FLUSH_SECONDS writes
+  what it gathered, a few hundred rows a statement (`write`). Averaging every
+  heartbeat cost the gateway a quarter more CPU a heartbeat at 5,000 agents; one
+  sample a minute costs a few percent. A minute written twice (a stream that moved
+  to another gateway within it) is merged: averages weighted by samples.
+- The scheduler's `metric-history` job (`sweep`) rolls finished hours of minutes
+  into hour rows (average, minimum and maximum of the minutes), recomputing the
+  last hours so that a late minute counts, and deletes rows past their retention.
+- Reading (`read`): points of a step from 1 minute to 1 day; steps under an hour
+  from minute rows, longer ones from hour rows and, for the hours not yet rolled
+  up, from minutes. A bucket with no samples is left out, not sent as nulls."""
+
+import datetime as dt
+import time
+
+from control_plane import clock
+from control_plane.db import database
+from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
+from control_plane.services.environment_settings import access
+from control_plane.services.servers import monitoring
+
+MINUTE, HOUR = 60, 3600
+STEPS = {"1m": 60, "5m": 300, "15m": 900, "1h": 3600, "6h": 21600, "1d": 86400}
+MAX_POINTS = 1500  # a range over `step` may hold at most this many points
+ROWS_PER_STATEMENT = 400
+RECOMPUTED_HOURS = 2  # the last rolled-up hours computed again (late minutes)
+KINDS = {"server": ("server_metric", "server_id", SERVER_SERIES),
+         "environment": ("environment_metric", "environment_id", ENVIRONMENT_SERIES)}
+
+
+def unix(moment):
+    """Seconds since the epoch of a naive-UTC datetime."""
+    return int(moment.replace(tzinfo=dt.UTC).timestamp())
+
+
+class Minutes:
+    """What the gateway gathered since its last write: one sample a subject and
+    minute (rows for `write`). Appended on the gateway's event loop, taken by its
+    flush, on the same loop."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, kind, subject, server, values, minute):
+        """A sample of `values` (KINDS[kind]'s series; a None was not taken)."""
+        self.rows.append((kind, subject, server, minute, 1, values))
+
+    def take(self):
+        taken, self.rows = self.rows, []
+        return taken
+
+
+def minute_now():
+    return int(time.time()) // MINUTE * MINUTE
+
+
+def write(rows):
+    """Store what `Minutes.take` returned: (kind, subject id hex, server id hex, minute,
+    samples, averages in series order). Environment rows count only for the
+    environments placed on the server whose agent sent them."""
+    servers = {row[2] for row in rows if row[0] == "environment"}
+    placed = _placed(servers) if servers else set()
+    by_kind = {"server": [], "environment": []}
+    for kind, subject, server, minute, n, averages in rows:
+        if kind == "server" or (subject, server) in placed:
+            by_kind[kind].append((subject, minute, n, averages))
+    with database.atomic():
+        for kind, points in by_kind.items():
+            points.sort(key=_time_first)  # in key order: appended at the table's end
+            table, key, series = KINDS[kind]
+            for i in range(0, len(points), ROWS_PER_STATEMENT):
+                chunk = points[i:i + ROWS_PER_STATEMENT]
+                database.execute_sql(_upsert(table, key, series, len(chunk)), [
+                    value for subject, minute, n, averages in chunk
+                    for value in (subject, MINUTE, minute, n, *averages)])
+
+
+def _time_first(point):
+    return point[1], point[0]
+
+
+def _placed(servers):
+    """{(environment id hex, server id hex)} of the environments on `servers` (raw SQL:
+    it runs at every flush, for every server that beat)."""
+    servers, found = list(servers), set()
+    for i in range(0, len(servers), ROWS_PER_STATEMENT):
+        chunk = servers[i:i + ROWS_PER_STATEMENT]
+        rows = database.execute_sql(
+            "SELECT id, server_id FROM environment WHERE server_id IN "
+            f"({', '.join([database.param] * len(chunk))})", chunk).fetchall()
+        # Hex text on SQLite, the dashed form on PostgreSQL.
+        found.update((str(e).replace("-", ""), str(s).replace("-", "")) for e, s in rows)
+    return found
+
+
+_SQL = {}
+
+
+def _upsert(table, key, series, rows):
+    cached = (type(database.obj), table, rows)
+    sql = _SQL.get(cached)
+    if sql is None:
+        p = database.param
+        columns = (key, "step", "at", "n", *series)
+        values = ", ".join(["(" + ", ".join([p] * len(columns)) + ")"] * rows)
+        merged = ", ".join(
+            f"{s} = CASE WHEN excluded.{s} IS NULL THEN {table}.{s} "
+            f"WHEN {table}.{s} IS NULL THEN excluded.{s} "
+            f"ELSE ({table}.{s} * {table}.n + excluded.{s} * excluded.n) "
+            f"/ ({table}.n + excluded.n) END" for s in series)
+        sql = _SQL[cached] = (
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values} "
+            f"ON CONFLICT (step, at, {key}) DO UPDATE SET n = {table}.n + excluded.n, {merged}")
+    return sql
+
+
+# --- the scheduler's job ---------------------------------------------------------
+
+
+def sweep(settings, now=None):
+    """Roll finished hours up, delete rows past their retention. Safe to run in
+    several schedulers at once: a roll-up recomputes whole hours and replaces them."""
+    now = unix(now or clock.now())
+    keep_minutes = now - int(settings["METRICS_MINUTE_RETENTION_HOURS"]) * HOUR
+    keep_hours = now - int(settings["METRICS_HOUR_RETENTION_DAYS"]) * 86400
+    hour = now // HOUR * HOUR
+    p = database.param
+    for table, key, series in KINDS.values():
+        last = database.execute_sql(
+            f"SELECT MAX(at) FROM {table} WHERE step = {HOUR}").fetchone()[0]
+        # From the last hours rolled up (all minutes the first time): minutes past
+        # their retention are rolled up before they go, however long no job ran.
+        start = 0 if last is None else last - RECOMPUTED_HOURS * HOUR
+        with database.atomic():
+            database.execute_sql(_rollup(table, key, series), [start, hour])
+            database.execute_sql(f"DELETE FROM {table} WHERE step = {MINUTE} AND at < {p}",
+                                 [keep_minutes])
+            database.execute_sql(f"DELETE FROM {table} WHERE step = {HOUR} AND at < {p}",
+                                 [keep_hours])
+
+
+def _rollup(table, key, series):
+    p = database.param
+    figures = ", ".join(f"{_mean(s)}, MIN({s}), MAX({s})" for s in series)
+    columns = ", ".join(f"{s}, {s}_min, {s}_max" for s in series)
+    replaced = ", ".join(f"{c} = excluded.{c}" for s in series
+                         for c in (s, f"{s}_min", f"{s}_max"))
+    return (f"INSERT INTO {table} ({key}, step, at, n, {columns}) "
+            f"SELECT {key}, {HOUR}, at / {HOUR} * {HOUR}, SUM(n), {figures} FROM {table} "
+            f"WHERE step = {MINUTE} AND at >= {p} AND at < {p} "
+            f"GROUP BY {key}, at / {HOUR} * {HOUR} "
+            f"ON CONFLICT (step, at, {key}) DO UPDATE SET n = excluded.n, {replaced}")
+
+
+def _mean(s):
+    """The average of the rows' averages, each weighted by its samples."""
+    return f"SUM({s} * n) / SUM(CASE WHEN {s} IS NULL THEN NULL ELSE n END)"
+
+
+# --- reading -----------------------------------------------------------------------
+
+
+def read(kind, subject_id, start, end, step):
+    """[{"at": datetime, series: {"avg", "min", "max"}}] of `subject_id` in [start,
+    end) by `step` seconds (one of STEPS' values), oldest first.
+
+    Rows are keyed time first (written at the end of the table, minute after
+    minute), so a subject's rows are found by naming each of their times: one
+    seek each, at most a few thousand."""
+    table, key, series = KINDS[kind]
+    p, subject = database.param, subject_id.hex
+    first, last = unix(start) // step * step, unix(end)
+    spreads = ", ".join(f"{_mean(s)}, MIN({s}_min), MAX({s}_max)" for s in series)
+    bucket = f"at / {step} * {step}"  # integer division on both databases
+    minutes = ", ".join(f"{s}, {s} AS {s}_min, {s} AS {s}_max" for s in series)
+    if step < HOUR:
+        source = (f"SELECT at, n, {minutes} FROM {table} "
+                  f"WHERE step = {MINUTE} AND at IN ({_times(first, last, MINUTE)}) "
+                  f"AND {key} = {p}")
+        params = [subject]
+    else:  # hours rolled up, then the minutes of those that are not yet
+        rolled = database.execute_sql(
+            f"SELECT MAX(at) FROM {table} WHERE step = {HOUR}").fetchone()[0]
+        cutoff = HOUR + rolled if rolled is not None else 0
+        hours = ", ".join(f"{s}, {s}_min, {s}_max" for s in series)
+        source = (f"SELECT at, n, {hours} FROM {table} WHERE step = {HOUR} "
+                  f"AND at IN ({_times(first, min(last, cutoff), HOUR)}) AND {key} = {p} "
+                  f"UNION ALL SELECT at, n, {minutes} FROM {table} WHERE step = {MINUTE} "
+                  f"AND at IN ({_times(max(first, cutoff), last, MINUTE)}) AND {key} = {p}")
+        params = [subject, subject]
+    rows = database.execute_sql(
+        f"SELECT {bucket} AS bucket, {spreads} FROM ({source}) AS points "
+        f"GROUP BY {bucket} ORDER BY bucket", params).fetchall()
+    return [_point(row, series) for row in rows]
+
+
+def _times(first, last, step):
+    """The bucket starts in [first, last) as SQL (integers we made, not input)."""
+    first = -(-first // step) * step
+    return ", ".join(str(t) for t in range(first, last, step)) or "NULL"
+
+
+def _point(row, series):
+    point = {"at": dt.datetime.fromtimestamp(row[0], dt.UTC).replace(tzinfo=None)}
+    for i, name in enumerate(series):
+        point[name] = dict(zip(("avg", "min", "max"),
+                               (_figure(name, v) for v in row[1 + 3 * i:4 + 3 * i]),
+                               strict=True))
+    return point
+
+
+def _figure(name, value):
+    if value is None:
+        return None
+    return round(value) if name.endswith("_bytes") else round(value, 2)
+
+
+def server_history(key, server_id, start, end, step):
+    server = monitoring.server_for_key(key, server_id)
+    return {"server_id": server.id, "from": start, "to": end, "step": _step_name(step),
+            "points": read("server", server.id, start, end, step)}
+
+
+def environment_history(key, environment_id, start, end, step):
+    env = access.environment_for_key(key, environment_id)
+    return {"environment_id": env.id, "from": start, "to": end, "step": _step_name(step),
+            "points": read("environment", env.id, start, end, step)}
+
+
+def _step_name(seconds):
+    return next(name for name, s in STEPS.items() if s == seconds)
