@@ -149,14 +149,15 @@ def new_counter():
 
 # --- the measuring side ------------------------------------------------------
 
-def setup(n, data_dir):
+def setup(n, data_dir, database_url=None):
     from control_plane import migrate, security
     from control_plane.app import create_app
     from control_plane.db import database
     from control_plane.models import Server
     from control_plane.services.accounts import orgs
 
-    app = create_app({"DATA_DIR": data_dir, "SECRET_KEY": "bench"})
+    app = create_app({"DATA_DIR": data_dir, "SECRET_KEY": "bench",
+                      **({"DATABASE_URL": database_url} if database_url else {})})
     migrate.upgrade(app.extensions["berth"].db)
     org = orgs.create_org("fan-in", server_quota=n)
     creds, rows = [], []
