@@ -18,6 +18,7 @@ from control_plane.api.auth import dispatch_confirmed
 from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError
 from control_plane.ratelimit import RateLimiter
+from control_plane.services import audit
 from control_plane.storage.tokens import PATH as STORAGE_PATH
 from protocol.wire import REVISION
 
@@ -186,6 +187,8 @@ def _observe(app):
     observability.watch_backlog(snapshot)
     logging_on = app.config["ACCESS_LOG"]
 
+    app.teardown_request(_unbind_actor)
+
     @app.before_request
     def begin():
         ctx = g._get_current_object()  # each read through a context proxy costs a lookup
@@ -213,6 +216,13 @@ def _observe(app):
                                    "duration_ms": round(took * 1000, 2),
                                    "client": req.remote_addr})
         return response
+
+
+def _unbind_actor(exc=None):
+    """The request's actor (bound for a write by its surface's auth) ends with it."""
+    token = g.pop("audit_token", None)
+    if token is not None:
+        audit.unbind(token)
 
 
 def grpc_public_address(app, port=50051):

@@ -97,6 +97,8 @@ class Config:
     METRICS_FLUSH_SECONDS = 60
     METRICS_MINUTE_RETENTION_HOURS = 48
     METRICS_HOUR_RETENTION_DAYS = 90
+    # The audit log (services/audit.py): days an event is kept.
+    AUDIT_RETENTION_DAYS = 90
     DEFAULT_SERVER_QUOTA = 10
     SUPPORT_TEAM_NAME = "Berth Support"
     # Seconds an in-flight idempotent request keeps its key claimed before a
@@ -141,7 +143,7 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
              "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT",
              "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS", "AGENT_UPGRADE_CONCURRENCY",
              "AGENT_UPGRADE_TIMEOUT", "METRICS_FLUSH_SECONDS", "METRICS_MINUTE_RETENTION_HOURS",
-             "METRICS_HOUR_RETENTION_DAYS")
+             "METRICS_HOUR_RETENTION_DAYS", "AUDIT_RETENTION_DAYS")
 
 
 # Set but empty means the default (a deployment description can pass a variable

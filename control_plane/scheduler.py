@@ -44,7 +44,7 @@ def jobs(settings, berth=None):
         Job("reaper", settings["REAPER_INTERVAL_SECONDS"], reaper.reap),
         Job("webhooks", float(settings["WEBHOOK_POLL_SECONDS"]),
             lambda: delivery.run(settings, linger=delivery.LINGER_SECONDS)),
-        Job("housekeeping", 3600, housekeeping.run),
+        Job("housekeeping", 3600, lambda: housekeeping.run(settings["AUDIT_RETENTION_DAYS"])),
         Job("backup-uploads", 300, lambda: transfers.abort_unfinished(settings)),
         Job("backup-schedule", BACKUP_SCHEDULE_SECONDS,
             lambda: policy.run(settings, getattr(berth, "gateway", None))),

@@ -5,6 +5,7 @@ every response it gets, errors included."""
 from flask import current_app, g, request
 
 from control_plane import ratelimit
+from control_plane.services import audit
 from control_plane.services.accounts import keys
 
 
@@ -45,6 +46,20 @@ def authenticate_request():
     ctx.rate_state = current_app.extensions["berth"].limiter.hit(
         ratelimit.PER_KEY[key.key_type], "key", key.public_id)
     keys.authorize_method(key, req.method)
+    if req.method not in ("GET", "HEAD"):  # what it changes is the key's (services/audit.py)
+        _bind(ctx, req, key)
+
+
+def _bind(ctx, req, key):
+    ctx.audit_token = audit.bind(audit.Actor("api_key", key.public_id, key.name,
+                                             req.remote_addr, ctx.get("request_id")))
+
+
+def audited_read():
+    """A GET that is an audit event (a backup's download links): the key is its actor."""
+    ctx = g._get_current_object()
+    if "audit_token" not in ctx:
+        _bind(ctx, request._get_current_object(), ctx.api_key)
 
 
 _STAMPED = frozenset(("x-api-key-id", "x-ratelimit-limit", "x-ratelimit-remaining",

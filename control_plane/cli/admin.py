@@ -3,7 +3,9 @@ stdout and exits 0; on error, a message on stderr and exit code 1."""
 
 import datetime as dt
 import functools
+import getpass
 import json
+import os
 import sys
 import uuid
 
@@ -13,7 +15,13 @@ from control_plane import safe_input
 from control_plane.cli import cli, make_app
 from control_plane.errors import ApiError
 from control_plane.models.org import PERMISSIONS
+from control_plane.services import audit
 from control_plane.states import TicketStatus
+
+# What an admin command changes is the operator's (services/audit.py): the account
+# that ran it (the one sudo was run from, if any).
+OPERATOR = audit.Actor("operator", os.environ.get("SUDO_USER") or getpass.getuser(), None,
+                       "local", None)
 
 
 @cli.group()
@@ -37,7 +45,7 @@ def command(group, name=None):
                     for text in value if isinstance(value, tuple) else (value,):
                         if isinstance(text, str):
                             safe_input.check_text(text, f"--{name.replace('_', '-')}")
-                with app.app_context():
+                with app.app_context(), audit.acting(OPERATOR):
                     result = fn(**kwargs)
             except ApiError as exc:
                 click.echo(f"error: {exc.message}", err=True)

@@ -1,6 +1,7 @@
 """The whole domain, one module per resource group."""
 
 from control_plane.models.api_key import ApiKey
+from control_plane.models.audit import AuditEvent
 from control_plane.models.automation import AutomationRule, AutomationRun
 from control_plane.models.backup import Backup, BackupImport
 from control_plane.models.domain import CustomDomain
@@ -21,6 +22,7 @@ ALL_MODELS = [
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
     AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
+    AuditEvent,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

@@ -9,13 +9,15 @@ so one turn never holds a long transaction.
 - Outbox events older than 30 days that every webhook is done with (fanned out,
   and no delivery row of theirs left).
 - Custom-domain claims still pending 7 days after they were added.
-- Automation rules deleted more than 90 days ago, with their runs."""
+- Automation rules deleted more than 90 days ago, with their runs.
+- Audit events older than CP_AUDIT_RETENTION_DAYS (90)."""
 
 import datetime as dt
 
 from control_plane import clock
 from control_plane.db import database
 from control_plane.models import Deployment, Event, IdempotencyRecord, TaskLogLine, WebhookDelivery
+from control_plane.services import audit
 from control_plane.services.automation import rules
 from control_plane.services.environment_settings import domains
 
@@ -52,9 +54,11 @@ def prune_events(now):
     return _delete_ids(Event, ids)
 
 
-def run():
-    """One turn; returns how many rows of each kind went."""
+def run(retention_days=90):
+    """One turn; returns how many rows of each kind went. `retention_days`: the audit
+    log's (CP_AUDIT_RETENTION_DAYS)."""
     now = clock.now()
     return {"task_log_lines": prune_task_logs(now), "idempotency_records": prune_idempotency(now),
             "events": prune_events(now), "domain_claims": domains.prune_pending(now, BATCH),
-            "automation_rules": rules.sweep(now)}
+            "automation_rules": rules.sweep(now),
+            "audit_events": audit.prune(now, retention_days)}

@@ -426,3 +426,20 @@ def test_agents_list_and_upgrade(data_dir):
                                             str(uuid.uuid4()))
     usage = run(data_dir, "agents", "upgrade")  # neither --server nor --all
     assert usage.returncode == 1 and "--server ID" in usage.stderr and usage.stdout == ""
+
+
+def test_admin_changes_are_the_operators_in_the_audit_log(data_dir, in_process):
+    org = ok(data_dir, "org", "create", "--name", "Audited")
+    reader = ok(data_dir, "key", "create", "--org", org["id"], "--name", "reader",
+                "--type", "read_only", "--scope", "organization")
+    app = in_process()
+    r = app.client.get(f"{P}/audit-events", headers=auth(reader["key"]))
+    assert r.status_code == 200, r.json
+    events = r.json["data"]
+    assert [e["action"] for e in events] == ["api_key.create", "organization.create"]
+    for event in events:
+        assert event["actor"]["type"] == "operator" and event["actor"]["id"]
+        assert event["source_ip"] == "local"
+    assert events[0]["target_id"] == reader["id"]
+    assert events[0]["changes"]["name"] == "reader"
+    assert reader["key"] not in r.get_data(as_text=True)

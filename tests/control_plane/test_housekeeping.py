@@ -90,7 +90,8 @@ def test_a_turn_with_nothing_to_remove_takes_no_write_lock(app, backend, tmp_pat
     writer.execute("BEGIN IMMEDIATE")
     try:
         assert housekeeping.run() == {"task_log_lines": 0, "idempotency_records": 0,
-                                      "events": 0, "domain_claims": 0, "automation_rules": 0}
+                                      "events": 0, "domain_claims": 0, "automation_rules": 0,
+                                      "audit_events": 0}
     finally:
         writer.execute("ROLLBACK")
         writer.close()

@@ -8,7 +8,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
-from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.auth import audited_read, current_user, init_blueprint
 from control_plane.api.ops.backups import NEUTRALIZE
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import DownloadArgs
@@ -74,6 +74,7 @@ class Export(MethodView):
         Valid `expires_in` seconds (300 to 86400, default 3600). 409
         `export_in_progress` while an export runs; 404 `export_not_found`
         before one succeeded."""
+        audited_read()
         return svc.export_url(current_user(), backup_id, _berth().settings, args["expires_in"])
 
 

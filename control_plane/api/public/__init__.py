@@ -44,6 +44,7 @@ def register(app):
 
     from control_plane.api import auth
     from control_plane.api.public import (
+        audit,
         automation,
         backups,
         changelog,
@@ -59,6 +60,6 @@ def register(app):
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, servers, registration_tokens, monitoring,
-                   metric_history, tickets, changelog, webhooks, automation):
+                   metric_history, tickets, changelog, webhooks, automation, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -6,7 +6,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane import states
-from control_plane.api.auth import current_key
+from control_plane.api.auth import audited_read, current_key
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import PageArgs
 from control_plane.api.smorest import Blueprint, ErrorSchema
@@ -88,5 +88,6 @@ class BackupDownload(MethodView):
     def get(self, args, backup_id):
         """URLs for the backup's database dump, filestore archive and manifest: a
         plain GET, no auth header, HTTP range requests allowed."""
+        audited_read()
         return svc.download_for_key(current_key(), backup_id,
                                     current_app.extensions["berth"].settings, args["expires_in"])

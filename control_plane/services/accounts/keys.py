@@ -21,6 +21,7 @@ from control_plane.errors import (
 )
 from control_plane.models import ApiKey, Organization, Project, User
 from control_plane.models.api_key import FULL_ACCESS, KEY_PREFIX, ORG_SCOPE, PROJECT_SCOPE
+from control_plane.services import audit
 from control_plane.states import KeyStatus
 
 
@@ -56,6 +57,10 @@ def create_key(org_id, name, key_type, scope, project_id=None, expires_at=None,
             server_registration=server_registration, support_tickets=support_tickets,
             owner=owner_id, expires_at=expires_at,
         )
+        audit.record(org.id, "api_key.create", "api_key", key.public_id, {
+            "name": name, "key_type": key_type, "scope": scope, "project_id": project_id,
+            "expires_at": expires_at, "server_registration": server_registration,
+            "support_tickets": support_tickets, "owner_id": owner_id})
     return key, raw
 
 
@@ -73,7 +78,7 @@ def presented_key(authorization, x_api_key):
 
 # Runs on every request: compiled once (see db.Compiled), only the columns auth uses.
 _BY_DIGEST = Compiled(lambda digest, shape: ApiKey.select(
-    ApiKey.id, ApiKey.public_id, ApiKey.organization, ApiKey.key_type, ApiKey.scope,
+    ApiKey.id, ApiKey.public_id, ApiKey.name, ApiKey.organization, ApiKey.key_type, ApiKey.scope,
     ApiKey.project, ApiKey.server_registration, ApiKey.support_tickets, ApiKey.owner,
     ApiKey.expires_at, ApiKey.revoked_at, ApiKey.deleted_at).where(ApiKey.key_hash == digest))
 
@@ -251,6 +256,7 @@ def revoke_key(public_id):
         if key.revoked_at is None:
             key.revoked_at = clock.now()
             key.save(only=[ApiKey.revoked_at])
+            audit.record(key.organization_id, "api_key.revoke", "api_key", key.public_id)
 
 
 def delete_key(public_id):
@@ -261,3 +267,4 @@ def delete_key(public_id):
             raise KeyActive("revoke the key before deleting it")
         key.deleted_at = clock.now()
         key.save(only=[ApiKey.deleted_at])
+        audit.record(key.organization_id, "api_key.delete", "api_key", key.public_id)

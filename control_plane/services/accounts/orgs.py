@@ -5,6 +5,7 @@ from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Organization, User, UserToken
 from control_plane.models.org import PERMISSIONS
+from control_plane.services import audit
 from control_plane.services.accounts import keys
 
 
@@ -14,7 +15,10 @@ def create_org(name, server_quota=10):
     if server_quota < 0:
         raise ApiError("--server-quota must be 0 or more")
     with database.atomic():
-        return Organization.create(name=name.strip(), server_quota=server_quota)
+        org = Organization.create(name=name.strip(), server_quota=server_quota)
+        audit.record(org.id, "organization.create", "organization", org.id,
+                     {"name": org.name, "server_quota": server_quota})
+        return org
 
 
 def create_user(org_id, name, email, permissions=()):
@@ -25,8 +29,11 @@ def create_user(org_id, name, email, permissions=()):
     with database.atomic():
         if Organization.get_or_none(Organization.id == org_id) is None:
             raise NotFound("organization not found")
-        return User.create(organization=org_id, name=name, email=email,
+        user = User.create(organization=org_id, name=name, email=email,
                            permissions=sorted(set(permissions)))
+        audit.record(org_id, "user.create", "user", user.id,
+                     {"name": name, "email": email, "permissions": user.permissions})
+        return user
 
 
 def _active_user(user_id):
@@ -42,6 +49,7 @@ def issue_user_token(user_id):
         user = _active_user(user_id)
         raw = "usr_live_" + security.random_token(40)
         UserToken.create(user=user, token_hash=security.digest(raw), prefix=raw[:16])
+        audit.record(user.organization_id, "user.token_issue", "user", user.id)
     return raw
 
 
@@ -55,6 +63,7 @@ def delete_user(user_id):
         user.save(only=[User.deleted_at])
         UserToken.update(revoked_at=now).where(UserToken.user == user,
                                                UserToken.revoked_at.is_null()).execute()
+        audit.record(user.organization_id, "user.delete", "user", user.id)
 
 
 def bootstrap(name="Default organization"):

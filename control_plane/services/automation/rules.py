@@ -17,6 +17,7 @@ from control_plane.db import database, for_update
 from control_plane.errors import AutomationRuleLimitReached, InvalidAutomationRule, NotFound
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.pagination import CursorList
+from control_plane.services import audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.automation import schedules
 from control_plane.services.backups.neutralize import PRODUCTION
@@ -238,6 +239,9 @@ def create_rule(project, *, name, trigger, action, enabled=True, created_by=None
                                      name=name.strip(), enabled=enabled, action=action,
                                      created_by=created_by, updated_at=now,
                                      **_columns(trigger, enabled, now))
+        audit.record(project.organization_id, "automation_rule.create", "automation_rule",
+                     rule.id, {"project_id": project.id, "name": rule.name, "enabled": enabled,
+                               "trigger": trigger, "action": action})
     rule.last_run = None
     return rule
 
@@ -275,6 +279,8 @@ def update_rule(key, rule_id, changes):
             AutomationRule.update(**fields).where(AutomationRule.id == rule.id).execute()
             for field, value in fields.items():
                 setattr(rule, field, value)
+            audit.record(rule.organization_id, "automation_rule.update", "automation_rule",
+                         rule.id, changes)
     return get_rule(key, rule_id)
 
 
@@ -284,6 +290,7 @@ def delete_rule(key, rule_id):
         now = clock.now()
         AutomationRule.update(deleted_at=now, enabled=False, next_run_at=None, updated_at=now) \
             .where(AutomationRule.id == rule.id).execute()
+        audit.record(rule.organization_id, "automation_rule.delete", "automation_rule", rule.id)
 
 
 def sweep(now=None, batch=500):

@@ -16,6 +16,7 @@ from control_plane.errors import ApiError, AutomationRuleDisabled, NotFound
 from control_plane.events import Name
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.pagination import CursorList
+from control_plane.services import audit
 from control_plane.services.automation import previews
 from control_plane.services.automation import rules as rule_store
 from control_plane.services.backups import backups
@@ -182,5 +183,8 @@ def _run_now(find, actor, settings, gateway):
         if not rule.enabled:
             raise AutomationRuleDisabled("The rule is disabled: enable it to run it.")
         run = begin(rule, trigger_type="manual", actor=actor)
-        act(rule, run, settings=settings, gateway=gateway)
+        audit.record(rule.organization_id, "automation_rule.run", "automation_rule", rule.id,
+                     {"run_id": run.id})
+        with audit.quiet():  # what the rule does is its run's, recorded there
+            act(rule, run, settings=settings, gateway=gateway)
     return AutomationRun.get_by_id(run.id)

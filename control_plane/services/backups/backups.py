@@ -17,6 +17,7 @@ from control_plane import clock, errors, states
 from control_plane.db import database
 from control_plane.models import Backup, Environment
 from control_plane.pagination import page_page
+from control_plane.services import audit
 from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
 from control_plane.services.backups.tasks import (
@@ -148,7 +149,11 @@ def list_for_key(key, env_id, **filters):
 
 
 def download_for_key(key, backup_id, settings, expires_in=3600):
-    return download_urls(for_key(key, backup_id), settings, expires_in)
+    backup = for_key(key, backup_id)
+    urls = download_urls(backup, settings, expires_in)  # refused: no event
+    audit.record(key.organization_id, "backup.download", "backup", backup.id,
+                 {"environment_id": backup.environment_id, "expires_in": expires_in})
+    return urls
 
 
 def list_for_user(user, env_id, **filters):

@@ -20,6 +20,7 @@ import uuid
 from control_plane import clock, errors, states
 from control_plane.db import database, for_update
 from control_plane.models import Backup, BackupImport, Deployment, Environment
+from control_plane.services import audit
 from control_plane.services.backups import backups as bk
 from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
@@ -110,7 +111,11 @@ def _abort_stale_upload(backup, settings):
 def export_url(user, backup_id, settings, expires_in=URL_SECONDS):
     """{url, expires_at, filename, use_streaming} of the backup's Odoo zip; 409
     while an export runs, 404 `export_not_found` before one succeeded."""
-    return _export_url(*_backup_for_user(user, backup_id), settings, expires_in)
+    backup, env = _backup_for_user(user, backup_id)
+    url = _export_url(backup, env, settings, expires_in)  # refused: no event
+    audit.record(user.organization_id, "backup.download", "backup", backup.id,
+                 {"environment_id": env.id, "format": "odoo_zip", "expires_in": expires_in})
+    return url
 
 
 def export_url_for_operator(backup_id, settings, expires_in=URL_SECONDS):
@@ -142,6 +147,8 @@ def create_import(user, env_id, *, settings, filename=None):
         import_id = uuid.uuid4()
         key = f"imports/{env.id}/{import_id}/{IMPORT_OBJECT}"
         upload_id = stores.for_settings(settings).begin_upload(key)
+        audit.record(user.organization_id, "import.create", "environment", env.id,
+                     {"import_id": import_id, "filename": filename})
         return BackupImport.create(id=import_id, environment=env, filename=filename,
                                    storage_key=key, upload_id=upload_id, created_by=user.id)
 
@@ -186,6 +193,8 @@ def complete_import(user, env_id, import_id, parts, *, settings):
         imp.status, imp.size, imp.upload_id, imp.uploaded_at = (
             I.UPLOADED, size, None, clock.now())
         imp.save()
+        audit.record(user.organization_id, "import.complete", "environment", env_id,
+                     {"import_id": imp.id, "size": size})
         return imp
 
 

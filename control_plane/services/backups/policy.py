@@ -18,6 +18,7 @@ import logging
 from control_plane import clock, states
 from control_plane.db import database, for_update
 from control_plane.models import Environment, Project
+from control_plane.services import audit
 from control_plane.services.backups import backups, retention
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
@@ -73,6 +74,8 @@ def update_for_user(user, env_id, changes):
             Environment.update(**columns).where(Environment.id == env.id).execute()
             for column, value in columns.items():
                 setattr(env, column, value)
+            audit.record(env.project.organization_id, "backup_policy.update", "environment",
+                         env.id, changes)
             retention.refresh_expiry(env)
         return describe(env)
 

@@ -11,6 +11,7 @@ the current one."""
 
 from control_plane import states
 from control_plane.db import database
+from control_plane.services import audit
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access, configuration
 from protocol.kinds import TaskKind
@@ -31,10 +32,14 @@ def update(env, changes, actor_id, *, berth, conflict):
     # A running task would deploy the old configuration and settle as if current.
     actions.refuse_if_busy(env, conflict)
     configuration.store(env, new)
-    if not (env.is_active and env.server_id and env.status in REDEPLOYED):
-        return None
-    return actions.act(env, TaskKind.REDEPLOY, actor_id, berth=berth, conflict=conflict,
-                       trigger=states.Trigger.CONFIG_UPDATE)
+    task = None
+    if env.is_active and env.server_id and env.status in REDEPLOYED:
+        with audit.quiet():  # the redeploy is part of the change
+            task = actions.act(env, TaskKind.REDEPLOY, actor_id, berth=berth,
+                               conflict=conflict, trigger=states.Trigger.CONFIG_UPDATE)
+    audit.record(env.project.organization_id, "configuration.update", "environment", env.id,
+                 {**changes, "task_id": task.id if task else None})
+    return task
 
 
 # --- the two callers: users (/api/v1) and operators (`berth admin config`) ----

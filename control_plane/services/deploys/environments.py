@@ -5,7 +5,7 @@ from control_plane import clock, events, states
 from control_plane.db import database
 from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
-from control_plane.services import agents
+from control_plane.services import agents, audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access, routes
@@ -87,9 +87,15 @@ def create_environment(key, project_id, *, name, berth, branch=None,
             raise NoServer("The project has no server to deploy on.")
         _check_allocation(allocation, Server.get_by_id(project.server_id))
         actions.count_requested(berth, project.organization_id)
-        return _create(project, project.server_id, berth.settings, name=name, branch=branch,
-                       environment_type=environment_type, trigger=states.Trigger.MANUAL,
-                       triggered_by=key.owner_id, allocation=allocation, gateway=berth.gateway)
+        with audit.quiet():  # its first deployment is part of the creation
+            env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
+                          environment_type=environment_type, trigger=states.Trigger.MANUAL,
+                          triggered_by=key.owner_id, allocation=allocation,
+                          gateway=berth.gateway)
+        audit.record(project.organization_id, "environment.create", "environment", env.id, {
+            "name": env.name, "project_id": project.id, "branch": env.branch,
+            "environment_type": environment_type, **allocation})
+        return env
 
 
 def create_preview(project, *, name, branch, settings, gateway, trigger, **fields):

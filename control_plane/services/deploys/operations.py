@@ -17,6 +17,7 @@ from control_plane.db import database
 from control_plane.errors import DestroyFailed, DestroyTimeout, NotFound
 from control_plane.models import Deployment, Project
 from control_plane.pagination import CursorList
+from control_plane.services import audit
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
@@ -54,8 +55,10 @@ def rollback(user, deployment_id, berth):
 def cancel(user, deployment_id):
     """Returns `{message}`; see actions.cancel."""
     with database.atomic():
-        d, _env = access.deployment_for_change(user, deployment_id, CANCEL)
+        d, env = access.deployment_for_change(user, deployment_id, CANCEL)
         restored = actions.cancel(d, user)
+        audit.record(env.project.organization_id, "deployment.cancel", "deployment", d.id,
+                     {"environment_id": env.id})
     what = f"Deployment {d.id} (version {d.version})" if d.version else f"Task {d.id} ({d.kind})"
     return {"message": f"{what} cancelled by {user.name}; the environment is {restored}."}
 

@@ -10,6 +10,7 @@ from control_plane import clock, states
 from control_plane.db import for_update
 from control_plane.errors import NotFound
 from control_plane.models import Deployment, Environment, Project
+from control_plane.services import audit
 from control_plane.services.accounts import users
 
 
@@ -81,6 +82,8 @@ def update_environment(env, fields):
     given; nothing is deployed now, and a task already queued keeps the branch it
     was queued with."""
     if fields:
+        audit.record(env.project.organization_id, "environment.update", "environment", env.id,
+                     fields)
         fields = {**fields, "updated_at": clock.now()}
         Environment.update(**fields).where(Environment.id == env.id).execute()
         for name, value in fields.items():

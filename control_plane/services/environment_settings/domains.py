@@ -36,6 +36,7 @@ from control_plane.errors import (
     NotFound,
 )
 from control_plane.models import CustomDomain, Environment, Project
+from control_plane.services import audit
 from control_plane.services.environment_settings import access, routes
 from control_plane.services.environment_settings.dns_check import Resolver
 from control_plane.services.environment_settings.routes import platform_host
@@ -105,10 +106,13 @@ def add(env, raw_name, apps_domain):
         states.check("domain", None, DOMAIN.PENDING)
         try:
             with database.atomic():  # a savepoint: a concurrent add to this environment
-                return CustomDomain.create(environment=env.id, name=name,
-                                           token=secrets.token_hex(16), status=DOMAIN.PENDING)
+                domain = CustomDomain.create(environment=env.id, name=name,
+                                             token=secrets.token_hex(16), status=DOMAIN.PENDING)
         except IntegrityError:
             raise _in_use_here(name, env, env.id) from None
+        audit.record(env.project.organization_id, "domain.add", "environment", env.id,
+                     {"domain": name})
+        return domain
 
 
 def _claims(name, env):
@@ -145,6 +149,8 @@ def verify(env, raw_name, settings, wake=None):
     with database.atomic():
         if found:
             _take(domain, env, now)
+            audit.record(env.project.organization_id, "domain.verify", "environment", env.id,
+                         {"domain": domain.name})
             routes.changed(env, settings, wake)
             return CustomDomain.get_by_id(domain.id)
         CustomDomain.update(checked_at=now, check_error=error).where(
@@ -194,6 +200,8 @@ def remove(env, raw_name, settings, wake=None):
     domain = _get(env, raw_name, settings["APPS_DOMAIN"])
     with database.atomic():
         CustomDomain.delete().where(CustomDomain.id == domain.id).execute()
+        audit.record(env.project.organization_id, "domain.remove", "environment", env.id,
+                     {"domain": domain.name})
         _refresh_url(env.id)
         if domain.status == DOMAIN.VERIFIED:
             routes.changed(env, settings, wake)

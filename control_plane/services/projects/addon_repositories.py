@@ -17,6 +17,7 @@ from control_plane.errors import (
     NotFound,
 )
 from control_plane.models import AddonRepository, Project
+from control_plane.services import audit
 
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:(?P<path>.+)$")  # git@github.com:acme/erp.git
 
@@ -73,9 +74,13 @@ def add(project_id, url, *, branch="main", full_name=None, auto_deploy=True):
             raise NotFound("Project not found.")
         try:
             with database.atomic():
-                return AddonRepository.create(project=project, url=url, full_name=name,
-                                              branch=branch, auto_deploy=auto_deploy,
-                                              updated_at=clock.now())
+                addon = AddonRepository.create(project=project, url=url, full_name=name,
+                                               branch=branch, auto_deploy=auto_deploy,
+                                               updated_at=clock.now())
+                audit.record(project.organization_id, "addon_repository.add", "project",
+                             project.id, {"addon_id": addon.id, "url": git_rules.redact_url(url),
+                                          "branch": branch, "auto_deploy": auto_deploy})
+                return addon
         except peewee.IntegrityError:
             raise AddonRepositoryExists(f"The project already has the add-on repository {name}.") from None
 
@@ -101,6 +106,9 @@ def update(addon_id, *, branch=None, auto_deploy=None, is_active=None):
             a.is_active = is_active
         a.updated_at = clock.now()
         a.save()
+        audit.record(a.project.organization_id, "addon_repository.update", "project",
+                     a.project_id, {"addon_id": a.id, "branch": branch, "auto_deploy": auto_deploy,
+                                    "is_active": is_active})
         return a
 
 

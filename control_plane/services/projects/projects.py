@@ -7,6 +7,7 @@ from control_plane.db import database
 from control_plane.errors import ConfirmRequired, EnvironmentsRunning, NotFound, ProjectScopedKey
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
+from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope, scoped_page
 from control_plane.states import EnvironmentStatus
 
@@ -60,6 +61,9 @@ def create_project(key, *, name, server_id, git_repo_url=None, default_branch="m
         project = Project.create(
             organization=key.organization_id, name=name.strip(), server=server,
             git_repo_url=git_repo_url, default_branch=default_branch, erp_version=erp_version)
+        audit.record(key.organization_id, "project.create", "project", project.id, {
+            "name": project.name, "server_id": server.id, "git_repo_url": git_repo_url,
+            "default_branch": default_branch, "erp_version": erp_version})
         return get_project(key, project.id)
 
 
@@ -71,6 +75,7 @@ def update_project(key, project_id, changes):
         if "name" in fields:
             fields["name"] = fields["name"].strip()
         Project.update(updated_at=clock.now(), **fields).where(Project.id == project_id).execute()
+        audit.record(key.organization_id, "project.update", "project", project_id, fields)
         return get_project(key, project_id)
 
 
@@ -89,6 +94,7 @@ def delete_project(key, project_id, confirm):
                                       "first.")
         now = clock.now()
         Project.update(deleted_at=now, updated_at=now).where(Project.id == project_id).execute()
+        audit.record(key.organization_id, "project.delete", "project", project_id)
         # Its remaining (stopped, failed...) environments go with it.
         gone = [e for (e,) in Environment.select(Environment.id).where(
             Environment.project == project_id, Environment.is_active).tuples()]

@@ -27,6 +27,7 @@ from control_plane.errors import (
     WriteAccessRequired,
 )
 from control_plane.models import ApiKey, Organization, Project, RegistrationToken, Server, User
+from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope
 
 TOKEN_PREFIX = "srt_live_"
@@ -135,6 +136,9 @@ def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h"
             status=states.check("registration_token", None, PENDING),
             expires_at=now + EXPIRY_CHOICES[expires_in], created_by=created_by,
             created_by_name=created_by_name, created_at=now)
+        audit.record(key.organization_id, "registration_token.create", "registration_token",
+                     token.id, {"server_name": token.server_name, "ssh_username": ssh_username,
+                                "expires_in": expires_in, "auto_deploy": auto_deploy})
     return token, raw
 
 
@@ -163,6 +167,8 @@ def revoke_token(key, token_id):
             RegistrationToken.status.in_(states.sources("registration_token", REVOKED)),
             RegistrationToken.expires_at > now).execute()
         if changed:
+            audit.record(key.organization_id, "registration_token.revoke", "registration_token",
+                         token_id)
             return
         token = RegistrationToken.get_or_none(
             RegistrationToken.id == token_id,

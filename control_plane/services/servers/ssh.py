@@ -21,6 +21,7 @@ from control_plane import clock, secretbox, security, states
 from control_plane.db import database
 from control_plane.errors import Conflict, InvalidSshServer, NotFound, Unprocessable
 from control_plane.models import AgentCommand, Organization, OrgSshKey, Server
+from control_plane.services import audit
 from control_plane.services.servers import registration
 
 SEAL = "org-ssh-key"
@@ -129,7 +130,10 @@ def create(key, *, name, provider="byos", ssh_host, ssh_port=22, ssh_username="r
     registration.require_registration_access(key)
     fields = _fields(name, provider, ssh_host, ssh_port, ssh_username, ssh_host_key)
     public, _ = org_key(key.organization_id)
-    return _create(key.organization_id, **fields), public
+    with database.atomic():
+        server = _create(key.organization_id, **fields)
+        audit.record(key.organization_id, "server.create", "server", server.id, fields)
+    return server, public
 
 
 def create_for_operator(org_id, *, name, provider="byos", ssh_host, ssh_port=22,

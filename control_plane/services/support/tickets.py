@@ -6,6 +6,7 @@ from control_plane.errors import BadRequest, NotFound, SupportTicketsNotEnabled
 from control_plane.models import Environment, Organization, Project, Server, Ticket, TicketComment
 from control_plane.models.ticket import TICKET_STATUSES
 from control_plane.pagination import CursorList
+from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope
 from control_plane.states import TicketStatus
 
@@ -68,6 +69,8 @@ def create_ticket(*, org_id, subject, description, status=TicketStatus.OPEN, pri
         org.ticket_seq += 1
         org.save(only=[Organization.ticket_seq])
         now = clock.now()
+        audit.record(org.id, "ticket.create", "ticket", None, {"subject": subject,
+                                                               "priority": priority})
         return Ticket.create(
             organization=org, ticket_number=f"TCK-{org.id.hex[:6].upper()}-{org.ticket_seq:05d}",
             subject=subject, description=description, status=status, priority=priority,
@@ -98,5 +101,7 @@ def add_comment(ticket_id, *, author, content, from_support=False, internal=Fals
             raise NotFound("ticket not found")
         comment = TicketComment.create(ticket=ticket, author_name=author, content=content,
                                        from_support=from_support, is_internal=internal)
+        audit.record(ticket.organization_id, "ticket.comment", "ticket", ticket.id,
+                     {"internal": internal})
         Ticket.update(updated_at=clock.now()).where(Ticket.id == ticket.id).execute()
         return comment

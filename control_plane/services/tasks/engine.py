@@ -15,6 +15,7 @@ from peewee import fn
 from control_plane import clock, events, states
 from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
+from control_plane.services import audit
 from control_plane.services.tasks import kinds, queue
 
 # Task-log lines the control plane writes are numbered from here, after any line
@@ -108,6 +109,10 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
     record["git_branch"] = record.get("git_branch") or env.branch
     record.update(k.defaults(env, settings, record))
     task = new_record(env, kind, trigger=trigger, triggered_by=actor_id, **record)
+    if audit.active():  # a task someone asked for (not the scheduler's, nor a rule's)
+        audit.record(env.project.organization_id, f"environment.{kind}", "environment", env.id,
+                     {"task_id": task.id, "trigger": trigger,
+                      **{k: record[k] for k in ("git_branch", "extra_data") if record.get(k)}})
     if env.server_id is None and k.removes:
         settle(task, Outcome(k.succeeded, result={}))
         return Deployment.get_by_id(task.id)

@@ -24,6 +24,7 @@ from control_plane.errors import (
 from control_plane.events import ALIASES, SUBSCRIBABLE, Name, canonical
 from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
 from control_plane.pagination import offset_page
+from control_plane.services import audit
 from control_plane.services.webhooks import net, payloads, urls
 
 SECRET_PURPOSE = "webhook-secret"
@@ -137,6 +138,9 @@ def create_webhook(key, settings, *, url, events, description="", project_id=_OW
             organization=key.organization_id, project=project, url=url, events=events,
             description=description, format=format, is_active=is_active,
             secret_encrypted=secretbox.seal(secret, SECRET_PURPOSE), failure_count=0)
+        audit.record(key.organization_id, "webhook.create", "webhook", webhook.id, {
+            "url": url, "events": events, "description": description, "format": format,
+            "is_active": is_active, "project_id": project})
     return webhook, secret
 
 
@@ -158,6 +162,7 @@ def update_webhook(key, settings, webhook_id, changes):
             if fields["is_active"]:
                 fields["failure_count"] = 0
         Webhook.update(updated_at=clock.now(), **fields).where(Webhook.id == webhook.id).execute()
+        audit.record(key.organization_id, "webhook.update", "webhook", webhook.id, fields)
         return Webhook.get_by_id(webhook.id)
 
 
@@ -167,6 +172,7 @@ def delete_webhook(key, webhook_id):
         webhook = get_webhook(key, webhook_id)
         WebhookDelivery.delete().where(WebhookDelivery.webhook == webhook.id).execute()
         webhook.delete_instance()
+        audit.record(key.organization_id, "webhook.delete", "webhook", webhook.id)
 
 
 def rotate_secret(key, webhook_id):
@@ -176,6 +182,7 @@ def rotate_secret(key, webhook_id):
         webhook = get_webhook(key, webhook_id)
         Webhook.update(secret_encrypted=secretbox.seal(secret, SECRET_PURPOSE),
                        updated_at=clock.now()).where(Webhook.id == webhook.id).execute()
+        audit.record(key.organization_id, "webhook.rotate_secret", "webhook", webhook.id)
     return {"secret": secret}
 
 

@@ -93,3 +93,17 @@ def test_the_endpoints_are_documented(client):
     ops = client.get("/api/v1/openapi.json").json
     assert {"/api/v1/environments/{env_id}/backups", "/api/v1/environments/{env_id}/restore"} <= (
         set(ops["paths"]))
+
+
+def test_a_backup_and_its_download_links_are_audit_events(client, store, bk):
+    backup = bk.completed_backup(client)  # asked for by the user, on /api/v1
+    pending = make(bk, status="running")
+    assert client.get(f"{P}/backups/{pending.id}/download",
+                      headers=bk.ro_key).status_code == 400  # refused: no event
+    assert client.get(f"{P}/backups/{backup.id}/download", headers=bk.ro_key).status_code == 200
+    events = client.get(f"{P}/audit-events", headers=bk.ro_key).json["data"]
+    assert [(e["action"], e["actor"]["type"]) for e in events] == [
+        ("backup.download", "api_key"), ("environment.backup", "user")]
+    assert events[0]["target_id"] == str(backup.id)
+    assert events[1]["target_id"] == str(bk.env.id)
+    assert events[1]["changes"]["task_id"] == str(backup.task_id)
