@@ -5,9 +5,10 @@
   of each minute (`Minutes.add`; the agent sends its environments' figures once a
   minute, their CPU over that minute), and every CP_METRICS_FLUSH_SECONDS writes
   what it gathered, a few hundred rows a statement (`write`). Averaging every
-  heartbeat cost the gateway a quarter more CPU a heartbeat at 5,000 agents; one
-  sample a minute costs a few percent. A minute written twice (a stream that moved
-  to another gateway within it) is merged: averages weighted by samples.
+  heartbeat cost the gateway a quarter to a half more CPU a heartbeat at 5,000
+  agents; one sample a minute costs about a tenth, most of it the write
+  (docs/performance.md). A minute written twice (a stream that moved to another
+  gateway within it) is merged: averages weighted by samples.
 - The scheduler's `metric-history` job (`sweep`) rolls finished hours of minutes
   into hour rows (average, minimum and maximum of the minutes), recomputing the
   last hours so that a late minute counts, and deletes rows past their retention.
@@ -65,23 +66,21 @@ def write(rows):
     environments placed on the server whose agent sent them."""
     servers = {row[2] for row in rows if row[0] == "environment"}
     placed = _placed(servers) if servers else set()
-    by_kind = {"server": [], "environment": []}
+    by_kind = {"server": {}, "environment": {}}
     for kind, subject, server, minute, n, averages in rows:
         if kind == "server" or (subject, server) in placed:
-            by_kind[kind].append((subject, minute, n, averages))
+            # Once a subject and minute a statement (PostgreSQL refuses a row updated
+            # twice by one): two streams of one server for a moment give two.
+            by_kind[kind].setdefault((minute, subject), (subject, minute, n, averages))
     with database.atomic():
-        for kind, points in by_kind.items():
-            points.sort(key=_time_first)  # in key order: appended at the table's end
+        for kind, found in by_kind.items():
+            points = [found[k] for k in sorted(found)]  # key order: appended at the end
             table, key, series = KINDS[kind]
             for i in range(0, len(points), ROWS_PER_STATEMENT):
                 chunk = points[i:i + ROWS_PER_STATEMENT]
                 database.execute_sql(_upsert(table, key, series, len(chunk)), [
                     value for subject, minute, n, averages in chunk
                     for value in (subject, MINUTE, minute, n, *averages)])
-
-
-def _time_first(point):
-    return point[1], point[0]
 
 
 def _placed(servers):

@@ -190,3 +190,12 @@ def test_a_minute_written_twice_is_merged(client, world):
                            "to": (at + dt.timedelta(minutes=1)).isoformat()})["points"]
     assert point["cpu_percent"]["avg"] == 20.0  # (3 x 10 + 1 x 50) / 4
     assert point["disk_percent"]["avg"] == 5.0  # only the second write had it
+    # Twice in one write (two streams of one server for a moment): the first counts.
+    later = minute + 60
+    history.write([_row(server, later, 1, cpu_percent=1.0), _row(server, later, 1,
+                                                                   cpu_percent=9.0)])
+    at = dt.datetime.fromtimestamp(later, dt.UTC)
+    (point,) = _history(client, raw, f"servers/{server.id}", step="1m",
+                        **{"from": at.isoformat(),
+                           "to": (at + dt.timedelta(minutes=1)).isoformat()})["points"]
+    assert point["cpu_percent"]["avg"] == 1.0
