@@ -89,11 +89,13 @@ def _placed(servers):
     servers, found = list(servers), set()
     for i in range(0, len(servers), ROWS_PER_STATEMENT):
         chunk = servers[i:i + ROWS_PER_STATEMENT]
+        # As hex text on both databases (PostgreSQL's dashes taken out by the query):
+        # no UUID object made for each of thousands of rows.
         rows = database.execute_sql(
-            "SELECT id, server_id FROM environment WHERE server_id IN "
+            "SELECT REPLACE(CAST(id AS TEXT), '-', ''), REPLACE(CAST(server_id AS TEXT), "
+            f"'-', '') FROM environment WHERE server_id IN "
             f"({', '.join([database.param] * len(chunk))})", chunk).fetchall()
-        # Hex text on SQLite, the dashed form on PostgreSQL.
-        found.update((str(e).replace("-", ""), str(s).replace("-", "")) for e, s in rows)
+        found.update(rows)
     return found
 
 
