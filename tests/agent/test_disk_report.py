@@ -8,28 +8,21 @@ import time
 
 import pytest
 
-from control_plane.models import Environment, Server
-from control_plane.services import agents as agent_svc
+from control_plane.models import Environment
 from protocol.v1 import agent_pb2 as pb
 from tests.conftest import auth
-from tests.support.agents import registered_server, wait_for
-from tests.support.protocol_agent import ProtocolAgent
+from tests.support.agents import wait_for
+from tests.support.protocol_agent import placed_environment
 
 P = "/api/public/v1"
 
 
 @pytest.fixture
 def setup(world, gateway):
-    org = world.org()
-    server, credential = registered_server(org)
-    project = world.project(org, server)
-    env = world.environment(project, "running", server=server)
-    Environment.update(disk_gb=10).where(Environment.id == env.id).execute()
-    raw, _ = world.key(org, "read_only")
-    agent = ProtocolAgent(gateway.port, credential)
-    wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
-    yield org, server, project, env, raw, agent
-    agent.close()
+    with placed_environment(world, gateway) as placed:
+        env = placed[3]
+        Environment.update(disk_gb=10).where(Environment.id == env.id).execute()
+        yield placed
 
 
 def _disk(client, env, raw):

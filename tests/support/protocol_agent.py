@@ -1,6 +1,7 @@
 """An agent at the protocol level: speaks the stream over real gRPC as an agent
 does, sending only what a test gives it."""
 
+import contextlib
 import queue
 import threading
 
@@ -39,3 +40,24 @@ class ProtocolAgent:
         self.outbox.put(None)
         self.stream.cancel()
         self.channel.close()
+
+
+@contextlib.contextmanager
+def placed_environment(world, gateway):
+    """An organization's server held by a ProtocolAgent, with a running environment
+    on it and a read-only key: yields (org, server, project, env, raw key, agent)."""
+    from control_plane.models import Server
+    from control_plane.services import agents as agent_svc
+    from tests.support.agents import registered_server, wait_for
+
+    org = world.org()
+    server, credential = registered_server(org)
+    project = world.project(org, server)
+    env = world.environment(project, "running", server=server)
+    raw, _ = world.key(org, "read_only")
+    agent = ProtocolAgent(gateway.port, credential)
+    try:
+        wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
+        yield org, server, project, env, raw, agent
+    finally:
+        agent.close()

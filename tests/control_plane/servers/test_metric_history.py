@@ -8,28 +8,20 @@ import time
 import pytest
 
 from control_plane import clock
-from control_plane.models import Server
 from control_plane.models.metrics import SERVER_SERIES
-from control_plane.services import agents as agent_svc
 from control_plane.services.servers import history
 from protocol.v1 import agent_pb2 as pb
 from tests.conftest import auth
-from tests.support.agents import registered_server, wait_for
-from tests.support.protocol_agent import ProtocolAgent
+from tests.support.agents import wait_for
+from tests.support.protocol_agent import placed_environment
 
 P = "/api/public/v1"
 
 
 @pytest.fixture
 def fleet(world, gateway):
-    org = world.org()
-    server, credential = registered_server(org)
-    project = world.project(org, server)
-    env = world.environment(project, "running", server=server)
-    raw, _ = world.key(org, "read_only")
-    agent = ProtocolAgent(gateway.port, credential)
-    wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
-    yield server, env, raw, agent
+    with placed_environment(world, gateway) as (_, server, _, env, raw, agent):
+        yield server, env, raw, agent
     agent.close()
 
 
