@@ -131,6 +131,18 @@ class UTCDateTime(ma.fields.DateTime):
         return text
 
 
+class UTCInstant(ma.fields.AwareDateTime):
+    """A time a client sends (ISO 8601; UTC when it has no offset), read as naive UTC,
+    as the database keeps times."""
+
+    def __init__(self, **kwargs):
+        super().__init__(default_timezone=dt.UTC, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        return moment.astimezone(dt.UTC).replace(tzinfo=None)
+
+
 def _not_blank(value):
     if not value.strip():
         raise ma.ValidationError("Must not be blank.")

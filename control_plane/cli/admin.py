@@ -18,11 +18,6 @@ from control_plane.models.org import PERMISSIONS
 from control_plane.services import audit
 from control_plane.states import TicketStatus
 
-# What an admin command changes is the operator's (services/audit.py): the account
-# that ran it (the one sudo was run from, if any).
-OPERATOR = audit.Actor("operator", os.environ.get("SUDO_USER") or getpass.getuser(), None,
-                       "local", None)
-
 
 @cli.group()
 def admin():
@@ -45,7 +40,7 @@ def command(group, name=None):
                     for text in value if isinstance(value, tuple) else (value,):
                         if isinstance(text, str):
                             safe_input.check_text(text, f"--{name.replace('_', '-')}")
-                with app.app_context(), audit.acting(OPERATOR):
+                with app.app_context(), audit.acting(_operator()):
                     result = fn(**kwargs)
             except ApiError as exc:
                 click.echo(f"error: {exc.message}", err=True)
@@ -55,6 +50,13 @@ def command(group, name=None):
         return group.command(name)(run)
 
     return decorate
+
+
+def _operator():
+    """Who an admin command's changes are (services/audit.py): the account that ran
+    it, or the one sudo was run from."""
+    return audit.Actor("operator", os.environ.get("SUDO_USER") or getpass.getuser(), None,
+                       "local", None)
 
 
 class UUIDParam(click.ParamType):

@@ -20,7 +20,7 @@ from control_plane.services.tasks import engine, queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
 
-DISK_KEPT = 1000  # environments a session keeps figures of for the history
+ENVIRONMENTS_KEPT = 1000  # environments a session keeps ids and disk figures of (history)
 SERVER_FIGURES = operator.attrgetter(*SERVER_SERIES)  # a heartbeat's, in series order
 NO_DISK = (None, None, None)  # database, filestore, add-ons: not measured yet
 
@@ -53,8 +53,8 @@ def _keep(minutes, session, beat):
         minutes.add("server", server, server, SERVER_FIGURES(beat.metrics), minute)
         host_at = minute
     if envs_at != minute and beat.environments:
-        for env_id, values in itertools.islice(agent_link.environment_samples(beat), DISK_KEPT):
-            env = session.env_ids.get(env_id) or _hex(session, env_id)
+        for env_id, values in itertools.islice(agent_link.environment_samples(beat), ENVIRONMENTS_KEPT):
+            env = _hex(session, env_id)
             if env:
                 minutes.add("environment", env, server, values + session.disk.get(env, NO_DISK),
                             minute)
@@ -65,11 +65,14 @@ def _keep(minutes, session, beat):
 def _hex(session, value):
     """An id the agent sent, as the history stores it ('' when it is no id);
     remembered for the session's next heartbeats."""
+    known = session.env_ids.get(value)
+    if known is not None:
+        return known
     try:
         hexed = uuid.UUID(value).hex
     except ValueError:
         hexed = ""
-    if len(session.env_ids) < DISK_KEPT:
+    if len(session.env_ids) < ENVIRONMENTS_KEPT:
         session.env_ids[value] = hexed
     return hexed
 
@@ -99,9 +102,8 @@ async def _result(gateway, session, r):
 async def _disk(gateway, session, report):
     usage = agent_link.disk_usage(report)
     for item in usage:  # the metric history's disk figures, until the next report
-        env = session.env_ids.get(item["environment_id"]) or _hex(session,
-                                                                  item["environment_id"])
-        if env and (env in session.disk or len(session.disk) < DISK_KEPT):
+        env = _hex(session, item["environment_id"])
+        if env and (env in session.disk or len(session.disk) < ENVIRONMENTS_KEPT):
             known = session.disk.get(env, NO_DISK)
             session.disk[env] = tuple(
                 item[name] if item.get(name, -1) >= 0 else was

@@ -1,13 +1,12 @@
 """/audit-events: the organization's audit log (organization-scoped keys; read-only
 keys welcome)."""
 
-import datetime as dt
 
 import marshmallow as ma
 from flask.views import MethodView
 
 from control_plane.api.auth import current_key
-from control_plane.api.fields import Schema, UTCDateTime
+from control_plane.api.fields import Schema, UTCDateTime, UTCInstant
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
 from control_plane.services import audit as svc
@@ -24,9 +23,9 @@ class AuditArgs(CursorArgs):
         "description": "The key's public id, the user's id or the operator's name."})
     target_type = ma.fields.String(validate=_NAME, metadata={"description": "e.g. `project`"})
     target_id = ma.fields.String(validate=_NAME)
-    from_ = ma.fields.AwareDateTime(data_key="from", default_timezone=dt.UTC, metadata={
+    from_ = UTCInstant(data_key="from", metadata={
         "description": "Events at or after this time (ISO 8601, UTC when no offset)."})
-    to = ma.fields.AwareDateTime(default_timezone=dt.UTC, metadata={
+    to = UTCInstant(metadata={
         "description": "Events before this time."})
 
 
@@ -52,10 +51,6 @@ class AuditEventSchema(Schema):
 AuditPage = cursor_page_schema(AuditEventSchema, "AuditEventPage")
 
 
-def _naive(moment):
-    return None if moment is None else moment.astimezone(dt.UTC).replace(tzinfo=None)
-
-
 @blp.route("/audit-events")
 class AuditEvents(MethodView):
     @blp.arguments(AuditArgs, location="query")
@@ -63,9 +58,6 @@ class AuditEvents(MethodView):
     def get(self, args):
         """The organization's audit log, newest first: who changed what, through the
         APIs or the admin CLI, kept 90 days. Needs an organization-scoped key."""
-        since, until = _naive(args.pop("from_", None)), _naive(args.pop("to", None))
-        rows, meta = svc.list_events(current_key(), since=since, until=until, **args)
-        for row in rows:
-            row["actor"] = {"type": row["actor_type"], "id": row["actor_id"],
-                            "name": row["actor_name"]}
+        rows, meta = svc.list_events(current_key(), since=args.pop("from_", None),
+                                     until=args.pop("to", None), **args)
         return {"data": rows, "pagination": meta}

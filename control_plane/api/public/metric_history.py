@@ -10,7 +10,7 @@ from flask.views import MethodView
 
 from control_plane import clock
 from control_plane.api.auth import current_key
-from control_plane.api.fields import Schema, UTCDateTime
+from control_plane.api.fields import Schema, UTCDateTime, UTCInstant
 from control_plane.api.smorest import Blueprint
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services.servers import history as svc
@@ -23,10 +23,10 @@ AUTO_POINTS = 300  # the default step: the smallest giving at most this many poi
 
 
 class HistoryArgs(ma.Schema):
-    from_ = ma.fields.AwareDateTime(data_key="from", default_timezone=dt.UTC, metadata={
+    from_ = UTCInstant(data_key="from", metadata={
         "description": "Start of the range, ISO 8601 (UTC when no offset). "
                        "Default: 24 hours before `to`."})
-    to = ma.fields.AwareDateTime(default_timezone=dt.UTC, metadata={
+    to = UTCInstant(metadata={
         "description": "End of the range (excluded). Default: now."})
     step = ma.fields.String(validate=ma.validate.OneOf(list(svc.STEPS)), metadata={
         "description": "Width of each point. Minute points are kept 48 hours (by "
@@ -37,8 +37,8 @@ class HistoryArgs(ma.Schema):
     @ma.post_load
     def resolve(self, data, **kwargs):
         now = clock.now()
-        end = _naive(data.get("to")) or now
-        start = _naive(data.get("from_")) or end - DEFAULT_RANGE
+        end = data.get("to") or now
+        start = data.get("from_") or end - DEFAULT_RANGE
         if start >= end:
             raise ma.ValidationError("Must be before `to`.", "from")
         if end - start > MAX_RANGE:
@@ -61,10 +61,6 @@ class HistoryArgs(ma.Schema):
                                      "hours; use a step of 1h or more for a range that "
                                      "starts earlier.", "step")
         return {"start": start, "end": end, "step": step}
-
-
-def _naive(moment):
-    return None if moment is None else moment.astimezone(dt.UTC).replace(tzinfo=None)
 
 
 class FigureSchema(Schema):
