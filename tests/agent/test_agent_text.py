@@ -10,7 +10,7 @@ import pytest
 from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
 from protocol.v1 import agent_pb2 as pb
-from tests.agent.test_disk_report import ProtocolAgent
+from tests.support.protocol_agent import ProtocolAgent
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
 
