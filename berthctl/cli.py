@@ -1,0 +1,135 @@
+"""The `berthctl` command: global options, login, completion, and the one place
+where errors become a message on stderr and an exit code (docs/berthctl.md)."""
+
+import os
+import sys
+
+import click
+
+from berthctl import __version__, config
+from berthctl.client import OPS, Client
+from berthctl.errors import INTERRUPTED, USAGE, CliError
+
+
+class State:
+    """What every command reads: the output format and a lazily made client."""
+
+    def __init__(self, output, url):
+        self.output, self.url_option, self._client = output, url, None
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = Client(*config.resolve(self.url_option))
+        return self._client
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="json: the API's JSON as it came.")
+@click.option("--url", metavar="URL", help="The control plane (default: BERTH_URL, then the "
+                                           "stored login).")
+@click.version_option(__version__, "--version", prog_name="berthctl")
+@click.pass_context
+def cli(ctx, output, url):
+    """Berth from the command line: environments, deployments, logs, metrics,
+    backups, automation rules and the audit log."""
+    ctx.obj = State(output, url)
+
+
+@cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@click.option("--url", "login_url", metavar="URL", help="The control plane's URL (asked "
+                                                        "when not given).")
+@click.option("--user-token", is_flag=True, help="Also store a user token (`usr_live_…`) "
+              "for the deployment-operations API: read after the key, on the next line.")
+@click.pass_context
+def login(ctx, login_url, user_token):
+    """Store the URL and an API key (read from stdin, never from the command line).
+
+    With a terminal the key is asked without echo; otherwise the first line of
+    stdin is the key (and the second the user token with --user-token)."""
+    if ctx.args:  # a key there would sit in shell history and `ps`; it is not echoed back
+        raise click.UsageError("login takes no arguments: the API key is read from stdin, "
+                               "never from the command line.")
+    state = ctx.obj
+    url = login_url or state.url_option or os.environ.get("BERTH_URL")
+    if not url:
+        url = click.prompt("Control plane URL", default=config.DEFAULT_URL, err=True)
+    url = config.normalize_url(url)
+    api_key = _secret("API key")
+    token = _secret("User token") if user_token else None
+    client = Client(url, api_key, token)
+    client.get("/projects", limit=1)  # 401/403 here: nothing is stored
+    if token:
+        client.request("GET", "/deployments", params={"limit": 1}, api=OPS)
+    path = config.save({"url": url, "api_key": api_key, **({"user_token": token} if token
+                                                            else {})})
+    click.echo(f"Logged in to {url}; stored in {path}", err=True)
+
+
+def _secret(what):
+    if sys.stdin.isatty():
+        value = click.prompt(what, hide_input=True, err=True)
+    else:
+        value = sys.stdin.readline()
+    value = value.strip()
+    if not value:
+        raise click.UsageError(f"No {what.lower()} on stdin.")
+    return value
+
+
+@cli.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell):
+    """Print the shell completion script, e.g. `eval "$(berthctl completion bash)"`."""
+    from click.shell_completion import get_completion_class
+
+    cls = get_completion_class(shell)
+    click.echo(cls(cli, {}, "berthctl", "_BERTHCTL_COMPLETE").source())
+
+
+def _register():
+    from berthctl.commands import backups, catalog, envs, observe
+
+    for module in (catalog, envs, observe, backups):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main(argv=None):
+    """Run the command; every failure ends here as a message and an exit code."""
+    try:
+        code = cli.main(args=argv, prog_name="berthctl", standalone_mode=False)
+    except CliError as err:
+        click.echo(f"berthctl: error: {err}", err=True)
+        code = err.exit_code
+    except click.exceptions.Abort:  # Ctrl-C or EOF at a prompt
+        click.echo("berthctl: interrupted", err=True)
+        code = INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("\nberthctl: interrupted", err=True)
+        code = INTERRUPTED
+    except click.ClickException as err:
+        err.show()
+        code = err.exit_code if err.exit_code is not None else USAGE
+    except BrokenPipeError:  # `berthctl … | head`: the reader left
+        _quiet_stdout()
+        code = 0
+    except Exception as err:  # noqa: BLE001 a bug shows as one line, not a traceback
+        if os.environ.get("BERTHCTL_DEBUG"):
+            raise
+        click.echo(f"berthctl: unexpected error: {type(err).__name__}: {err} "
+                   "(BERTHCTL_DEBUG=1 shows the traceback)", err=True)
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _quiet_stdout():
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

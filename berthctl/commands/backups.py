@@ -1,0 +1,182 @@
+"""`berthctl backups`: list and download (public API), create and restore (the
+operations API: the public one has no such endpoints)."""
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from berthctl.errors import SERVER, CliError
+from berthctl.output import emit, human_bytes
+from berthctl.tasks import echo_for, follow
+
+COLUMNS = [("ID", "id"), ("STATUS", "status"), ("TYPE", "backup_type"),
+           ("SIZE", lambda b: human_bytes(b.get("compressed_size"))),
+           ("CREATED", "created_at"), ("NOTES", "notes")]
+CHUNK = 1 << 16
+PARTS = ("database", "filestore", "manifest")
+
+
+@click.group()
+def backups():
+    """Backups of environments."""
+
+
+@backups.command("list")
+@click.argument("env_id")
+@click.option("--status", type=click.Choice(["pending", "running", "completed", "failed",
+                                             "cancelled"]))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100))
+@click.pass_obj
+def list_(state, env_id, status, limit):
+    """An environment's backups, newest first."""
+    page = state.client.get(f"/environments/{env_id}/backups", status=status, page_size=limit)
+    emit(state, page, COLUMNS, rows=page["items"])
+
+
+@backups.command()
+@click.argument("env_id")
+@click.option("--comment", help="Kept as the backup's notes.")
+@click.option("--wait", is_flag=True, help="Follow the backup task until it ends.")
+@click.pass_obj
+def create(state, env_id, comment, wait):
+    """Take a manual backup (operations API: needs a user token)."""
+    client = state.client
+    backup = client.ops("POST", f"/environments/{env_id}/backups",
+                        body={"backup_type": "manual", "comment": comment})
+    if wait:
+        click.echo(f"Backup {backup['id']}, task {backup['task_id']}:", err=True)
+        follow(client, env_id, backup["task_id"], echo_for(state))
+        page = client.get(f"/environments/{env_id}/backups", page_size=100)
+        backup = next((b for b in page["items"] if b["id"] == backup["id"]), backup)
+    emit(state, backup, COLUMNS)
+
+
+@backups.command()
+@click.argument("env_id")
+@click.argument("backup_id")
+@click.option("--neutralize/--no-neutralize", default=None, help="Whether the restored "
+              "database is neutralised (default: yes, except into production).")
+@click.option("--wait", is_flag=True, help="Follow the restore task until it ends.")
+@click.pass_obj
+def restore(state, env_id, backup_id, neutralize, wait):
+    """Restore BACKUP_ID into ENV_ID (operations API: needs a user token). A safety
+    backup is taken first and put back if the restore fails."""
+    client = state.client
+    body = {"backup_id": backup_id}
+    if neutralize is not None:
+        body["neutralize"] = neutralize
+    task = client.ops("POST", f"/environments/{env_id}/restore", body=body)
+    if wait:
+        click.echo(f"Restore task {task['id']}:", err=True)
+        task = follow(client, env_id, task["id"], echo_for(state))
+    emit(state, task)
+
+
+@backups.command()
+@click.argument("backup_id")
+@click.option("-o", "--out", "out", metavar="PATH", help="All parts: a directory (default "
+              "the current one). One part: the file (default named after it), - for stdout.")
+@click.option("--part", type=click.Choice(["all", *PARTS]), default="all", show_default=True)
+@click.pass_obj
+def download(state, backup_id, out, part):
+    """Download a completed backup: each file written whole or not at all, checked
+    against the sizes and SHA-256 sums of its manifest."""
+    client = state.client
+    urls = client.get(f"/backups/{backup_id}/download")
+    manifest_bytes = _fetch(client, urls["manifest_url"])
+    try:
+        manifest = json.loads(manifest_bytes)
+    except ValueError:
+        raise CliError("The backup's manifest is not JSON.", SERVER) from None
+    names = {"database": _object(manifest, "database", "database.dump"),
+             "filestore": _object(manifest, "filestore", "filestore.tar.zst"),
+             "manifest": "manifest.json"}
+    wanted = PARTS if part == "all" else (part,)
+    written = []
+    for name in wanted:
+        filename = f"backup-{backup_id}-{names[name]}"
+        if part == "all":
+            dest = Path(out or ".") / filename
+        else:
+            dest = None if out == "-" else Path(out or filename)
+        expected = manifest.get(name) if name != "manifest" else None
+        if name == "manifest":
+            _write(dest, [manifest_bytes], len(manifest_bytes), filename)
+        else:
+            _download(client, urls[f"{name}_url"], dest, filename, expected)
+        written.append({"part": name, "path": str(dest) if dest else "-"})
+    if dest is not None:
+        emit(state, {"backup_id": backup_id, "files": written}, [("PART", "part"),
+                                                                  ("PATH", "path")],
+             rows=written)
+
+
+def _object(manifest, part, default):
+    name = (manifest.get(part) or {}).get("object") or default
+    return os.path.basename(name)  # never a path the manifest could point elsewhere
+
+
+def _fetch(client, url):
+    with client.open_download(url) as resp:
+        return resp.read()
+
+
+def _download(client, url, dest, label, expected):
+    with client.open_download(url) as resp:
+        length = resp.headers.get("Content-Length")
+        total = int(length) if length and length.isdigit() else None
+
+        def chunks():
+            while chunk := resp.read(CHUNK):
+                yield chunk
+        _write(dest, chunks(), total, label, expected)
+
+
+def _write(dest, chunks, total, label, expected=None):
+    """Stream into a temporary file beside `dest`, check it, then rename it into
+    place: an interrupted or corrupt download never leaves a file that looks whole."""
+    digest, size = hashlib.sha256(), 0
+    if dest is None:
+        target, tmp = sys.stdout.buffer, None
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        target = os.fdopen(fd, "wb")
+    try:
+        with click.progressbar(length=total, label=label, file=sys.stderr,
+                               show_pos=total is None) as bar:
+            for chunk in chunks:
+                target.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+                bar.update(len(chunk))
+        _check(label, size, digest.hexdigest(), total, expected)
+        if tmp:
+            target.flush()
+            os.fsync(target.fileno())
+            target.close()
+            os.replace(tmp, dest)
+            tmp = None
+    finally:
+        if tmp:
+            target.close()
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _check(label, size, sha256, total, expected):
+    if total is not None and size != total:
+        raise CliError(f"{label}: the download ended after {size} of {total} bytes.", SERVER)
+    expected = expected or {}
+    if expected.get("size") is not None and size != expected["size"]:
+        raise CliError(f"{label}: {size} bytes, the manifest says {expected['size']}.", SERVER)
+    if expected.get("sha256") and sha256 != expected["sha256"]:
+        raise CliError(f"{label}: SHA-256 {sha256} differs from the manifest's "
+                       f"{expected['sha256']}.", SERVER)
+
+
+COMMANDS = [backups]
