@@ -14,7 +14,7 @@ import click
 from control_plane import safe_input
 from control_plane.cli import cli, make_app
 from control_plane.errors import ApiError
-from control_plane.models.org import PERMISSIONS
+from control_plane.models.org import PERMISSIONS, USER_ACCESS
 from control_plane.services import audit
 from control_plane.states import TicketStatus
 
@@ -103,11 +103,53 @@ def user():
 @click.option("--name", required=True)
 @click.option("--email", required=True)
 @click.option("--permission", "permissions", multiple=True, type=click.Choice(PERMISSIONS))
-def user_create(org_id, name, email, permissions):
+@click.option("--access", type=click.Choice(USER_ACCESS), default="full_access", show_default=True,
+              help="What the user may do in the web console.")
+def user_create(org_id, name, email, permissions, access):
     from control_plane.services.accounts import orgs
 
-    u = orgs.create_user(org_id, name, email, permissions)
+    u = orgs.create_user(org_id, name, email, permissions, access=access)
     return {"id": str(u.id), "name": u.name, "email": u.email, "permissions": u.permissions}
+
+
+@command(user, "password")
+@click.argument("user_id", type=UUID_T)
+@click.option("--generate", is_flag=True,
+              help="Make a password and print it this once (else it is read from stdin).")
+def user_password(user_id, generate):
+    """The user's web console password: read from stdin (never argv), or made here.
+    Every session of the user ends."""
+    from control_plane.services.accounts import sessions
+
+    password = sessions.new_password() if generate else _password_from_stdin()
+    _, ended = sessions.set_password(user_id, password)
+    return {"id": str(user_id), "sessions_ended": ended,
+            **({"password": password} if generate else {})}
+
+
+def _password_from_stdin():
+    if sys.stdin.isatty():
+        return click.prompt("Password", hide_input=True, confirmation_prompt=True, err=True)
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+@command(user, "access")
+@click.argument("user_id", type=UUID_T)
+@click.argument("access", type=click.Choice(USER_ACCESS))
+def user_access(user_id, access):
+    from control_plane.services.accounts import sessions
+
+    u = sessions.set_access(user_id, access)
+    return {"id": str(u.id), "access": u.access}
+
+
+@command(user, "sign-out")
+@click.argument("user_id", type=UUID_T)
+def user_sign_out(user_id):
+    """Ends every web console session of the user."""
+    from control_plane.services.accounts import sessions
+
+    return {"id": str(user_id), "sessions_ended": sessions.end_all_sessions(user_id)}
 
 
 @command(user, "token")
@@ -129,16 +171,19 @@ def user_delete(user_id):
 
 @command(admin, "bootstrap")
 def bootstrap():
-    """First organization and a full-access key, if there is no organization yet."""
+    """First organization, a full-access key and a first console user (all permissions,
+    a generated password), if there is no organization yet."""
     from control_plane.services.accounts import orgs
 
     made = orgs.bootstrap()
     if made is None:
         return {"created": False}
-    o, key, raw = made
-    click.echo(f"Created organization {o.id}; its full-access API key is in the JSON below "
-               "and is shown only this once.", err=True)
-    return {"created": True, "organization_id": str(o.id), "key_id": key.public_id, "key": raw}
+    o, key, raw, first, password = made
+    click.echo(f"Created organization {o.id}; its full-access API key and the password of "
+               f"its first console user ({first.email}) are in the JSON below and are shown "
+               "only this once.", err=True)
+    return {"created": True, "organization_id": str(o.id), "key_id": key.public_id, "key": raw,
+            "user_id": str(first.id), "email": first.email, "password": password}
 
 
 # --- API keys ----------------------------------------------------------------

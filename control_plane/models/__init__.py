@@ -9,7 +9,7 @@ from control_plane.models.environment import AgentCommand, Deployment, Environme
 from control_plane.models.git import AddonRepository, GitDelivery, GitWebhookSecret
 from control_plane.models.idempotency import IdempotencyRecord
 from control_plane.models.metrics import EnvironmentMetric, ServerMetric
-from control_plane.models.org import Organization, User, UserToken
+from control_plane.models.org import Organization, User, UserToken, WebSession
 from control_plane.models.project import Project
 from control_plane.models.release import Release
 from control_plane.models.server import AgentUpgrade, OrgSshKey, RegistrationToken, Server
@@ -22,7 +22,7 @@ ALL_MODELS = [
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
     AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
-    AuditEvent,
+    AuditEvent, WebSession,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

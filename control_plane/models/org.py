@@ -3,6 +3,8 @@ import peewee
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 
 PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
+# What a user may do in the web console, as the two key types do on the public API.
+USER_ACCESS = ("full_access", "read_only")
 
 
 class Organization(BaseModel):
@@ -20,6 +22,15 @@ class User(BaseModel):
     # Users are soft-deleted: keys they created must be able to tell that
     # their owner is gone (409 key_has_no_owner).
     deleted_at = DateTimeField(null=True)
+    access = peewee.CharField(max_length=16, default="full_access")
+    # The web console's sign-in (services/accounts/sessions.py): an Argon2id hash, and
+    # the TOTP secret sealed under CP_SECRET_KEY once the user has confirmed a code.
+    password_hash = peewee.CharField(max_length=255, null=True)
+    totp_secret = peewee.TextField(null=True)
+
+    @property
+    def read_only(self):
+        return self.access == "read_only"
 
 
 class UserToken(BaseModel):
@@ -30,3 +41,15 @@ class UserToken(BaseModel):
     prefix = peewee.CharField(max_length=24)
     expires_at = DateTimeField(null=True)
     revoked_at = DateTimeField(null=True)
+
+
+class WebSession(BaseModel):
+    """A signed-in browser: the cookie carries the token, the row its digest."""
+
+    user = peewee.ForeignKeyField(User, backref="web_sessions", on_delete="CASCADE")
+    token_hash = peewee.CharField(max_length=64, unique=True)
+    last_seen_at = DateTimeField()
+    expires_at = DateTimeField()
+    revoked_at = DateTimeField(null=True)
+    ip = peewee.CharField(max_length=64, null=True)
+    user_agent = peewee.CharField(max_length=255, null=True)

@@ -92,7 +92,8 @@ def in_process(data_dir):
 
 
 def test_bootstrap_once_and_generated_secret(data_dir, in_process):
-    first = ok(data_dir, "bootstrap", keys={"created", "organization_id", "key_id", "key"})
+    first = ok(data_dir, "bootstrap", keys={"created", "organization_id", "key_id", "key",
+                                            "user_id", "email", "password"})
     assert first["created"] is True
     assert first["key"].startswith("svc_live_rw_")
     assert first["key_id"].startswith("key_")
@@ -111,6 +112,10 @@ def test_bootstrap_once_and_generated_secret(data_dir, in_process):
     assert r.status_code == 200 and r.headers["X-API-Key-Id"] == first["key_id"]
     # It is an organization-scoped full-access key with both capabilities.
     assert app.client.get(f"{P}/support/tickets", headers=auth(first["key"])).status_code == 200
+    # The first console user signs in with the password printed (once).
+    r = app.client.post("/sign-in", data={"email": first["email"], "password": first["password"]},
+                        headers={"Origin": "http://localhost"})
+    assert r.status_code == 303 and "berth_session=ses_" in r.headers["Set-Cookie"]
 
 
 def test_orgs_users_and_keys(data_dir, in_process):

@@ -4,9 +4,9 @@ from control_plane import clock, security
 from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Organization, User, UserToken
-from control_plane.models.org import PERMISSIONS
+from control_plane.models.org import PERMISSIONS, USER_ACCESS
 from control_plane.services import audit
-from control_plane.services.accounts import keys
+from control_plane.services.accounts import keys, sessions
 
 
 def create_org(name, server_quota=10):
@@ -21,7 +21,9 @@ def create_org(name, server_quota=10):
         return org
 
 
-def create_user(org_id, name, email, permissions=()):
+def create_user(org_id, name, email, permissions=(), access="full_access"):
+    if access not in USER_ACCESS:
+        raise ApiError(f"access must be one of: {', '.join(USER_ACCESS)}")
     unknown = set(permissions) - set(PERMISSIONS)
     if unknown:
         raise ApiError(f"unknown permission(s): {', '.join(sorted(unknown))}; "
@@ -30,9 +32,10 @@ def create_user(org_id, name, email, permissions=()):
         if Organization.get_or_none(Organization.id == org_id) is None:
             raise NotFound("organization not found")
         user = User.create(organization=org_id, name=name, email=email,
-                           permissions=sorted(set(permissions)))
+                           permissions=sorted(set(permissions)), access=access)
         audit.record(org_id, "user.create", "user", user.id,
-                     {"name": name, "email": email, "permissions": user.permissions})
+                     {"name": name, "email": email, "permissions": user.permissions,
+                      "access": access})
         return user
 
 
@@ -66,15 +69,22 @@ def delete_user(user_id):
         audit.record(user.organization_id, "user.delete", "user", user.id)
 
 
+FIRST_USER_EMAIL = "admin@localhost"
+
+
 def bootstrap(name="Default organization"):
-    """First start: an organization with one full-access key, if none exists.
-    Returns (org, raw key) or None when there is already an organization."""
+    """First start: an organization with one full-access key and a first web console
+    user (every permission, a generated password), if none exists. Returns (org,
+    key, raw key, user, password), or None when there is already an organization."""
     with database.atomic():
         if Organization.select().exists():
             return None
         org = create_org(name)
         key, raw = keys.create_key(org.id, "bootstrap", "full_access", "organization",
                                    server_registration=True, support_tickets=True)
-    return org, key, raw
+        user = create_user(org.id, "Administrator", FIRST_USER_EMAIL, PERMISSIONS)
+        password = sessions.new_password()
+        sessions.set_password(user.id, password)
+    return org, key, raw, user, password
 
 

@@ -1,0 +1,264 @@
+"""The web console's sign-in: users' passwords (Argon2id), an optional second
+factor (TOTP, RFC 6238) and server-side sessions a user or the operator can end.
+
+A browser holds a random session token in a cookie; only its digest is stored, as
+for API keys. A session lasts SESSION_IDLE past its last use, never longer than
+SESSION_MAX after sign-in. Its CSRF token is derived from the session token (an
+HMAC under CP_SECRET_KEY), so a page and its forms need no stored state."""
+
+import dataclasses
+import datetime as dt
+import hmac
+import uuid
+
+import pyotp
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from control_plane import clock, secretbox, security
+from control_plane.db import database
+from control_plane.errors import ApiError, NotFound, Unauthorized
+from control_plane.models import ApiKey, User, WebSession
+from control_plane.models.org import USER_ACCESS
+from control_plane.services import audit
+
+TOKEN_PREFIX = "ses_"
+SESSION_IDLE = dt.timedelta(hours=12)
+SESSION_MAX = dt.timedelta(days=7)
+TOUCH_EVERY = dt.timedelta(minutes=1)  # a session's last use is written at most this often
+PASSWORD_MIN, PASSWORD_MAX = 12, 1024
+TOTP_PURPOSE = "totp"
+
+# Argon2id at the library's defaults (RFC 9106's second recommended set: 64 MiB, t=3).
+_hasher = PasswordHasher()
+# Verified when no user has the e-mail given, so that a sign-in takes as long either way.
+_DUMMY = _hasher.hash(security.random_token(24))
+
+
+class InvalidCredentials(Unauthorized):
+    code = "invalid_credentials"
+
+
+class InvalidCode(Unauthorized):
+    code = "invalid_totp_code"
+
+
+def check_password(password):
+    if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
+        raise ApiError(f"The password must be {PASSWORD_MIN} to {PASSWORD_MAX} characters long.",
+                       code="weak_password", status=422)
+
+
+def new_password():
+    """A password to hand a new user once (24 URL-safe characters, ~143 bits)."""
+    return security.random_token(24)
+
+
+def _active_user(user_id):
+    user = User.get_or_none(User.id == user_id)
+    if user is None or user.deleted_at is not None:
+        raise NotFound("user not found")
+    return user
+
+
+def set_password(user_id, password):
+    """A new password; every session of the user ends (whoever knew the old one)."""
+    check_password(password)
+    with database.atomic():
+        user = _active_user(user_id)
+        user.password_hash = _hasher.hash(password)
+        user.save(only=[User.password_hash])
+        ended = _end_sessions(user.id)
+        audit.record(user.organization_id, "user.password_set", "user", user.id)
+    return user, ended
+
+
+def set_access(user_id, access):
+    if access not in USER_ACCESS:
+        raise ApiError(f"access must be one of: {', '.join(USER_ACCESS)}")
+    with database.atomic():
+        user = _active_user(user_id)
+        user.access = access
+        user.save(only=[User.access])
+        audit.record(user.organization_id, "user.update", "user", user.id, {"access": access})
+    return user
+
+
+# --- signing in ----------------------------------------------------------------------
+
+def _verified(user, password):
+    try:
+        return _hasher.verify(user.password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def sign_in(email, password, code=None, *, ip=None, user_agent=None, request_id=None):
+    """A new session for the user with this e-mail and password (and TOTP code, when
+    they set one up): (raw token, session). Nothing says which part was wrong."""
+    candidates = list(User.select().where(User.email == email.strip(), User.deleted_at.is_null(),
+                                          User.password_hash.is_null(False)))
+    user = next((u for u in candidates if _verified(u, password)), None)
+    if not candidates:
+        _verified(User(password_hash=_DUMMY), password)
+    if user is None:
+        raise InvalidCredentials("The e-mail or the password is not right.")
+    if user.totp_secret is not None and not _code_ok(user, code):
+        raise InvalidCode("The authentication code is not right.")
+    raw = TOKEN_PREFIX + security.random_token(40)
+    now = clock.now()
+    with database.atomic():
+        session = WebSession.create(user=user, token_hash=security.digest(raw), last_seen_at=now,
+                                    expires_at=now + SESSION_IDLE, ip=ip,
+                                    user_agent=(user_agent or "")[:255] or None)
+        with audit.acting(actor_for(user, ip, request_id)):
+            audit.record(user.organization_id, "user.sign_in", "session", session.id)
+    return raw, session
+
+
+def actor_for(user, ip=None, request_id=None):
+    return audit.Actor("user", str(user.id), user.email, ip, request_id)
+
+
+def authenticate(raw):
+    """(session, user) for a live session token, else None. Each use moves its idle
+    expiry on (written at most once a minute), up to SESSION_MAX after sign-in."""
+    if not raw or not raw.startswith(TOKEN_PREFIX) or len(raw) > 128:
+        return None
+    row = (WebSession.select(WebSession, User).join(User)
+           .where(WebSession.token_hash == security.digest(raw)).first())
+    now = clock.now()
+    if (row is None or row.revoked_at is not None or row.expires_at <= now
+            or row.user.deleted_at is not None):
+        return None
+    if now - row.last_seen_at >= TOUCH_EVERY:
+        row.last_seen_at = now
+        row.expires_at = min(now + SESSION_IDLE, row.created_at + SESSION_MAX)
+        row.save(only=[WebSession.last_seen_at, WebSession.expires_at])
+    return row, row.user
+
+
+def csrf_token(raw):
+    """The token every write of this session must carry (forms and htmx requests)."""
+    return hmac.new(security.derived_key("console-csrf"), raw.encode(), "sha256").hexdigest()
+
+
+def csrf_ok(raw, presented):
+    return bool(presented) and hmac.compare_digest(csrf_token(raw), presented)
+
+
+def sessions_of(user):
+    now = clock.now()
+    return list(WebSession.select().where(WebSession.user == user.id,
+                                          WebSession.revoked_at.is_null(),
+                                          WebSession.expires_at > now)
+                .order_by(WebSession.created_at.desc()))
+
+
+def end_session(user, session_id):
+    """The user ends one of their sessions (sign-out, or another browser's)."""
+    with database.atomic():
+        n = (WebSession.update(revoked_at=clock.now())
+             .where(WebSession.id == session_id, WebSession.user == user.id,
+                    WebSession.revoked_at.is_null()).execute())
+        if not n:
+            raise NotFound("No such session.")
+        audit.record(user.organization_id, "session.revoke", "session", session_id)
+
+
+def _end_sessions(user_id):
+    return (WebSession.update(revoked_at=clock.now())
+            .where(WebSession.user == user_id, WebSession.revoked_at.is_null()).execute())
+
+
+def end_all_sessions(user_id):
+    """The operator signs a user out everywhere; returns how many sessions ended."""
+    with database.atomic():
+        user = _active_user(user_id)
+        ended = _end_sessions(user.id)
+        audit.record(user.organization_id, "user.sessions_revoke", "user", user.id,
+                     {"sessions": ended})
+    return ended
+
+
+# --- the second factor ---------------------------------------------------------------
+
+def _code_ok(user, code, secret=None):
+    secret = secret or secretbox.unseal(user.totp_secret, TOTP_PURPOSE)
+    code = (code or "").replace(" ", "")
+    # One step of clock drift either way, as authenticator apps expect.
+    return bool(secret) and code.isdigit() and pyotp.TOTP(secret).verify(code, valid_window=1)
+
+
+def totp_offer(user):
+    """A new secret and its otpauth URI, for the user to add to an authenticator app;
+    nothing changes until a code from it is confirmed (`totp_enable`)."""
+    secret = pyotp.random_base32()
+    uri = pyotp.TOTP(secret).provisioning_uri(name=user.email, issuer_name="Berth")
+    return secret, uri
+
+
+def totp_enable(user, secret, code):
+    if not _code_ok(user, code, secret=secret):
+        raise InvalidCode("The authentication code is not right.")
+    with database.atomic():
+        user.totp_secret = secretbox.seal(secret, TOTP_PURPOSE)
+        user.save(only=[User.totp_secret])
+        audit.record(user.organization_id, "user.totp_enable", "user", user.id)
+
+
+def totp_disable(user, code):
+    if user.totp_secret is None:
+        return
+    if not _code_ok(user, code):
+        raise InvalidCode("The authentication code is not right.")
+    with database.atomic():
+        user.totp_secret = None
+        user.save(only=[User.totp_secret])
+        audit.record(user.organization_id, "user.totp_disable", "user", user.id)
+
+
+# --- acting as a key -----------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class UserPrincipal:
+    """A signed-in user as the services' key-shaped checks read a caller: the whole
+    organization, read-only or not by the user's access. Keys the user creates are
+    theirs (owner)."""
+
+    organization_id: uuid.UUID
+    user_id: uuid.UUID
+    email: str
+    read_only: bool
+    project_scoped = False
+    project_id = None
+    server_registration = True
+    support_tickets = True
+
+    @property
+    def key_type(self):
+        return "read_only" if self.read_only else "full_access"
+
+    @property
+    def public_id(self):
+        return f"user:{self.user_id}"
+
+    @property
+    def owner_id(self):
+        return self.user_id
+
+    @property
+    def name(self):
+        return self.email
+
+
+def principal(user):
+    return UserPrincipal(user.organization_id, user.id, user.email, user.read_only)
+
+
+def own_key(user, public_id):
+    """An API key of the user's organization, for the console's key pages."""
+    key = ApiKey.get_or_none(ApiKey.public_id == public_id, ApiKey.deleted_at.is_null())
+    if key is None or key.organization_id != user.organization_id:
+        raise NotFound("Not found.")
+    return key
