@@ -100,6 +100,7 @@ def create_app(config=None):
     from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
     from control_plane.api.storage_urls import blp as storage_urls
+    from control_plane.console import register as register_console
     from control_plane.installer import blp as installer
 
     register_public(app)
@@ -107,6 +108,7 @@ def create_app(config=None):
     app.register_blueprint(installer)
     app.register_blueprint(storage_urls)
     app.register_blueprint(agent_transfers)
+    register_console(app)  # the web console, at `/`
     return app
 
 

@@ -179,6 +179,13 @@ def task_log(key, environment_id, task_id=None, lines=200):
             "truncated": truncated}
 
 
+def tasks_of(key, environment_id, limit=20):
+    """An environment's newest tasks (deployments, backups, restores…), newest first."""
+    env = get_environment(key, environment_id)
+    return list(Deployment.select().where(Deployment.environment == env.id)
+                .order_by(Deployment.created_at.desc(), Deployment.id.desc()).limit(limit))
+
+
 def get_task(key, task_id):
     d = (Deployment.select(Deployment, Project).join(Project)
          .where(Deployment.id == task_id, Project.organization == key.organization_id).first())

@@ -1,0 +1,159 @@
+"""The web console at `/`: server-rendered pages for an organization's users, on
+the same service functions as the APIs (a signed-in user acts as an
+organization-wide key of their access, `sessions.principal`).
+
+Every request: the session cookie names a live session (else the sign-in page);
+every write carries the session's CSRF token and comes from this origin; a
+read-only user's writes are refused here, whatever the page showed. Pages run
+only this package's scripts (htmx, uPlot, console.js) under a strict
+Content-Security-Policy; templates escape every value."""
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+
+from control_plane.errors import ApiError
+from control_plane.services import audit
+from control_plane.services.accounts import sessions
+
+COOKIE = "berth_session"
+ASSETS_PATH = "/console-assets"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+# Reached without a session (the sign-in page and the assets).
+OPEN = frozenset(("console.sign_in", "console.static"))
+# Writes a read-only user may make: their own sign-out, sessions and second factor.
+SELF_SERVICE = frozenset(("console.sign_out", "console.end_session", "console.totp"))
+
+blp = Blueprint("console", __name__, static_folder="static", static_url_path=ASSETS_PATH,
+                template_folder="templates")
+
+
+class CsrfFailed(ApiError):
+    status, code = 403, "csrf_failed"
+
+
+class FormInvalid(ApiError):
+    status, code = 422, "validation_error"
+
+
+class ReadOnly(ApiError):
+    status, code = 403, "write_access_required"
+
+
+def berth():
+    return current_app.extensions["berth"]
+
+
+def user():
+    return g.console_user
+
+
+def principal():
+    return sessions.principal(g.console_user)
+
+
+def form(schema, fields=None):
+    """The request's form as `schema` loads it (the API's own rules): blank fields
+    are left out, so their defaults apply. A 422 naming each refused field."""
+    import marshmallow as ma
+
+    names = fields or schema.fields
+    given = {k: v.strip() if k != "password" else v for k, v in request.form.items()
+             if k in names and v.strip()}
+    try:
+        return schema.load(given)
+    except ma.ValidationError as err:
+        raise FormInvalid("; ".join(f"{field}: {' '.join(_texts(messages))}"
+                                    for field, messages in err.messages.items())) from None
+
+
+def _texts(messages):
+    if isinstance(messages, dict):
+        return [t for m in messages.values() for t in _texts(m)]
+    return [str(m) for m in messages] if isinstance(messages, list) else [str(messages)]
+
+
+def render(template, status=200, **context):
+    return render_template(f"console/{template}", **context), status
+
+
+def _same_origin():
+    """A write's Origin (or, lacking it, Referer) is this site: a second guard
+    besides the token, and the only one the sign-in form has."""
+    source = request.headers.get("Origin") or request.headers.get("Referer")
+    if not source:
+        return False
+    return urlsplit(source).netloc == request.host
+
+
+@blp.before_request
+def _authenticate():
+    endpoint = request.endpoint or ""
+    writing = request.method not in ("GET", "HEAD")
+    if writing and not _same_origin():
+        raise CsrfFailed("This form must be sent from the console's own pages.")
+    if endpoint in OPEN:  # signing in again while signed in makes a new session
+        return None
+    raw = request.cookies.get(COOKIE)
+    found = sessions.authenticate(raw) if raw else None
+    if found is None:
+        if request.headers.get("HX-Request"):  # a live part: the whole page goes to sign-in
+            return "", 401, {"HX-Redirect": url_for("console.sign_in")}
+        return redirect(url_for("console.sign_in", next=request.full_path.rstrip("?")))
+    g.console_session, g.console_user = found
+    g.console_raw = raw
+    g.csrf_token = sessions.csrf_token(raw)
+    if writing:
+        presented = request.form.get("csrf_token") or request.headers.get("X-CSRF-Token")
+        if not sessions.csrf_ok(raw, presented):
+            raise CsrfFailed("The form has expired; reload the page and try again.")
+        if g.console_user.read_only and endpoint not in SELF_SERVICE:
+            raise ReadOnly("Your access is read-only.")
+        g.audit_token = audit.bind(sessions.actor_for(
+            g.console_user, request.remote_addr, g.get("request_id")))
+    return None
+
+
+@blp.after_request
+def _headers(response):
+    headers = response.headers
+    headers["Content-Security-Policy"] = CSP
+    headers["X-Content-Type-Options"] = "nosniff"
+    headers["Referrer-Policy"] = "same-origin"
+    if request.endpoint != "console.static":
+        headers["Cache-Control"] = "no-store"
+    return response
+
+
+@blp.errorhandler(ApiError)
+def _error(err):
+    """A refused action: the page's error panel (htmx swaps it in), or a page."""
+    if request.headers.get("HX-Request"):
+        return render("_error.html", err.status, error=err)
+    return render("error.html", err.status, error=err)
+
+
+@blp.context_processor
+def _context():
+    return {"asset": lambda name: f"{ASSETS_PATH}/{name}", "me": g.get("console_user"),
+            "csrf_token": g.get("csrf_token")}
+
+
+def set_cookie(response, raw):
+    secure = current_app.config["PUBLIC_URL"].startswith("https://") or request.is_secure
+    response.set_cookie(COOKIE, raw, httponly=True, secure=secure, samesite="Lax",
+                        max_age=int(sessions.SESSION_MAX.total_seconds()), path="/")
+    return response
+
+
+def register(app):
+    from control_plane.console import (  # noqa: F401 - the views register on `blp`
+        account,
+        environments,
+        organization,
+        projects,
+        servers,
+    )
+
+    app.register_blueprint(blp)

@@ -1,0 +1,98 @@
+"""Signing in and out, and the user's own account: sessions and the second factor."""
+
+from flask import g, redirect, request, url_for
+from itsdangerous import BadSignature
+from limits import RateLimitItemPerMinute
+
+from control_plane import security
+from control_plane.console import berth, blp, render, set_cookie, user
+from control_plane.errors import ApiError, RateLimited
+from control_plane.services.accounts import sessions
+
+# Guesses are slow (Argon2) and few: per address, and per e-mail from any address.
+SIGN_IN_PER_IP = RateLimitItemPerMinute(10)
+SIGN_IN_PER_EMAIL = RateLimitItemPerMinute(5)
+
+
+@blp.get("/")
+def home():
+    return redirect(url_for("console.projects"))
+
+
+def _next_page():
+    """Where to go after signing in: a path of this site only."""
+    target = request.values.get("next") or ""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return url_for("console.projects")
+    return target
+
+
+@blp.route("/sign-in", methods=["GET", "POST"])
+def sign_in():
+    if request.method == "GET":
+        return render("sign_in.html", next=_next_page())
+    email = request.form.get("email", "").strip()[:320]
+    password = request.form.get("password", "")[:sessions.PASSWORD_MAX]
+    try:
+        berth().limiter.hit_all([
+            (SIGN_IN_PER_IP, "console-sign-in:ip", (request.remote_addr,), None),
+            (SIGN_IN_PER_EMAIL, "console-sign-in:email", (email.lower(),), None)],
+            code="rate_limit_exceeded")
+        raw, _ = sessions.sign_in(email, password, request.form.get("code"),
+                                  ip=request.remote_addr,
+                                  user_agent=request.headers.get("User-Agent"),
+                                  request_id=g.get("request_id"))
+    except RateLimited as err:
+        return render("sign_in.html", 429, next=_next_page(), email=email,
+                      message=f"Too many attempts; try again in {err.extra['retry_after']} s.")
+    except ApiError as err:
+        return render("sign_in.html", 401, next=_next_page(), email=email, message=err.message)
+    return set_cookie(redirect(_next_page(), 303), raw)
+
+
+@blp.post("/sign-out")
+def sign_out():
+    sessions.end_session(user(), g.console_session.id)
+    response = redirect(url_for("console.sign_in"), 303)
+    response.delete_cookie("berth_session", path="/")
+    return response
+
+
+@blp.get("/account")
+def account():
+    return render("account.html", sessions=sessions.sessions_of(user()),
+                  current=g.console_session.id, offer=_offer())
+
+
+def _offer():
+    """A second factor to set up: its secret travels signed in the form, so
+    nothing is stored until a code from it is confirmed."""
+    if user().totp_secret is not None:
+        return None
+    secret, uri = sessions.totp_offer(user())
+    return {"secret": secret, "uri": uri,
+            "sealed": security.signer("console-totp").dumps([str(user().id), secret])}
+
+
+@blp.post("/account/sessions/<uuid:session_id>/end")
+def end_session(session_id):
+    sessions.end_session(user(), session_id)
+    if session_id == g.console_session.id:
+        return redirect(url_for("console.sign_in"), 303)
+    return redirect(url_for("console.account"), 303)
+
+
+@blp.post("/account/totp")
+def totp():
+    code = request.form.get("code", "")
+    if request.form.get("action") == "disable":
+        sessions.totp_disable(user(), code)
+    else:
+        try:
+            user_id, secret = security.signer("console-totp").loads(request.form.get("sealed", ""))
+        except (BadSignature, ValueError):
+            raise ApiError("The set-up form has expired; reload the page.") from None
+        if user_id != str(user().id):
+            raise ApiError("The set-up form has expired; reload the page.")
+        sessions.totp_enable(user(), secret, code)
+    return redirect(url_for("console.account"), 303)

@@ -1,0 +1,172 @@
+"""An environment's page: status, actions, task history with the live task log,
+runtime logs, charts, backups, domains and configuration."""
+
+import json
+import uuid
+
+import marshmallow as ma
+from flask import redirect, request, url_for
+
+from control_plane import states
+from control_plane.api.ops.configuration import ConfigurationBody
+from control_plane.api.ops.domains import AddDomainBody
+from control_plane.console import FormInvalid, berth, blp, form, principal, render, user
+from control_plane.errors import ApiError
+from control_plane.services.backups import backups
+from control_plane.services.deploys import config_change, operations
+from control_plane.services.deploys import environments as envs
+from control_plane.services.environment_settings import domains
+from control_plane.services.servers import monitoring
+
+ACTIONS = ("deploy", "redeploy", "restart", "start", "stop")
+LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.RUNNING)
+
+
+def _status(env_id):
+    snapshot = envs.status_snapshot(principal(), env_id, berth().settings["APPS_DOMAIN"])
+    snapshot["status"] = states.public_environment_status(snapshot["status"])
+    return snapshot
+
+
+def _tasks(env_id):
+    return [{"task": t, "status": states.task_status(t.status),
+             "rollback": operations.rollbackable(t)} for t in envs.tasks_of(principal(), env_id)]
+
+
+@blp.get("/environments/<uuid:env_id>")
+def environment(env_id):
+    env = envs.get_environment(principal(), env_id)
+    tasks = _tasks(env_id)
+    shown = request.args.get("task") or (str(tasks[0]["task"].id) if tasks else None)
+    return render("environment.html", env=env, status=_status(env_id), tasks=tasks,
+                  log=_log(env_id, shown), actions=ACTIONS,
+                  backups=backups.list_for_key(principal(), env_id, page_size=50)["items"],
+                  domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
+                           for d in domains.list_of(env)],
+                  config=config_change.read(user(), env_id))
+
+
+@blp.get("/environments/<uuid:env_id>/status-panel")
+def status_panel(env_id):
+    return render("_status.html", env_id=env_id, status=_status(env_id))
+
+
+@blp.get("/environments/<uuid:env_id>/tasks-panel")
+def tasks_panel(env_id):
+    return render("_tasks.html", env_id=env_id, tasks=_tasks(env_id))
+
+
+def _log(env_id, task_id):
+    """A task's log and whether it is still being written (then the page polls it)."""
+    if task_id is None:
+        return None
+    try:
+        task = envs.get_task(principal(), task_id)
+    except ApiError:
+        return None
+    if task.environment_id != env_id:
+        return None
+    log = envs.task_log(principal(), env_id, task.id, lines=2000)
+    return {"task": task, "text": log["log"], "truncated": log["truncated"],
+            "live": task.task_status in LIVE}
+
+
+@blp.get("/environments/<uuid:env_id>/task-log")
+def task_log(env_id):
+    return render("_task_log.html", env_id=env_id, log=_log(env_id, request.args.get("task")))
+
+
+@blp.get("/environments/<uuid:env_id>/runtime-logs")
+def runtime_logs(env_id):
+    source = request.args.get("source", "container")
+    if source not in ("container", "postgres", "proxy"):
+        source = "container"
+    logs = monitoring.runtime_logs(principal(), env_id, source, 300, berth())
+    return render("_runtime_logs.html", logs=logs)
+
+
+@blp.post("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
+def act(env_id, action):
+    task = envs.act(principal(), env_id, action, berth=berth())
+    return redirect(url_for("console.environment", env_id=env_id, task=task["task_id"]), 303)
+
+
+def _confirmed(env):
+    """Destructive actions: the environment's name typed again."""
+    if request.form.get("confirm_name", "").strip() != env.name:
+        raise FormInvalid("Type the environment's name exactly to confirm.")
+
+
+@blp.post("/environments/<uuid:env_id>/destroy")
+def destroy(env_id):
+    env = envs.get_environment(principal(), env_id)
+    _confirmed(env)
+    envs.delete_environment(principal(), env_id, "true", berth=berth())
+    return redirect(url_for("console.project", project_id=env.project_id), 303)
+
+
+@blp.post("/deployments/<uuid:task_id>/rollback")
+def rollback(task_id):
+    d = operations.rollback(user(), task_id, berth())
+    return redirect(url_for("console.environment", env_id=d.environment_id, task=d.id), 303)
+
+
+# --- backups --------------------------------------------------------------------------
+
+@blp.post("/environments/<uuid:env_id>/backups")
+def create_backup(env_id):
+    comment = request.form.get("comment", "").strip()[:500] or None
+    backup = backups.create_for_user(user(), env_id, berth=berth(), comment=comment)
+    return redirect(url_for("console.environment", env_id=env_id, task=backup.task_id), 303)
+
+
+@blp.post("/environments/<uuid:env_id>/restore")
+def restore(env_id):
+    env = envs.get_environment(principal(), env_id)
+    _confirmed(env)
+    try:
+        backup_id = uuid.UUID(request.form.get("backup_id", ""))
+    except ValueError:
+        raise FormInvalid("Choose a backup to restore.") from None
+    task = backups.restore_for_user(user(), env_id, backup_id, berth=berth())
+    return redirect(url_for("console.environment", env_id=env_id, task=task.id), 303)
+
+
+@blp.get("/backups/<uuid:backup_id>/download/<any(database,filestore,manifest):part>")
+def download_backup(backup_id, part):
+    urls = backups.download_for_key(principal(), backup_id, berth().settings)
+    return redirect(urls[f"{part}_url"], 303)
+
+
+# --- domains and configuration ---------------------------------------------------------
+
+@blp.post("/environments/<uuid:env_id>/domains")
+def add_domain(env_id):
+    body = form(AddDomainBody())
+    env = domains.environment(user(), env_id, "project.environments.deploy")
+    domains.add(env, body["domain"], berth().settings["APPS_DOMAIN"])
+    return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
+
+
+@blp.post("/environments/<uuid:env_id>/domains/<string:name>/<any(verify,remove):op>")
+def change_domain(env_id, name, op):
+    env = domains.environment(user(), env_id, "project.environments.deploy")
+    wake = getattr(berth().gateway, "wake", None)
+    getattr(domains, op)(env, name, berth().settings, wake)
+    return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
+
+
+@blp.post("/environments/<uuid:env_id>/config")
+def change_config(env_id):
+    """The same change the operations API's PATCH takes, as JSON in a text box."""
+    try:
+        given = json.loads(request.form.get("changes", ""))
+    except ValueError:
+        raise FormInvalid("The change must be a JSON object.") from None
+    try:
+        body = ConfigurationBody().load(given if isinstance(given, dict) else {"": given})
+    except ma.ValidationError as err:
+        raise FormInvalid(json.dumps(err.messages)) from None
+    _, deployment = config_change.change(user(), env_id, body, berth=berth())
+    task = deployment.id if deployment else None
+    return redirect(url_for("console.environment", env_id=env_id, task=task), 303)

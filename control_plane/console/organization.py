@@ -1,0 +1,136 @@
+"""The organization's webhooks and their deliveries, API keys, automation rules
+and audit log."""
+
+import json
+
+import marshmallow as ma
+from flask import redirect, request, url_for
+
+from control_plane.api.public.audit import AuditArgs
+from control_plane.api.public.automation import RuleCreateSchema
+from control_plane.api.public.webhooks import WebhookCreateSchema
+from control_plane.console import FormInvalid, berth, blp, principal, render, user
+from control_plane.services import audit
+from control_plane.services.accounts import keys, sessions
+from control_plane.services.automation import rules, runs
+from control_plane.services.projects import projects
+from control_plane.services.webhooks import subscriptions as webhooks
+
+PAGE = 100
+
+
+def _load(schema, given):
+    try:
+        return schema.load(given)
+    except ma.ValidationError as err:
+        raise FormInvalid(json.dumps(err.messages)) from None
+
+
+# --- webhooks ---------------------------------------------------------------------------
+
+@blp.get("/webhooks")
+def webhooks_page():
+    listed = webhooks.list_webhooks(principal(), limit=PAGE, offset=0)
+    return render("webhooks.html", webhooks=listed["items"], events=webhooks.SUBSCRIBABLE)
+
+
+@blp.post("/webhooks")
+def create_webhook():
+    webhooks.count_mutation(principal(), berth().limiter)
+    body = _load(WebhookCreateSchema(), {
+        "url": request.form.get("url", "").strip(), "events": request.form.getlist("events"),
+        "description": request.form.get("description", "").strip()})
+    webhook, secret = webhooks.create_webhook(principal(), berth().settings, **body)
+    # The secret is shown on this answer only, never again.
+    return render("webhook_created.html", 201, webhook=webhook, secret=secret)
+
+
+@blp.post("/webhooks/<uuid:webhook_id>/<any(pause,resume,delete):op>")
+def change_webhook(webhook_id, op):
+    webhooks.count_mutation(principal(), berth().limiter)
+    if op == "delete":
+        webhooks.delete_webhook(principal(), webhook_id)
+    else:
+        webhooks.update_webhook(principal(), berth().settings, webhook_id,
+                                {"is_active": op == "resume"})
+    return redirect(url_for("console.webhooks_page"), 303)
+
+
+@blp.get("/webhooks/<uuid:webhook_id>")
+def webhook(webhook_id):
+    return render("webhook.html", webhook=webhooks.get_webhook(principal(), webhook_id),
+                  deliveries=webhooks.deliveries(principal(), webhook_id))
+
+
+# --- API keys ----------------------------------------------------------------------------
+
+@blp.get("/keys")
+def keys_page():
+    listed, _ = projects.list_projects(principal(), limit=PAGE, cursor=None)
+    return render("keys.html", keys=[{"key": k, "status": keys.status_of(k)}
+                                     for k in keys.list_keys(user().organization_id)],
+                  projects=listed)
+
+
+@blp.post("/keys")
+def create_key():
+    name = request.form.get("name", "").strip()
+    if not 1 <= len(name) <= 255:
+        raise FormInvalid("name: 1 to 255 characters.")
+    project_id = request.form.get("project_id") or None
+    key, raw = keys.create_key(
+        user().organization_id, name, request.form.get("key_type", "read_only"),
+        "project" if project_id else "organization", project_id=project_id,
+        owner_id=user().id)
+    # The whole key is in this answer only, never again.
+    return render("key_created.html", 201, key=key, raw=raw)
+
+
+@blp.post("/keys/<string:public_id>/revoke")
+def revoke_key(public_id):
+    keys.revoke_key(sessions.own_key(user(), public_id).public_id)
+    return redirect(url_for("console.keys_page"), 303)
+
+
+# --- automation rules --------------------------------------------------------------------
+
+@blp.get("/projects/<uuid:project_id>/rules")
+def rules_page(project_id):
+    listed, _ = rules.list_rules(principal(), project_id, limit=PAGE, cursor=None)
+    return render("rules.html", project=projects.get_project(principal(), project_id),
+                  rules=listed)
+
+
+@blp.post("/projects/<uuid:project_id>/rules")
+def create_rule(project_id):
+    try:
+        given = json.loads(request.form.get("rule", ""))
+    except ValueError:
+        raise FormInvalid("The rule must be a JSON object.") from None
+    body = _load(RuleCreateSchema(), given if isinstance(given, dict) else {})
+    rules.create_for_key(principal(), project_id, **body)
+    return redirect(url_for("console.rules_page", project_id=project_id), 303)
+
+
+@blp.post("/rules/<uuid:rule_id>/<any(enable,disable,run,delete):op>")
+def change_rule(rule_id, op):
+    rule = rules.get_rule(principal(), rule_id)
+    if op == "run":
+        runs.run_now(principal(), rule_id, settings=berth().settings, gateway=berth().gateway)
+    elif op == "delete":
+        rules.delete_rule(principal(), rule_id)
+    else:
+        rules.update_rule(principal(), rule_id, {"enabled": op == "enable"})
+    return redirect(url_for("console.rules_page", project_id=rule.project_id), 303)
+
+
+# --- audit log ------------------------------------------------------------------------------
+
+@blp.get("/audit")
+def audit_page():
+    given = {k: v for k, v in request.args.items() if v.strip()}
+    args = _load(AuditArgs(), {"limit": 50, **given})
+    shown = {k: v for k, v in given.items() if k != "cursor"}
+    rows, meta = audit.list_events(principal(), since=args.pop("from_", None),
+                                   until=args.pop("to", None), **args)
+    return render("audit.html", events=rows, meta=meta, filters=shown)

@@ -1,0 +1,80 @@
+"""Servers (health, connection, agent version, live figures) and the stored
+history both charts read (a server's and an environment's)."""
+
+import datetime as dt
+
+from flask import request
+
+from control_plane import clock
+from control_plane.console import berth, blp, principal, render
+from control_plane.errors import ApiError, NotFound
+from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
+from control_plane.services import agents
+from control_plane.services.servers import history, monitoring
+from control_plane.services.servers import servers as svc
+
+PAGE = 100
+# The charts' ranges, each with a step that gives at most a few hundred points.
+RANGES = {"1h": (dt.timedelta(hours=1), "1m"), "24h": (dt.timedelta(hours=24), "5m"),
+          "7d": (dt.timedelta(days=7), "1h")}
+
+
+def _reachable(row):
+    if row["connection"] == "ssh":
+        return agents.ssh_reachable(row["ssh_checked_at"], row["unreachable_since"],
+                                    row["ssh_offered_host_key"])
+    return agents.connected(row["connected_since"], row["last_seen_at"])
+
+
+@blp.get("/servers")
+def servers():
+    rows, meta = svc.list_servers(principal(), limit=PAGE, cursor=request.args.get("cursor"))
+    for row in rows:
+        row["reachable"] = _reachable(row)
+    return render("servers.html", servers=rows, meta=meta)
+
+
+@blp.get("/servers/<uuid:server_id>")
+def server(server_id):
+    monitoring.server_for_key(principal(), server_id)  # the organization's own, or 404
+    row = svc.one(principal(), server_id)
+    row["reachable"] = _reachable(row)
+    return render("server.html", server=row)
+
+
+@blp.get("/servers/<uuid:server_id>/live")
+def server_live(server_id):
+    """The agent's figures now (asked live): a panel the page loads after itself."""
+    try:
+        metrics, problem = monitoring.server_metrics(principal(), server_id, berth()), None
+    except ApiError as err:
+        if isinstance(err, NotFound):
+            raise
+        metrics, problem = None, err.message
+    return render("_server_live.html", metrics=metrics, problem=problem)
+
+
+def _series(points, names):
+    """uPlot's columns: the times, then each series' averages (null where none)."""
+    return {"t": [history.unix(p["at"]) for p in points],
+            "series": {name: [p[name]["avg"] for p in points] for name in names}}
+
+
+def _range():
+    span, step = RANGES.get(request.args.get("range"), RANGES["1h"])
+    end = clock.now()
+    return end - span, end, history.STEPS[step]
+
+
+@blp.get("/servers/<uuid:server_id>/history.json")
+def server_history(server_id):
+    start, end, step = _range()
+    found = history.server_history(principal(), server_id, start, end, step)
+    return _series(found["points"], SERVER_SERIES)
+
+
+@blp.get("/environments/<uuid:env_id>/history.json")
+def environment_history(env_id):
+    start, end, step = _range()
+    found = history.environment_history(principal(), env_id, start, end, step)
+    return _series(found["points"], ENVIRONMENT_SERIES)
