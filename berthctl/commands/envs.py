@@ -14,6 +14,7 @@ COLUMNS = [("ID", "id"), ("NAME", "name"), ("STATUS", "status"), ("BRANCH", "bra
 TASK_COLUMNS = [("TASK", "task_id"), ("STATUS", "status"), ("ENVIRONMENT", "environment_id")]
 DONE_COLUMNS = [("TASK", "task_id"), ("KIND", "kind"), ("STATUS", "status"),
                 ("ENVIRONMENT", "environment_id")]
+CODE_KINDS = ("deploy", "redeploy")  # the tasks that put code on the server
 ACTIONS = ("deploy", "redeploy", "restart", "start", "stop")
 wait_option = click.option("--wait", is_flag=True, help="Follow the task: print its log as it "
                            "comes, exit non-zero when it fails.")
@@ -140,13 +141,14 @@ def rollback(state, env_id, target, wait):
 
 def _previous_success(client, env):
     """The newest successful deployment that can be returned to, other than the
-    one the environment runs now (its newest deployment of code)."""
+    one the environment runs now (its newest deployment of code: restarts, backups
+    and the like put no code on the server)."""
     newest, candidates, cursor = None, [], None
     for _ in range(10):  # at most 1000 of the project's deployments are looked at
         page = client.ops("GET", "/deployments", params={"project_id": env["project_id"],
                                                          "limit": 100, "cursor": cursor})
         for d in page["data"]:
-            if d["environment_id"] != env["id"] or d["kind"] in ("backup", "restore", "export"):
+            if d["environment_id"] != env["id"] or d["kind"] not in CODE_KINDS:
                 continue
             newest = newest or d
             if d["can_rollback"]:
@@ -154,8 +156,8 @@ def _previous_success(client, env):
         cursor = page["pagination"].get("next_cursor")
         if len(candidates) >= 2 or not cursor:
             break
-    candidates = [d for d in candidates if d is not newest] if newest in candidates[:1] \
-        else candidates
+    if candidates and candidates[0] is newest:  # what runs now is no rollback target
+        candidates.pop(0)
     if not candidates:
         raise CliError(f"No earlier successful deployment of {env['id']} to roll back to.")
     return candidates[0]["id"]

@@ -180,3 +180,13 @@ def test_version_usage_and_completion(tmp_path):
     for shell in ("bash", "zsh", "fish"):
         r = berthctl("completion", shell, env=env)
         assert r.returncode == 0 and "_BERTHCTL_COMPLETE" in r.stdout, shell
+
+
+def test_destroy_without_a_terminal_needs_yes(served, tmp_path):
+    env = clean_env(tmp_path, BERTH_URL=served.url, BERTH_API_KEY=served.keys["full_access"])
+    r = berthctl("envs", "destroy", str(uuid.uuid4()), env=env, input="y\n")
+    assert r.returncode == 2
+    assert "--yes" in r.stderr
+    # With --yes it is asked of the API (which knows no such environment).
+    r = berthctl("envs", "destroy", str(uuid.uuid4()), "--yes", env=env)
+    assert r.returncode == 4, r.stderr
