@@ -74,8 +74,8 @@ def _texts(messages):
     return [str(m) for m in messages] if isinstance(messages, list) else [str(messages)]
 
 
-def render(template, status=200, **context):
-    return render_template(f"console/{template}", **context), status
+def render(template, code=200, **context):
+    return render_template(f"console/{template}", **context), code
 
 
 def _same_origin():

@@ -10,9 +10,9 @@ import pytest
 from control_plane.models import Environment, Server
 from control_plane.services import agents as agent_svc
 from protocol.v1 import agent_pb2 as pb
-from tests.support.protocol_agent import ProtocolAgent
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
+from tests.support.protocol_agent import ProtocolAgent
 
 P = "/api/public/v1"
 

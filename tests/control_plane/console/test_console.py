@@ -173,7 +173,9 @@ def test_a_read_only_user_sees_no_write_controls_and_is_refused(app, world):
     b.sign_in(user.email)
     for path in ("/projects", f"/projects/{project.id}", f"/environments/{env.id}", "/keys",
                  "/webhooks"):
-        page = _text(b.get(path))
+        r = b.get(path)
+        assert r.status_code == 200, path
+        page = _text(r)
         assert 'method="post"' not in page.replace(
             'method="post" action="/sign-out"', ""), path
     refused = [("/projects", {"name": "x", "server_id": str(server.id)}),
@@ -242,7 +244,9 @@ def test_names_users_typed_are_shown_as_text(app, world, member):
     env.save()
     for path in ("/projects", f"/projects/{project.id}", f"/environments/{env.id}", "/servers",
                  "/audit"):
-        page = _text(b.get(path))
+        r = b.get(path)
+        assert r.status_code == 200, path
+        page = _text(r)
         assert "<script>alert(1)" not in page and "<img src=x" not in page, path
         assert "<b>bold</b>" not in page, path
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in _text(b.get("/projects"))

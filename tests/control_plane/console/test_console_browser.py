@@ -1,0 +1,349 @@
+"""The web console in a real browser: Debian's chromium driven by Playwright, against
+a real `berth serve` with a real agent and real containers. Sign in, see a project,
+create an environment and watch its task log arrive, charts drawn from stored
+history, a backup taken and restored after typing the name, a typed `<script>`
+shown as text, a write without the CSRF token refused, an ended session signed
+out, a read-only user without write controls. No page breaks its Content-Security-
+Policy. A screenshot of each page is saved under build/test-artifacts/console."""
+
+import datetime as dt
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.deploy.environments import Environments
+from control_plane.app import create_app
+from control_plane.models import Deployment, Environment, Organization, Project, Server
+from control_plane.models.metrics import (
+    ENVIRONMENT_SERIES,
+    SERVER_SERIES,
+    EnvironmentMetric,
+    ServerMetric,
+)
+from tests.support.agents import AgentProcess, registered_server, wait_for
+from tests.support.serve import Served
+from tests.support.services import free_port
+
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ROOT = Path(__file__).resolve().parents[3]
+ARTIFACTS = Path(os.environ.get("BERTH_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts")) \
+    / "console"
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
+                                                          "(make test installs it)")]
+
+
+def _repo(tmp):
+    bare, work = tmp / "repo.git", tmp / "work"
+    work.mkdir()
+    for cmd in (["git", "init", "-q", "--initial-branch=main"],
+                ["git", "config", "user.email", "d@example.com"], ["git", "config", "user.name", "d"]):
+        subprocess.run(cmd, cwd=work, check=True)
+    (work / "shop").mkdir()
+    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
+    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
+    subprocess.run(["git", "commit", "-qm", "v1"], cwd=work, check=True)
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "push", "-q", str(bare), "main"], cwd=work, check=True)
+    return bare
+
+
+class Stand:
+    """`berth serve`, its database read here too (SQLite in its data dir), an
+    organization with a project on a server whose real agent is connected, a
+    full-access and a read-only console user, and one browser."""
+
+    def __init__(self, tmp, erp_image, postgres_image):
+        self.tmp, self.root = tmp, tmp / "srv"
+        self.served = Served(tmp / "cp", {"CP_ERP_IMAGE": erp_image, "CP_PROXY_IMAGE": "",
+                                          "CP_POSTGRES_IMAGE": postgres_image})
+        self.app = self.agent = self.browser = self.pw = None
+        self.envs = []
+
+    def setup(self):
+        self.served.start(grpc_port=free_port())
+        self.url = self.served.url
+        org = self.served.admin("org", "create", "--name", "Acme")
+        self.users = {}
+        self.states = {}  # each user's signed-in browser state: one sign-in each
+        for who, access in (("admin", "full_access"), ("viewer", "read_only"),
+                            ("leaver", "full_access")):
+            made = self.served.admin(
+                "user", "create", "--org", org["id"], "--name", who, "--email",
+                f"{who}@example.com", "--access", access,
+                "--permission", "project.environments.deploy")
+            password = self.served.admin("user", "password", made["id"], "--generate")["password"]
+            self.users[who] = (made["id"], made["email"], password)
+        self.app = create_app({"DATA_DIR": str(self.tmp / "cp"), "PROXY_IMAGE": ""})
+        self.org = Organization.get_by_id(org["id"])
+        self.server, credential = registered_server(self.org, name="shop-server")
+        self.project = Project.create(organization=self.org, name="Shop", server=self.server,
+                                      default_branch="main",
+                                      git_repo_url=f"file://{_repo(self.tmp)}")
+        self.agent = AgentProcess(self.tmp, self.served.grpc, self.server.id, credential,
+                                  env={"BERTH_AGENT_ENV_ROOT": str(self.root)}).start()
+        self.pw = playwright.sync_playwright().start()
+        self.browser = self.pw.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu",
+            # Nothing but this machine resolves: a page needing the internet fails.
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"])
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def page(self, who="admin", width=1280, height=720):
+        """A signed-in page in a context of its own, recording what the console said."""
+        context = self.browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.problems = []
+        self._watch(page)
+        if who in self.states:
+            page.close()
+            context = self.browser.new_context(viewport={"width": width, "height": height},
+                                               storage_state=self.states[who])
+            page = context.new_page()
+            page.problems = []
+            self._watch(page)
+            page.goto(self.url + "/projects")
+            return page
+        _, email, password = self.users[who]
+        page.goto(self.url + "/")
+        page.get_by_label("E-mail").fill(email)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url("**/projects")
+        self.states[who] = context.storage_state()
+        return page
+
+    @staticmethod
+    def _watch(page):
+        # Errors, and whatever the page's policy refused (the test's own canvas reads
+        # draw a performance warning, not counted).
+        page.on("console", lambda m: (m.type == "error" or "Content Security Policy" in m.text)
+                and page.problems.append(m.text))
+        page.on("pageerror", lambda e: page.problems.append(str(e)))
+        page.on("dialog", lambda d: (page.problems.append(f"dialog: {d.message}"), d.dismiss()))
+
+    def close(self, docker_client):
+        if self.browser is not None:
+            self.browser.close()
+        if self.pw is not None:
+            self.pw.stop()
+        if self.agent is not None and self.agent.proc is not None:
+            self.agent.kill(signal.SIGTERM)
+        if getattr(self.served, "proc", None) is not None and self.served.proc.poll() is None:
+            self.served.stop()
+        envs = Environments(docker_client, root=self.root)
+        for env in Environment.select().where(Environment.project == self.project.id):
+            envs.destroy(str(env.id), True, lambda *a: None)
+        if self.app is not None:
+            self.app.extensions["berth"].db.close()
+
+
+@pytest.fixture(scope="module")
+def stand(tmp_path_factory, erp_image, postgres_image, docker_client):
+    s = Stand(tmp_path_factory.mktemp("console"), erp_image, postgres_image)
+    try:
+        s.setup()
+        wait_for(lambda: Server.get_by_id(s.server.id).connected_since is not None, timeout=60,
+                 what="the agent connected")
+        yield s
+    finally:
+        s.close(docker_client)
+
+
+def shot(page, name):
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def clean(page):
+    """Nothing the page ran into: no script error, no refused resource or policy."""
+    assert page.problems == [], page.problems
+
+
+@pytest.fixture(scope="module")
+def deployed(stand):
+    """An environment made through the console, its first deployment watched live."""
+    page = stand.page()
+    shot(page, "projects")
+    page.get_by_role("link", name="Shop").click()
+    page.get_by_label("Name").fill("Staging")
+    page.get_by_role("button", name="Create and deploy").click()
+    page.wait_for_url("**/environments/*")
+    env = Environment.get(Environment.project == stand.project.id, Environment.name == "Staging")
+    # The task log fills while the deployment runs (htmx polls it), then stops.
+    log = page.locator("#task-log pre")
+    log.filter(has_text="checking out").wait_for(timeout=120_000)
+    page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
+    page.locator("#status .s-running").wait_for(timeout=30_000)
+    shot(page, "environment")
+    assert Deployment.get(Deployment.environment == env.id).status == "success"
+    clean(page)
+    page.context.close()
+    return env
+
+
+def test_projects_environment_and_its_task_log(stand, deployed):
+    page = stand.page()
+    page.goto(f"{stand.url}/projects/{stand.project.id}")
+    row = page.locator("#environments tr", has_text="Staging")
+    assert row.locator(".status").inner_text() == "running"
+    shot(page, "project")
+    row.get_by_role("link", name="Staging").click()
+    tasks = page.locator("#tasks tbody tr")
+    assert tasks.count() == 1 and "deploy" in tasks.first.inner_text()
+    assert "checking out" in page.locator("#task-log pre").inner_text()
+    clean(page)
+    page.context.close()
+
+
+def _seed_history(env, server, now):
+    """Seven days of hours and the last hour of minutes, as the scheduler keeps them."""
+    hour, minute = 3600, 60
+    end = int(now.timestamp()) // minute * minute
+    rows = [(3600, end // hour * hour - i * hour) for i in range(1, 7 * 24)]
+    rows += [(60, end - i * minute) for i in range(0, 60)]
+    for step, at in rows:
+        figures = {s: 10.0 + (at // step) % 7 for s in ENVIRONMENT_SERIES}
+        figures.update({s: 2e8 for s in ENVIRONMENT_SERIES if s.endswith("_bytes")})
+        EnvironmentMetric.insert(step=step, at=at, n=1, environment_id=env.id,
+                                 **figures).on_conflict_ignore().execute()
+        ServerMetric.insert(step=step, at=at, n=1, server_id=server.id,
+                            **{s: 20.0 + (at // step) % 5 for s in SERVER_SERIES}
+                            ).on_conflict_ignore().execute()
+
+
+def _drawn(page):
+    """Each chart's points, and whether its canvas has any painted pixel."""
+    return page.evaluate("""() => [...document.querySelectorAll('figure.chart')].map(f => {
+        const c = f.querySelector('canvas');
+        if (!c) return [Number(f.dataset.points || 0), false];
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let painted = false;
+        for (let i = 3; i < d.length; i += 4) { if (d[i] !== 0) { painted = true; break; } }
+        return [Number(f.dataset.points || 0), painted];
+    })""")
+
+
+def test_charts_draw_from_stored_history(stand, deployed):
+    _seed_history(deployed, stand.server, dt.datetime.now(dt.UTC))
+    page = stand.page()
+    page.goto(f"{stand.url}/environments/{deployed.id}")
+    for name, range_ in (("1 hour", "1h"), ("24 hours", "24h"), ("7 days", "7d")):
+        page.get_by_role("button", name=name, exact=True).click()
+        page.locator(f'.charts[data-loaded="{range_}"]').wait_for()
+        drawn = _drawn(page)
+        assert len(drawn) == 3 and all(points > 0 and painted for points, painted in drawn), \
+            (range_, drawn)
+    # Seven days of hours: about 168 points per series (two series on the CPU chart).
+    assert _drawn(page)[0][0] >= 2 * 160
+    shot(page, "environment-charts")
+    page.goto(f"{stand.url}/servers/{stand.server.id}")
+    page.locator('.charts[data-loaded="1h"]').wait_for()
+    assert all(points > 0 and painted for points, painted in _drawn(page))
+    page.locator("#live p").first.wait_for()
+    shot(page, "server")
+    page.goto(f"{stand.url}/servers")
+    shot(page, "servers")
+    clean(page)
+    page.context.close()
+
+
+def test_backup_then_restore_after_typing_the_name(stand, deployed):
+    page = stand.page()
+    page.goto(f"{stand.url}/environments/{deployed.id}")
+    page.get_by_role("button", name="Take a backup").click()
+    page.wait_for_url("**/environments/*")
+    page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
+
+    def completed():
+        page.reload()
+        return page.locator("section", has_text="Backups").locator(
+            "td", has_text="completed").count() > 0
+    wait_for(completed, timeout=60, interval=1, what="the backup completed")
+    download = page.get_by_role("link", name="database").first.get_attribute("href")
+    assert download.startswith("/backups/")
+    page.get_by_text("Restore a backup").click()
+    page.get_by_label("Type the environment's name").first.fill("staging")  # not its name
+    page.get_by_role("button", name="Restore").click()
+    assert "Type the environment's name exactly" in page.locator(".error").inner_text()
+    assert Deployment.select().where(Deployment.environment == deployed.id,
+                                     Deployment.kind == "restore").count() == 0
+    page.go_back()
+    page.get_by_text("Restore a backup").click()
+    page.get_by_label("Type the environment's name").first.fill("Staging")
+    page.get_by_role("button", name="Restore").click()
+    page.wait_for_url("**/environments/*")
+    assert "restore" in page.locator("#task-log h3").inner_text()
+    page.locator('#task-log[data-live="false"]').wait_for(timeout=240_000)
+    restore = Deployment.get(Deployment.environment == deployed.id, Deployment.kind == "restore")
+    assert restore.status == "success", restore.error_message
+    shot(page, "environment-restored")
+    page.context.close()
+
+
+def test_a_typed_script_is_shown_as_text(stand):
+    page = stand.page()
+    name = "<script>window.pwned = 1</script><img src=x onerror=alert(1)>"
+    page.get_by_text("New project").click()
+    page.get_by_label("Name").fill(name)
+    page.get_by_role("button", name="Create project").click()
+    page.wait_for_url("**/projects/*")
+    assert page.locator("h1").inner_text() == name
+    assert page.evaluate("() => window.pwned === undefined")
+    page.goto(f"{stand.url}/projects")
+    assert page.get_by_role("link", name=name).count() == 1
+    page.goto(f"{stand.url}/audit")
+    shot(page, "audit")
+    for path in ("/webhooks", "/keys", "/account"):
+        page.goto(stand.url + path)
+        shot(page, path.strip("/"))
+    clean(page)  # no dialog opened, no script ran
+    page.context.close()
+
+
+def test_a_write_without_the_csrf_token_is_refused(stand):
+    page = stand.page()
+    before = Project.select().count()
+    r = page.request.post(f"{stand.url}/projects", form={
+        "name": "forged", "server_id": str(stand.server.id)}, headers={"Origin": stand.url})
+    assert r.status == 403 and "expired" in r.text()
+    token = page.locator('input[name="csrf_token"]').first.get_attribute("value")
+    r = page.request.post(f"{stand.url}/projects", form={
+        "name": "forged", "server_id": str(stand.server.id), "csrf_token": token},
+        headers={"Origin": "https://evil.example"})
+    assert r.status == 403
+    assert Project.select().count() == before
+    page.context.close()
+
+
+def test_an_ended_session_is_signed_out_on_its_next_request(stand):
+    page = stand.page("leaver")
+    user_id = stand.users["leaver"][0]
+    assert stand.served.admin("user", "sign-out", user_id)["sessions_ended"] >= 1
+    page.goto(f"{stand.url}/keys")
+    assert "/sign-in" in page.url
+    assert page.get_by_role("button", name="Sign in").count() == 1
+    shot(page, "sign-in")
+    page.context.close()
+
+
+def test_a_read_only_user_has_no_write_controls_and_is_refused_anyway(stand, deployed):
+    page = stand.page("viewer", width=390, height=844)  # a phone
+    page.goto(f"{stand.url}/environments/{deployed.id}")
+    assert page.locator("#status .status").inner_text() == "running"
+    for label in ("Redeploy", "Take a backup", "Destroy", "Restore", "Add"):
+        assert page.get_by_role("button", name=label, exact=True).count() == 0, label
+    shot(page, "environment-read-only-phone")
+    token = page.locator('input[name="csrf_token"]').first.get_attribute("value")
+    r = page.request.post(f"{stand.url}/environments/{deployed.id}/actions/restart",
+                          form={"csrf_token": token}, headers={"Origin": stand.url})
+    assert r.status == 403 and "read-only" in r.text()
+    assert not Deployment.select().where(Deployment.environment == deployed.id,
+                                         Deployment.kind == "restart").exists()
+    clean(page)
+    page.context.close()
