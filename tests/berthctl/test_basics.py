@@ -190,3 +190,19 @@ def test_destroy_without_a_terminal_needs_yes(served, tmp_path):
     # With --yes it is asked of the API (which knows no such environment).
     r = berthctl("envs", "destroy", str(uuid.uuid4()), "--yes", env=env)
     assert r.returncode == 4, r.stderr
+
+
+def test_a_rate_limited_read_is_waited_out(served, tmp_path):
+    """A full-access key allows 20 requests a minute: the 21st read waits for the
+    window's Retry-After and is asked again, instead of failing."""
+    key = served.admin("key", "create", "--org", served.org, "--name", "burst", "--type",
+                       "full_access", "--scope", "organization")["key"]
+    headers = {"Authorization": f"Bearer {key}"}
+    statuses = [requests.get(f"{served.url}{P}/projects", headers=headers, timeout=10)
+                .status_code for _ in range(21)]
+    assert statuses[-1] == 429, statuses
+    r = berthctl("--output", "json", "projects", "list", env=clean_env(
+        tmp_path, BERTH_URL=served.url, BERTH_API_KEY=key), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "rate limited, retrying in" in r.stderr
+    assert json.loads(r.stdout) == []
