@@ -17,10 +17,12 @@
   up, from minutes. A bucket with no samples is left out, not sent as nulls."""
 
 import datetime as dt
+import io
+import math
 import time
 
 from control_plane import clock
-from control_plane.db import database
+from control_plane.db import database, is_sqlite
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services.environment_settings import access
 from control_plane.services.servers import monitoring
@@ -72,15 +74,42 @@ def write(rows):
             # Once a subject and minute a statement (PostgreSQL refuses a row updated
             # twice by one): two streams of one server for a moment give two.
             by_kind[kind].setdefault((minute, subject), (subject, minute, n, averages))
+    store = _statements if is_sqlite() else _copied
     with database.atomic():
         for kind, found in by_kind.items():
-            points = [found[k] for k in sorted(found)]  # key order: appended at the end
-            table, key, series = KINDS[kind]
-            for i in range(0, len(points), ROWS_PER_STATEMENT):
-                chunk = points[i:i + ROWS_PER_STATEMENT]
-                database.execute_sql(_upsert(table, key, series, len(chunk)), [
-                    value for subject, minute, n, averages in chunk
-                    for value in (subject, MINUTE, minute, n, *averages)])
+            if found:
+                # Key order: appended at the end of the table.
+                store(*KINDS[kind], [found[k] for k in sorted(found)])
+
+
+def _statements(table, key, series, points):
+    """SQLite: multi-row upserts, a few hundred rows each."""
+    for i in range(0, len(points), ROWS_PER_STATEMENT):
+        chunk = points[i:i + ROWS_PER_STATEMENT]
+        database.execute_sql(_upsert(table, key, series, len(chunk)), [
+            value for subject, minute, n, averages in chunk
+            for value in (subject, MINUTE, minute, n, *averages)])
+
+
+def _copied(table, key, series, points):
+    """PostgreSQL: the rows as COPY text into a temporary table, merged from there by
+    one upsert. psycopg2 adapting each of a minute's ~165,000 parameters cost the
+    gateway three times the CPU of writing this text (docs/performance.md)."""
+    incoming = f"incoming_{table}"
+    columns = ", ".join((key, "step", "at", "n", *series))
+    text = "".join(f"{subject}\t{MINUTE}\t{minute}\t{n}\t"
+                   + "\t".join(map(_copy_text, averages)) + "\n"
+                   for subject, minute, n, averages in points)
+    cursor = database.cursor()
+    cursor.execute(f"CREATE TEMPORARY TABLE {incoming} (LIKE {table}) ON COMMIT DROP")
+    cursor.copy_expert(f"COPY {incoming} ({columns}) FROM STDIN", io.StringIO(text))
+    cursor.execute(_upsert(table, key, series, source=incoming))
+
+
+def _copy_text(value):
+    """A figure as COPY reads it; NaN and infinities as not taken (SQLite stores them
+    as NULL too)."""
+    return repr(float(value)) if value is not None and math.isfinite(value) else "\\N"
 
 
 def _placed(servers):
@@ -102,20 +131,22 @@ def _placed(servers):
 _SQL = {}
 
 
-def _upsert(table, key, series, rows):
-    cached = (type(database.obj), table, rows)
+def _upsert(table, key, series, rows=0, source=None):
+    """`rows` rows of parameters, or every row of the table `source`, merged in."""
+    cached = (type(database.obj), table, rows, source)
     sql = _SQL.get(cached)
     if sql is None:
         p = database.param
         columns = (key, "step", "at", "n", *series)
-        values = ", ".join(["(" + ", ".join([p] * len(columns)) + ")"] * rows)
+        values = (f"SELECT {', '.join(columns)} FROM {source}" if source else
+                  "VALUES " + ", ".join(["(" + ", ".join([p] * len(columns)) + ")"] * rows))
         merged = ", ".join(
             f"{s} = CASE WHEN excluded.{s} IS NULL THEN {table}.{s} "
             f"WHEN {table}.{s} IS NULL THEN excluded.{s} "
             f"ELSE ({table}.{s} * {table}.n + excluded.{s} * excluded.n) "
             f"/ ({table}.n + excluded.n) END" for s in series)
         sql = _SQL[cached] = (
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES {values} "
+            f"INSERT INTO {table} ({', '.join(columns)}) {values} "
             f"ON CONFLICT (step, at, {key}) DO UPDATE SET n = {table}.n + excluded.n, {merged}")
     return sql
 

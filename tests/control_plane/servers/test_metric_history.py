@@ -191,3 +191,20 @@ def test_a_minute_written_twice_is_merged(client, world):
                         **{"from": at.isoformat(),
                            "to": (at + dt.timedelta(minutes=1)).isoformat()})["points"]
     assert point["cpu_percent"]["avg"] == 1.0
+
+
+def test_a_figure_that_is_no_number_is_kept_as_not_taken(client, world):
+    """NaN or an infinity from an agent is stored as null on both databases (SQLite
+    binds NaN as NULL; PostgreSQL's rows go as COPY text)."""
+    org = world.org()
+    server = world.server(org)
+    raw, _ = world.key(org, "read_only")
+    minute = (int(time.time()) // 60 - 2) * 60
+    history.write([_row(server, minute, 1, cpu_percent=float("nan"),
+                        memory_percent=float("inf"), disk_percent=7.5)])
+    at = dt.datetime.fromtimestamp(minute, dt.UTC)
+    (point,) = _history(client, raw, f"servers/{server.id}", step="1m",
+                        **{"from": at.isoformat(),
+                           "to": (at + dt.timedelta(minutes=1)).isoformat()})["points"]
+    assert point["cpu_percent"]["avg"] is None and point["memory_percent"]["avg"] is None
+    assert point["disk_percent"]["avg"] == 7.5
