@@ -60,6 +60,11 @@ def create_app(config=None):
     # `//` in a path is a JSON 404, not werkzeug's redirect (which has an HTML body).
     app.url_map.merge_slashes = False
     app.session_interface = _NoSessions()  # an API: no cookie session to open per request
+    if settings["PROXY_HOPS"]:  # the client's address and scheme as the balancer saw them
+        from werkzeug.middleware.proxy_fix import ProxyFix
+
+        hops = settings["PROXY_HOPS"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)
 
     security.configure(settings["SECRET_KEY"])
     database = db_mod.init(settings)

@@ -38,6 +38,10 @@ class Config:
     MIGRATION_WAIT_SECONDS = 300
     # One JSON line per HTTP request on stderr (request id, route, status, time).
     ACCESS_LOG = True
+    # Proxies in front of the HTTP server that set X-Forwarded-For and -Proto (the
+    # compose file's HAProxy: 1). The client's address is then the one they saw: audit
+    # events and the console's sign-in limit per address. 0 trusts no such header.
+    PROXY_HOPS = 0
     WEBHOOK_CA_BUNDLE = None  # PEM file webhook receivers are verified against; None: certifi
     ERP_IMAGE = "odoo:{erp_version}"
     POSTGRES_IMAGE = "postgres:16"

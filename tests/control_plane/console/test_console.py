@@ -284,3 +284,21 @@ def test_pages_of_another_organization_are_not_found(app, world, member):
         assert b.get(path).status_code == 404, path
     r = b.post(f"/environments/{env.id}/destroy", {"confirm_name": env.name})
     assert r.status_code == 404
+
+
+@pytest.mark.parametrize("hops", [0, 1])
+def test_the_client_address_behind_a_balancer(app, world, hops):
+    """With CP_PROXY_HOPS=1 (the compose file's HAProxy), the address its
+    X-Forwarded-For names is the client's; with 0 the header is not believed."""
+    from control_plane.app import create_app
+
+    behind = create_app({k: app.config[k] for k in ("DATA_DIR", "SECRET_KEY", "DATABASE_URL",
+                                                     "PROXY_IMAGE")} | {"PROXY_HOPS": hops})
+    user = _user(world, world.org())
+    r = behind.test_client().post(
+        "/sign-in", data={"email": user.email, "password": PASSWORD},
+        headers={"Origin": HOST, "X-Forwarded-For": "203.0.113.7"},
+        environ_base={"REMOTE_ADDR": "10.0.0.2"})
+    assert r.status_code == 303
+    event = AuditEvent.get(AuditEvent.action == "user.sign_in", AuditEvent.actor_id == str(user.id))
+    assert event.source_ip == ("203.0.113.7" if hops else "10.0.0.2")
