@@ -10,7 +10,16 @@ from flask import redirect, request, url_for
 from control_plane import states
 from control_plane.api.ops.configuration import ConfigurationBody
 from control_plane.api.ops.domains import AddDomainBody
-from control_plane.console import FormInvalid, berth, blp, form, principal, render, user
+from control_plane.console import (
+    FormInvalid,
+    audited_read,
+    berth,
+    blp,
+    form,
+    principal,
+    render,
+    user,
+)
 from control_plane.errors import ApiError
 from control_plane.services.backups import backups
 from control_plane.services.deploys import config_change, operations
@@ -134,6 +143,7 @@ def restore(env_id):
 
 @blp.get("/backups/<uuid:backup_id>/download/<any(database,filestore,manifest):part>")
 def download_backup(backup_id, part):
+    audited_read()
     urls = backups.download_for_key(principal(), backup_id, berth().settings)
     return redirect(urls[f"{part}_url"], 303)
 

@@ -17,7 +17,14 @@ import pytest
 
 from agent.deploy.environments import Environments
 from control_plane.app import create_app
-from control_plane.models import Deployment, Environment, Organization, Project, Server
+from control_plane.models import (
+    AuditEvent,
+    Deployment,
+    Environment,
+    Organization,
+    Project,
+    Server,
+)
 from control_plane.models.metrics import (
     ENVIRONMENT_SERIES,
     SERVER_SERIES,
@@ -267,6 +274,14 @@ def test_backup_then_restore_after_typing_the_name(stand, deployed):
     wait_for(completed, timeout=60, interval=1, what="the backup completed")
     download = page.get_by_role("link", name="database").first.get_attribute("href")
     assert download.startswith("/backups/")
+    # The link hands out the dump (through its signed URL), and that is an audit event
+    # of the user.
+    dump = page.request.get(stand.url + download)
+    assert dump.status == 200 and len(dump.body()) > 0
+    backup_id = download.split("/")[2]
+    event = AuditEvent.get(AuditEvent.action == "backup.download",
+                           AuditEvent.target_id == backup_id)
+    assert (event.actor_type, event.actor_name) == ("user", "admin@example.com")
     page.get_by_text("Restore a backup").click()
     page.get_by_label("Type the environment's name").first.fill("staging")  # not its name
     page.get_by_role("button", name="Restore").click()
