@@ -39,7 +39,7 @@ from control_plane.errors import WheelhouseBuildFailed, WheelhouseBuilding, Whee
 SOURCE = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT_SECONDS = 900
 RETRY_AFTER_FAILURE_SECONDS = 60
-SOURCE_FILES = ("pyproject.toml", "README.md", "agent", "protocol", "control_plane")
+SOURCE_FILES = ("pyproject.toml", "README.md", "agent", "protocol", "control_plane", "berthctl")
 
 
 class BuildFailed(Exception):

@@ -22,7 +22,7 @@ BASE_ID=$(docker image inspect --format '{{.Id}}' "$BASE" 2>/dev/null) || {
 TAG=$(cd "$ROOT" && {
     echo "$BASE_ID"
     sha256sum < "$0"
-    find pyproject.toml README.md agent protocol control_plane images/control-plane \
+    find pyproject.toml README.md agent protocol control_plane berthctl images/control-plane \
         -name __pycache__ -prune -o -type f ! -name '*.pyc' -print | LC_ALL=C sort | xargs sha256sum
 } | sha256sum | cut -c1-12)
 
@@ -34,7 +34,7 @@ if ! docker image inspect "$NAME:$TAG" >/dev/null 2>&1; then
     # From a copy: setuptools leaves build/ and *.egg-info beside the sources.
     mkdir "$CONTEXT/src"
     (cd "$ROOT" && tar -c --exclude=__pycache__ --exclude='*.pyc' \
-        pyproject.toml README.md agent protocol control_plane) | tar -C "$CONTEXT/src" -x
+        pyproject.toml README.md agent protocol control_plane berthctl) | tar -C "$CONTEXT/src" -x
     "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps \
         --wheel-dir "$CONTEXT/wheels" "$CONTEXT/src" >&2
     # The dependencies as the image's own Python resolves them (markers such as
