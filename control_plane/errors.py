@@ -153,6 +153,23 @@ class WriteAccessRequired(Forbidden):
     message = "A full-access key is required for this request."
 
 
+class CsrfFailed(Forbidden):
+    """A web console write without its session's token, or from another origin."""
+    code = "csrf_failed"
+
+
+class InvalidCredentials(Unauthorized):
+    code = "invalid_credentials"
+
+
+class InvalidTotpCode(Unauthorized):
+    code = "invalid_totp_code"
+
+
+class WeakPassword(Unprocessable):
+    code = "weak_password"
+
+
 class OrgScopeRequired(Forbidden):
     code = "org_scope_required"
 

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
-from control_plane.errors import ApiError
+from control_plane.errors import ApiError, CsrfFailed, WriteAccessRequired
+from control_plane.errors import Unprocessable as FormInvalid
 from control_plane.services import audit
 from control_plane.services.accounts import sessions
 
@@ -27,18 +28,6 @@ SELF_SERVICE = frozenset(("console.sign_out", "console.end_session", "console.to
 
 blp = Blueprint("console", __name__, static_folder="static", static_url_path=ASSETS_PATH,
                 template_folder="templates")
-
-
-class CsrfFailed(ApiError):
-    status, code = 403, "csrf_failed"
-
-
-class FormInvalid(ApiError):
-    status, code = 422, "validation_error"
-
-
-class ReadOnly(ApiError):
-    status, code = 403, "write_access_required"
 
 
 def berth():
@@ -109,7 +98,7 @@ def _authenticate():
         if not sessions.csrf_ok(raw, presented):
             raise CsrfFailed("The form has expired; reload the page and try again.")
         if g.console_user.read_only and endpoint not in SELF_SERVICE:
-            raise ReadOnly("Your access is read-only.")
+            raise WriteAccessRequired("Your access is read-only.")
         _bind_actor()
     return None
 

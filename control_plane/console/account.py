@@ -36,8 +36,7 @@ def sign_in():
     try:
         berth().limiter.hit_all([
             (SIGN_IN_PER_IP, "console-sign-in:ip", (request.remote_addr,), None),
-            (SIGN_IN_PER_EMAIL, "console-sign-in:email", (email.lower(),), None)],
-            code="rate_limit_exceeded")
+            (SIGN_IN_PER_EMAIL, "console-sign-in:email", (email.lower(),), None)])
         raw, _ = sessions.sign_in(email, password, request.form.get("code"),
                                   ip=request.remote_addr,
                                   user_agent=request.headers.get("User-Agent"),

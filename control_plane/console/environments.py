@@ -20,7 +20,7 @@ from control_plane.console import (
     render,
     user,
 )
-from control_plane.errors import ApiError
+from control_plane.errors import ApiError, NotFound
 from control_plane.services.backups import backups
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
@@ -90,8 +90,13 @@ def runtime_logs(env_id):
     source = request.args.get("source", "container")
     if source not in ("container", "postgres", "proxy"):
         source = "container"
-    logs = monitoring.runtime_logs(principal(), env_id, source, 300, berth())
-    return render("_runtime_logs.html", logs=logs)
+    try:
+        logs, problem = monitoring.runtime_logs(principal(), env_id, source, 300, berth()), None
+    except ApiError as err:  # shown in the panel (htmx swaps in a 200 only)
+        if isinstance(err, NotFound):
+            raise
+        logs, problem = None, err.message
+    return render("_runtime_logs.html", logs=logs, problem=problem)
 
 
 @blp.post("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")

@@ -2,6 +2,7 @@
 and audit log."""
 
 import json
+import uuid
 
 import marshmallow as ma
 from flask import redirect, request, url_for
@@ -77,7 +78,11 @@ def create_key():
     name = request.form.get("name", "").strip()
     if not 1 <= len(name) <= 255:
         raise FormInvalid("name: 1 to 255 characters.")
-    project_id = request.form.get("project_id") or None
+    try:
+        project_id = uuid.UUID(request.form["project_id"]) if request.form.get(
+            "project_id") else None
+    except ValueError:
+        raise FormInvalid("Choose the whole organization or one of its projects.") from None
     key, raw = keys.create_key(
         user().organization_id, name, request.form.get("key_type", "read_only"),
         "project" if project_id else "organization", project_id=project_id,

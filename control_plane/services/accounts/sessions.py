@@ -17,7 +17,13 @@ from argon2.exceptions import InvalidHashError, VerificationError
 
 from control_plane import clock, secretbox, security
 from control_plane.db import database
-from control_plane.errors import ApiError, NotFound, Unauthorized
+from control_plane.errors import (
+    ApiError,
+    InvalidCredentials,
+    InvalidTotpCode,
+    NotFound,
+    WeakPassword,
+)
 from control_plane.models import ApiKey, User, WebSession
 from control_plane.models.org import USER_ACCESS
 from control_plane.services import audit
@@ -35,18 +41,10 @@ _hasher = PasswordHasher()
 _DUMMY = _hasher.hash(security.random_token(24))
 
 
-class InvalidCredentials(Unauthorized):
-    code = "invalid_credentials"
-
-
-class InvalidCode(Unauthorized):
-    code = "invalid_totp_code"
-
-
 def check_password(password):
     if not PASSWORD_MIN <= len(password) <= PASSWORD_MAX:
-        raise ApiError(f"The password must be {PASSWORD_MIN} to {PASSWORD_MAX} characters long.",
-                       code="weak_password", status=422)
+        raise WeakPassword(f"The password must be {PASSWORD_MIN} to {PASSWORD_MAX} characters "
+                           "long.")
 
 
 def new_password():
@@ -104,7 +102,7 @@ def sign_in(email, password, code=None, *, ip=None, user_agent=None, request_id=
     if user is None:
         raise InvalidCredentials("The e-mail or the password is not right.")
     if user.totp_secret is not None and not _code_ok(user, code):
-        raise InvalidCode("The authentication code is not right.")
+        raise InvalidTotpCode("The authentication code is not right.")
     raw = TOKEN_PREFIX + security.random_token(40)
     now = clock.now()
     with database.atomic():
@@ -200,7 +198,7 @@ def totp_offer(user):
 
 def totp_enable(user, secret, code):
     if not _code_ok(user, code, secret=secret):
-        raise InvalidCode("The authentication code is not right.")
+        raise InvalidTotpCode("The authentication code is not right.")
     with database.atomic():
         user.totp_secret = secretbox.seal(secret, TOTP_PURPOSE)
         user.save(only=[User.totp_secret])
@@ -211,7 +209,7 @@ def totp_disable(user, code):
     if user.totp_secret is None:
         return
     if not _code_ok(user, code):
-        raise InvalidCode("The authentication code is not right.")
+        raise InvalidTotpCode("The authentication code is not right.")
     with database.atomic():
         user.totp_secret = None
         user.save(only=[User.totp_secret])

@@ -302,3 +302,28 @@ def test_the_client_address_behind_a_balancer(app, world, hops):
     assert r.status_code == 303
     event = AuditEvent.get(AuditEvent.action == "user.sign_in", AuditEvent.actor_id == str(user.id))
     assert event.source_ip == ("203.0.113.7" if hops else "10.0.0.2")
+
+
+def test_refused_inputs_change_nothing(app, world, member):
+    org, user, b = member
+    r = b.post("/keys", {"name": "k", "key_type": "full_access", "project_id": "not-an-id"})
+    assert r.status_code == 422 and "one of its projects" in _text(r)
+    r = b.post("/keys", {"name": "k", "key_type": "admin"})
+    assert r.status_code == 400
+    server = world.server(org)
+    r = b.post("/projects", {"name": "   ", "server_id": str(server.id)})
+    assert r.status_code == 422 and "name" in _text(r)
+    r = b.post("/projects", {"name": "ok", "server_id": "nope"})
+    assert r.status_code == 422 and "server_id" in _text(r)
+    env = world.environment(world.project(org, server))
+    r = b.post(f"/environments/{env.id}/restore", {"confirm_name": env.name, "backup_id": "x"})
+    assert r.status_code == 422
+    r = b.post(f"/environments/{env.id}/config", {"changes": "{not json"})
+    assert r.status_code == 422
+    r = b.post(f"/environments/{env.id}/destroy", {"confirm_name": env.name.upper()})
+    assert r.status_code == 422 and "exactly" in _text(r)
+    assert not AuditEvent.select().where(AuditEvent.organization == org.id,
+                                         AuditEvent.action != "user.sign_in").exists()
+    # A live read the server cannot answer is a message in its panel, not an error.
+    r = b.get(f"/environments/{env.id}/runtime-logs", headers={"HX-Request": "true"})
+    assert r.status_code == 200 and 'role="alert"' in _text(r)

@@ -204,6 +204,10 @@ def test_projects_environment_and_its_task_log(stand, deployed):
     tasks = page.locator("#tasks tbody tr")
     assert tasks.count() == 1 and "deploy" in tasks.first.inner_text()
     assert "checking out" in page.locator("#task-log pre").inner_text()
+    # Runtime logs, asked of the agent when the button is pressed (htmx).
+    page.get_by_role("button", name="ERP logs").click()
+    page.locator("#runtime-logs h3").wait_for(timeout=30_000)
+    assert "container" in page.locator("#runtime-logs h3").inner_text()
     clean(page)
     page.context.close()
 
