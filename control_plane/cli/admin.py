@@ -143,6 +143,16 @@ def user_access(user_id, access):
     return {"id": str(u.id), "access": u.access}
 
 
+@command(user, "totp-off")
+@click.argument("user_id", type=UUID_T)
+def user_totp_off(user_id):
+    """Turns the user's second factor off (a lost device)."""
+    from control_plane.services.accounts import sessions
+
+    sessions.totp_reset(user_id)
+    return {"id": str(user_id), "totp": False}
+
+
 @command(user, "sign-out")
 @click.argument("user_id", type=UUID_T)
 def user_sign_out(user_id):

@@ -116,6 +116,21 @@ def test_bootstrap_once_and_generated_secret(data_dir, in_process):
     r = app.client.post("/sign-in", data={"email": first["email"], "password": first["password"]},
                         headers={"Origin": "http://localhost"})
     assert r.status_code == 303 and "berth_session=ses_" in r.headers["Set-Cookie"]
+    # A password read from stdin replaces it and ends its sessions; nothing in argv.
+    ended = ok(data_dir, "user", "password", first["user_id"], stdin="a new long password\n",
+               keys={"id", "sessions_ended"})
+    assert ended["sessions_ended"] == 1
+    assert app.client.get("/projects").status_code == 302  # signed out
+    r = app.client.post("/sign-in", data={"email": first["email"],
+                                          "password": "a new long password"},
+                        headers={"Origin": "http://localhost"})
+    assert r.status_code == 303
+    assert "12 to 1024 characters" in fails(data_dir, "user", "password", first["user_id"],
+                                            stdin="short\n")
+    assert ok(data_dir, "user", "totp-off", first["user_id"]) == {
+        "id": first["user_id"], "totp": False}
+    assert ok(data_dir, "user", "access", first["user_id"], "read_only")["access"] == "read_only"
+    assert ok(data_dir, "user", "sign-out", first["user_id"])["sessions_ended"] == 1
 
 
 def test_orgs_users_and_keys(data_dir, in_process):

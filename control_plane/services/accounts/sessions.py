@@ -216,6 +216,16 @@ def totp_disable(user, code):
         audit.record(user.organization_id, "user.totp_disable", "user", user.id)
 
 
+def totp_reset(user_id):
+    """The operator turns a user's second factor off (a lost device); the user signs
+    in with the password alone and may set it up again."""
+    with database.atomic():
+        user = _active_user(user_id)
+        user.totp_secret = None
+        user.save(only=[User.totp_secret])
+        audit.record(user.organization_id, "user.totp_disable", "user", user.id)
+
+
 # --- acting as a key -----------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)

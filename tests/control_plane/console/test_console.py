@@ -142,6 +142,9 @@ def test_second_factor(app, world, member):
     fresh = Browser(b.client.application)
     assert fresh.sign_in(user.email, code=pyotp.TOTP(secret).now()).status_code == 303
     assert fresh.get("/projects").status_code == 200
+    # A lost device: the operator turns the factor off; the password alone signs in.
+    sessions.totp_reset(user.id)
+    assert Browser(b.client.application).sign_in(user.email).status_code == 303
 
 
 def test_writes_need_the_sessions_token_and_this_origin(app, world, member):
