@@ -23,8 +23,10 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 # Reached without a session (the sign-in page and the assets).
 OPEN = frozenset(("console.sign_in", "console.static"))
-# Writes a read-only user may make: their own sign-out, sessions and second factor.
-SELF_SERVICE = frozenset(("console.sign_out", "console.end_session", "console.totp"))
+# Writes a read-only user may make: their own sign-out, sessions, password and second
+# factor.
+SELF_SERVICE = frozenset(("console.sign_out", "console.end_session", "console.totp",
+                          "console.change_password"))
 
 blp = Blueprint("console", __name__, static_folder="static", static_url_path=ASSETS_PATH,
                 template_folder="templates")

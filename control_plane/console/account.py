@@ -73,6 +73,15 @@ def _offer():
             "sealed": security.signer("console-totp").dumps([str(user().id), secret])}
 
 
+@blp.post("/account/password")
+def change_password():
+    # As many guesses of the current password as a sign-in allows.
+    berth().limiter.hit(SIGN_IN_PER_EMAIL, "console-sign-in:email", user().email.lower())
+    sessions.change_password(user(), request.form.get("current", "")[:sessions.PASSWORD_MAX],
+                             request.form.get("new", ""), g.console_session.id)
+    return redirect(url_for("console.account"), 303)
+
+
 @blp.post("/account/sessions/<uuid:session_id>/end")
 def end_session(session_id):
     sessions.end_session(user(), session_id)

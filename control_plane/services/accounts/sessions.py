@@ -71,6 +71,21 @@ def set_password(user_id, password):
     return user, ended
 
 
+def change_password(user, current, new, keep_session_id):
+    """The user's own change, with their current password: their other sessions end,
+    this one stays."""
+    if user.password_hash is None or not _verified(user, current):
+        raise InvalidCredentials("The current password is not right.")
+    check_password(new)
+    with database.atomic():
+        user.password_hash = _hasher.hash(new)
+        user.save(only=[User.password_hash])
+        (WebSession.update(revoked_at=clock.now())
+         .where(WebSession.user == user.id, WebSession.id != keep_session_id,
+                WebSession.revoked_at.is_null()).execute())
+        audit.record(user.organization_id, "user.password_set", "user", user.id)
+
+
 def set_access(user_id, access):
     if access not in USER_ACCESS:
         raise ApiError(f"access must be one of: {', '.join(USER_ACCESS)}")

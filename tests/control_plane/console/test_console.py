@@ -330,3 +330,23 @@ def test_refused_inputs_change_nothing(app, world, member):
     # A live read the server cannot answer is a message in its panel, not an error.
     r = b.get(f"/environments/{env.id}/runtime-logs", headers={"HX-Request": "true"})
     assert r.status_code == 200 and 'role="alert"' in _text(r)
+
+
+def test_a_user_changes_their_own_password(app, world, member):
+    _, user, b = member
+    other = Browser(app)
+    other.sign_in(user.email)
+    r = b.post("/account/password", {"current": "not my password", "new": "x" * 20})
+    assert r.status_code == 401 and "current password" in _text(r)
+    r = b.post("/account/password", {"current": PASSWORD, "new": "short"})
+    assert r.status_code == 422
+    assert other.get("/projects").status_code == 200  # nothing changed yet
+    assert b.post("/account/password", {"current": PASSWORD, "new": "x" * 20}
+                  ).status_code == 303
+    assert b.get("/projects").status_code == 200  # this browser stays signed in
+    assert other.get("/projects").status_code == 302  # the other one is signed out
+    # The changes counted against the e-mail's sign-in limit (5 a minute) with the two
+    # sign-ins: a fresh window for the last checks.
+    app.extensions["berth"].limiter.reset()
+    assert Browser(app).sign_in(user.email).status_code == 401
+    assert Browser(app).sign_in(user.email, password="x" * 20).status_code == 303
