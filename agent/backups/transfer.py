@@ -20,6 +20,10 @@ PART_SIZE = 6 * 1024 * 1024
 READ_SIZE = 1024 * 1024
 TIMEOUT = 120  # seconds for one request or one read
 PUT_ATTEMPTS = 3
+# Asking for a part's or a download's URL is safe to ask again: a connection reset
+# or a 5xx is retried that many times in all (a stale keep-alive connection, a busy
+# control plane), instead of failing the backup.
+URL_ATTEMPTS = 3
 # Completing an upload reads the whole object back from storage: its request may
 # take TIMEOUT plus a second per this many bytes.
 READ_BACK_RATE = 20 * 1024 * 1024
@@ -48,21 +52,27 @@ class Transfer:
         self.base, self.credential = transfer_url.rstrip("/"), credential
         self.part_size = part_size
 
-    def _call(self, action, body, timeout=TIMEOUT):
+    def _call(self, action, body, timeout=TIMEOUT, attempts=1):
         request = urllib.request.Request(
             f"{self.base}/{action}", data=json.dumps(body).encode(), method="POST",
             headers={"Authorization": f"Bearer {self.credential}",
                      "Content-Type": "application/json", "Accept": "application/json"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as r:
-                data = r.read(1 << 20)
-        except (urllib.error.URLError, OSError) as exc:
-            raise TransferError(f"the transfer API refused {action} of "
-                                f"{body.get('object')}: {_reason(exc)}") from exc
-        return json.loads(data) if data.strip() else None
+        for attempt in range(1, attempts + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=timeout) as r:
+                    data = r.read(1 << 20)
+            except (urllib.error.URLError, OSError) as exc:
+                refused = isinstance(exc, urllib.error.HTTPError) and exc.code < 500
+                if refused or attempt == attempts:
+                    raise TransferError(f"the transfer API refused {action} of "
+                                        f"{body.get('object')}: {_reason(exc)}") from exc
+                time.sleep(attempt)
+                continue
+            return json.loads(data) if data.strip() else None
 
     def part_url(self, name, part_number):
-        return self._call("parts", {"object": name, "part_number": part_number})["url"]
+        return self._call("parts", {"object": name, "part_number": part_number},
+                          attempts=URL_ATTEMPTS)["url"]
 
     def complete(self, name, parts, size, sha256):
         """Join the parts; the control plane reads the object back from storage
@@ -77,7 +87,7 @@ class Transfer:
         return sent
 
     def download_url(self, name):
-        return self._call("download", {"object": name})["url"]
+        return self._call("download", {"object": name}, attempts=URL_ATTEMPTS)["url"]
 
     def put_part(self, name, part_number, data):
         """PUT one part to a fresh URL (again, up to PUT_ATTEMPTS times: an upload
