@@ -10,8 +10,10 @@ Content-Security-Policy; templates escape every value."""
 
 from urllib.parse import urlsplit
 
+import marshmallow as ma
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
+from control_plane import safe_input
 from control_plane.errors import ApiError, CsrfFailed, WriteAccessRequired
 from control_plane.errors import Unprocessable as FormInvalid
 from control_plane.services import audit
@@ -47,11 +49,25 @@ def principal():
 def form(schema, fields=None):
     """The request's form as `schema` loads it (the API's own rules): blank fields
     are left out, so their defaults apply. A 422 naming each refused field."""
-    import marshmallow as ma
-
     names = fields or schema.fields
-    given = {k: v.strip() if k != "password" else v for k, v in request.form.items()
-             if k in names and v.strip()}
+    return load(schema, {k: v.strip() for k, v in request.form.items()
+                         if k in names and v.strip()})
+
+
+def json_field(name, schema):
+    """A form field holding JSON, as the APIs take it in a body (a text box for a
+    configuration change or a rule): parsed with the bodies' own checks, then loaded."""
+    try:
+        given = safe_input.loads(request.form.get(name, ""))
+    except ValueError:
+        raise FormInvalid(f"{name}: must be a JSON object.") from None
+    if not isinstance(given, dict):
+        raise FormInvalid(f"{name}: must be a JSON object.")
+    return load(schema, given)
+
+
+def load(schema, given):
+    """`given` as `schema` loads it; a 422 naming each refused field."""
     try:
         return schema.load(given)
     except ma.ValidationError as err:
@@ -82,8 +98,11 @@ def _same_origin():
 def _authenticate():
     endpoint = request.endpoint or ""
     writing = request.method not in ("GET", "HEAD")
-    if writing and not _same_origin():
-        raise CsrfFailed("This form must be sent from the console's own pages.")
+    if writing:
+        if not _same_origin():
+            raise CsrfFailed("This form must be sent from the console's own pages.")
+        for name, value in request.form.items(multi=True):  # as the APIs' bodies are
+            safe_input.check_text(value, f"field {name}")
     if endpoint in OPEN:  # signing in again while signed in makes a new session
         return None
     raw = request.cookies.get(COOKIE)

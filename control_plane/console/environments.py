@@ -1,10 +1,8 @@
 """An environment's page: status, actions, task history with the live task log,
 runtime logs, charts, backups, domains and configuration."""
 
-import json
 import uuid
 
-import marshmallow as ma
 from flask import redirect, request, url_for
 
 from control_plane import states
@@ -16,6 +14,7 @@ from control_plane.console import (
     berth,
     blp,
     form,
+    json_field,
     principal,
     render,
     user,
@@ -174,14 +173,7 @@ def change_domain(env_id, name, op):
 @blp.post("/environments/<uuid:env_id>/config")
 def change_config(env_id):
     """The same change the operations API's PATCH takes, as JSON in a text box."""
-    try:
-        given = json.loads(request.form.get("changes", ""))
-    except ValueError:
-        raise FormInvalid("The change must be a JSON object.") from None
-    try:
-        body = ConfigurationBody().load(given if isinstance(given, dict) else {"": given})
-    except ma.ValidationError as err:
-        raise FormInvalid(json.dumps(err.messages)) from None
+    body = json_field("changes", ConfigurationBody())
     _, deployment = config_change.change(user(), env_id, body, berth=berth())
     task = deployment.id if deployment else None
     return redirect(url_for("console.environment", env_id=env_id, task=task), 303)

@@ -1,16 +1,23 @@
 """The organization's webhooks and their deliveries, API keys, automation rules
 and audit log."""
 
-import json
 import uuid
 
-import marshmallow as ma
 from flask import redirect, request, url_for
 
 from control_plane.api.public.audit import AuditArgs
 from control_plane.api.public.automation import RuleCreateSchema
 from control_plane.api.public.webhooks import WebhookCreateSchema
-from control_plane.console import FormInvalid, berth, blp, principal, render, user
+from control_plane.console import (
+    FormInvalid,
+    berth,
+    blp,
+    json_field,
+    load,
+    principal,
+    render,
+    user,
+)
 from control_plane.services import audit
 from control_plane.services.accounts import keys, sessions
 from control_plane.services.automation import rules, runs
@@ -18,13 +25,6 @@ from control_plane.services.projects import projects
 from control_plane.services.webhooks import subscriptions as webhooks
 
 PAGE = 100
-
-
-def _load(schema, given):
-    try:
-        return schema.load(given)
-    except ma.ValidationError as err:
-        raise FormInvalid(json.dumps(err.messages)) from None
 
 
 # --- webhooks ---------------------------------------------------------------------------
@@ -38,7 +38,7 @@ def webhooks_page():
 @blp.post("/webhooks")
 def create_webhook():
     webhooks.count_mutation(principal(), berth().limiter)
-    body = _load(WebhookCreateSchema(), {
+    body = load(WebhookCreateSchema(), {
         "url": request.form.get("url", "").strip(), "events": request.form.getlist("events"),
         "description": request.form.get("description", "").strip()})
     webhook, secret = webhooks.create_webhook(principal(), berth().settings, **body)
@@ -108,11 +108,7 @@ def rules_page(project_id):
 
 @blp.post("/projects/<uuid:project_id>/rules")
 def create_rule(project_id):
-    try:
-        given = json.loads(request.form.get("rule", ""))
-    except ValueError:
-        raise FormInvalid("The rule must be a JSON object.") from None
-    body = _load(RuleCreateSchema(), given if isinstance(given, dict) else {})
+    body = json_field("rule", RuleCreateSchema())
     rules.create_for_key(principal(), project_id, **body)
     return redirect(url_for("console.rules_page", project_id=project_id), 303)
 
@@ -134,7 +130,7 @@ def change_rule(rule_id, op):
 @blp.get("/audit")
 def audit_page():
     given = {k: v for k, v in request.args.items() if v.strip()}
-    args = _load(AuditArgs(), {"limit": 50, **given})
+    args = load(AuditArgs(), {"limit": 50, **given})
     shown = {k: v for k, v in given.items() if k != "cursor"}
     rows, meta = audit.list_events(principal(), since=args.pop("from_", None),
                                    until=args.pop("to", None), **args)

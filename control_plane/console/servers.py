@@ -9,7 +9,6 @@ from control_plane import clock
 from control_plane.console import berth, blp, principal, render
 from control_plane.errors import ApiError, NotFound
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
-from control_plane.services import agents
 from control_plane.services.servers import history, monitoring
 from control_plane.services.servers import servers as svc
 
@@ -19,18 +18,11 @@ RANGES = {"1h": (dt.timedelta(hours=1), "1m"), "24h": (dt.timedelta(hours=24), "
           "7d": (dt.timedelta(days=7), "1h")}
 
 
-def _reachable(row):
-    if row["connection"] == "ssh":
-        return agents.ssh_reachable(row["ssh_checked_at"], row["unreachable_since"],
-                                    row["ssh_offered_host_key"])
-    return agents.connected(row["connected_since"], row["last_seen_at"])
-
-
 @blp.get("/servers")
 def servers():
     rows, meta = svc.list_servers(principal(), limit=PAGE, cursor=request.args.get("cursor"))
     for row in rows:
-        row["reachable"] = _reachable(row)
+        row["reachable"] = svc.reachable(row)
     return render("servers.html", servers=rows, meta=meta)
 
 
@@ -38,7 +30,7 @@ def servers():
 def server(server_id):
     monitoring.server_for_key(principal(), server_id)  # the organization's own, or 404
     row = svc.one(principal(), server_id)
-    row["reachable"] = _reachable(row)
+    row["reachable"] = svc.reachable(row)
     return render("server.html", server=row)
 
 

@@ -26,6 +26,7 @@ from protocol import frames
 from protocol.v1 import agent_pb2 as pb
 from tests.conftest import auth
 from tests.support.agents import AGENT, polled_get, wait_for
+from tests.support.git_repo import shop_repo
 from tests.support.sshd import Silent, Sshd
 
 P, V1 = "/api/public/v1", "/api/v1"
@@ -203,15 +204,7 @@ def over_ssh(ssh, tmp_path, erp_image, postgres_image, docker_client, client):
 
 
 def _repo(tmp_path):
-    work, bare = tmp_path / "work", tmp_path / "repo.git"
-    (work / "shop").mkdir(parents=True)
-    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-    git = ["git", "-c", "user.email=d@example.com", "-c", "user.name=d"]
-    for cmd in (["git", "init", "-q", "--initial-branch=main"], [*git, "add", "-A"],
-                [*git, "commit", "-qm", "v1"], ["git", "init", "-q", "--bare", str(bare)],
-                ["git", "push", "-q", str(bare), "main"]):
-        subprocess.run(cmd, cwd=work, check=True)
-    return f"file://{bare}"
+    return f"file://{shop_repo(tmp_path)}"
 
 
 def _task(client, s, task_id, timeout=180):

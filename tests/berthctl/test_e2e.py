@@ -21,6 +21,7 @@ from control_plane.services.accounts import orgs
 from tests.berthctl.conftest import BERTHCTL, berthctl, clean_env, no_traceback
 from tests.conftest import World
 from tests.support.agents import AgentProcess, registered_server, wait_for
+from tests.support.git_repo import shop_repo
 from tests.support.serve import Served
 
 P = "/api/public/v1"
@@ -46,7 +47,7 @@ class Stand:
         self.org = self.world.org()
         self.server, credential = registered_server(self.org)
         self.project = self.world.project(self.org, self.server)
-        Project.update(git_repo_url=f"file://{self._repo()}").where(
+        Project.update(git_repo_url=f"file://{shop_repo(self.tmp)}").where(
             Project.id == self.project.id).execute()
         self.reader = self.key("read_only")
         self.user_token = orgs.issue_user_token(
@@ -70,17 +71,6 @@ class Stand:
                          headers={"Authorization": f"Bearer {self.reader}"})
         assert r.status_code == 200, r.text
         return r.json()
-
-    def _repo(self):
-        work, bare = self.tmp / "work", self.tmp / "repo.git"
-        (work / "shop").mkdir(parents=True)
-        (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-        git = ["git", "-c", "user.email=d@example.com", "-c", "user.name=d"]
-        for cmd in (["git", "init", "-q", "--initial-branch=main"], [*git, "add", "-A"],
-                    [*git, "commit", "-qm", "v1"], ["git", "init", "-q", "--bare", str(bare)],
-                    ["git", "push", "-q", str(bare), "main"]):
-            subprocess.run(cmd, cwd=work, check=True)
-        return bare
 
     def close(self, docker_client):
         if self.agent is not None and self.agent.proc is not None:

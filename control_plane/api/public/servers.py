@@ -23,18 +23,11 @@ def _iso(value):
     return _DATE._serialize(value, None, None)
 
 
-def _reachable(row):
-    if row["connection"] == Connection.SSH:
-        return agents.ssh_reachable(row["ssh_checked_at"], row["unreachable_since"],
-                                    row["ssh_offered_host_key"])
-    return agents.connected(row["connected_since"], row["last_seen_at"])
-
-
 def _unreachable_since(row):
     """SSH: since the first failed check. Agent: its last heartbeat, once it is not connected."""
     if row["connection"] == Connection.SSH:
         return row["unreachable_since"]
-    return None if _reachable(row) else row["last_seen_at"]
+    return None if svc.reachable(row) else row["last_seen_at"]
 
 
 class SshSchema(Schema):
@@ -75,7 +68,7 @@ class ServerSchema(Schema):
     connection = ma.fields.String(required=True, metadata={
         "description": "How the control plane reaches the server: `agent` (a resident "
                        "agent's stream) or `ssh`."})
-    reachable = ma.fields.Function(_reachable, required=True, metadata={
+    reachable = ma.fields.Function(svc.reachable, required=True, metadata={
         "description": "Agent: its stream is held now. SSH: the last check answered."})
     unreachable_since = ma.fields.Function(
         lambda row: _iso(_unreachable_since(row)), allow_none=True,

@@ -6,7 +6,9 @@ from control_plane.db import database
 from control_plane.errors import ApiError, NotFound
 from control_plane.models import Environment, Organization, Project, Server
 from control_plane.pagination import CursorList
+from control_plane.services import agents
 from control_plane.services.accounts.scope import scoped_page
+from control_plane.states import Connection
 
 
 def _listed(org, *project, shape):
@@ -36,6 +38,15 @@ def _listed(org, *project, shape):
 
 
 SERVERS = CursorList("servers", Server, _listed, newest_first=False)
+
+
+def reachable(row):
+    """A listed server (a row of `_listed`): agent, its stream held now; SSH, its last
+    check answered."""
+    if row["connection"] == Connection.SSH:
+        return agents.ssh_reachable(row["ssh_checked_at"], row["unreachable_since"],
+                                    row["ssh_offered_host_key"])
+    return agents.connected(row["connected_since"], row["last_seen_at"])
 
 
 def list_servers(key, *, limit, cursor):

@@ -350,3 +350,21 @@ def test_a_user_changes_their_own_password(app, world, member):
     app.extensions["berth"].limiter.reset()
     assert Browser(app).sign_in(user.email).status_code == 401
     assert Browser(app).sign_in(user.email, password="x" * 20).status_code == 303
+
+
+def test_text_no_database_can_store_is_refused_before_anything(app, world, member):
+    """A NUL or a lone surrogate in a form field (or in a JSON text box) is a 400, as
+    in the APIs' bodies, on both databases; nothing is stored."""
+    org, user, b = member
+    server = world.server(org)
+    r = b.post("/projects", {"name": "a\x00b", "server_id": str(server.id)})
+    assert r.status_code == 400 and "NUL" in _text(r)
+    env = world.environment(world.project(org, server))
+    r = b.post(f"/environments/{env.id}/config",
+               {"changes": '{"variables": {"A": {"value": "x\\u0000y"}}}'})
+    assert r.status_code == 400
+    r = b.post(f"/environments/{env.id}/config", {"changes": "[1, 2]"})
+    assert r.status_code == 422 and "JSON object" in _text(r)
+    assert Project.select().where(Project.organization == org.id).count() == 1
+    assert not AuditEvent.select().where(AuditEvent.organization == org.id,
+                                         AuditEvent.action != "user.sign_in").exists()

@@ -10,7 +10,6 @@ import datetime as dt
 import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from control_plane.models.metrics import (
     ServerMetric,
 )
 from tests.support.agents import AgentProcess, registered_server, wait_for
+from tests.support.git_repo import shop_repo
 from tests.support.serve import Served
 from tests.support.services import free_port
 
@@ -44,21 +44,6 @@ ARTIFACTS = Path(os.environ.get("BERTH_TEST_ARTIFACTS", ROOT / "build" / "test-a
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
                                                           "(make test installs it)")]
-
-
-def _repo(tmp):
-    bare, work = tmp / "repo.git", tmp / "work"
-    work.mkdir()
-    for cmd in (["git", "init", "-q", "--initial-branch=main"],
-                ["git", "config", "user.email", "d@example.com"], ["git", "config", "user.name", "d"]):
-        subprocess.run(cmd, cwd=work, check=True)
-    (work / "shop").mkdir()
-    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
-    subprocess.run(["git", "commit", "-qm", "v1"], cwd=work, check=True)
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run(["git", "push", "-q", str(bare), "main"], cwd=work, check=True)
-    return bare
 
 
 class Stand:
@@ -92,7 +77,7 @@ class Stand:
         self.server, credential = registered_server(self.org, name="shop-server")
         self.project = Project.create(organization=self.org, name="Shop", server=self.server,
                                       default_branch="main",
-                                      git_repo_url=f"file://{_repo(self.tmp)}")
+                                      git_repo_url=f"file://{shop_repo(self.tmp)}")
         self.agent = AgentProcess(self.tmp, self.served.grpc, self.server.id, credential,
                                   env={"BERTH_AGENT_ENV_ROOT": str(self.root)}).start()
         self.pw = playwright.sync_playwright().start()
