@@ -21,7 +21,7 @@ from protocol import wire
 from protocol.v1 import agent_pb2 as pb
 
 ENVIRONMENTS_KEPT = 1000  # environments a session keeps ids and disk figures of (history)
-SERVER_FIGURES = operator.attrgetter(*SERVER_SERIES)  # a heartbeat's, in series order
+SERVER_FIGURES = operator.itemgetter(*SERVER_SERIES)  # of host_metrics_data, in series order
 NO_DISK = (None, None, None)  # database, filestore, add-ons: not measured yet
 
 
@@ -35,31 +35,39 @@ async def _heartbeat(gateway, session, beat):
     # The fleet alerts' figures: followed here, written only when they change.
     metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
     changes = session.watch.observe(metrics, agent_link.crash_loops(beat))
-    if gateway.minutes is not None:
-        _keep(gateway.minutes, session, beat)
+    if gateway.history:  # the metric history's: sampled by the flush (history_rows)
+        minute = history.minute_now()
+        if metrics is not None:  # the figures the alerts read: the beat is not held
+            session.host_beat = (minute, metrics)
+        if beat.environments:  # sent once a minute, CPU measured over it
+            session.envs_beat = (minute, beat)
     if changes:
         await asyncio.to_thread(alerts.record_changes, session.server_id, changes)
 
 
-def _keep(minutes, session, beat):
-    """The metric history's sample: the first heartbeat of each minute with host
-    metrics, and the first with environments (each with the last disk figures its
-    agent reported). The other heartbeats cost a comparison."""
-    minute = history.minute_now()
-    if session.sampled == (minute, minute):
-        return
-    server, (host_at, envs_at) = session.server_id_hex, session.sampled
-    if host_at != minute and beat.HasField("metrics"):
-        minutes.add("server", server, server, SERVER_FIGURES(beat.metrics), minute)
-        host_at = minute
-    if envs_at != minute and beat.environments:
-        for env_id, values in itertools.islice(agent_link.environment_samples(beat), ENVIRONMENTS_KEPT):
-            env = _hex(session, env_id)
-            if env:
-                minutes.add("environment", env, server, values + session.disk.get(env, NO_DISK),
-                            minute)
-        envs_at = minute
-    session.sampled = (host_at, envs_at)
+def history_rows(sessions):
+    """(In the flush's thread.) The metric history's sample of each session for
+    `history.write`: the latest host figures and the latest heartbeat with
+    environments (each with the last disk figures its agent reported), once a
+    minute each. A heartbeat only leaves references: gathering its rows at every
+    heartbeat cost the event loop, and the collector, more than writing them."""
+    rows = []
+    for session in sessions:
+        server, (host_at, envs_at) = session.server_id_hex, session.written
+        host, envs = session.host_beat, session.envs_beat
+        if host is not None and host[0] != host_at:
+            host_at = host[0]
+            rows.append(("server", server, server, host_at, 1, SERVER_FIGURES(host[1])))
+        if envs is not None and envs[0] != envs_at:
+            envs_at = envs[0]
+            for env_id, values in itertools.islice(agent_link.environment_samples(envs[1]),
+                                                   ENVIRONMENTS_KEPT):
+                env = _hex(session, env_id)
+                if env:
+                    rows.append(("environment", env, server, envs_at, 1,
+                                 values + session.disk.get(env, NO_DISK)))
+        session.written = (host_at, envs_at)
+    return rows
 
 
 def _hex(session, value):

@@ -114,7 +114,10 @@ class Session:
         # The metric history's: each environment's last disk figures (by id hex),
         # and the environment ids its agent sends, as the history stores them.
         self.disk, self.env_ids = {}, {}
-        self.sampled = (None, None)  # the minutes of its last host and environments' samples
+        # Its latest host figures (minute, {name: figure}) and latest heartbeat with
+        # environments' figures (minute, Heartbeat), and the minutes last written.
+        self.host_beat = self.envs_beat = None
+        self.written = (None, None)
 
     def wake(self):
         if not self.woken:
@@ -140,9 +143,10 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         self.sessions = {}
         self.draining = False
         self.seen = set()  # servers that beat since the last flush
-        # Metric history gathered here, written every `history_every` s (0: kept off).
+        # Metric history sampled from the sessions every `history_every` s (0: off).
         self.history_every = history_every
-        self.minutes = history.Minutes() if history_every else None
+        self.history = bool(history_every)
+        self.ended = []  # sessions ended since the last history write: sampled once more
         self.loop = None
         self.server = None
         self.port = None
@@ -164,7 +168,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         self._flusher = asyncio.create_task(self._flush_seen())
         self._poller = asyncio.create_task(self._poll_commands())
         self._history = (asyncio.create_task(self._flush_history())
-                         if self.minutes is not None else None)
+                         if self.history else None)
         if self.redis_url:
             from control_plane.gateway.relay import GatewaySubscriber
 
@@ -205,13 +209,17 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             await self.write_history()
 
     async def write_history(self):
-        minutes = self.minutes  # None once switched off (a benchmark's rounds)
-        rows = minutes.take() if minutes is not None else None
-        if rows:
+        if self.history:  # switched off and on by a benchmark's rounds
             try:
-                await asyncio.to_thread(history.write, rows)
-            except Exception:  # the next flush has its own minutes: these are dropped
+                await asyncio.to_thread(self._write_history)
+            except Exception:  # the next write has its own minutes: these are dropped
                 log.exception("recording metric history failed")
+
+    def _write_history(self):
+        ended, self.ended = self.ended, []
+        rows = messages.history_rows([*self.sessions.values(), *ended])
+        if rows:
+            history.write(rows)
 
     async def stop(self, grace=1.0):
         if self.server is not None:
@@ -393,6 +401,8 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         """Forget the stream, fail its pending live requests and, if it marked
         the server connected, clear that mark."""
         session.reader.cancel()
+        if self.history:
+            self.ended.append(session)
         server_id = session.server_id
         if self.sessions.get(server_id) is session:  # not replaced by a newer stream
             del self.sessions[server_id]

@@ -1,14 +1,15 @@
 """Metric history: the figures agents report, kept as time series
 (models/metrics.py), and read back by range and step.
 
-- Recording: of each agent's heartbeats (every 15 s), the gateway keeps the first
-  of each minute (`Minutes.add`; the agent sends its environments' figures once a
-  minute, their CPU over that minute), and every CP_METRICS_FLUSH_SECONDS writes
-  what it gathered, a few hundred rows a statement (`write`). Averaging every
-  heartbeat cost the gateway a quarter to a half more CPU a heartbeat at 5,000
-  agents; one sample a minute costs about a tenth, most of it the write
-  (docs/performance.md). A minute written twice (a stream that moved to another
-  gateway within it) is merged: averages weighted by samples.
+- Recording: a heartbeat leaves only a reference to itself on its stream's
+  session (the latest with host metrics, the latest with the environments'
+  figures, which the agent sends once a minute with their CPU over that minute).
+  Every CP_METRICS_FLUSH_SECONDS the gateway takes from each session the samples
+  of minutes not yet written (gateway/messages.history_rows) and writes them
+  (`write`): one sample a subject and minute. Gathering rows at each heartbeat
+  cost the gateway more than writing them (docs/performance.md). A minute written
+  twice (a stream that moved to another gateway within it) is merged: averages
+  weighted by samples.
 - The scheduler's `metric-history` job (`sweep`) rolls finished hours of minutes
   into hour rows (average, minimum and maximum of the minutes), recomputing the
   last hours so that a late minute counts, and deletes rows past their retention.
@@ -18,7 +19,6 @@
 
 import datetime as dt
 import io
-import math
 import time
 
 from control_plane import clock
@@ -41,75 +41,65 @@ def unix(moment):
     return int(moment.replace(tzinfo=dt.UTC).timestamp())
 
 
-class Minutes:
-    """What the gateway gathered since its last write: one sample a subject and
-    minute (rows for `write`). Appended on the gateway's event loop, taken by its
-    flush, on the same loop."""
-
-    def __init__(self):
-        self.rows = []
-
-    def add(self, kind, subject, server, values, minute):
-        """A sample of `values` (KINDS[kind]'s series; a None was not taken)."""
-        self.rows.append((kind, subject, server, minute, 1, values))
-
-    def take(self):
-        taken, self.rows = self.rows, []
-        return taken
-
-
 def minute_now():
     return int(time.time()) // MINUTE * MINUTE
 
 
 def write(rows):
-    """Store what `Minutes.take` returned: (kind, subject id hex, server id hex, minute,
+    """Store the gateway's samples: (kind, subject id hex, server id hex, minute,
     samples, averages in series order). Environment rows count only for the
     environments placed on the server whose agent sent them."""
-    servers = {row[2] for row in rows if row[0] == "environment"}
-    placed = _placed(servers) if servers else set()
     by_kind = {"server": {}, "environment": {}}
-    for kind, subject, server, minute, n, averages in rows:
-        if kind == "server" or (subject, server) in placed:
-            # Once a subject and minute a statement (PostgreSQL refuses a row updated
-            # twice by one): two streams of one server for a moment give two.
-            by_kind[kind].setdefault((minute, subject), (subject, minute, n, averages))
+    for row in rows:
+        # Once a subject and minute a statement (PostgreSQL refuses a row updated
+        # twice by one): two streams of one server for a moment give two. Nested
+        # dicts keyed by the minute and the id: a tuple key for each of thousands of
+        # rows woke the garbage collector, most of what the write cost the gateway.
+        by_kind[row[0]].setdefault(row[3], {}).setdefault(row[1], row)
     store = _statements if is_sqlite() else _copied
     with database.atomic():
-        for kind, found in by_kind.items():
-            if found:
-                # Key order: appended at the end of the table.
-                store(*KINDS[kind], [found[k] for k in sorted(found)])
+        for kind, minutes in by_kind.items():
+            if minutes:  # in key order: appended at the end of the table
+                store(kind, [minutes[m][s] for m in sorted(minutes) for s in sorted(minutes[m])])
 
 
-def _statements(table, key, series, points):
+def _statements(kind, points):
     """SQLite: multi-row upserts, a few hundred rows each."""
+    table, key, series = KINDS[kind]
+    if kind == "environment":
+        placed = _placed({row[2] for row in points})
+        points = [row for row in points if (row[1], row[2]) in placed]
     for i in range(0, len(points), ROWS_PER_STATEMENT):
         chunk = points[i:i + ROWS_PER_STATEMENT]
         database.execute_sql(_upsert(table, key, series, len(chunk)), [
-            value for subject, minute, n, averages in chunk
+            value for _, subject, _, minute, n, averages in chunk
             for value in (subject, MINUTE, minute, n, *averages)])
 
 
-def _copied(table, key, series, points):
+def _copied(kind, points):
     """PostgreSQL: the rows as COPY text into a temporary table, merged from there by
-    one upsert. psycopg2 adapting each of a minute's ~165,000 parameters cost the
+    one upsert; environments not on the sending server are left out there, by the
+    database. psycopg2 adapting each of a minute's ~165,000 parameters cost the
     gateway three times the CPU of writing this text (docs/performance.md)."""
+    table, key, series = KINDS[kind]
     incoming = f"incoming_{table}"
-    columns = ", ".join((key, "step", "at", "n", *series))
-    text = "".join(f"{subject}\t{MINUTE}\t{minute}\t{n}\t"
-                   + "\t".join(map(_copy_text, averages)) + "\n"
-                   for subject, minute, n, averages in points)
+    columns = ", ".join((key, "step", "at", "n", *series, "sender"))
+    line = f"%s\t{MINUTE}\t%d\t%d\t" + "\t".join(["%r"] * len(series)) + "\t%s\n"
+    text = "".join([line % (subject, minute, n, *averages, server)
+                    for _, subject, server, minute, n, averages in points])
+    # A figure not taken (None), and NaN or an infinity, as COPY's null (SQLite stores
+    # those as NULL too): ids are hex and figures numbers, so these words are nowhere
+    # else in the text. One pass over it costs less than a test of each figure.
+    for word in ("None", "-inf", "inf", "nan"):
+        text = text.replace(word, "\\N")
     cursor = database.cursor()
-    cursor.execute(f"CREATE TEMPORARY TABLE {incoming} (LIKE {table}) ON COMMIT DROP")
+    cursor.execute(f"CREATE TEMPORARY TABLE {incoming} (LIKE {table}, sender UUID) "
+                   "ON COMMIT DROP")
     cursor.copy_expert(f"COPY {incoming} ({columns}) FROM STDIN", io.StringIO(text))
+    if kind == "environment":
+        cursor.execute(f"DELETE FROM {incoming} WHERE NOT EXISTS (SELECT 1 FROM environment "
+                       f"WHERE id = {incoming}.{key} AND server_id = {incoming}.sender)")
     cursor.execute(_upsert(table, key, series, source=incoming))
-
-
-def _copy_text(value):
-    """A figure as COPY reads it; NaN and infinities as not taken (SQLite stores them
-    as NULL too)."""
-    return repr(float(value)) if value is not None and math.isfinite(value) else "\\N"
 
 
 def _placed(servers):
@@ -118,8 +108,7 @@ def _placed(servers):
     servers, found = list(servers), set()
     for i in range(0, len(servers), ROWS_PER_STATEMENT):
         chunk = servers[i:i + ROWS_PER_STATEMENT]
-        # As hex text on both databases (PostgreSQL's dashes taken out by the query):
-        # no UUID object made for each of thousands of rows.
+        # As hex text (no UUID object made for each of thousands of rows).
         rows = database.execute_sql(
             "SELECT REPLACE(CAST(id AS TEXT), '-', ''), REPLACE(CAST(server_id AS TEXT), "
             f"'-', '') FROM environment WHERE server_id IN "

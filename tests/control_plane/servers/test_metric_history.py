@@ -8,12 +8,13 @@ import time
 import pytest
 
 from control_plane import clock
+from control_plane.gateway.server import Gateway
 from control_plane.models.metrics import SERVER_SERIES
 from control_plane.services.servers import history
 from protocol.v1 import agent_pb2 as pb
 from tests.conftest import auth
-from tests.support.agents import wait_for
-from tests.support.protocol_agent import placed_environment
+from tests.support.agents import registered_server, wait_for
+from tests.support.protocol_agent import ProtocolAgent, placed_environment
 
 P = "/api/public/v1"
 
@@ -63,18 +64,18 @@ def test_heartbeats_become_server_and_environment_history(client, world, fleet):
     minute = history.minute_now()
     agent.send(_beat(10.0, [_env_stats(env.id, 50.0, 100_000_000),
                             _env_stats(other.id, 99.0, 1)]))
-    agent.send(_beat(30.0, [_env_stats(env.id, 70.0, 300_000_000)]))
-    one_minute = history.minute_now() == minute  # else the second beat began a minute
 
     def recorded():
         points = _whole_hour(client, raw, f"servers/{server.id}")["points"]
         return points and points[0]["cpu_percent"]["avg"] is not None and points
-    wait_for(recorded, interval=0.5, what="the heartbeats in the server's history")
+    wait_for(recorded, interval=0.5, what="the heartbeat in the server's history")
+    # The minute's sample is written: its later heartbeats are not counted.
+    agent.send(_beat(30.0, [_env_stats(env.id, 70.0, 300_000_000)]))
+    one_minute = history.minute_now() == minute  # else the second beat began a minute
     time.sleep(1.5)  # the second heartbeat handled, and another write
     points = _whole_hour(client, raw, f"servers/{server.id}")["points"]
     assert len(points) == 1
     cpu = points[0]["cpu_percent"]
-    # The first heartbeat of a minute is its sample: the second is not counted.
     assert cpu == ({"avg": 10.0, "min": 10.0, "max": 10.0} if one_minute else
                    {"avg": 20.0, "min": 10.0, "max": 30.0})
     assert points[0]["memory_percent"]["avg"] == 40.0
@@ -95,6 +96,27 @@ def test_heartbeats_become_server_and_environment_history(client, world, fleet):
     # An agent speaks for its own server: nothing kept for another's environment.
     owner_raw, _ = world.key(other.project.organization, "read_only")
     assert _whole_hour(client, owner_raw, f"environments/{other.id}")["points"] == []
+
+
+def test_a_stream_ended_before_the_write_still_gives_its_minute(client, world, app):
+    """A gateway that writes its history only when it stops; the agent ends its
+    stream (a reconnect to another gateway, say) before that: its sample is kept."""
+    gw = Gateway(history_every=3600)
+    port = gw.start_in_thread("127.0.0.1:0")
+    try:
+        org = world.org()
+        server, credential = registered_server(org)
+        raw, _ = world.key(org, "read_only")
+        agent = ProtocolAgent(port, credential)
+        wait_for(lambda: gw.sessions, what="the stream")
+        agent.send(_beat(42.0))
+        agent.send(None)  # the stream's end, after the heartbeat
+        wait_for(lambda: not gw.sessions, what="the stream released")
+        agent.close()
+    finally:
+        gw.stop_from_thread()
+    (point,) = _whole_hour(client, raw, f"servers/{server.id}")["points"]
+    assert point["cpu_percent"] == {"avg": 42.0, "min": 42.0, "max": 42.0}
 
 
 def test_history_is_scoped_like_live_metrics(client, world, fleet):
