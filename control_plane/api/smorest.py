@@ -1,6 +1,8 @@
 """flask-smorest, bent to the spec: one error body shape, and every operation
 documents the auth, rate-limit, idempotency and error responses that the hooks add."""
 
+import threading
+
 import flask_smorest
 import marshmallow as ma
 from apispec import BasePlugin
@@ -151,9 +153,36 @@ class BerthApi(Api):
     ERROR_SCHEMA = ErrorSchema
 
     def __init__(self, *args, **kwargs):
+        self._undocumented, self._documenting = [], threading.Lock()
         super().__init__(*args, **kwargs)
         for function in (null_only_alternative, text_input_pattern, mapping_sizes):
             self.ma_plugin.converter.add_attribute_function(function)
+
+    # The OpenAPI document is written when first read (the docs, `berth openapi`), not
+    # at start-up: documenting the views was two thirds of what creating an app cost,
+    # and every process (a web worker, each admin command) creates one. Any read of
+    # `spec` documents the blueprints registered before it, in order, so the document
+    # is the one an eager registration writes.
+    def register_blueprint(self, blp, *, parameters=None, **options):
+        name = options.get("name", blp.name)
+        self._app.extensions["flask-smorest"]["blp_name_to_api"][name] = self
+        self._app.register_blueprint(blp, **options)
+        self._undocumented.append((blp, name, parameters))
+
+    @property
+    def spec(self):
+        if self._undocumented:
+            with self._documenting:
+                while self._undocumented:
+                    blp, name, parameters = self._undocumented.pop(0)
+                    blp.register_views_in_doc(self, self._app, self._spec, name=name,
+                                              parameters=parameters)
+                    self._spec.tag({"name": name, "description": blp.description})
+        return self._spec
+
+    @spec.setter
+    def spec(self, value):  # flask-smorest's init_app
+        self._spec = value
 
     def handle_http_exception(self, error):
         return http_error_body(error)
