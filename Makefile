@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Test workers (pytest-xdist): most tests wait on containers and processes, so two
+# workers keep a 2-core machine busy. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: serve test install venv bench lint clean proto
 
@@ -29,7 +32,7 @@ test: install
 	@scripts/ensure-system-deps.sh test
 	@scripts/start-dockerd.sh
 	@PYTHON=$(BIN)/python scripts/build-test-images.sh
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python benchmarks/projects_list.py --rounds 5
