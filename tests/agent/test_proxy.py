@@ -237,4 +237,4 @@ def test_proxy_port_held_fails_the_deploy_readably_and_a_retry_works(client, flo
     _settled(client, f, retry.json["id"])
     host = _url_host(client, f, env_id)
     loopback_dns.a(host)
-    assert wait_https(host, f.port, pebble.issuing_roots())[0] == 200
+    assert wait_https(host, f.port, pebble.issuing_roots(), running=True)[0] == 200

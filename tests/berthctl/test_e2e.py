@@ -8,6 +8,7 @@ import hashlib
 import json
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -143,7 +144,12 @@ def test_an_action_with_wait(stand, created, tmp_path):
 
 def test_logs_follow_ends_cleanly_on_sigint(stand, created, tmp_path):
     env = created[1]
-    proc = subprocess.Popen([BERTHCTL, "logs", env["id"], "-f", "--source", "postgres"],
+    # Run as from a terminal, where Ctrl-C reaches it: a test run started in the
+    # background ignores SIGINT, and an ignored signal stays ignored across exec.
+    as_in_a_terminal = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                        "os.execv(sys.argv[1], sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", as_in_a_terminal, BERTHCTL, "logs", env["id"],
+                             "-f", "--source", "postgres"],
                             env=stand.env(tmp_path, "read_only"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

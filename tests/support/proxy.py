@@ -180,16 +180,19 @@ def websocket_hello(name, port, roots_pem, timeout=20):
     return status, frame
 
 
-def wait_https(name, port, roots_pem, path="/web/health", timeout=60):
+def wait_https(name, port, roots_pem, path="/web/health", timeout=60, running=False):
     """The first verified HTTPS answer of the environment (a certificate is
-    obtained on demand; a route may still be on its way: 404)."""
+    obtained on demand; a route may still be on its way: 404). `running`: the
+    environment has just been deployed, so its route's "not running" 503 is waited
+    through too (the proxy takes a deploy's end at its next pass)."""
     deadline, last = time.monotonic() + timeout, None
+    waited = (404, 503) if running else (404,)
     while time.monotonic() < deadline:
         try:
             answer = https_request(name, port, path, roots_pem, timeout=10)
-            if answer[0] != 404:
+            if answer[0] not in waited:
                 return answer
-            last = f"404 {answer[2][:100]!r}"
+            last = f"{answer[0]} {answer[2][:100]!r}"
         except (OSError, ssl.SSLError) as exc:
             last = exc
         time.sleep(0.3)
