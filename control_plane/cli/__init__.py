@@ -137,11 +137,13 @@ def scheduler_command(metrics_addr):
     more than one may run). Stops on SIGTERM or SIGINT."""
     import signal
 
-    _logs("scheduler")
     stop_on = {signal.SIGTERM, signal.SIGINT}
-    # Blocked before the job thread starts (it inherits the mask): only this
-    # thread takes them, in sigwait, never in the middle of a job.
+    # Blocked before any thread starts (the log writer's, the jobs'; each inherits
+    # the mask): only this thread takes them, in sigwait, never in the middle of a
+    # job. A thread started earlier would take one arriving before sigwait, and die
+    # of it (SIGTERM) or raise KeyboardInterrupt here (SIGINT): exit 1, no clean stop.
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_on)
+    _logs("scheduler")
     app = make_app()
     _await_schema(app)
     scheduler = _scheduler(app)

@@ -124,7 +124,31 @@ def test_sigint_stops_it_too(app, process_env, tmp_path):
         wait_for(lambda: "scheduler running" in proc.text(), timeout=30, what="started")
     finally:
         code = proc.stop(signal.SIGINT)
-    assert code == 0 and "scheduler stopping (SIGINT)" in proc.text()
+    assert code == 0 and "scheduler stopping (SIGINT)" in proc.text(), proc.text()
+
+
+def test_no_thread_of_it_but_the_waiting_one_can_take_a_stop_signal(process_env, tmp_path):
+    """A SIGTERM or SIGINT arriving before the main thread waits for it must stay
+    pending for it: a thread with them unblocked would take it (SIGTERM: the process
+    dies mid-job; SIGINT: KeyboardInterrupt, exit 1). Read from the kernel's view of
+    each thread; the main thread shows them unblocked while it waits in sigwait."""
+    proc = SchedulerProcess(process_env, tmp_path / "scheduler.log")
+    stop_bits = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    try:
+        wait_for(lambda: "scheduler running" in proc.text(), timeout=30, what="started")
+        tasks = f"/proc/{proc.proc.pid}/task"
+        wait_for(lambda: len(os.listdir(tasks)) >= 3, timeout=10, what="its threads")
+        blocked = {}
+        for tid in os.listdir(tasks):
+            if int(tid) == proc.proc.pid:
+                continue
+            with open(f"{tasks}/{tid}/comm") as comm, open(f"{tasks}/{tid}/status") as status:
+                mask = next(line for line in status if line.startswith("SigBlk:"))
+                blocked[comm.read().strip() + tid] = int(mask.split()[1], 16) & stop_bits
+        assert blocked and all(bits == stop_bits for bits in blocked.values()), blocked
+    finally:
+        code = proc.stop(signal.SIGTERM)
+    assert code == 0, proc.text()
 
 
 def test_two_schedulers_reap_each_deployment_once(app, world, process_env, tmp_path):
