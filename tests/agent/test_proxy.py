@@ -211,8 +211,8 @@ def test_acme_server_unreachable_environment_runs_and_status_says_why(
         cut.close()
 
 
-def test_proxy_port_held_fails_the_deploy_readably_and_a_retry_works(client, flow,
-                                                                     loopback_dns, pebble):
+def test_proxy_port_held_fails_the_deploy_readably_and_a_retry_works(client, flow, loopback_dns,
+                                                                     pebble, docker_client):
     """Another process holds the HTTPS port the proxy needs: the deployment fails
     saying so (nothing half-started is left), and its retry works once the port
     is free."""
@@ -237,4 +237,20 @@ def test_proxy_port_held_fails_the_deploy_readably_and_a_retry_works(client, flo
     _settled(client, f, retry.json["id"])
     host = _url_host(client, f, env_id)
     loopback_dns.a(host)
-    assert wait_https(host, f.port, pebble.issuing_roots(), running=True)[0] == 200
+    try:
+        answer = wait_https(host, f.port, pebble.issuing_roots(), running=True)
+    except AssertionError as exc:  # what the environment and its containers were doing
+        raise AssertionError(f"{exc}\n{_situation(client, f, env_id, docker_client)}") from None
+    assert answer[0] == 200
+
+
+def _situation(client, f, env_id, docker_client):
+    lines = client.get(f"{P}/environments/{env_id}/logs?lines=200", headers=f.key).json
+    erp = client.get(f"{P}/environments/{env_id}/runtime-logs?lines=50", headers=f.key).json
+    db = client.get(f"{P}/environments/{env_id}/runtime-logs?source=postgres&lines=50",
+                    headers=f.key).json
+    containers = [(c.name, c.status, c.attrs["RestartCount"], c.attrs["State"].get("StartedAt"))
+                  for c in docker_client.containers.list(
+                      all=True, filters={"label": f"berth.environment_id={env_id}"})]
+    return json.dumps({"task_log": lines, "erp": erp, "postgres": db,
+                       "containers": containers}, indent=1, default=str)

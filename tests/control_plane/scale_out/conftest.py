@@ -1,5 +1,5 @@
 """One stack of deploy/compose.yaml for the package's tests, on a single-node Swarm
-made for them (and left again after them), with an organization, its keys and three
+made for them (and kept: see `swarm`), with an organization, its keys and three
 real agents registered through the balancer."""
 
 import pytest
@@ -11,14 +11,13 @@ from tests.support.scale_out import Agent, Stack, docker, require_images
 
 @pytest.fixture(scope="package")
 def swarm(docker_client):
+    """The engine made a single-node Swarm if it is not one, and left one afterwards:
+    `docker swarm leave` drops the engine's name records of every container already
+    on a bridge network, so the environments other tests run on this engine at the
+    same time (the other worker) would no longer find their database by name."""
     require_images(docker_client)
-    was_active = docker_client.info()["Swarm"]["LocalNodeState"] == "active"
-    if not was_active:
+    if docker_client.info()["Swarm"]["LocalNodeState"] != "active":
         docker("swarm", "init", "--advertise-addr", "127.0.0.1")
-    yield
-    if not was_active:
-        docker("swarm", "leave", "--force", check=False)
-        docker("network", "rm", "docker_gwbridge", check=False)  # made by `swarm init`
 
 
 @pytest.fixture(scope="package")
