@@ -12,8 +12,8 @@
    streams, heartbeats every 15 s, here with 2 environments each) on one gateway,
    in rounds of history on and off (on, off, off, on, ...; each "on" round's minute
    written once at its end: a round lasts the default flush interval, so this is the
-   gateway's steady state of one write a minute), on PostgreSQL (a throwaway cluster: 5,000 agents is a scale-out
-   fleet) or SQLite. Printed: the gateway process's CPU per heartbeat each way
+   gateway's steady state of one write a minute), on PostgreSQL (a throwaway
+   cluster: 5,000 agents is a scale-out fleet) or SQLite. Printed: the gateway process's CPU per heartbeat each way
    (and the database's, on PostgreSQL). Target: history adds under 5 % to the
    gateway's.
 
@@ -247,6 +247,7 @@ def gateway(args):
                     spent[name] += time.thread_time() - t0
             return run
         messages.HANDLERS["heartbeat"] = counted
+
         def write_counted(rows):
             written[0] += len(rows)
             return write(rows)

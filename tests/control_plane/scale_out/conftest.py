@@ -11,8 +11,8 @@ from tests.support.scale_out import Agent, Stack, docker, require_images
 
 @pytest.fixture(scope="package")
 def swarm(docker_client):
-    """The engine made a single-node Swarm if it is not one, and left one afterwards:
-    `docker swarm leave` drops the engine's name records of every container already
+    """The engine made a single-node Swarm if it is not one, and kept one afterwards
+    (never left): `docker swarm leave` drops the engine's name records of every container already
     on a bridge network, so the environments other tests run on this engine at the
     same time (the other worker) would no longer find their database by name."""
     require_images(docker_client)
