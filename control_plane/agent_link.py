@@ -92,10 +92,8 @@ ENVIRONMENT_FIGURES = operator.attrgetter(
 def environment_samples(beat: pb.Heartbeat):
     """(environment id, (erp CPU, erp memory, postgres CPU, postgres memory)) for each
     environment a heartbeat carries (none from an agent older than the field); a
-    figure the agent did not take is None."""
-    return [(item.environment_id, tuple(v if v >= 0 else None
-                                        for v in ENVIRONMENT_FIGURES(item)))
-            for item in beat.environments]
+    figure the agent did not take is -1, which the history stores as not taken."""
+    return [(item.environment_id, ENVIRONMENT_FIGURES(item)) for item in beat.environments]
 
 
 def crash_loops(beat: pb.Heartbeat) -> list[dict]:

@@ -19,6 +19,7 @@
 
 import datetime as dt
 import io
+import struct
 import time
 
 from control_plane import clock
@@ -73,33 +74,69 @@ def _statements(kind, points):
         chunk = points[i:i + ROWS_PER_STATEMENT]
         database.execute_sql(_upsert(table, key, series, len(chunk)), [
             value for _, subject, _, minute, n, averages in chunk
-            for value in (subject, MINUTE, minute, n, *averages)])
+            for value in (subject, MINUTE, minute, n, *map(_storable, averages))])
+
+
+def _storable(figure):
+    """A figure as both databases store it: None when not taken (None, or the
+    agent's -1: no figure is negative), NaN, an infinity or beyond REAL's range
+    (PostgreSQL's column; SQLite's holds more)."""
+    return figure if figure is not None and 0 <= figure <= FIGURE_MAX else None
 
 
 def _copied(kind, points):
-    """PostgreSQL: the rows as COPY text into a temporary table, merged from there by
-    one upsert; environments not on the sending server are left out there, by the
+    """PostgreSQL: the rows as binary COPY into a temporary table, merged from there
+    by one upsert; environments not on the sending server are left out there, by the
     database. psycopg2 adapting each of a minute's ~165,000 parameters cost the
-    gateway three times the CPU of writing this text (docs/performance.md)."""
+    gateway three times the CPU of COPY text, and formatting that text (each float's
+    shortest repr) twice what packing the rows costs (docs/performance.md)."""
     table, key, series = KINDS[kind]
     incoming = f"incoming_{table}"
     columns = ", ".join((key, "step", "at", "n", *series, "sender"))
-    line = f"%s\t{MINUTE}\t%d\t%d\t" + "\t".join(["%r"] * len(series)) + "\t%s\n"
-    text = "".join([line % (subject, minute, n, *averages, server)
-                    for _, subject, server, minute, n, averages in points])
-    # A figure not taken (None), and NaN or an infinity, as COPY's null (SQLite stores
-    # those as NULL too): ids are hex and figures numbers, so these words are nowhere
-    # else in the text. One pass over it costs less than a test of each figure.
-    for word in ("None", "-inf", "inf", "nan"):
-        text = text.replace(word, "\\N")
     cursor = database.cursor()
     cursor.execute(f"CREATE TEMPORARY TABLE {incoming} (LIKE {table}, sender UUID) "
                    "ON COMMIT DROP")
-    cursor.copy_expert(f"COPY {incoming} ({columns}) FROM STDIN", io.StringIO(text))
+    cursor.copy_expert(f"COPY {incoming} ({columns}) FROM STDIN (FORMAT binary)",
+                       io.BytesIO(_binary(points, len(series))))
     if kind == "environment":
         cursor.execute(f"DELETE FROM {incoming} WHERE NOT EXISTS (SELECT 1 FROM environment "
                        f"WHERE id = {incoming}.{key} AND server_id = {incoming}.sender)")
     cursor.execute(_upsert(table, key, series, source=incoming))
+
+
+# PostgreSQL's binary COPY: a header, then each row as its field count and each field
+# as its length (-1: null) and bytes, big-endian; -1 for a field count ends it.
+COPY_HEADER, COPY_END = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
+NULL = b"\xff\xff\xff\xff"
+FIGURE = struct.Struct(">if")
+FIGURE_MAX = 3.4028234663852886e38  # REAL's largest
+
+
+def _binary(points, figures):
+    """The rows (subject, step, at, n, figures as REAL, sender) as COPY's binary
+    format. A row of figures that are all numbers in range goes in one pack; any
+    other (None, negative, NaN, an infinity, out of range) figure by figure."""
+    row = struct.Struct(">hi16sihiqii" + "if" * figures + "i16s")
+    head = struct.Struct(">hi16sihiqii")
+    args = [5 + figures, 16, b"", 2, MINUTE, 8, 0, 4, 0, *[4, 0.0] * figures, 16, b""]
+    last = len(args) - 1
+    out = [COPY_HEADER]
+    for _, subject, server, minute, n, averages in points:
+        args[2], args[6], args[8] = bytes.fromhex(subject), minute, n
+        args[last] = bytes.fromhex(server)
+        try:  # none negative and their sum in range: no NaN, infinity or None (TypeError)
+            if sum(averages) <= FIGURE_MAX and min(averages) >= 0:
+                args[10:last:2] = averages
+                out.append(row.pack(*args))
+                continue
+        except TypeError:
+            pass
+        out.append(head.pack(*args[:9]))
+        out.extend(NULL if (v := _storable(x)) is None else FIGURE.pack(4, v)
+                   for x in averages)
+        out.append(args[last - 1].to_bytes(4, "big") + args[last])
+    out.append(COPY_END)
+    return b"".join(out)
 
 
 def _placed(servers):

@@ -230,3 +230,24 @@ def test_a_figure_that_is_no_number_is_kept_as_not_taken(client, world):
                            "to": (at + dt.timedelta(minutes=1)).isoformat()})["points"]
     assert point["cpu_percent"]["avg"] is None and point["memory_percent"]["avg"] is None
     assert point["disk_percent"]["avg"] == 7.5
+
+
+def test_a_figure_too_large_to_store_loses_only_itself(client, world):
+    """A figure past what the database's column holds (PostgreSQL's REAL: about
+    3.4e38; an agent may send any double) is stored as not taken; the other
+    figures of its row and the other servers' rows of the same write are kept."""
+    org = world.org()
+    server, other = world.server(org), world.server(org)
+    raw, _ = world.key(org, "read_only")
+    minute = (int(time.time()) // 60 - 2) * 60
+    history.write([_row(server, minute, 1, cpu_percent=1e300, memory_percent=-1e39,
+                        disk_percent=7.5, network_rx_bytes_per_second=3e38),
+                   _row(other, minute, 1, cpu_percent=12.5)])
+    at = dt.datetime.fromtimestamp(minute, dt.UTC)
+    window = {"from": at.isoformat(), "to": (at + dt.timedelta(minutes=1)).isoformat()}
+    (point,) = _history(client, raw, f"servers/{server.id}", step="1m", **window)["points"]
+    assert point["cpu_percent"]["avg"] is None and point["memory_percent"]["avg"] is None
+    assert point["disk_percent"]["avg"] == 7.5
+    assert point["network_rx_bytes_per_second"]["avg"] == pytest.approx(3e38, rel=1e-6)
+    (point,) = _history(client, raw, f"servers/{other.id}", step="1m", **window)["points"]
+    assert point["cpu_percent"]["avg"] == 12.5
