@@ -98,13 +98,18 @@ def pack(path, kind):
         raise ArchiveError(f"{kind} failed (exit code {comp.returncode}): {comp_err}")
 
 
-def unpack(chunks, kind, target):
-    """Extract a compressed tar stream into the existing directory `target`."""
+def unpack(chunks, kind, target, finished=None):
+    """Extract a compressed tar stream into the existing directory `target`.
+    `finished(name)`, if given, is called on a thread with each member tar has
+    moved past (as its verbose listing names it, relative to `target`)."""
     comp = _spawn(_compressor(kind, decompress=True), stdin=subprocess.PIPE,
                   stdout=subprocess.PIPE)
     comp_err = _Tail(comp.stderr)
-    tar = _spawn(["tar", "-C", str(target), "--numeric-owner", "-xf", "-"], stdin=comp.stdout)
+    tar = _spawn(["tar", "-C", str(target), "--numeric-owner", *(["-v"] if finished else []),
+                  "-xf", "-"], stdin=comp.stdout,
+                 stdout=subprocess.PIPE if finished else subprocess.DEVNULL)
     tar_err = _Tail(tar.stderr)
+    listing = _Listing(tar.stdout, finished) if finished else None
     comp.stdout.close()
     try:
         for chunk in chunks:
@@ -122,9 +127,29 @@ def unpack(chunks, kind, target):
             pass
         comp.wait()
         tar.wait()
+        if listing is not None:
+            listing.thread.join()
     if comp.returncode != 0:
         raise ArchiveError(f"the filestore archive could not be decompressed "
                            f"({kind}, exit code {comp.returncode}): {comp_err}")
     if tar.returncode != 0:
         raise ArchiveError(f"the filestore archive could not be extracted "
                            f"(exit code {tar.returncode}): {tar_err}")
+
+
+class _Listing:
+    """tar's verbose listing read on a thread: a member's name is printed as tar
+    starts it, so the one before is finished; the last is at the end."""
+
+    def __init__(self, stream, finished):
+        def follow():
+            previous = None
+            with stream:
+                for line in stream:
+                    if previous is not None:
+                        finished(previous)
+                    previous = line.rstrip(b"\n")
+            if previous is not None:
+                finished(previous)
+        self.thread = threading.Thread(target=follow, name="berth-tar-listing", daemon=True)
+        self.thread.start()

@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 
-from agent.backups import archive, exec_stream
+from agent.backups import archive, exec_stream, ondisk
 from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
 from agent.backups.transfer import Buffers, Checked, Transfer
@@ -45,7 +45,6 @@ STAGED = "odoo_restore"  # a restore's database, loaded while the ERP still runs
 REPLACED = "odoo_replaced"  # the database a restore replaced, dropped after it
 TERMINATE_WAIT = 10  # seconds for ended sessions to go before a DROP or RENAME
 DUMP_FILE = "/tmp/berth-restore.dump"  # in the database container, while it loads
-FLUSH_THREADS = 16  # fsyncs at once: a journal commit carries many
 MAX_JOBS = 8  # pg_restore's parallel jobs: one per core, up to this
 
 
@@ -318,7 +317,11 @@ class Backups:
             os.chmod(new, st.st_mode & 0o7777)
         kind = fs.get("compression") or ("gzip" if fs["object"].endswith(".gz") else "zstd")
         chunks = Checked(transfer.download(fs["object"]), self._counter())
-        archive.unpack(chunks, kind, new)
+        early = ondisk.Early(new)  # the disk writes the first files while the rest unpack
+        try:
+            archive.unpack(chunks, kind, new, finished=early.finished)
+        finally:
+            early.close()
         _same(fs["object"], fs, chunks, RestoreError)
 
     def _load_database(self, transfer, expected, db, log, label, database=DB, alongside=None):
@@ -437,7 +440,7 @@ class _Stored:
         # filestore goes once the restore stands, and the engine's stop and start of
         # the ERP, which sync their own state, would otherwise wait behind a gigabyte
         # of the kernel's writeback.
-        _flush(env_dir / "filestore.new")
+        ondisk.flush(env_dir / "filestore.new")
         log("info", f"restore: the filestore is unpacked ({fs['size']} bytes of archive in "
                     f"{unpacked}, on disk after {_since(started)})")
 
@@ -504,34 +507,6 @@ def _terminate(*databases):
             "PERFORM pg_stat_clear_snapshot(); "  # else the activity seen is the first look's
             f"EXIT WHEN NOT EXISTS (SELECT 1 {others}) OR clock_timestamp() > until; "
             "PERFORM pg_sleep(0.01); END LOOP; END $$")
-
-
-def _flush(path):
-    """The files and directories under `path` on disk: each fsync'd, many at once
-    (the filesystem's journal commits them together). Not syncfs(2), which would
-    also wait for every other write on the filesystem: the database loading beside
-    it, and on a shared server the other environments'."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def sync(name):
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    names, dirs = [], [str(path)]
-    while dirs:  # regular files and directories only (not links, nor a FIFO's open)
-        names.append(dirs.pop())
-        with os.scandir(names[-1]) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    dirs.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    names.append(entry.path)
-    with ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="berth-flush") as pool:
-        for _ in pool.map(sync, names):
-            pass
 
 
 def _since(started):

@@ -17,7 +17,7 @@ import pytest
 
 from agent import cli, commands
 from agent import status as status_mod
-from agent.backups import archive, transfer
+from agent.backups import archive, ondisk, transfer
 from agent.backups.backups import BackupError, Backups, RestoreError
 from agent.deploy.commands import PreBackupFailed
 from agent.deploy.environments import Environments, erp_address
@@ -312,6 +312,36 @@ def test_the_filestore_archive_round_trips(tmp_path, kind):
     assert files(target) == files(source)
     assert (target / "b" / "c" / "two").stat().st_uid == 101
     assert archive.raw_size(source) == 3000 + 3 * archive.CHUNK
+
+
+def test_an_unpack_names_each_member_it_finished_for_the_early_sync(tmp_path):
+    """While tar unpacks, the restore fsyncs each member tar has moved past
+    (ondisk.Early): every member is named once; a FIFO, a link to a file outside and
+    names outside the target are not opened (a FIFO's open would hang the restore)."""
+    source, target, outside = tmp_path / "source", tmp_path / "target", tmp_path / "outside"
+    write_files(source, {"a/one": b"one" * 1000, "b/c/two two": os.urandom(3 * archive.CHUNK),
+                         "three": b""})
+    outside.write_bytes(b"not the filestore's")
+    os.mkfifo(source / "a" / "pipe")
+    os.mkfifo(tmp_path / "fifo")
+    (source / "link").symlink_to(outside)
+    target.mkdir()
+    named, early = [], ondisk.Early(target)
+
+    def finished(name):
+        named.append(name)
+        early.finished(name)
+
+    try:
+        archive.unpack(archive.pack(source, "zstd"), "zstd", target, finished=finished)
+        for name in (b"../fifo", b"../outside", os.fsencode(tmp_path / "fifo"), b"a/missing"):
+            early.finished(name)
+    finally:
+        early.close()  # returns: no thread waits on a FIFO
+    assert sorted(named) == sorted([b"./", b"./a/", b"./a/one", b"./a/pipe", b"./b/",
+                                    b"./b/c/", b"./b/c/two two", b"./three", b"./link"])
+    assert files(target) == files(source)
+    ondisk.flush(target)  # the certain pass: files and directories, the FIFO left alone
 
 
 def test_without_zstd_the_filestore_is_gzipped(env, stand_in, monkeypatch):
