@@ -1,6 +1,9 @@
-"""A one-off command of the ERP's image, on the environment's network (a module
-update, a neutralisation): its container named after the ERP's and its role, run
-to its end, its output's last lines in the task log, then removed."""
+"""A one-off command of the ERP's image (a module update, a neutralisation) in the
+network namespace of the environment's database container, which is on the
+environment's network and always running while one is: a container of its own
+on the network took the engine 0.35 s more to start and stop (an address, an
+interface and its rules). Its container is named after the ERP's and its role,
+run to its end, its output's last lines in the task log, then removed."""
 
 import contextlib
 
@@ -19,7 +22,7 @@ def run(envs, env_id, role, image, args, *, volumes, environment, timeout, log, 
             leftover.remove(force=True)
     with engine_errors():
         container = envs.docker.containers.run(
-            image, args, name=name, detach=True, network=n["network"],
+            image, args, name=name, detach=True, network_mode=f"container:{n['db']}",
             labels=envs._labels(env_id, role), environment=environment, volumes=volumes)
     try:
         with engine_errors(timeout):
