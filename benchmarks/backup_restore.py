@@ -68,7 +68,62 @@ from deploy_time import Bench  # noqa: E402
 
 MB = 1024 * 1024
 TARGET_RATIO, TARGET_RSS_MB = 1.5, 30.0
+# Seconds between the script's looks at a running task: each is a request the
+# control plane answers on the machine being measured. Berth's times are the
+# control plane's own records (the task's creation to its end), not when a look
+# saw the end.
+WAIT_POLL = 0.5
 OPS = "/api/v1"
+
+
+class MachineCPU:
+    """The whole machine's busy CPU seconds (every process: the control plane, the
+    agent, the engine, PostgreSQL, zstd and tar) from `mark()` to `took()`, each
+    kept in `spans`, and by whose processes (`groups`: a process that ended counts
+    for the one that waited for it: tar and zstd for the agent, what the engine
+    ran in a container for the engine); on 2 cores, what an operation costs
+    bounds how short it can be."""
+
+    def __init__(self):
+        self.spans, self.groups, self.start, self.roles = [], [], None, {}
+
+    @staticmethod
+    def busy():
+        cpu = psutil.cpu_times()
+        return cpu.user + cpu.nice + cpu.system + getattr(cpu, "irq", 0) + getattr(
+            cpu, "softirq", 0)
+
+    def _group(self, pid, name):
+        if pid in self.roles:
+            return self.roles[pid]
+        if name.startswith(("dockerd", "containerd", "runc", "docker-")):
+            return "engine"
+        if name.startswith(("postgres", "pg_")):
+            return "postgres"
+        return "other"
+
+    def _processes(self):
+        found = {}
+        for p in psutil.process_iter(["name", "cpu_times"]):
+            t = p.info["cpu_times"]
+            if t is not None:
+                found[p.pid] = (self._group(p.pid, p.info["name"] or ""),
+                                t.user + t.system + t.children_user + t.children_system)
+        return found
+
+    def mark(self):
+        self.before = self._processes()
+        self.start = self.busy()
+
+    def took(self):
+        self.spans.append(self.busy() - self.start)
+        groups = {}
+        for pid, (group, cpu) in self._processes().items():
+            groups[group] = groups.get(group, 0) + cpu - self.before.get(pid, (None, 0))[1]
+        self.groups.append(groups)
+
+
+machine_cpu = MachineCPU()
 
 
 class BackupBench(Bench):
@@ -85,6 +140,7 @@ class BackupBench(Bench):
         self.db_container = self.docker.containers.get(
             f"berth-{self.env_id.replace('-', '')[:12]}-db")
         self.agent_ps = psutil.Process(self.agent.pid)
+        machine_cpu.roles = {self.agent.pid: "agent", self.served.proc.pid: "control plane"}
         return self
 
     def _ops(self, method, path, **kwargs):
@@ -155,6 +211,7 @@ class BackupBench(Bench):
 
     def _sampled(self, run):
         """run() under RSS sampling of the agent: (result, seconds, rss growth MB)."""
+        machine_cpu.mark()
         before = self.agent_ps.memory_info().rss
         peak, stop = [before], threading.Event()
 
@@ -170,6 +227,7 @@ class BackupBench(Bench):
             result = run()
         finally:
             took = time.perf_counter() - started
+            machine_cpu.took()
             stop.set()
             sampler.join()
         return result, took, (peak[0] - before) / MB
@@ -178,16 +236,26 @@ class BackupBench(Bench):
         def run():
             backup = self._ops("POST", f"/environments/{self.env_id}/backups",
                                json={"comment": "benchmark"})
-            done = self._wait(lambda: self._backup_done(backup["id"]), 1800, "the backup")
+            done = self._wait(lambda: self._backup_done(backup["id"]), 1800, "the backup",
+                              every=WAIT_POLL)
             return {**done, "task_id": backup["task_id"]}
 
-        backup, took, rss = self._sampled(run)
+        backup, _, rss = self._sampled(run)
         if backup["status"] != "completed":
             raise SystemExit(f"the backup failed: {backup.get('error_message')}")
-        return backup, took, rss
+        return backup, self._task_seconds(backup["task_id"]), rss
+
+    def _task_seconds(self, task_id):
+        """From the task's creation to its end, as the control plane recorded them."""
+        from deploy_time import _ts
+
+        with self._db() as db:
+            created, finished = db.execute(
+                "SELECT created_at, completed_at FROM deployment WHERE id = ?",
+                (uuid.UUID(task_id).hex,)).fetchone()
+        return _ts(finished) - _ts(created)
 
     def _backup_done(self, backup_id):
-        time.sleep(0.1)
         for b in self._ops("GET", f"/environments/{self.env_id}/backups",
                            params={"page_size": 100})["items"]:
             if b["id"] == backup_id and b["status"] in ("completed", "failed", "cancelled"):
@@ -199,15 +267,14 @@ class BackupBench(Bench):
             task = self._ops("POST", f"/environments/{self.env_id}/restore",
                              json={"backup_id": backup_id})
             return task["id"], self._wait(lambda: self._task_done(task["id"]), 1800,
-                                          "the restore")
+                                          "the restore", every=WAIT_POLL)
 
-        (task_id, task), took, rss = self._sampled(run)
+        (task_id, task), _, rss = self._sampled(run)
         if task["status"] != "completed":
             raise SystemExit(f"the restore failed: {task.get('error_message')}")
-        return task_id, took, rss, self._restore_span(task_id)
+        return task_id, self._task_seconds(task_id), rss, self._restore_span(task_id)
 
     def _task_done(self, task_id):
-        time.sleep(0.1)
         t = self.read(f"/deployments/{task_id}")
         return t if t["status"] in ("completed", "failed", "cancelled") else None
 
@@ -225,26 +292,42 @@ class BackupBench(Bench):
         end = _ts(finished) if finished else _ts(rows[-1][1])
         return end - start
 
+    def log_lines(self, task_id):
+        """The task's log, each line with its seconds since the task was queued."""
+        from deploy_time import _ts
+
+        with self._db() as db:
+            rows = db.execute(
+                "SELECT l.message, l.created_at, d.created_at FROM task_log_line l JOIN "
+                "deployment d ON d.id = l.deployment_id WHERE l.deployment_id = ? "
+                "ORDER BY l.seq", (uuid.UUID(task_id).hex,)).fetchall()
+        return [f"{_ts(at) - _ts(queued):7.2f} s  {message[:150]}" for message, at, queued in rows]
+
     # --- baseline ------------------------------------------------------------------
 
     def baseline_backup(self, out):
+        machine_cpu.mark()
         started = time.perf_counter()
         self.sh("pg_dump -Fc -U odoo odoo > /tmp/bench.dump")
         subprocess.run(f"tar -C {self.env_dir / 'filestore'} -cf - . | zstd -T0 -3 -q > "
                        f"{out / 'filestore.tar.zst'}", shell=True, check=True)
-        return time.perf_counter() - started
+        took = time.perf_counter() - started
+        machine_cpu.took()
+        return took
 
     def baseline_restore(self, out):
         target = out / "restored"
         shutil.rmtree(target, ignore_errors=True)
         self.sh("dropdb -U odoo --if-exists bench_copy")
         started = time.perf_counter()
+        machine_cpu.mark()
         target.mkdir()
         subprocess.run(f"zstd -d -q -c {out / 'filestore.tar.zst'} | tar -C {target} "
                        f"--numeric-owner -xf -", shell=True, check=True)
         self.sh("createdb -U odoo -T template0 bench_copy && pg_restore -U odoo -d bench_copy "
                 "--no-owner --exit-on-error /tmp/bench.dump")
         took = time.perf_counter() - started
+        machine_cpu.took()
         shutil.rmtree(target, ignore_errors=True)
         self.sh("dropdb -U odoo bench_copy")
         return took
@@ -275,7 +358,9 @@ def main():
     times = {k: [] for k in ("berth_backup", "base_backup", "berth_restore",
                              "berth_restore_task", "base_restore")}
     rss = {"backup": [], "restore": []}
-    tasks, steps = [], None
+    cpu = {k: [] for k in ("berth_backup", "base_backup", "berth_restore_task", "base_restore")}
+    groups = {k: [] for k in cpu}
+    tasks, steps, last_restore = [], None, None
     try:
         bench.start()
         say(f"environment {bench.env_id} deployed; filling it")
@@ -287,23 +372,32 @@ def main():
                 if step == "berth":
                     backup, took, grew = bench.berth_backup()
                     times["berth_backup"].append(took)
+                    cpu["berth_backup"].append(machine_cpu.spans[-1])
+                    groups["berth_backup"].append(machine_cpu.groups[-1])
                     tasks.append(backup["task_id"])
                     rss["backup"].append(grew)
                 else:
                     times["base_backup"].append(bench.baseline_backup(out))
+                    cpu["base_backup"].append(machine_cpu.spans[-1])
+                    groups["base_backup"].append(machine_cpu.groups[-1])
             for step in (("berth", "base") if berth_first else ("base", "berth")):
                 if step == "berth":
                     task_id, took, grew, span = bench.berth_restore(backup["id"])
                     tasks.append(task_id)
                     times["berth_restore_task"].append(took)
+                    cpu["berth_restore_task"].append(machine_cpu.spans[-1])
+                    groups["berth_restore_task"].append(machine_cpu.groups[-1])
                     times["berth_restore"].append(span)
                     rss["restore"].append(grew)
                 else:
                     times["base_restore"].append(bench.baseline_restore(out))
+                    cpu["base_restore"].append(machine_cpu.spans[-1])
+                    groups["base_restore"].append(machine_cpu.groups[-1])
             say(f"round {n + 1}: " + "  ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items())
                 + f"  rss +{rss['backup'][-1]:.1f}/+{rss['restore'][-1]:.1f} MB")
         compressed = backup["compressed_size"]
         steps = bench.steps(tasks) if args.steps else None
+        last_restore = bench.log_lines(task_id) if args.steps else None
     finally:
         bench.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -319,6 +413,7 @@ def main():
     report = {"rounds": args.rounds, "filestore_bytes": fs_bytes, "database_bytes": db_bytes,
               "compressed_bytes": compressed, "median_seconds": med,
               "samples": {k: [round(s, 2) for s in v] for k, v in times.items()},
+              "machine_cpu_seconds": {k: statistics.median(v) for k, v in cpu.items()},
               "ratios": ratios, "rss_growth_mb": rss_peak, "pass": passed,
               **({"steps": steps} if steps else {})}
     if args.json:
@@ -333,6 +428,11 @@ def main():
         for label, key in rows:
             print(f"{label:42} {med[key]:7.1f} s  {data_mb / med[key]:6.1f} MB/s   "
                   f"(rounds: {' '.join(f'{s:.1f}' for s in times[key])})")
+        c = {k: statistics.median(v) for k, v in cpu.items()}
+        print(f"machine CPU (all processes), median: backup berth {c['berth_backup']:.1f} s, "
+              f"baseline {c['base_backup']:.1f} s; restore berth {c['berth_restore_task']:.1f} s "
+              f"for the whole task (its safety backup included), baseline "
+              f"{c['base_restore']:.1f} s")
         for what in ("backup", "restore"):
             print(f"{what:7} ratio berth/baseline {ratios[what]:.2f} (target <= {TARGET_RATIO}) "
                   f"{'PASS' if passed[what] else 'FAIL'}")
@@ -343,6 +443,15 @@ def main():
             print("berth steps (median gap before each task-log line):")
             for step, gap in steps.items():
                 print(f"  {gap:6.2f} s  {step}")
+            print("machine CPU by processes, median seconds:")
+            for key, spans in groups.items():
+                names = sorted({g for span in spans for g in span})
+                print(f"  {key:20} " + ", ".join(
+                    f"{g} {statistics.median(span.get(g, 0) for span in spans):.1f}"
+                    for g in names))
+            print("the last restore's task log:")
+            for line in last_restore:
+                print(f"  {line}")
     sys.exit(0 if all(passed.values()) else 1)
 
 

@@ -207,13 +207,13 @@ class Bench:
                 return f"{ip}:8069"
         return None
 
-    def _wait(self, predicate, timeout, what):
+    def _wait(self, predicate, timeout, what, every=POLL):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = predicate()
             if value:
                 return value
-            time.sleep(POLL)
+            time.sleep(every)
         raise SystemExit(f"timed out after {timeout} s waiting for {what}")
 
     def _task(self, task_id, timeout=120):
