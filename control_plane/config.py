@@ -223,19 +223,21 @@ def private_dir(path):
 def tighten(data_dir):
     """The data dir holds the database, the secret key and what servers download:
     owner-only, the directory and everything in it (installs made before this
-    rule had 0755/0644). SQLite gives -wal/-shm the database file's mode."""
+    rule had 0755/0644). SQLite gives -wal/-shm the database file's mode. A file
+    may go while this walks (another process's last connection removes -wal/-shm
+    as it closes): what is gone needs no tightening."""
     if not data_dir.is_dir():
         return
     private_dir(data_dir)
     for root, dirs, files in os.walk(data_dir):
         for name in dirs + files:
             path = Path(root) / name
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
-                continue
             try:
+                st = path.lstat()
+                if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+                    continue
                 path.chmod(stat.S_IMODE(st.st_mode) & 0o700)
-            except PermissionError:  # another user's file: not ours to change
+            except (FileNotFoundError, PermissionError):  # gone, or another user's file
                 continue
 
 
