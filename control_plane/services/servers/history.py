@@ -89,7 +89,7 @@ def _copied(kind, points):
     by one upsert; environments not on the sending server are left out there, by the
     database. psycopg2 adapting each of a minute's ~165,000 parameters cost the
     gateway three times the CPU of COPY text, and formatting that text (each float's
-    shortest repr) twice what packing the rows costs (docs/performance.md)."""
+    shortest repr) more than packing the rows (docs/performance.md)."""
     table, key, series = KINDS[kind]
     incoming = f"incoming_{table}"
     columns = ", ".join((key, "step", "at", "n", *series, "sender"))
@@ -107,17 +107,16 @@ def _copied(kind, points):
 # PostgreSQL's binary COPY: a header, then each row as its field count and each field
 # as its length (-1: null) and bytes, big-endian; -1 for a field count ends it.
 COPY_HEADER, COPY_END = b"PGCOPY\n\xff\r\n\x00" + bytes(8), b"\xff\xff"
-NULL = b"\xff\xff\xff\xff"
-FIGURE = struct.Struct(">if")
+NAN = float("nan")
 FIGURE_MAX = 3.4028234663852886e38  # REAL's largest
 
 
 def _binary(points, figures):
     """The rows (subject, step, at, n, figures as REAL, sender) as COPY's binary
-    format. A row of figures that are all numbers in range goes in one pack; any
-    other (None, negative, NaN, an infinity, out of range) figure by figure."""
+    format, each in one pack. A figure not to be stored (None, negative, NaN, an
+    infinity, out of range) goes as NaN, which the merge reads as null (`_upsert`):
+    a null's own layout would need a pack a figure, four times the cost."""
     row = struct.Struct(">hi16sihiqii" + "if" * figures + "i16s")
-    head = struct.Struct(">hi16sihiqii")
     args = [5 + figures, 16, b"", 2, MINUTE, 8, 0, 4, 0, *[4, 0.0] * figures, 16, b""]
     last = len(args) - 1
     out = [COPY_HEADER]
@@ -125,16 +124,13 @@ def _binary(points, figures):
         args[2], args[6], args[8] = bytes.fromhex(subject), minute, n
         args[last] = bytes.fromhex(server)
         try:  # none negative and their sum in range: no NaN, infinity or None (TypeError)
-            if sum(averages) <= FIGURE_MAX and min(averages) >= 0:
-                args[10:last:2] = averages
-                out.append(row.pack(*args))
-                continue
+            storable = sum(averages) <= FIGURE_MAX and min(averages) >= 0
         except TypeError:
-            pass
-        out.append(head.pack(*args[:9]))
-        out.extend(NULL if (v := _storable(x)) is None else FIGURE.pack(4, v)
-                   for x in averages)
-        out.append(args[last - 1].to_bytes(4, "big") + args[last])
+            storable = False
+        if not storable:
+            averages = [x if x is not None and 0 <= x <= FIGURE_MAX else NAN for x in averages]
+        args[10:last:2] = averages
+        out.append(row.pack(*args))
     out.append(COPY_END)
     return b"".join(out)
 
@@ -164,7 +160,8 @@ def _upsert(table, key, series, rows=0, source=None):
     if sql is None:
         p = database.param
         columns = (key, "step", "at", "n", *series)
-        values = (f"SELECT {', '.join(columns)} FROM {source}" if source else
+        copied = (key, "step", "at", "n", *(f"NULLIF({s}, 'NaN')" for s in series))
+        values = (f"SELECT {', '.join(copied)} FROM {source}" if source else
                   "VALUES " + ", ".join(["(" + ", ".join([p] * len(columns)) + ")"] * rows))
         merged = ", ".join(
             f"{s} = CASE WHEN excluded.{s} IS NULL THEN {table}.{s} "
