@@ -114,8 +114,8 @@ FIGURE_MAX = 3.4028234663852886e38  # REAL's largest
 def _binary(points, figures):
     """The rows (subject, step, at, n, figures as REAL, sender) as COPY's binary
     format, each in one pack. A figure not to be stored (None, negative, NaN, an
-    infinity, out of range) goes as NaN, which the merge reads as null (`_upsert`):
-    a null's own layout would need a pack a figure, four times the cost."""
+    infinity, out of range: `_storable`) goes as NaN, which the merge reads as null
+    (`_upsert`): a null's own layout would need a pack a figure."""
     row = struct.Struct(">hi16sihiqii" + "if" * figures + "i16s")
     args = [5 + figures, 16, b"", 2, MINUTE, 8, 0, 4, 0, *[4, 0.0] * figures, 16, b""]
     last = len(args) - 1
@@ -128,7 +128,7 @@ def _binary(points, figures):
         except TypeError:
             storable = False
         if not storable:
-            averages = [x if x is not None and 0 <= x <= FIGURE_MAX else NAN for x in averages]
+            averages = [NAN if (v := _storable(x)) is None else v for x in averages]
         args[10:last:2] = averages
         out.append(row.pack(*args))
     out.append(COPY_END)
