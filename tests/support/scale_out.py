@@ -6,6 +6,7 @@ one engine; `Agent` is a real agent that registers through the balancer."""
 
 import json
 import os
+import re
 import secrets
 import subprocess
 import time
@@ -23,6 +24,9 @@ STACK = "berth-test"
 IMAGES = {"BERTH_IMAGE": "berth-control-plane:latest", "POSTGRES_IMAGE": "berth-test-postgres:latest",
           "REDIS_IMAGE": "berth-test-redis:latest", "HAPROXY_IMAGE": "berth-test-haproxy:latest"}
 P = "/api/public/v1"
+# HAProxy's log lines on a gateway slot's state: "Server gateways/gw1 is UP, reason: ...",
+# "... is DOWN, ...", "... is going DOWN for maintenance ...".
+BALANCER_STATE = re.compile(r"Server gateways/(gw\d+)\b.*? is (?:going )?(UP|DOWN)")
 
 
 def docker(*args, check=True, timeout=120, env=None):
@@ -70,6 +74,23 @@ class Stack:
 
     def agents_held(self, container):
         return self.metric(container, "berth_gateway_agents_connected")
+
+    def gateways_serving(self, count=2):
+        """`count` gateway processes running, each listening, and the balancer's health
+        check sending to each (its log's last word on each slot is UP). A gateway
+        stopped by the test before restarts on its own a few seconds later; a test
+        that kills "one of two" must not find the other still starting."""
+        gateways = self.containers("gateway")
+        listening = "import socket;socket.create_connection(('127.0.0.1', 50051), 1)"
+        if len(gateways) != count or any(
+                docker("exec", c, "python3", "-c", listening, check=False).returncode
+                for c in gateways):
+            return False
+        [balancer] = self.containers("balancer")
+        last = {}  # slot: UP or DOWN ("resolves again" marks a slot UP before its check)
+        for slot, state in BALANCER_STATE.findall(docker("logs", balancer).stdout):
+            last[slot] = state
+        return list(last.values()).count("UP") >= count
 
     def busiest_gateway(self):
         return max(self.containers("gateway"), key=self.agents_held)

@@ -43,6 +43,13 @@ def test_live_requests_reach_every_agent_whichever_gateway_holds_it(stack, org, 
         assert r.json()["memory_total_bytes"] > 0
 
 
+def _settled(stack):
+    """Both gateways serving (one a test before stopped is back) and every agent held."""
+    wait_for(lambda: stack.gateways_serving(2) and sum(
+        stack.agents_held(c) for c in stack.containers("gateway")) == 3,
+             timeout=60, interval=0.5, what="two gateways serving, every agent held")
+
+
 def _back_within(agents, before, seconds):
     def all_back():
         now = {a.server_id: a.status() for a in agents}
@@ -54,8 +61,7 @@ def _back_within(agents, before, seconds):
 
 def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
     agents, deployed = agents
-    wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
-             timeout=30, interval=0.5, what="every agent held by a gateway")
+    _settled(stack)
     relayed = 'berth_gateway_wakeups_total{via="relay"}'
     gateways = stack.containers("gateway")
     woken_before = sum(stack.metric(c, relayed) for c in gateways)
@@ -101,8 +107,7 @@ def test_a_gateway_killed_during_deployments_loses_none(stack, org, agents):
 
 def test_a_gateway_stopped_with_sigterm_drains(stack, org, agents):
     agents, _ = agents
-    wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
-             timeout=30, interval=0.5, what="every agent held by a gateway")
+    _settled(stack)
     victim = stack.busiest_gateway()
     held = stack.agents_held(victim)
     before = {a.server_id: a.status()["since"] for a in agents}
@@ -115,8 +120,7 @@ def test_a_gateway_stopped_with_sigterm_drains(stack, org, agents):
 
 def test_a_killed_gateway_loses_its_agents_to_the_other_within_seconds(stack, org, agents):
     agents, _ = agents
-    wait_for(lambda: sum(stack.agents_held(c) for c in stack.containers("gateway")) == 3,
-             timeout=30, interval=0.5, what="every agent held by a gateway")
+    _settled(stack)
     before = {a.server_id: a.status()["since"] for a in agents}
     docker("kill", "--signal", "KILL", stack.busiest_gateway())
 
