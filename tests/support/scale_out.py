@@ -87,9 +87,8 @@ class Stack:
                 for c in gateways):
             return False
         [balancer] = self.containers("balancer")
-        last = {}  # slot: UP or DOWN ("resolves again" marks a slot UP before its check)
-        for slot, state in BALANCER_STATE.findall(docker("logs", balancer).stdout):
-            last[slot] = state
+        # slot: its last state ("resolves again" marks a slot UP before its check)
+        last = dict(BALANCER_STATE.findall(docker("logs", balancer).stdout))
         return list(last.values()).count("UP") >= count
 
     def busiest_gateway(self):
