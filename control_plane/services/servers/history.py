@@ -124,10 +124,9 @@ def _binary(points, figures):
         args[2], args[6], args[8] = bytes.fromhex(subject), minute, n
         args[last] = bytes.fromhex(server)
         # No None, none negative and their sum in range: no NaN or infinity either.
-        # Else `_storable`'s rule, inline: rows with a figure not taken are common.
+        # (Tested before summing: rows with a figure not taken are common.)
         if None in averages or not (sum(averages) <= FIGURE_MAX and min(averages) >= 0):
-            averages = [x if x is not None and 0 <= x <= FIGURE_MAX else NAN
-                        for x in averages]
+            averages = [NAN if (v := _storable(x)) is None else v for x in averages]
         args[10:last:2] = averages
         out.append(row.pack(*args))
     out.append(COPY_END)
