@@ -336,3 +336,57 @@ def test_a_signal_lets_the_request_in_flight_finish(tmp_path):
         assert s.proc.wait(15) == 0
     finally:
         s.stop()
+
+
+def _answers(sock):
+    """Every answer on `sock` up to EOF, as (status, body) pairs (Content-Length framed)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    out = []
+    while data:
+        head, _, data = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        length = next(int(v) for k, _, v in (h.partition(":") for h in lines[1:])
+                      if k.strip().lower() == "content-length")
+        out.append((int(lines[0].split()[1]), data[:length]))
+        data = data[length:]
+    return out
+
+
+def test_a_head_sent_in_pieces_and_pipelined_requests_are_answered(served):
+    """The first head on a connection is read before tornado takes the connection
+    over: a head that arrives a few bytes at a time is answered, the body bytes
+    that came with its end reach the app, and a request behind it is answered too."""
+    body = json.dumps({"name": "in pieces", "server_id": "srv_missing"}).encode()
+    head = (f"POST {P}/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            f"{served.boot['key']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n").encode()
+    with _connect(served) as sock:
+        for i in range(0, len(head), 7):
+            sock.sendall(head[i:i + 7])
+            time.sleep(0.01)
+        sock.sendall(b"\r\n" + body + b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                     b"Connection: close\r\n\r\n")
+        (status, first), (second_status, second) = _answers(sock)
+    # The app read the whole body: it names the one field in it that is wrong.
+    assert status == 422 and list(json.loads(first)["details"]["json"]) == ["server_id"], first
+    assert (second_status, json.loads(second)) == (200, {"status": "ok"})
+
+
+def test_connections_cut_at_the_header_deadline_free_their_places(tmp_path):
+    """Under the connection cap, clients that never finish a head are cut at the
+    deadline and their places go to new connections."""
+    s = _serve(tmp_path, HTTP_MAX_CONNECTIONS=5, HTTP_HEADER_TIMEOUT=2)
+    silent = [_connect(s) for _ in range(5)]
+    try:
+        for sock in silent:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+        wait_for(lambda: all(_closed_by_peer(sock) for sock in silent), timeout=8,
+                 interval=0.1, what="the five cut at the header deadline")
+        for _ in range(10):  # more than the cap, one after another
+            assert _healthz(s.url) == 200
+    finally:
+        for sock in silent:
+            sock.close()
+        s.stop()
