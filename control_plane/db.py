@@ -209,21 +209,25 @@ _INEXACT_IN_JSON = (peewee.FloatField, peewee.DecimalField, peewee.BlobField)
 
 def _one_step(sql, columns, sample):
     """SQLite: the statement that returns all rows of `sql` (its columns: label and
-    model field or None) as one JSON array, or False when they do not survive JSON
-    exactly (floats, decimals, blobs; seen in the `sample` rows or declared).
+    model field or None) as one JSON array of objects, or False when they do not
+    survive JSON exactly (floats, decimals, blobs; seen in the `sample` rows or
+    declared).
 
     The sqlite3 driver releases the interpreter lock for every row it steps, and
     with requests on several threads each release hands the lock to another
-    thread: a 20-row page cost ~20 thread switches, now one. SQLite keeps the
-    order of an ORDER BY subquery for the aggregate over it (its query flattener
-    leaves such a subquery alone so that order-sensitive aggregates see it)."""
+    thread: a 20-row page cost ~20 thread switches, now one. Objects, not arrays:
+    orjson makes the dicts (~35 µs a 20-row page less than zipping arrays in
+    Python). SQLite keeps the order of an ORDER BY subquery for the aggregate over
+    it (its query flattener leaves such a subquery alone so that order-sensitive
+    aggregates see it)."""
     labels = [label for label, _ in columns]
     if len(set(labels)) != len(labels) or any(isinstance(f, _INEXACT_IN_JSON) for _, f in columns):
         return False
     if any(type(value) not in (str, int, type(None)) for row in sample for value in row):
         return False
-    cols = ", ".join('"' + label.replace('"', '""') + '"' for label in labels)
-    return f"SELECT json_group_array(json_array({cols})) FROM ({sql})"
+    members = ", ".join("'" + label.replace("'", "''") + "', \"" + label.replace('"', '""') + '"'
+                        for label in labels)
+    return f"SELECT json_group_array(json_object({members})) FROM ({sql})"
 
 
 class Compiled:
@@ -255,8 +259,8 @@ class Compiled:
         hit = self._render(shape, len(args), variant=text_ids)
         sql, order, columns, packed = hit
         params = [args[i] for i in order]
-        if packed:
-            raw = orjson.loads(_execute(packed, params).fetchone()[0])
+        if packed:  # the rows as dicts already
+            rows = orjson.loads(_execute(packed, params).fetchone()[0])
         else:
             text_uuids = text_ids and not is_sqlite()
             cursor = _execute(sql, params, text_uuids)
@@ -270,8 +274,8 @@ class Compiled:
                 if raw:  # decided once, on a first result
                     hit[3] = is_sqlite() and _one_step(
                         sql, [(name, by_column.get(name)) for name, _ in columns], raw)
-        names = [name for name, _ in columns]
-        rows = [dict(zip(names, row, strict=True)) for row in raw]
+            names = [name for name, _ in columns]
+            rows = [dict(zip(names, row, strict=True)) for row in raw]
         for name, conv in columns:  # column by column: most columns need nothing
             if conv is not None:
                 for row in rows:
