@@ -1,7 +1,8 @@
 """The HTTP server `berth serve` and `berth web` use: tornado's HTTP/1.1 server on
 asyncio, the Flask app on a thread pool (CP_HTTP_THREADS).
 
-One event loop holds idle and slow connections for the price of a socket each,
+One event loop holds idle and slow connections for the price of a socket each
+(a connection's first head is read by _FirstHead before tornado takes it over),
 and the request headers have a total deadline (CP_HTTP_HEADER_TIMEOUT), so slow
 clients can neither use up the worker threads nor hold a connection for ever.
 Beyond CP_HTTP_MAX_CONNECTIONS open connections, new ones are closed at once:
@@ -245,6 +246,9 @@ class _Server(HTTPServer):
         _FirstHead(connection, address, self.conn_params.header_timeout, self._head_in,
                    self._expired)
 
+    # _handle_connection and the stream's read buffer are tornado's own, not its
+    # API: tests/control_plane/test_http_server.py fails if an upgrade changes them
+    # (the JSON 400s are set up here; a head's bytes must reach the app).
     def _head_in(self, connection, address, head):
         stream = IOStream(connection, max_buffer_size=self.max_buffer_size,
                           read_chunk_size=self.read_chunk_size)
