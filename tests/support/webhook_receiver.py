@@ -9,6 +9,7 @@ Fixtures:
 Receiver:
 - `url` ("https://127.0.0.1:<port>") and `localhost_url` ("https://localhost:<port>");
   its certificate is valid for localhost, 127.0.0.1 and ::1 (it listens on 127.0.0.1).
+- `connections`: how many connections it accepted.
 - `requests`: every request received, in order, as `Received(method, path, headers,
   body, time, client)`; `headers` is case-insensitive, `body` the raw bytes, `time`
   epoch s, `client` the sender's address.
@@ -94,6 +95,7 @@ class _Server(http.server.ThreadingHTTPServer):
     def get_request(self):
         conn, address = super().get_request()
         self.open_connections.add(conn)
+        self.receiver.connections += 1
         return conn, address
 
     def shutdown_request(self, request):
@@ -118,6 +120,7 @@ class Receiver:
         self.url = f"https://{host}:{self.port}"
         self.localhost_url = f"https://localhost:{self.port}"
         self.requests = []
+        self.connections = 0  # accepted so far
         self._rules = {}
         self._cv = threading.Condition()
         self._stopping = threading.Event()

@@ -6,6 +6,10 @@ to the address it checked (no second resolution), verifies the certificate again
 the URL's host name, never follows redirects, bounds the whole exchange by
 `timeout` and never raises for network problems: it returns a `SendResult`.
 
+The exchange is HTTP/1.1 over kept-alive TLS sockets, the answer parsed by
+httptools (llhttp): a webhook is one small POST and one short answer, and a
+general-purpose client's per-request work was most of the sender's CPU.
+
 `allow_private=True` (setting WEBHOOK_ALLOW_PRIVATE) lifts only the address rule.
 """
 
@@ -13,6 +17,8 @@ import concurrent.futures
 import dataclasses
 import functools
 import ipaddress
+import re
+import select
 import socket
 import ssl
 import threading
@@ -20,13 +26,14 @@ import time
 from collections import OrderedDict
 
 import certifi
-import urllib3
-from urllib3.connection import HTTPSConnection
+import httptools
 
 from control_plane.services.webhooks.urls import blocked_reason, literal_refusal, parse
 
 SNIPPET_CHARS = 1000
 MAX_RESPONSE_BYTES = 64 * 1024
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers of an answer
+MAX_IDLE = 16  # kept-alive connections per address and host name
 MAX_ADDRESSES_TRIED = 3
 MAX_POOLS = 256
 
@@ -49,74 +56,12 @@ def resolve(host, port):
 _resolver = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="webhook-dns")
 
 
-class _Watchdog:
-    """Shuts the socket of a request whose deadline passed (bounds slow-drip replies)."""
-
-    def __init__(self):
-        self._cv = threading.Condition()
-        self._entries = {}  # thread id -> [deadline, connection or None]
-        self._thread = None
-        self._wakes_at = float("inf")  # when the watchdog looks next by itself
-
-    def start(self, deadline):
-        with self._cv:
-            self._entries[threading.get_ident()] = [deadline, None]
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="webhook-watchdog",
-                                                daemon=True)
-                self._thread.start()
-
-    def attach(self, conn):
-        with self._cv:
-            entry = self._entries.get(threading.get_ident())
-            if entry is not None:
-                entry[1] = conn
-                # Wake the watchdog only when this deadline comes before the one it
-                # waits for: not one thread switch per request.
-                if entry[0] < self._wakes_at:
-                    self._cv.notify()
-
-    def stop(self):
-        with self._cv:
-            self._entries.pop(threading.get_ident(), None)
-
-    def _run(self):
-        with self._cv:
-            while True:
-                now = time.monotonic()
-                for key, (deadline, conn) in list(self._entries.items()):
-                    if deadline <= now and conn is not None:
-                        del self._entries[key]
-                        sock = getattr(conn, "sock", None)
-                        if sock is not None:
-                            try:
-                                sock.shutdown(socket.SHUT_RDWR)
-                            except OSError:
-                                pass
-                pending = [d for d, c in self._entries.values() if c is not None]
-                self._wakes_at = min(pending) if pending else float("inf")
-                self._cv.wait(max(0.0, self._wakes_at - now) if pending else None)
+class _BadReply(Exception):
+    """The receiver closed the connection or answered something that is not HTTP."""
 
 
-_watchdog = _Watchdog()
-
-
-class _Connection(HTTPSConnection):
-    def connect(self):
-        _watchdog.attach(self)
-        super().connect()
-
-    def request(self, *args, **kwargs):
-        _watchdog.attach(self)
-        super().request(*args, **kwargs)
-
-
-class _Pool(urllib3.HTTPSConnectionPool):
-    ConnectionCls = _Connection
-
-
-_pools = OrderedDict()
-_pools_lock = threading.Lock()
+class _NotConnected(Exception):
+    """No connection to this address (the next one may answer); the cause says why."""
 
 
 _parse = functools.lru_cache(maxsize=1024)(parse)  # a pure function of the URL
@@ -127,19 +72,64 @@ def _ssl_context(ca_bundle):
     return ssl.create_default_context(cafile=ca_bundle or certifi.where())
 
 
-def _pool(address, target, ca_bundle):
-    key = (address, target.port, target.host, ca_bundle)
-    with _pools_lock:
-        pool = _pools.get(key)
-        if pool is not None:
-            _pools.move_to_end(key)
-            return pool
-        pool = _Pool(address, target.port, maxsize=16, block=False, retries=False,
-                     server_hostname=target.host, ssl_context=_ssl_context(ca_bundle))
-        _pools[key] = pool
-        if len(_pools) > MAX_POOLS:
-            _pools.popitem(last=False)[1].close()
-        return pool
+# Kept-alive connections, idle: (address, port, host, CA bundle) -> TLS sockets. A
+# socket is used by one send at a time (taken out while in use).
+_idle = OrderedDict()
+_idle_lock = threading.Lock()
+
+
+def _left(deadline):
+    """Seconds left before `deadline`; every blocking call waits at most that long."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
+
+
+def _dropped(sock):
+    """True when an idle connection was closed by the receiver (or sent unasked data)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _checkout(key):
+    with _idle_lock:
+        socks = _idle.get(key)
+        while socks:
+            sock = socks.pop()
+            if not _dropped(sock):
+                return sock
+            sock.close()
+    return None
+
+
+def _checkin(key, sock):
+    with _idle_lock:
+        socks = _idle.setdefault(key, [])
+        _idle.move_to_end(key)
+        if len(socks) < MAX_IDLE:
+            socks.append(sock)
+            sock = None
+        evicted = _idle.popitem(last=False)[1] if len(_idle) > MAX_POOLS else ()
+    for extra in ([sock] if sock else []) + list(evicted):
+        extra.close()
+
+
+def _connect(address, target, ca_bundle, deadline):
+    """A new TLS connection to the checked address; the certificate is verified for
+    the URL's host name. Raises _NotConnected when the TCP connection fails."""
+    try:
+        raw = socket.create_connection((address, target.port), timeout=_left(deadline))
+    except OSError as exc:
+        raise _NotConnected from exc
+    try:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.settimeout(_left(deadline))  # bounds the whole handshake
+        return _ssl_context(ca_bundle).wrap_socket(raw, server_hostname=target.host)
+    except BaseException:
+        raw.close()
+        raise
 
 
 def _chain(exc):
@@ -147,17 +137,13 @@ def _chain(exc):
     while isinstance(exc, BaseException) and id(exc) not in seen:
         seen.add(id(exc))
         yield exc
-        exc = exc.__cause__ or exc.__context__ or getattr(exc, "reason", None)
+        exc = exc.__cause__ or exc.__context__
 
 
 def _describe(exc, timeout, deadline):
     """A short readable reason for a failed exchange."""
     errors = list(_chain(exc))
-    timed_out = any(isinstance(e, (TimeoutError, urllib3.exceptions.TimeoutError))
-                    # NewConnectionError subclasses ConnectTimeoutError, for history
-                    and not isinstance(e, urllib3.exceptions.NewConnectionError)
-                    for e in errors)
-    if timed_out or time.monotonic() >= deadline:
+    if any(isinstance(e, TimeoutError) for e in errors) or time.monotonic() >= deadline:
         return f"timed out after {timeout:g} s"
     for e in errors:
         if isinstance(e, ssl.SSLCertVerificationError):
@@ -165,53 +151,95 @@ def _describe(exc, timeout, deadline):
         if isinstance(e, ssl.SSLError):
             return f"TLS error: {e.reason or e}"
     for e in errors:
-        if isinstance(e, urllib3.exceptions.SSLError):
-            return f"TLS error: {e}"
+        if isinstance(e, (_BadReply, httptools.HttpParserError)):
+            return "connection closed without a valid HTTP response"
         if isinstance(e, ConnectionRefusedError):
             return "connection refused"
         if isinstance(e, ConnectionResetError):
             return "connection reset"
         if isinstance(e, OSError) and e.strerror:
             return f"connection failed: {e.strerror.lower()}"
-    if isinstance(exc, urllib3.exceptions.ProtocolError):
-        return "connection closed without a valid HTTP response"
     return f"request failed: {type(exc).__name__}"
 
 
-def _read_capped(resp, deadline):
-    """Up to MAX_RESPONSE_BYTES of the body; (data, complete)."""
-    data = bytearray()
-    while len(data) < MAX_RESPONSE_BYTES:
-        if time.monotonic() >= deadline:
-            raise TimeoutError
-        chunk = resp.read(min(16384, MAX_RESPONSE_BYTES - len(data)), decode_content=False)
-        if not chunk:
-            return bytes(data), True
-        data += chunk
-    return bytes(data), False
+_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f]")  # would end a request line or header early
 
 
-def _exchange(pool, target, body, headers, timeout, deadline):
-    """One request on one pool: (status, snippet) or an exception."""
-    _watchdog.start(deadline)
-    resp = None
+def _request_head(target, headers, length):
+    lines = [f"POST {target.path} HTTP/1.1"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    lines.append(f"Content-Length: {length}")
+    if any(_FORBIDDEN.search(line) for line in lines):
+        raise ValueError("a control character in the request head")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+class _Reply:
+    """httptools callbacks for one response: its body (up to MAX_RESPONSE_BYTES)."""
+
+    __slots__ = ("parser", "body", "head_done", "done", "extra", "overflow", "keep_alive")
+
+    def __init__(self):
+        self.body = bytearray()
+        self.head_done = self.done = self.extra = self.overflow = self.keep_alive = False
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_message_begin(self):
+        self.extra = self.done  # a second answer to one request: do not reuse
+
+    def on_headers_complete(self):
+        self.head_done = True
+
+    def on_body(self, chunk):
+        room = MAX_RESPONSE_BYTES - len(self.body)
+        if len(chunk) > room:
+            self.overflow, chunk = True, chunk[:room]
+        self.body += chunk
+
+    def on_message_complete(self):
+        if self.parser.get_status_code() >= 200:
+            # asked here: once the message is complete the parser has reset
+            self.done, self.keep_alive = True, self.parser.should_keep_alive()
+        else:  # an interim answer (100 Continue): the final one follows
+            self.head_done = False
+
+
+def _read_reply(sock, deadline):
+    """(status, body, reusable); the body is cut at MAX_RESPONSE_BYTES."""
+    reply, head_bytes = _Reply(), 0
+    while not reply.done and not reply.overflow:
+        sock.settimeout(_left(deadline))
+        data = sock.recv(65536)
+        if not data:
+            if not reply.head_done:
+                raise _BadReply
+            break  # a body that ends with the connection
+        if not reply.head_done:
+            head_bytes += len(data)
+            if head_bytes > MAX_HEAD_BYTES:
+                raise _BadReply
+        reply.parser.feed_data(data)
+    reusable = reply.keep_alive and not (reply.overflow or reply.extra)
+    return reply.parser.get_status_code(), bytes(reply.body), reusable
+
+
+def _exchange(address, target, payload, ca_bundle, deadline):
+    """One request to one checked address, on a kept-alive connection when there is
+    one: (status, snippet) or an exception."""
+    key = (address, target.port, target.host, ca_bundle)
+    sock = _checkout(key) or _connect(address, target, ca_bundle, deadline)
     try:
-        resp = pool.urlopen("POST", target.path, body=body, headers=headers,
-                            retries=False, redirect=False, assert_same_host=False,
-                            preload_content=False, decode_content=False,
-                            timeout=urllib3.Timeout(total=max(0.001, deadline - time.monotonic())))
-        data, complete = _read_capped(resp, deadline)
+        sock.settimeout(_left(deadline))
+        sock.sendall(payload)
+        status, data, reusable = _read_reply(sock, deadline)
     except BaseException:
-        _watchdog.stop()
-        if resp is not None:
-            resp.close()
-            resp.release_conn()
+        sock.close()
         raise
-    _watchdog.stop()
-    if not complete or resp.length_remaining:
-        resp.close()  # unread body: the connection cannot be reused
-    resp.release_conn()
-    return resp.status, data.decode("utf-8", "replace")[:SNIPPET_CHARS]
+    if reusable:
+        _checkin(key, sock)
+    else:
+        sock.close()
+    return status, data.decode("utf-8", "replace")[:SNIPPET_CHARS]
 
 
 def _outcome(status, snippet, duration_ms):
@@ -256,18 +284,19 @@ def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=Non
             reason = blocked_reason(ip)
             if reason:
                 return fail(f"refused: {target.host} resolves to {ip} ({reason})")
-    host_header = target.url.split("/", 3)[2]
-    headers = {k: v for k, v in headers.items() if k.lower() != "host"}
-    headers["Host"] = host_header
+    headers = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")}
+    try:
+        payload = _request_head(target, {"Host": target.url.split("/", 3)[2], **headers},
+                                len(body)) + body
+    except (ValueError, UnicodeError) as exc:
+        return fail(f"invalid request: {exc}")
     error = None
     for address in addresses[:MAX_ADDRESSES_TRIED]:
         try:
-            status, snippet = _exchange(_pool(address, target, ca_bundle), target, body,
-                                        headers, timeout, deadline)
+            status, snippet = _exchange(address, target, payload, ca_bundle, deadline)
         except Exception as exc:  # every network failure becomes a result
             error = _describe(exc, timeout, deadline)
-            if isinstance(exc, urllib3.exceptions.NewConnectionError) and \
-                    not error.startswith("timed out"):
+            if isinstance(exc, _NotConnected) and not error.startswith("timed out"):
                 continue  # the next address may answer
             break
         return _outcome(status, snippet, int((time.monotonic() - started) * 1000))

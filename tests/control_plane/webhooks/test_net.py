@@ -219,6 +219,77 @@ def test_post_reuses_connections_and_is_thread_safe(https_receiver, trust_ca):
         thread.join()
     assert len(results) == 40 and all(r.ok for r in results)
     assert len(https_receiver.requests) == 40
+    # kept alive: at most one connection per thread, not one per request
+    assert https_receiver.connections <= 4
+
+
+def _tls_server(answer):
+    """A one-connection TLS server that reads the request and calls `answer(tls)`:
+    (url, CA path, stop)."""
+    ca, ca_path = webhook_receiver._ca()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        with context.wrap_socket(conn, server_side=True) as tls:
+            tls.recv(65536)
+            try:
+                answer(tls, stop)
+            except OSError:
+                pass
+        listener.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"https://127.0.0.1:{listener.getsockname()[1]}/", ca_path, stop
+
+
+def test_post_reads_an_answer_whose_body_ends_with_the_connection():
+    url, ca_path, _ = _tls_server(lambda tls, stop: tls.sendall(
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nthanks"))
+    result = net.post(url, BODY, HEADERS, timeout=5, allow_private=True, ca_bundle=ca_path)
+    assert (result.ok, result.status_code, result.body_snippet) == (True, 200, "thanks")
+
+
+def test_post_waits_past_an_interim_answer():
+    url, ca_path, _ = _tls_server(lambda tls, stop: tls.sendall(
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 204 No Content\r\n\r\n"))
+    result = net.post(url, BODY, HEADERS, timeout=5, allow_private=True, ca_bundle=ca_path)
+    assert (result.ok, result.status_code) == (True, 204)
+
+
+@pytest.mark.parametrize("answer", [b"SSH-2.0-OpenSSH_9.2\r\n", b"HTTP/1.1 200 OK\r\nX-"])
+def test_post_reports_an_answer_that_is_not_http(answer):
+    url, ca_path, _ = _tls_server(lambda tls, stop: tls.sendall(answer))
+    result = net.post(url, BODY, HEADERS, timeout=5, allow_private=True, ca_bundle=ca_path)
+    assert (result.ok, result.status_code, result.error) == (
+        False, None, "connection closed without a valid HTTP response")
+
+
+def test_post_cuts_an_endless_head_long_before_the_deadline():
+    def flood(tls, stop):
+        tls.sendall(b"HTTP/1.1 200 OK\r\n")
+        while not stop.is_set():
+            tls.sendall(b"X-Flood: " + b"a" * 8000 + b"\r\n")
+
+    url, ca_path, stop = _tls_server(flood)
+    started = time.monotonic()
+    result = net.post(url, BODY, HEADERS, timeout=5, allow_private=True, ca_bundle=ca_path)
+    stop.set()
+    assert result.error == "connection closed without a valid HTTP response"
+    assert time.monotonic() - started < 4
+
+
+@pytest.mark.parametrize("headers", [{"X-Note": "a\r\nX-Injected: 1"}, {"X-A\nB": "c"}])
+def test_post_refuses_a_control_character_in_the_request_head(https_receiver, trust_ca,
+                                                               headers):
+    result = net.post(https_receiver.url, BODY, headers, allow_private=True,
+                      ca_bundle=trust_ca)
+    assert not result.ok and result.error.startswith("invalid request:")
+    assert https_receiver.requests == []
 
 
 # --- post: SSRF guard -----------------------------------------------------------------
