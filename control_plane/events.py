@@ -69,8 +69,7 @@ def title(name):
 
 def record_event(org_id, project_id, name, data):
     """One outbox row, in the caller's transaction; `name` must be a `Name`."""
-    return Event.create(organization=org_id, project=project_id, name=Name(name).value,
-                        data=data)
+    return Event.add(organization=org_id, project=project_id, name=Name(name).value, data=data)
 
 
 def record_created(env, org_id):
