@@ -121,7 +121,7 @@ class Config:
     # Outgoing webhooks: how often the scheduler fans out events and sends what is
     # due; the send timeout (at most the spec's 10 s); the delays before attempts
     # 2..5 in seconds (spec: ~30 s, ~5 min, ~30 min, ~2 h; +-10 % jitter).
-    WEBHOOK_POLL_SECONDS = "1"
+    WEBHOOK_POLL_SECONDS = "0.25"
     WEBHOOK_TIMEOUT_SECONDS = "10"
     WEBHOOK_RETRY_DELAYS = "30,300,1800,7200"
 

@@ -91,7 +91,7 @@ class Scheduler:
                 self.stopping.wait()
 
     def _run_one(self, job):
-        from control_plane.db import database
+        from control_plane.db import database, is_sqlite
         from control_plane.observability import timed_job
 
         try:
@@ -99,8 +99,12 @@ class Scheduler:
         except Exception:
             log.exception("scheduled job %s failed; it runs again in %s s", job.name, job.every)
         finally:
+            # PostgreSQL: this thread's connection goes back to the pool between
+            # turns. SQLite has no pool: reopening the file (and its pragmas) would
+            # cost more than a quiet turn's work, so the thread keeps its own.
             try:
-                database.close()  # this thread's connection goes back (PostgreSQL pool)
+                if not is_sqlite():
+                    database.close()
             except Exception:
                 log.debug("closing the scheduler's connection failed", exc_info=True)
 
