@@ -11,6 +11,9 @@ them on their own ports in one process of their own) and delivers. Two phases,
   last receipt;
 - steady: 200 events per second: end-to-end lag (event committed -> received).
 
+`first_ms`: from the first commit to the first receipt (the delivery loop may be
+between its turns, CP_WEBHOOK_POLL_SECONDS apart, when the events come).
+
 A delivery is one (webhook, event) pair: the receivers report each request with
 their port and its `webhook-id`, and each phase checks that every delivery arrived
 exactly once (lost: expected and never received; duplicates: received more than
@@ -133,7 +136,9 @@ def phase(name, conn, org, project, ports, n, rate):
             "attempts": int(attempts_made() - attempts_before), "not_delivered_rows": pending,
             "deliveries_per_s": len(received) / span if span else float("nan"),
             "lag_p50_ms": statistics.median(lags) * 1000 if lags else float("nan"),
-            "lag_p99_ms": percentile(lags, 99) * 1000 if lags else float("nan")}
+            "lag_p99_ms": percentile(lags, 99) * 1000 if lags else float("nan"),
+            "first_ms": (min(received.values()) - min(created.values())) * 1000
+            if received else float("nan")}
 
 
 def main():
@@ -195,7 +200,7 @@ def main():
         if pg is not None:
             pg.stop()
     cols = ["phase", "deliveries", "received", "lost", "duplicates", "attempts",
-            "not_delivered_rows", "deliveries_per_s", "lag_p50_ms", "lag_p99_ms"]
+            "not_delivered_rows", "deliveries_per_s", "lag_p50_ms", "lag_p99_ms", "first_ms"]
     print(f"{args.events} events x {args.webhooks} webhook(s), "
           f"{args.database}")
     print(" | ".join(f"{c:>10}" for c in cols))
