@@ -396,32 +396,16 @@ def test_post_invalid_url_is_a_result():
 def test_post_total_time_is_bounded_against_a_slow_drip(head):
     """A receiver that answers one byte at a time, each well inside the read timeout,
     is still cut at the deadline (headers or body)."""
-    ca, ca_path = webhook_receiver._ca()
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
-    listener = socket.create_server(("127.0.0.1", 0))
-    stop = threading.Event()
+    def drip(tls, stop):
+        tls.sendall(head)
+        while not stop.wait(0.1):
+            tls.sendall(b"x")
 
-    def serve():
-        conn, _ = listener.accept()
-        with context.wrap_socket(conn, server_side=True) as tls:
-            tls.recv(65536)
-            tls.sendall(head)
-            while not stop.wait(0.1):
-                try:
-                    tls.sendall(b"x")
-                except OSError:
-                    return
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
+    url, ca_path, stop = _tls_server(drip)
     started = time.monotonic()
-    result = net.post(f"https://127.0.0.1:{listener.getsockname()[1]}/", BODY,
-                              HEADERS, timeout=1, allow_private=True, ca_bundle=ca_path)
+    result = net.post(url, BODY, HEADERS, timeout=1, allow_private=True, ca_bundle=ca_path)
     elapsed = time.monotonic() - started
     stop.set()
-    thread.join(5)
-    listener.close()
     assert result.error == "timed out after 1 s"
     assert elapsed < 2.5
 
