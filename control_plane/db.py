@@ -1,5 +1,6 @@
 """The database: SQLite (WAL) by default, PostgreSQL when CP_DATABASE_URL says so."""
 
+import functools
 import hashlib
 import logging
 import os
@@ -144,7 +145,7 @@ def _is_uuid(field):
 
 
 _UUID_AS_TEXT = None
-# PostgreSQL: each connection's statements prepared so far (see _execute).
+# PostgreSQL: each connection's statements prepared so far (see execute).
 _PREPARED = weakref.WeakKeyDictionary()
 _STATEMENTS = {}  # SQL text -> (PREPARE statement, EXECUTE statement)
 _PLACEHOLDER = re.compile(r"%[%s]")
@@ -172,8 +173,8 @@ def _statement(sql):
     return hit
 
 
-def _execute(sql, params, text_uuids=False):
-    """Run a compiled statement. On PostgreSQL it is prepared once per connection
+def execute(sql, params, text_uuids=False):
+    """Run a fixed statement (compiled or written once). On PostgreSQL it is prepared once per connection
     and then executed by name: the server parses and plans the hot statements
     (the key check, list pages) once, not on every request. SQLite's driver keeps
     its own cache of prepared statements. With `text_uuids` (PostgreSQL), uuid
@@ -202,6 +203,26 @@ def _execute(sql, params, text_uuids=False):
             names.add(prepare)
         cursor.execute(execute, params)
     return cursor
+
+
+def columns(fields):
+    """The quoted column names of model fields, comma-separated."""
+    return ", ".join(f'"{f.column_name}"' for f in fields)
+
+
+@functools.cache
+def _insert_sql(model, names, param):
+    fields = (model._meta.sorted_fields if names is None
+              else [model._meta.fields[n] for n in names])
+    return (f'INSERT INTO "{model._meta.table_name}" ({columns(fields)}) '
+            f'VALUES ({", ".join([param] * len(fields))})'), fields
+
+
+def insert_sql(model, names=None):
+    """(INSERT statement, its fields) for a row of `model`: every field, or the
+    fields `names` names, in that order. Built once per model, fields and database
+    kind: peewee's query builder costs more than running the INSERT on hot paths."""
+    return _insert_sql(model, names, database.param)
 
 
 _INEXACT_IN_JSON = (peewee.FloatField, peewee.DecimalField, peewee.BlobField)
@@ -260,10 +281,10 @@ class Compiled:
         sql, order, columns, packed = hit
         params = [args[i] for i in order]
         if packed:  # the rows as dicts already
-            rows = orjson.loads(_execute(packed, params).fetchone()[0])
+            rows = orjson.loads(execute(packed, params).fetchone()[0])
         else:
             text_uuids = text_ids and not is_sqlite()
-            cursor = _execute(sql, params, text_uuids)
+            cursor = execute(sql, params, text_uuids)
             raw = cursor.fetchall()
             if packed is None:  # until decided: label -> converter, then whether one step does
                 by_column = {f.column_name: f for f in model._meta.sorted_fields}
@@ -287,12 +308,12 @@ class Compiled:
     def row(self, *args, shape=()):
         """The first row as the driver returns it (no conversion), or None."""
         sql, order, *_ = self._render(shape, len(args), variant="raw")
-        return _execute(sql, [args[i] for i in order]).fetchone()
+        return execute(sql, [args[i] for i in order]).fetchone()
 
     def exists(self, *args, shape=()):
         sql, order, *_ = self._render(shape, len(args))
-        return _execute(sql, [args[i] for i in order]).fetchone() is not None
+        return execute(sql, [args[i] for i in order]).fetchone() is not None
 
     def scalar(self, *args, shape=()):
         sql, order, *_ = self._render(shape, len(args))
-        return _execute(sql, [args[i] for i in order]).fetchone()[0]
+        return execute(sql, [args[i] for i in order]).fetchone()[0]

@@ -1,14 +1,13 @@
 """Base model: UUID primary keys, naive-UTC timestamps, a portable JSON field."""
 
 import datetime as dt
-import functools
 import json
 import uuid
 
 import peewee
 
 from control_plane import clock
-from control_plane.db import database
+from control_plane.db import database, execute, insert_sql
 
 
 class DateTimeField(peewee.DateTimeField):
@@ -43,18 +42,10 @@ class BaseModel(peewee.Model):
     def add(cls, **values):
         """`create` for rows written on hot paths (the event outbox): the same row,
         with every field's default, by an INSERT built once per model and database
-        kind instead of by peewee's query builder on every call."""
+        kind instead of by peewee's query builder on every call (and on PostgreSQL
+        prepared once per connection)."""
         row = cls(**values)
-        fields = cls._meta.sorted_fields
-        database.execute_sql(_insert_sql(cls, database.param),
-                             [f.db_value(row.__data__.get(f.name)) for f in fields])
+        sql, fields = insert_sql(cls)
+        execute(sql, [f.db_value(row.__data__.get(f.name)) for f in fields])
         row._dirty.clear()
         return row
-
-
-@functools.cache
-def _insert_sql(model, param):
-    fields = model._meta.sorted_fields
-    return (f'INSERT INTO "{model._meta.table_name}" '
-            f'({", ".join(chr(34) + f.column_name + chr(34) for f in fields)}) '
-            f'VALUES ({", ".join([param] * len(fields))})')

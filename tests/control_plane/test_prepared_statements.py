@@ -50,3 +50,24 @@ def test_list_and_key_check_statements_prepared_once_per_connection(pg_app):
     texts = " ".join(statements.values())
     assert '"project"' in texts and '"api_key"' in texts  # the page, the key's reads
     assert len(statements) == len(set(statements.values()))  # each text prepared once
+
+
+def test_the_event_outbox_insert_is_prepared_once_per_connection(pg_app):
+    """Every change records an event by one fixed INSERT (`BaseModel.add`): prepared
+    once, then run by name, and the rows it writes are whole in both modes."""
+    app, prepared = pg_app
+    world, client = World(app), app.test_client()
+    org = world.org()
+    project = world.project(org, world.server(org))
+    raw, _ = world.key(org)
+    for name in ("a", "b", "c"):
+        r = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                        json={"name": name})
+        assert r.status_code == 201, r.json
+    db = app.extensions["berth"].db
+    rows = db.execute_sql("SELECT organization_id, project_id, data FROM event "
+                          "WHERE name = 'environment.created' ORDER BY created_at").fetchall()
+    assert [(str(o), str(p)) for o, p, _ in rows] == [(str(org.id), str(project.id))] * 3
+    assert [d for _, _, d in rows][0].startswith('{"environment_id":')
+    inserts = [t for t in _prepared_here(db).values() if ' AS INSERT INTO "event" ' in t]
+    assert len(inserts) == (1 if prepared else 0)

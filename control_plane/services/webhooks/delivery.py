@@ -24,7 +24,7 @@ import time
 import uuid
 
 from control_plane import clock, config, secretbox, security
-from control_plane.db import database, is_sqlite
+from control_plane.db import columns, database, execute, insert_sql, is_sqlite
 from control_plane.events import canonical
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.observability import WEBHOOK_ATTEMPTS
@@ -123,7 +123,7 @@ def _fan_out(limit=FANOUT_BATCH, claim=0):
     unfanned = f'FROM "{Event._meta.table_name}" WHERE "fanned_out" = {p}'
     if not _any(f"SELECT 1 {unfanned}", [False]):
         return 0, []  # the common case: no write transaction (SQLite's lock) at all
-    pending = f'SELECT {_columns(Event)} {unfanned} ORDER BY "created_at", "id" LIMIT {p}'
+    pending = f'SELECT {columns(Event._meta.sorted_fields)} {unfanned} ORDER BY "created_at", "id" LIMIT {p}'
     if not is_sqlite():
         pending += " FOR UPDATE SKIP LOCKED"  # racing schedulers split them
     with database.atomic():
@@ -180,12 +180,8 @@ _INSERT_FIELDS = ("id", "webhook", "event", "status", "attempt_count", "next_att
 def _insert_many(rows):
     """One prepared INSERT for every new delivery (peewee's multi-row INSERT costs
     more to build than to run)."""
-    fields = [WebhookDelivery._meta.fields[f] for f in _INSERT_FIELDS]
-    columns = ", ".join(f'"{f.column_name}"' for f in fields)
-    marks = ", ".join([database.param] * len(fields))
-    _execute_many(
-        f'INSERT INTO "{WebhookDelivery._meta.table_name}" ({columns}) VALUES ({marks})',
-        [[f.db_value(row[f.name]) for f in fields] for row in rows])
+    sql, fields = insert_sql(WebhookDelivery, _INSERT_FIELDS)
+    _execute_many(sql, [[f.db_value(row[f.name]) for f in fields] for row in rows])
 
 
 def _execute_many(sql, rows):
@@ -203,13 +199,9 @@ def _execute_many(sql, rows):
 def _active_hooks(org_id):
     p = database.param
     return list(Webhook.raw(
-        f'SELECT {_columns(Webhook)} FROM "{Webhook._meta.table_name}" '
+        f'SELECT {columns(Webhook._meta.sorted_fields)} FROM "{Webhook._meta.table_name}" '
         f'WHERE "{Webhook.organization.column_name}" = {p} AND "is_active" = {p}',
         Webhook.organization.db_value(org_id), True))
-
-
-def _columns(model):
-    return ", ".join(f'"{f.column_name}"' for f in model._meta.sorted_fields)
 
 
 def matches(hook, event):
@@ -255,7 +247,7 @@ def claim_due(limit=BATCH):
 
 def _any(sql, params):
     """Whether `sql` finds a row."""
-    return database.execute_sql(sql + " LIMIT 1", params).fetchone() is not None
+    return execute(sql + " LIMIT 1", params).fetchone() is not None
 
 
 def _any_due(now):
@@ -437,7 +429,7 @@ def _settle_webhook(hook_id, outcomes, now):
     else:
         count, base = outcomes.count(DeliveryStatus.FAILED), '"failure_count" + '
     # Fixed SQL: one UPDATE per webhook per recorded batch, on the sending hot path.
-    database.execute_sql(
+    execute(
         f'UPDATE "{W._meta.table_name}" SET "last_triggered_at" = {p}, '
         f'"failure_count" = {base}{p} WHERE "id" = {p}',
         [W.last_triggered_at.db_value(now), count, W.id.db_value(hook_id)])
