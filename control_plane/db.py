@@ -205,6 +205,23 @@ def execute(sql, params, text_uuids=False):
     return cursor
 
 
+def found(sql, params):
+    """Whether a fixed statement finds a row (`LIMIT 1` is added)."""
+    return execute(sql + " LIMIT 1", params).fetchone() is not None
+
+
+def execute_many(sql, rows):
+    """One statement, many parameter rows. psycopg2's executemany makes a round trip
+    per row; execute_batch sends them 200 to a round trip."""
+    cursor = database.cursor()
+    if is_sqlite():
+        cursor.executemany(sql, rows)
+    else:
+        from psycopg2.extras import execute_batch
+
+        execute_batch(cursor, sql, rows, page_size=200)
+
+
 def columns(fields):
     """The quoted column names of model fields, comma-separated."""
     return ", ".join(f'"{f.column_name}"' for f in fields)

@@ -1,5 +1,6 @@
 """Outgoing webhooks, the sending side (a scheduler job): fan-out of the event
-outbox into deliveries, then durable delivery with retries and auto-pause.
+outbox into deliveries (fanout.py), then durable delivery with retries and
+auto-pause.
 
 Safe with several schedulers at once: an event is fanned out by the one whose
 conditional UPDATE of `fanned_out` changed it, in the same transaction as its
@@ -21,14 +22,12 @@ import functools
 import logging
 import random
 import time
-import uuid
 
 from control_plane import clock, config, secretbox, security
-from control_plane.db import columns, database, execute, insert_sql, is_sqlite
-from control_plane.events import canonical
+from control_plane.db import database, execute, execute_many, found, is_sqlite
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.observability import WEBHOOK_ATTEMPTS
-from control_plane.services.webhooks import net, payloads, senders, subscriptions, urls
+from control_plane.services.webhooks import fanout, net, payloads, senders, subscriptions, urls
 from control_plane.states import DeliveryStatus
 
 log = logging.getLogger("berth.webhooks")
@@ -43,7 +42,6 @@ IN_FLIGHT = 256  # claimed, outcome not yet recorded (per loop)
 # timeout and this margin left; otherwise it is given back unsent, so a claim never
 # lapses under a send (another worker would repeat it).
 CLAIM_MARGIN = 5.0
-FANOUT_BATCH = 500
 TURN_SECONDS = 20  # one scheduler turn stops taking new work after this
 LINGER_SECONDS = 2.0  # the scheduler's turns: how long to keep looking after work
 LINGER_POLL = 0.05
@@ -69,7 +67,8 @@ def run(settings, linger=0.0):
         room = IN_FLIGHT - inbox.pending if in_turn else 0
         # No more events than there is room for: their deliveries are claimed as
         # they are created, not read back by claim_due.
-        fanned, jobs = _fan_out(min(FANOUT_BATCH, room), claim=room) if room else (0, [])
+        fanned, jobs = (fanout.claimed(min(fanout.BATCH, room), room, CLAIM_SECONDS)
+                        if room else (0, []))
         if room - len(jobs) > 0:
             jobs += claim_due(min(IN_FLIGHT // 2, room - len(jobs)))
         _submit(jobs, settings, inbox)
@@ -107,109 +106,6 @@ def receiver_of(url):
     return f"{target.host}:{target.port}"
 
 
-# -- fan-out ------------------------------------------------------------------------
-
-def fan_out(limit=FANOUT_BATCH):
-    """Events not yet fanned out -> one `retrying` delivery, due now, per matching
-    active webhook. Returns the number of events this call claimed."""
-    return _fan_out(limit)[0]
-
-
-def _fan_out(limit=FANOUT_BATCH, claim=0):
-    """`fan_out`; with `claim`, it takes only the events whose deliveries fit in
-    `claim` (one event at least) and claims every delivery it creates in the same
-    INSERT: (events claimed, [(delivery, webhook, event)] claimed)."""
-    p = database.param
-    unfanned = f'FROM "{Event._meta.table_name}" WHERE "fanned_out" = {p}'
-    if not _any(f"SELECT 1 {unfanned}", [False]):
-        return 0, []  # the common case: no write transaction (SQLite's lock) at all
-    pending = f'SELECT {columns(Event._meta.sorted_fields)} {unfanned} ORDER BY "created_at", "id" LIMIT {p}'
-    if not is_sqlite():
-        pending += " FOR UPDATE SKIP LOCKED"  # racing schedulers split them
-    with database.atomic():
-        events, hooks = _taken(Event.raw(pending, False, limit).iterator(), claim)
-        if not events:
-            return 0, []
-        # One conditional UPDATE: only the events it changed are this call's.
-        mine = {row.id for row in Event.update(fanned_out=True)
-                .where(Event.id.in_([e.id for e in events]),
-                       Event.fanned_out == False)  # noqa: E712
-                .returning(Event.id).execute()}
-        now, rows, jobs = clock.now(), [], []
-        until = now + dt.timedelta(seconds=CLAIM_SECONDS)
-        for i, event in enumerate(e for e in events if e.id in mine):
-            # created_at 1 us apart per event, in the events' order: the log, pruning,
-            # claims and the failure count follow the events, not random ids. The
-            # next turn's `now` is later than this batch's spread (the events' own
-            # inserts took far longer than 1 us each).
-            created = now + dt.timedelta(microseconds=i)
-            for hook in hooks.get(event.organization_id, ()):
-                if not matches(hook, event):
-                    continue
-                row = {"id": uuid.uuid4(), "webhook": hook.id, "event": event.id,
-                       "status": DeliveryStatus.RETRYING, "attempt_count": 0,
-                       "next_attempt_at": now, "created_at": created,
-                       "claimed_until": until if claim else None}
-                rows.append(row)
-                if row["claimed_until"]:
-                    jobs.append((Claimed(row["id"], 0, created, until), hook, event))
-        _insert_many(rows)
-    return len(mine), jobs
-
-
-def _taken(rows, room):
-    """The events to fan out now, read in order (rows past them are never made into
-    models), and their organizations' active webhooks: with `room`, the first events
-    whose deliveries number at most `room` (one at least)."""
-    taken, hooks, count = [], {}, 0
-    for event in rows:
-        org = event.organization_id
-        if org not in hooks:
-            hooks[org] = _active_hooks(org)
-        count += sum(1 for hook in hooks[org] if matches(hook, event))
-        if room and taken and count > room:
-            break
-        taken.append(event)
-    return taken, hooks
-
-
-_INSERT_FIELDS = ("id", "webhook", "event", "status", "attempt_count", "next_attempt_at",
-                  "created_at", "claimed_until")
-
-
-def _insert_many(rows):
-    """One prepared INSERT for every new delivery (peewee's multi-row INSERT costs
-    more to build than to run)."""
-    sql, fields = insert_sql(WebhookDelivery, _INSERT_FIELDS)
-    _execute_many(sql, [[f.db_value(row[f.name]) for f in fields] for row in rows])
-
-
-def _execute_many(sql, rows):
-    """One statement, many parameter rows. psycopg2's executemany makes a round trip
-    per row; execute_batch sends them 200 to a round trip."""
-    cursor = database.cursor()
-    if is_sqlite():
-        cursor.executemany(sql, rows)
-    else:
-        from psycopg2.extras import execute_batch
-
-        execute_batch(cursor, sql, rows, page_size=200)
-
-
-def _active_hooks(org_id):
-    p = database.param
-    return list(Webhook.raw(
-        f'SELECT {columns(Webhook._meta.sorted_fields)} FROM "{Webhook._meta.table_name}" '
-        f'WHERE "{Webhook.organization.column_name}" = {p} AND "is_active" = {p}',
-        Webhook.organization.db_value(org_id), True))
-
-
-def matches(hook, event):
-    if hook.project_id is not None and hook.project_id != event.project_id:
-        return False
-    return event.name in {canonical(n) for n in hook.events or ()}
-
-
 # -- delivery -----------------------------------------------------------------------
 
 def claim_due(limit=BATCH):
@@ -245,32 +141,16 @@ def claim_due(limit=BATCH):
 # events and webhooks) are fixed SQL: peewee's query builder took more CPU than
 # running them.
 
-def _any(sql, params):
-    """Whether `sql` finds a row."""
-    return execute(sql + " LIMIT 1", params).fetchone() is not None
-
-
 def _any_due(now):
     """`claim_due`'s question without its claim: any delivery due, of an active webhook."""
     D, W, p = WebhookDelivery, Webhook, database.param
     at = D.next_attempt_at.db_value(now)
-    return _any(f'SELECT 1 FROM "{D._meta.table_name}" WHERE "status" = {p} '
+    return found(f'SELECT 1 FROM "{D._meta.table_name}" WHERE "status" = {p} '
                 f'AND "next_attempt_at" <= {p} '
                 f'AND ("claimed_until" IS NULL OR "claimed_until" < {p}) '
                 f'AND "{D.webhook.column_name}" IN '
                 f'(SELECT "id" FROM "{W._meta.table_name}" WHERE "is_active" = {p})',
                 [DeliveryStatus.RETRYING.value, at, at, True])
-
-
-class Claimed:
-    """What sending and recording read of a delivery this loop's fan-out created and
-    claimed (a model instance costs more to build than the rest of its fan-out)."""
-
-    __slots__ = ("id", "attempt_count", "created_at", "claimed_until")
-
-    def __init__(self, id, attempt_count, created_at, claimed_until):  # noqa: A002
-        self.id, self.attempt_count = id, attempt_count
-        self.created_at, self.claimed_until = created_at, claimed_until
 
 
 def envelope(event) -> dict:
@@ -412,7 +292,7 @@ def _update_many(rows):
     p = database.param
     sets = ", ".join(f'"{WebhookDelivery._meta.fields[f].column_name}" = {p}'
                      for f in _UPDATE_FIELDS)
-    _execute_many(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
+    execute_many(f'UPDATE "{table}" SET {sets} WHERE "id" = {p}', rows)
 
 
 def _reason(result):

@@ -17,7 +17,7 @@ from control_plane import config, events, secretbox
 from control_plane.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services.tasks import engine
-from control_plane.services.webhooks import delivery, subscriptions, urls
+from control_plane.services.webhooks import delivery, fanout, subscriptions, urls
 from tests.conftest import auth
 from tests.support.agents import wait_for
 from tests.support.serve import Served
@@ -313,7 +313,7 @@ def test_a_lapsed_claim_is_taken_over(app, world, fake_clock, settings, receiver
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     event(org, project)
-    delivery.fan_out()
+    fanout.fan_out()
     assert len(delivery.claim_due()) == 1  # a worker that died holding it
     assert delivery.run(settings) == 0
     fake_clock.advance(seconds=delivery.CLAIM_SECONDS + 1)
@@ -425,7 +425,7 @@ def test_a_burst_keeps_the_newest_50_deliveries_in_event_order(app, client, worl
     w, _ = hook(org, receiver.url)
     burst = [event(org, project) for _ in range(60)]
     assert [e.created_at for e in burst] == sorted({e.created_at for e in burst})
-    assert delivery.fan_out() == 60  # one turn
+    assert fanout.fan_out() == 60  # one turn
     delivery.run(settings)
     assert len(receiver.wait_for(60)) == 60
     event_of = {d.id: d.event_id for d in WebhookDelivery.select()}
@@ -471,7 +471,7 @@ def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings,
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     event(org, project)
-    delivery.fan_out()  # a delivery due now
+    fanout.fan_out()  # a delivery due now
     for bad in ("30,-1", "nan", "30,,300", "soon"):
         settings["WEBHOOK_RETRY_DELAYS"] = bad
         with pytest.raises(ValueError, match="CP_WEBHOOK_RETRY_DELAYS"):
@@ -522,7 +522,7 @@ def test_a_delivery_whose_claim_would_lapse_during_the_send_is_given_back_unsent
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     event(org, project)
-    delivery.fan_out()
+    fanout.fan_out()
     (job,) = delivery.claim_due()
     fake_clock.advance(seconds=delivery.CLAIM_SECONDS - 12)  # 12 s left; the timeout is 10
     assert delivery.record([delivery.send(job, settings)], delivery.retry_delays(settings)) == 0
@@ -543,7 +543,7 @@ def test_deliveries_waiting_their_turn_are_not_sent_once_the_webhook_is_paused(
     w, _ = hook(org, receiver.url)
     for _ in range(20):
         event(org, project)
-    delivery.fan_out()
+    fanout.fan_out()
     WebhookDelivery.update(attempt_count=4).execute()  # the fifth attempt is the last
     receiver.hang(0.5, then=503)
     delivery.run(settings)
