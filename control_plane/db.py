@@ -174,12 +174,13 @@ def _statement(sql):
 
 
 def execute(sql, params, text_uuids=False):
-    """Run a fixed statement (compiled or written once). On PostgreSQL it is prepared once per connection
-    and then executed by name: the server parses and plans the hot statements
-    (the key check, list pages) once, not on every request. SQLite's driver keeps
-    its own cache of prepared statements. With `text_uuids` (PostgreSQL), uuid
-    columns are read as their text, which is what a list shows; psycopg2 would
-    build a uuid.UUID per value only for the response to turn it back into text."""
+    """Run a fixed statement (compiled, or written once). On PostgreSQL it is
+    prepared once per connection and then executed by name: the server parses and
+    plans the hot statements (the key check, list pages, the event outbox's INSERT)
+    once, not on every request. SQLite's driver keeps its own cache of prepared
+    statements. With `text_uuids` (PostgreSQL), uuid columns are read as their
+    text, which is what a list shows; psycopg2 would build a uuid.UUID per value
+    only for the response to turn it back into text."""
     if is_sqlite():
         return database.execute_sql(sql, params)
     global _UUID_AS_TEXT
