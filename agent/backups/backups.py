@@ -28,7 +28,8 @@ import subprocess
 import threading
 import time
 
-from agent.backups import archive, exec_stream, ondisk
+from agent.backups import archive, databases, exec_stream, ondisk
+from agent.backups.databases import DB, REPLACED, STAGED
 from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
 from agent.backups.transfer import Buffers, Checked, Transfer
@@ -37,13 +38,9 @@ from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
 
 FORMAT = "berth-backup/1"
-DB = "odoo"  # the database and its owner in every environment
 OBJECTS = {"database": "database.dump", "manifest": "manifest.json"}
 MANIFEST_MAX = 1024 * 1024
 TRASH = "filestore.trash-"  # a previous filestore being deleted (_discard)
-STAGED = "odoo_restore"  # a restore's database, loaded while the ERP still runs
-REPLACED = "odoo_replaced"  # the database a restore replaced, dropped after it
-TERMINATE_WAIT = 10  # seconds for ended sessions to go before a DROP or RENAME
 DUMP_FILE = "/tmp/berth-restore.dump"  # in the database container, while it loads
 MAX_JOBS = 8  # pg_restore's parallel jobs: one per core, up to this
 
@@ -227,8 +224,7 @@ class Backups:
         self._stop_erp(n, log)
         _step(n, rollback, "database")
         if staged:  # renames only: the replaced database is dropped once the ERP is back
-            self._psql(db, _terminate(DB), f"ALTER DATABASE {DB} RENAME TO {REPLACED}",
-                       f"ALTER DATABASE {STAGED} RENAME TO {DB}", database="postgres")
+            databases.swap_in_staged(self.api, db)
             log("info", "restore: the restored database is in place")
         else:
             source.load(db, log)
@@ -254,8 +250,10 @@ class Backups:
         safety backup if it was touched, the previous filestore if it was swapped."""
         self.progress(phase="rolling back")
         shutil.rmtree(n["dir"] / "filestore.new", ignore_errors=True)
-        with contextlib.suppress(Exception):  # a restore's staged database, if any
-            self._drop_database(db, STAGED)
+        try:  # a restore's staged database, if any
+            databases.drop_staged(self.api, db)
+        except Exception as exc:  # the environment comes first; the next restore drops it
+            log("warning", f"the staged database {STAGED} was not dropped: {exc}")
         if not rollback["stopped"]:
             (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)
             log("info", "the environment was not touched")
@@ -375,21 +373,12 @@ class Backups:
         _both(load, alongside or (lambda: None))
 
     def _recreate_database(self, db, database=DB, also_drop=()):
-        """`database` made again empty, `also_drop` dropped: one psql (each of the engine's
-        execs costs tens of milliseconds, more on a busy server)."""
-        gone = (database, *also_drop)
-        self._psql(db, _terminate(*gone), *(f"DROP DATABASE IF EXISTS {d}" for d in gone),
-                   f"CREATE DATABASE {database} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'",
-                   database="postgres")
-
-    def _drop_database(self, db, database):
-        self._psql(db, _terminate(database), f"DROP DATABASE IF EXISTS {database}",
-                   database="postgres")
+        databases.recreate(self.api, db, database, also_drop)
 
     def _drop_quietly(self, db, database):
         """After the task: what an agent stop leaves is dropped by the next restore."""
         with contextlib.suppress(Exception):
-            self._drop_database(db, database)
+            databases.drop(self.api, db, database)
 
     def _stop_erp(self, n, log):
         erp = self.envs._container(n["erp"])
@@ -414,12 +403,7 @@ class Backups:
         return db
 
     def _psql(self, db, *sql, database=DB):
-        """Each statement of `sql` on its own (its own transaction: DROP DATABASE runs in
-        none), in one psql that stops at the first failure."""
-        return exec_stream.run(self.api, db.id, ["psql", "-X", "-q", "-t", "-A", "-U", DB,
-                                                 "-d", database, "-v", "ON_ERROR_STOP=1",
-                                                 *(a for s in sql for a in ("-c", s))],
-                               what="psql").strip()
+        return databases.psql(self.api, db, *sql, database=database)
 
 
 class _Stored:
@@ -493,20 +477,6 @@ class _Summed:
 def restore_jobs():
     """pg_restore's jobs: one per core of the server, at most MAX_JOBS."""
     return max(1, min(os.cpu_count() or 1, MAX_JOBS))
-
-
-def _terminate(*databases):
-    """SQL that ends the sessions on `databases` and waits until they are gone (at
-    most TERMINATE_WAIT s): pg_terminate_backend only signals them, and a DROP or a
-    RENAME in the same psql right after it would still find them."""
-    names = ", ".join(f"'{d}'" for d in databases)
-    others = f"FROM pg_stat_activity WHERE datname IN ({names}) AND pid <> pg_backend_pid()"
-    return (f"DO $$ DECLARE until timestamptz := clock_timestamp() + interval "
-            f"'{TERMINATE_WAIT} seconds'; BEGIN LOOP "
-            f"PERFORM pg_terminate_backend(pid) {others}; "
-            "PERFORM pg_stat_clear_snapshot(); "  # else the activity seen is the first look's
-            f"EXIT WHEN NOT EXISTS (SELECT 1 {others}) OR clock_timestamp() > until; "
-            "PERFORM pg_sleep(0.01); END LOOP; END $$")
 
 
 def _since(started):

@@ -40,6 +40,7 @@ from tests.support.backup_flow import (
 ORIGINAL = [(1, "invoice 2026/001"), (2, "invoice 2026/002")]
 CHANGED = [(1, "invoice 2026/001 (edited)"), (3, "written after the backup")]
 BIG = 12 * 1024 * 1024  # incompressible: the filestore goes up in two parts
+STAGED_COUNT = "SELECT count(*) FROM pg_database WHERE datname = 'odoo_restore'"
 
 
 def open_uploads(s, b):
@@ -52,6 +53,23 @@ def open_uploads(s, b):
     return [d.name for d in uploads.iterdir()
             if (d / "key").exists() and (d / "key").read_text().startswith(row.storage_prefix)
             ] if uploads.is_dir() else []
+
+
+def left_running(s, env_id):
+    """Commands in the environment's database container as an agent's stop mid-restore
+    can leave them, started detached: clients that keep connecting to the staged
+    database (a pg_restore's workers) and one that makes it again once it is gone (a
+    psql recreating it). Their exec ids."""
+    api = s.envs.docker.api
+    db = s.envs._container(s.envs._names(env_id)["db"])
+    connect = ("for i in $(seq 150); do psql -X -q -U odoo -d odoo_restore "
+               "-c 'SELECT pg_sleep(0.05)' >/dev/null 2>&1; done")
+    create = ("for i in $(seq 200); do psql -X -q -U odoo -d postgres -c "
+              "'CREATE DATABASE odoo_restore' >/dev/null 2>&1 && exit; sleep 0.1; done")
+    ids = [api.exec_create(db.id, ["sh", "-c", cmd])["Id"] for cmd in (connect, connect, create)]
+    for i in ids:
+        api.exec_start(i, detach=True)
+    return ids
 
 
 # --- the flow ---------------------------------------------------------------------
@@ -171,17 +189,20 @@ def test_backups_end_to_end(client, stand):
     s.proxy.trip(0, "stall")
     wait_for(lambda: s.proxy.tripped, timeout=60, what="the staging's downloads stalled")
     assert not json.loads(journal.read_text())["stopped"]
+    wait_for(lambda: psql(s, prod, STAGED_COUNT) == "1", timeout=60, what="the staged database")
     s.agent.kill()
     s.proxy.heal()
+    left = left_running(s, prod)  # what a stop leaves running in the database container
     s.agent.start()
     connected(s)
     done = settled(client, s, task, timeout=60)
     assert done["status"] == "failed" and "restart" in done["error_message"], done
     wait_for(lambda: not journal.exists(), timeout=180, interval=0.5, what="staging undone")
+    wait_for(lambda: not any(s.envs.docker.api.exec_inspect(i)["Running"] for i in left),
+             timeout=60, what="the commands left running")
     assert notes(s, prod) == CHANGED and files(s, prod) == before
     assert not (s.root / prod / "filestore.new").exists()
-    assert psql(s, prod, "SELECT count(*) FROM pg_database WHERE datname = 'odoo_restore'") \
-        == "0"
+    assert psql(s, prod, STAGED_COUNT) == "0"
     assert client.get(f"{P}/environments/{prod}", headers=s.reader).json["status"] == "running"
 
     # 9. A restore that fails (the backup's dump spoiled in storage): the environment
