@@ -36,14 +36,14 @@ def recreate(api, db, database=DB, also_drop=()):
     """`database` made again empty, `also_drop` dropped: one psql (each of the engine's
     execs costs tens of milliseconds, more on a busy server)."""
     gone = (database, *also_drop)
-    psql(api, db, _closed(*gone), _terminate(*gone),
+    psql(api, db, *_closed(*gone), _terminate(*gone),
          *(f"DROP DATABASE IF EXISTS {d}" for d in gone),
          f"CREATE DATABASE {database} OWNER {DB} TEMPLATE template0 ENCODING 'UTF8'",
          database="postgres")
 
 
 def drop(api, db, database):
-    psql(api, db, _closed(database), _terminate(database), f"DROP DATABASE IF EXISTS {database}",
+    psql(api, db, *_closed(database), _terminate(database), f"DROP DATABASE IF EXISTS {database}",
          database="postgres")
 
 
@@ -87,13 +87,17 @@ def _running(api, exec_id, first=False):
 
 
 def _closed(*databases):
-    """SQL that closes `databases` (those that exist) to new connections, a superuser's
-    too: a client connecting between the end of the sessions and a DROP fails it."""
-    names = ", ".join(f"'{d}'" for d in databases)
-    return ("DO $$ DECLARE name text; BEGIN FOR name IN SELECT datname FROM pg_database "
-            f"WHERE datname IN ({names}) LOOP "
+    """The SQL (a list: empty or one statement) that closes `databases` (those that
+    exist) to new connections, a superuser's too: a client connecting between the end
+    of the sessions and a DROP fails it. Never the live database: were its DROP to fail
+    after all, the ERP would be locked out of it."""
+    names = ", ".join(f"'{d}'" for d in databases if d != DB)
+    if not names:
+        return []
+    return ["DO $$ DECLARE name text; BEGIN "
+            f"FOR name IN SELECT datname FROM pg_database WHERE datname IN ({names}) LOOP "
             "EXECUTE format('ALTER DATABASE %I ALLOW_CONNECTIONS false', name); "
-            "END LOOP; END $$")
+            "END LOOP; END $$"]
 
 
 def _terminate(*databases):

@@ -62,10 +62,12 @@ def left_running(s, env_id):
     psql recreating it). Their exec ids."""
     api = s.envs.docker.api
     db = s.envs._container(s.envs._names(env_id)["db"])
-    connect = ("for i in $(seq 150); do psql -X -q -U odoo -d odoo_restore "
-               "-c 'SELECT pg_sleep(0.05)' >/dev/null 2>&1; done")
-    create = ("for i in $(seq 200); do psql -X -q -U odoo -d postgres -c "
-              "'CREATE DATABASE odoo_restore' >/dev/null 2>&1 && exit; sleep 0.1; done")
+    for_seconds = 'end=$(($(date +%s) + {})); while [ "$(date +%s)" -lt "$end" ]; do {}; done'
+    connect = for_seconds.format(8, "psql -X -q -U odoo -d odoo_restore "
+                                    "-c 'SELECT pg_sleep(0.05)' >/dev/null 2>&1")
+    create = for_seconds.format(30, "psql -X -q -U odoo -d postgres -c "
+                                    "'CREATE DATABASE odoo_restore' >/dev/null 2>&1 && exit; "
+                                    "sleep 0.1")
     ids = [api.exec_create(db.id, ["sh", "-c", cmd])["Id"] for cmd in (connect, connect, create)]
     for i in ids:
         api.exec_start(i, detach=True)
