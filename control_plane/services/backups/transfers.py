@@ -90,15 +90,21 @@ def complete(server, backup_id, name, parts, size, sha256, settings):
     with database.atomic():
         backup = _backup(server, backup_id, lock=True)
         _open(backup, name)
-        uploads = dict(backup.uploads or {})
-        upload_id = uploads.pop(name, None)
+        upload_id = (backup.uploads or {}).get(name)
         if upload_id is None:
             raise errors.Conflict("No upload of this object was begun (ask for a part URL).")
         key = backup.storage_prefix + name
-        store.complete_upload(key, upload_id,
-                              sorted((p["part_number"], p["etag"]) for p in parts))
-        Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
-    # Outside the transaction: reading a large object back takes a while.
+    # Outside any transaction, like the read-back: storage may take minutes to join a
+    # large object, and the backup's row lock (SQLite's write lock: every writer's)
+    # would hold up the other object's parts meanwhile. A race with another complete
+    # or an abort of this upload is the store's to refuse.
+    store.complete_upload(key, upload_id, sorted((p["part_number"], p["etag"]) for p in parts))
+    with database.atomic():
+        backup = _backup(server, backup_id, lock=True)
+        uploads = dict(backup.uploads or {})
+        if uploads.get(name) == upload_id:  # no longer open in storage
+            del uploads[name]
+            Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
     stored = storage.read_back(store, key)
     if stored != {"size": size, "sha256": sha256}:
         raise errors.Unprocessable(

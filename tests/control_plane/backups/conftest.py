@@ -34,6 +34,7 @@ class FakeStore:
     def __init__(self):
         self.begun, self.completed, self.sizes, self.objects = [], {}, {}, {}
         self.aborted, self.unreachable = [], False
+        self.joining = None  # (entered, release): complete_upload waits for `release`
 
     def holds(self, key, data):
         """What a completed upload of `key` will be read back as; returns its
@@ -50,6 +51,10 @@ class FakeStore:
         return f"https://store.test/put/{key}?upload={upload_id}&part={part_number}&ttl={expires}"
 
     def complete_upload(self, key, upload_id, parts):
+        if self.joining is not None:  # a store taking its time to join a large object
+            entered, release = self.joining
+            entered.set()
+            release.wait(60)
         self.completed[key] = (upload_id, parts)
 
     def abort_upload(self, key, upload_id):

@@ -2,6 +2,8 @@
 the backup a restore on it reads), fixed object names, keys made by the control
 plane, multipart uploads begun once per object."""
 
+import threading
+
 from control_plane.models import Backup
 from tests.control_plane.backups.conftest import RESULT, V1
 
@@ -32,6 +34,40 @@ def test_upload_complete_and_read_back(client, store, bk):
     assert row.parts == {"database.dump": sent} and row.uploads == {}
     r = client.post(f"{url}/download", headers=bk.credential, json={"object": "database.dump"})
     assert r.status_code == 200 and r.json["url"].startswith(f"https://store.test/get/{key}")
+
+
+def test_a_slow_join_in_storage_holds_up_no_other_upload(client, store, bk):
+    """Storage may take minutes to join a large object's parts. Meanwhile the agent
+    still gets part URLs for the backup's other object (it uploads both at once):
+    no lock of the backup's row, nor SQLite's write lock, is held across the join."""
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}"
+    client.post(f"{url}/parts", headers=bk.credential,
+                json={"object": "database.dump", "part_number": 1})
+    sent = store.holds(f"{backup.storage_prefix}database.dump", b"PGDMP" + b"x" * 7)
+    entered, release = threading.Event(), threading.Event()
+    store.joining = (entered, release)
+    done = {}
+    joining = threading.Thread(target=lambda: done.update(r=client.post(
+        f"{url}/complete", headers=bk.credential, json={
+            "object": "database.dump", **sent, "parts": [{"part_number": 1, "etag": "e"}]})))
+    joining.start()
+    timer = threading.Timer(10, release.set)  # a lock held across the join waits this long
+    try:
+        assert entered.wait(30)
+        timer.start()
+        r = client.post(f"{url}/parts", headers=bk.credential,
+                        json={"object": "filestore.tar.zst", "part_number": 1})
+        assert r.status_code == 200, r.json
+        assert not release.is_set()  # answered while the join was still under way
+    finally:
+        release.set()
+        timer.cancel()
+        joining.join(60)
+    assert done["r"].status_code == 200 and done["r"].json == sent
+    row = Backup.get_by_id(backup.id)
+    assert row.parts == {"database.dump": sent}
+    assert list(row.uploads) == ["filestore.tar.zst"]
 
 
 def test_bad_requests(client, store, bk):
