@@ -180,14 +180,19 @@ def part_url(user, env_id, import_id, part_number, *, settings):
 
 
 def complete_import(user, env_id, import_id, parts, *, settings):
-    """The parts joined into the stored upload (ascending part numbers)."""
+    """The parts joined into the stored upload (ascending part numbers). The join runs
+    outside any transaction (a large zip takes storage a while; transfers.complete
+    says why): the import is checked before it and recorded after it."""
     store = stores.for_settings(settings)
     with database.atomic():
         imp, _ = _import_for_user(user, env_id, import_id, lock=True)
         _uploading(imp)
-        store.complete_upload(imp.storage_key, imp.upload_id,
-                              sorted((p["part_number"], p["etag"]) for p in parts))
-        size = store.size(imp.storage_key) or 0
+        key = imp.storage_key
+    store.complete_upload(key, imp.upload_id, sorted((p["part_number"], p["etag"]) for p in parts))
+    size = store.size(key) or 0
+    with database.atomic():
+        imp, _ = _import_for_user(user, env_id, import_id, lock=True)
+        _uploading(imp)  # another complete of it got there first
         if not size:
             raise errors.Unprocessable("The uploaded file is empty.")
         imp.status, imp.size, imp.upload_id, imp.uploaded_at = (

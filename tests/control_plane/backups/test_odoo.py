@@ -2,6 +2,8 @@
 uploaded in parts, then restored as a task the agent refuses or carries out.
 The agent is played through the gateway's services and the transfer API."""
 
+import threading
+
 from control_plane.models import AgentCommand, Backup, BackupImport, Deployment, Event
 from tests.control_plane.backups.conftest import RESULT, V1
 
@@ -93,6 +95,34 @@ def test_exports_refused(client, store, world, bk):
 
 def _imports(bk, env=None):
     return f"{V1}/environments/{(env or bk.env).id}/imports"
+
+
+def test_a_slow_join_of_an_import_holds_up_no_other_work(client, store, bk):
+    """Storage may take minutes to join a large zip's parts. Meanwhile the environment
+    takes other work (here a backup): neither its row nor SQLite's write lock is held
+    across the join."""
+    r = client.post(_imports(bk), headers=bk.h, json={"filename": "prod.zip"})
+    base = f"{_imports(bk)}/{r.json['import_id']}"
+    client.post(f"{base}/parts", headers=bk.h, json={"part_number": 1})
+    store.sizes[f"imports/{bk.env.id}/{r.json['import_id']}/upload"] = 4096
+    entered, release = threading.Event(), threading.Event()
+    store.joining = (entered, release)
+    done = {}
+    joining = threading.Thread(target=lambda: done.update(r=client.post(
+        f"{base}/complete", headers=bk.h, json={"parts": [{"part_number": 1, "etag": "a"}]})))
+    joining.start()
+    timer = threading.Timer(10, release.set)  # a lock held across the join waits this long
+    try:
+        assert entered.wait(30)
+        timer.start()
+        bk.backup_via_api(client)
+        assert not release.is_set()  # answered while the join was still under way
+    finally:
+        release.set()
+        timer.cancel()
+        joining.join(60)
+    assert done["r"].status_code == 200, done["r"].json
+    assert (done["r"].json["status"], done["r"].json["size"]) == ("uploaded", 4096)
 
 
 def test_an_import_is_uploaded_in_parts_then_restored(app, client, store, bk):
