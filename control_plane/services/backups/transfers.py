@@ -68,16 +68,40 @@ def part_url(server, backup_id, name, part_number, settings):
     if not 1 <= part_number <= MAX_PARTS:
         raise errors.Unprocessable(f"part_number: 1 to {MAX_PARTS}.")
     store = stores.for_settings(settings)
+    key, upload_id = _recorded_upload(server, backup_id, name)
+    if not upload_id:
+        # Begun outside any transaction, as `complete` joins: storage slow to answer
+        # must not hold the backup's row (SQLite: every writer) meanwhile.
+        begun = store.begin_upload(key)
+        try:
+            key, upload_id = _recorded_upload(server, backup_id, name, begun=begun)
+        except errors.ApiError:  # the backup ended meanwhile
+            _abort_unused(store, key, begun, backup_id)
+            raise
+        if upload_id != begun:  # another part's request began one first: that one is used
+            _abort_unused(store, key, begun, backup_id)
+    return {"url": store.part_url(key, upload_id, part_number, expires=URL_SECONDS)}
+
+
+def _abort_unused(store, key, upload_id, backup_id):
+    try:
+        store.abort_upload(key, upload_id)
+    except Exception as exc:  # an ended backup's sweep aborts what is left under its prefix
+        log.warning("aborting an unused upload of backup %s failed: %s", backup_id, exc)
+
+
+def _recorded_upload(server, backup_id, name, begun=None):
+    """(key, upload id) of the object's multipart upload, the backup still open;
+    with `begun`, that upload recorded unless another one was first."""
     with database.atomic():
         backup = _backup(server, backup_id, lock=True)
         _open(backup, name)
-        key = backup.storage_prefix + name
         upload_id = (backup.uploads or {}).get(name)
-        if not upload_id:
-            upload_id = store.begin_upload(key)
-            Backup.update(uploads={**(backup.uploads or {}), name: upload_id}).where(
+        if not upload_id and begun:
+            upload_id = begun
+            Backup.update(uploads={**(backup.uploads or {}), name: begun}).where(
                 Backup.id == backup.id).execute()
-    return {"url": store.part_url(key, upload_id, part_number, expires=URL_SECONDS)}
+        return backup.storage_prefix + name, upload_id
 
 
 def complete(server, backup_id, name, parts, size, sha256, settings):

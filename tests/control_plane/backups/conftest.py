@@ -35,6 +35,7 @@ class FakeStore:
         self.begun, self.completed, self.sizes, self.objects = [], {}, {}, {}
         self.aborted, self.unreachable = [], False
         self.joining = None  # (entered, release): complete_upload waits for `release`
+        self.beginning = None  # (entered, release): the next begin_upload waits for it
 
     def holds(self, key, data):
         """What a completed upload of `key` will be read back as; returns its
@@ -43,6 +44,10 @@ class FakeStore:
         return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
     def begin_upload(self, key):
+        if self.beginning is not None:  # storage slow to answer this one
+            (entered, release), self.beginning = self.beginning, None
+            entered.set()
+            release.wait(60)
         upload_id = f"up-{len(self.begun)}"
         self.begun.append((key, upload_id))
         return upload_id

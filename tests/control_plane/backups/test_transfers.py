@@ -36,6 +36,29 @@ def test_upload_complete_and_read_back(client, store, bk):
     assert r.status_code == 200 and r.json["url"].startswith(f"https://store.test/get/{key}")
 
 
+def _while_storage_waits(store, attribute, slow, meanwhile):
+    """`slow()` on a thread while the store's next call of the kind holds on
+    (`attribute`: "joining" or "beginning"); `meanwhile()` run here in the meantime.
+    Returns (slow's result, meanwhile's result, whether meanwhile's answer came
+    before the store's call was let go)."""
+    entered, release = threading.Event(), threading.Event()
+    setattr(store, attribute, (entered, release))
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(r=slow()))
+    thread.start()
+    timer = threading.Timer(10, release.set)  # a lock held across the call waits this long
+    try:
+        assert entered.wait(30)
+        timer.start()
+        answer = meanwhile()
+        before = not release.is_set()
+    finally:
+        release.set()
+        timer.cancel()
+        thread.join(60)
+    return done["r"], answer, before
+
+
 def test_a_slow_join_in_storage_holds_up_no_other_upload(client, store, bk):
     """Storage may take minutes to join a large object's parts. Meanwhile the agent
     still gets part URLs for the backup's other object (it uploads both at once):
@@ -45,29 +68,51 @@ def test_a_slow_join_in_storage_holds_up_no_other_upload(client, store, bk):
     client.post(f"{url}/parts", headers=bk.credential,
                 json={"object": "database.dump", "part_number": 1})
     sent = store.holds(f"{backup.storage_prefix}database.dump", b"PGDMP" + b"x" * 7)
-    entered, release = threading.Event(), threading.Event()
-    store.joining = (entered, release)
-    done = {}
-    joining = threading.Thread(target=lambda: done.update(r=client.post(
-        f"{url}/complete", headers=bk.credential, json={
-            "object": "database.dump", **sent, "parts": [{"part_number": 1, "etag": "e"}]})))
-    joining.start()
-    timer = threading.Timer(10, release.set)  # a lock held across the join waits this long
-    try:
-        assert entered.wait(30)
-        timer.start()
-        r = client.post(f"{url}/parts", headers=bk.credential,
-                        json={"object": "filestore.tar.zst", "part_number": 1})
-        assert r.status_code == 200, r.json
-        assert not release.is_set()  # answered while the join was still under way
-    finally:
-        release.set()
-        timer.cancel()
-        joining.join(60)
-    assert done["r"].status_code == 200 and done["r"].json == sent
+    done, r, before = _while_storage_waits(
+        store, "joining",
+        lambda: client.post(f"{url}/complete", headers=bk.credential, json={
+            "object": "database.dump", **sent, "parts": [{"part_number": 1, "etag": "e"}]}),
+        lambda: client.post(f"{url}/parts", headers=bk.credential,
+                            json={"object": "filestore.tar.zst", "part_number": 1}))
+    assert r.status_code == 200 and before, r.json  # answered while the join was under way
+    assert done.status_code == 200 and done.json == sent
     row = Backup.get_by_id(backup.id)
     assert row.parts == {"database.dump": sent}
     assert list(row.uploads) == ["filestore.tar.zst"]
+
+
+def test_storage_slow_to_begin_an_upload_holds_up_no_other(client, store, bk):
+    """The first part's request begins the object's upload in storage, which may be
+    slow to answer: meanwhile the backup's other object gets its part URLs."""
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}/parts"
+    slow, other, before = _while_storage_waits(
+        store, "beginning",
+        lambda: client.post(url, headers=bk.credential,
+                            json={"object": "database.dump", "part_number": 1}),
+        lambda: client.post(url, headers=bk.credential,
+                            json={"object": "filestore.tar.zst", "part_number": 1}))
+    assert other.status_code == 200 and before, other.json
+    assert slow.status_code == 200, slow.json
+    assert set(Backup.get_by_id(backup.id).uploads) == {"database.dump", "filestore.tar.zst"}
+
+
+def test_two_parts_beginning_one_object_at_once_share_one_upload(client, store, bk):
+    """Two parts of one object asked for at once both begin an upload in storage: the
+    first recorded is used by both, the other is aborted."""
+    backup = bk.backup_via_api(client)
+    url = f"{T}/{backup.id}/parts"
+    key = f"{backup.storage_prefix}database.dump"
+    first, second, before = _while_storage_waits(
+        store, "beginning",
+        lambda: client.post(url, headers=bk.credential,
+                            json={"object": "database.dump", "part_number": 1}),
+        lambda: client.post(url, headers=bk.credential,
+                            json={"object": "database.dump", "part_number": 2}))
+    assert before and first.status_code == second.status_code == 200
+    assert "upload=up-0&part=1" in first.json["url"] and "upload=up-0&part=2" in second.json["url"]
+    assert store.begun == [(key, "up-0"), (key, "up-1")] and store.aborted == [(key, "up-1")]
+    assert Backup.get_by_id(backup.id).uploads == {"database.dump": "up-0"}
 
 
 def test_bad_requests(client, store, bk):
