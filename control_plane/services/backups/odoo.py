@@ -14,6 +14,7 @@ safety backup, and restores from it. Any member with
 `project.environments.deploy` does all of this: an export holds the whole
 database, an import replaces it."""
 
+import contextlib
 import datetime as dt
 import uuid
 
@@ -141,16 +142,26 @@ def _export_url(backup, env, settings, expires_in):
 # --- import -----------------------------------------------------------------
 
 def create_import(user, env_id, *, settings, filename=None):
-    """A new import of the environment, its multipart upload begun."""
-    with database.atomic():
-        env = access.environment_for_user(user, env_id, bk.DEPLOY)
-        import_id = uuid.uuid4()
-        key = f"imports/{env.id}/{import_id}/{IMPORT_OBJECT}"
-        upload_id = stores.for_settings(settings).begin_upload(key)
-        audit.record(user.organization_id, "import.create", "environment", env.id,
-                     {"import_id": import_id, "filename": filename})
-        return BackupImport.create(id=import_id, environment=env, filename=filename,
-                                   storage_key=key, upload_id=upload_id, created_by=user.id)
+    """A new import of the environment, its multipart upload begun: in storage first,
+    outside the transaction (slow storage must not hold SQLite's writers), aborted if
+    the import is not recorded after all."""
+    env = access.environment_for_user(user, env_id, bk.DEPLOY)
+    import_id = uuid.uuid4()
+    key = f"imports/{env.id}/{import_id}/{IMPORT_OBJECT}"
+    store = stores.for_settings(settings)
+    upload_id = store.begin_upload(key)
+    try:
+        with database.atomic():
+            env = access.environment_for_user(user, env_id, bk.DEPLOY)
+            audit.record(user.organization_id, "import.create", "environment", env.id,
+                         {"import_id": import_id, "filename": filename})
+            return BackupImport.create(id=import_id, environment=env, filename=filename,
+                                       storage_key=key, upload_id=upload_id,
+                                       created_by=user.id)
+    except Exception:
+        with contextlib.suppress(Exception):  # nothing would ever point to it
+            store.abort_upload(key, upload_id)
+        raise
 
 
 def _import_for_user(user, env_id, import_id, *, lock=False):

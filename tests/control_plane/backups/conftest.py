@@ -7,6 +7,7 @@ import datetime as dt
 import hashlib
 import io
 import itertools
+import threading
 
 import pytest
 
@@ -85,6 +86,29 @@ class FakeStore:
 
     def get_url(self, key, expires=3600, filename=None):
         return f"https://store.test/get/{key}?ttl={expires}&filename={filename}"
+
+
+def while_storage_waits(store, attribute, slow, meanwhile):
+    """`slow()` on a thread while the store's next call of the kind holds on
+    (`attribute`: "joining" or "beginning"); `meanwhile()` run here in the meantime.
+    Returns (slow's result, meanwhile's result, whether meanwhile's answer came
+    before the store's call was let go)."""
+    entered, release = threading.Event(), threading.Event()
+    setattr(store, attribute, (entered, release))
+    done = {}
+    thread = threading.Thread(target=lambda: done.update(r=slow()))
+    thread.start()
+    timer = threading.Timer(10, release.set)  # a lock held across the call waits this long
+    try:
+        assert entered.wait(30)
+        timer.start()
+        answer = meanwhile()
+        before = not release.is_set()
+    finally:
+        release.set()
+        timer.cancel()
+        thread.join(60)
+    return done["r"], answer, before
 
 
 @pytest.fixture

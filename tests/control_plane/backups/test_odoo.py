@@ -2,10 +2,8 @@
 uploaded in parts, then restored as a task the agent refuses or carries out.
 The agent is played through the gateway's services and the transfer API."""
 
-import threading
-
 from control_plane.models import AgentCommand, Backup, BackupImport, Deployment, Event
-from tests.control_plane.backups.conftest import RESULT, V1
+from tests.control_plane.backups.conftest import RESULT, V1, while_storage_waits
 
 T = "/agent/v1/transfers"
 SHA = "e" * 64
@@ -105,24 +103,25 @@ def test_a_slow_join_of_an_import_holds_up_no_other_work(client, store, bk):
     base = f"{_imports(bk)}/{r.json['import_id']}"
     client.post(f"{base}/parts", headers=bk.h, json={"part_number": 1})
     store.sizes[f"imports/{bk.env.id}/{r.json['import_id']}/upload"] = 4096
-    entered, release = threading.Event(), threading.Event()
-    store.joining = (entered, release)
-    done = {}
-    joining = threading.Thread(target=lambda: done.update(r=client.post(
-        f"{base}/complete", headers=bk.h, json={"parts": [{"part_number": 1, "etag": "a"}]})))
-    joining.start()
-    timer = threading.Timer(10, release.set)  # a lock held across the join waits this long
-    try:
-        assert entered.wait(30)
-        timer.start()
-        bk.backup_via_api(client)
-        assert not release.is_set()  # answered while the join was still under way
-    finally:
-        release.set()
-        timer.cancel()
-        joining.join(60)
-    assert done["r"].status_code == 200, done["r"].json
-    assert (done["r"].json["status"], done["r"].json["size"]) == ("uploaded", 4096)
+    done, _, before = while_storage_waits(
+        store, "joining",
+        lambda: client.post(f"{base}/complete", headers=bk.h,
+                            json={"parts": [{"part_number": 1, "etag": "a"}]}),
+        lambda: bk.backup_via_api(client))
+    assert before  # the backup was taken while the join was still under way
+    assert done.status_code == 200, done.json
+    assert (done.json["status"], done.json["size"]) == ("uploaded", 4096)
+
+
+def test_storage_slow_to_begin_an_import_holds_up_no_other_work(client, store, bk):
+    """An import's upload is begun in storage before anything is written: on SQLite
+    the other writers go on meanwhile."""
+    made, _, before = while_storage_waits(
+        store, "beginning",
+        lambda: client.post(_imports(bk), headers=bk.h, json={"filename": "prod.zip"}),
+        lambda: bk.backup_via_api(client))
+    assert before and made.status_code == 201, made.json
+    assert BackupImport.get_by_id(made.json["import_id"]).upload_id == "up-0"
 
 
 def test_an_import_is_uploaded_in_parts_then_restored(app, client, store, bk):

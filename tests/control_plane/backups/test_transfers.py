@@ -2,10 +2,8 @@
 the backup a restore on it reads), fixed object names, keys made by the control
 plane, multipart uploads begun once per object."""
 
-import threading
-
 from control_plane.models import Backup
-from tests.control_plane.backups.conftest import RESULT, V1
+from tests.control_plane.backups.conftest import RESULT, V1, while_storage_waits
 
 T = "/agent/v1/transfers"
 SHA = "d" * 64
@@ -36,29 +34,6 @@ def test_upload_complete_and_read_back(client, store, bk):
     assert r.status_code == 200 and r.json["url"].startswith(f"https://store.test/get/{key}")
 
 
-def _while_storage_waits(store, attribute, slow, meanwhile):
-    """`slow()` on a thread while the store's next call of the kind holds on
-    (`attribute`: "joining" or "beginning"); `meanwhile()` run here in the meantime.
-    Returns (slow's result, meanwhile's result, whether meanwhile's answer came
-    before the store's call was let go)."""
-    entered, release = threading.Event(), threading.Event()
-    setattr(store, attribute, (entered, release))
-    done = {}
-    thread = threading.Thread(target=lambda: done.update(r=slow()))
-    thread.start()
-    timer = threading.Timer(10, release.set)  # a lock held across the call waits this long
-    try:
-        assert entered.wait(30)
-        timer.start()
-        answer = meanwhile()
-        before = not release.is_set()
-    finally:
-        release.set()
-        timer.cancel()
-        thread.join(60)
-    return done["r"], answer, before
-
-
 def test_a_slow_join_in_storage_holds_up_no_other_upload(client, store, bk):
     """Storage may take minutes to join a large object's parts. Meanwhile the agent
     still gets part URLs for the backup's other object (it uploads both at once):
@@ -68,7 +43,7 @@ def test_a_slow_join_in_storage_holds_up_no_other_upload(client, store, bk):
     client.post(f"{url}/parts", headers=bk.credential,
                 json={"object": "database.dump", "part_number": 1})
     sent = store.holds(f"{backup.storage_prefix}database.dump", b"PGDMP" + b"x" * 7)
-    done, r, before = _while_storage_waits(
+    done, r, before = while_storage_waits(
         store, "joining",
         lambda: client.post(f"{url}/complete", headers=bk.credential, json={
             "object": "database.dump", **sent, "parts": [{"part_number": 1, "etag": "e"}]}),
@@ -86,7 +61,7 @@ def test_storage_slow_to_begin_an_upload_holds_up_no_other(client, store, bk):
     slow to answer: meanwhile the backup's other object gets its part URLs."""
     backup = bk.backup_via_api(client)
     url = f"{T}/{backup.id}/parts"
-    slow, other, before = _while_storage_waits(
+    slow, other, before = while_storage_waits(
         store, "beginning",
         lambda: client.post(url, headers=bk.credential,
                             json={"object": "database.dump", "part_number": 1}),
@@ -103,7 +78,7 @@ def test_two_parts_beginning_one_object_at_once_share_one_upload(client, store, 
     backup = bk.backup_via_api(client)
     url = f"{T}/{backup.id}/parts"
     key = f"{backup.storage_prefix}database.dump"
-    first, second, before = _while_storage_waits(
+    first, second, before = while_storage_waits(
         store, "beginning",
         lambda: client.post(url, headers=bk.credential,
                             json={"object": "database.dump", "part_number": 1}),
