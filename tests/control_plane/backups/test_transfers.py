@@ -56,17 +56,19 @@ def test_a_slow_join_in_storage_holds_up_no_other_upload(client, store, bk):
     assert list(row.uploads) == ["filestore.tar.zst"]
 
 
+def _part(client, bk, backup, name, number):
+    """The agent's request for a part URL, to be made later."""
+    return lambda: client.post(f"{T}/{backup.id}/parts", headers=bk.credential,
+                               json={"object": name, "part_number": number})
+
+
 def test_storage_slow_to_begin_an_upload_holds_up_no_other(client, store, bk):
     """The first part's request begins the object's upload in storage, which may be
     slow to answer: meanwhile the backup's other object gets its part URLs."""
     backup = bk.backup_via_api(client)
-    url = f"{T}/{backup.id}/parts"
     slow, other, before = while_storage_waits(
-        store, "beginning",
-        lambda: client.post(url, headers=bk.credential,
-                            json={"object": "database.dump", "part_number": 1}),
-        lambda: client.post(url, headers=bk.credential,
-                            json={"object": "filestore.tar.zst", "part_number": 1}))
+        store, "beginning", _part(client, bk, backup, "database.dump", 1),
+        _part(client, bk, backup, "filestore.tar.zst", 1))
     assert other.status_code == 200 and before, other.json
     assert slow.status_code == 200, slow.json
     assert set(Backup.get_by_id(backup.id).uploads) == {"database.dump", "filestore.tar.zst"}
@@ -76,14 +78,10 @@ def test_two_parts_beginning_one_object_at_once_share_one_upload(client, store, 
     """Two parts of one object asked for at once both begin an upload in storage: the
     first recorded is used by both, the other is aborted."""
     backup = bk.backup_via_api(client)
-    url = f"{T}/{backup.id}/parts"
     key = f"{backup.storage_prefix}database.dump"
     first, second, before = while_storage_waits(
-        store, "beginning",
-        lambda: client.post(url, headers=bk.credential,
-                            json={"object": "database.dump", "part_number": 1}),
-        lambda: client.post(url, headers=bk.credential,
-                            json={"object": "database.dump", "part_number": 2}))
+        store, "beginning", _part(client, bk, backup, "database.dump", 1),
+        _part(client, bk, backup, "database.dump", 2))
     assert before and first.status_code == second.status_code == 200
     assert "upload=up-0&part=1" in first.json["url"] and "upload=up-0&part=2" in second.json["url"]
     assert store.begun == [(key, "up-0"), (key, "up-1")] and store.aborted == [(key, "up-1")]
