@@ -111,13 +111,9 @@ def complete(server, backup_id, name, parts, size, sha256, settings):
     recorded in `Backup.parts`. Returns `{size, sha256}` as read back."""
     check_object(name, writing=True)
     store = stores.for_settings(settings)
-    with database.atomic():
-        backup = _backup(server, backup_id, lock=True)
-        _open(backup, name)
-        upload_id = (backup.uploads or {}).get(name)
-        if upload_id is None:
-            raise errors.Conflict("No upload of this object was begun (ask for a part URL).")
-        key = backup.storage_prefix + name
+    key, upload_id = _recorded_upload(server, backup_id, name)
+    if upload_id is None:
+        raise errors.Conflict("No upload of this object was begun (ask for a part URL).")
     # Outside any transaction, like the read-back: storage may take minutes to join a
     # large object, and the backup's row lock (SQLite's write lock: every writer's)
     # would hold up the other object's parts meanwhile. A race with another complete
