@@ -9,7 +9,7 @@ from itsdangerous import BadSignature
 from peewee import fn
 
 from control_plane import security
-from control_plane.db import Compiled
+from control_plane.compiled import Compiled
 from control_plane.errors import InvalidCursor
 
 _TOTAL = "_berth_total"  # the page statement's column for the list's total

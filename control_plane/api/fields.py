@@ -97,7 +97,7 @@ class Schema(ma.Schema):
 
 def _unchanged_types(field):
     """The value types `field._serialize` returns as they are: no call for them.
-    Ids of list rows arrive as text already (db.Compiled, text_ids)."""
+    Ids of list rows arrive as text already (compiled.Compiled, text_ids)."""
     impl = type(field)._serialize
     if impl in (ma.fields.String._serialize, ma.fields.UUID._serialize):
         return (str, type(None))

@@ -49,7 +49,7 @@ def test_cursor_is_stable_when_rows_share_a_timestamp(client, world):
 
 def test_every_walk_of_a_list_gives_the_same_rows_in_the_same_order(client, world):
     """Once a page statement is known, SQLite returns its rows in one step (one
-    JSON array, db.Compiled): repeated walks, half the rows sharing a timestamp,
+    JSON array, compiled.Compiled): repeated walks, half the rows sharing a timestamp,
     keep the order of (created_at, id) and see every row once."""
     org = world.org()
     server = world.server(org)

@@ -7,7 +7,8 @@ from contextvars import ContextVar
 from peewee import SQL, Cast, fn
 
 from control_plane import clock, security
-from control_plane.db import Compiled, database
+from control_plane.compiled import Compiled
+from control_plane.db import database
 from control_plane.errors import (
     BadRequest,
     InvalidApiKey,
@@ -76,7 +77,7 @@ def presented_key(authorization, x_api_key):
     raise MissingApiKey("Pass an API key as 'Authorization: Bearer <key>' or 'X-API-Key'.")
 
 
-# Runs on every request: compiled once (see db.Compiled), only the columns auth uses.
+# Runs on every request: compiled once (see compiled.Compiled), only the columns auth uses.
 _BY_DIGEST = Compiled(lambda digest, shape: ApiKey.select(
     ApiKey.id, ApiKey.public_id, ApiKey.name, ApiKey.organization, ApiKey.key_type, ApiKey.scope,
     ApiKey.project, ApiKey.server_registration, ApiKey.support_tickets, ApiKey.owner,
@@ -88,7 +89,7 @@ def fingerprint_query(digest):
     operator may alter: type, scope, capabilities, owner, expiry) as one text,
     compared with what it was when the key was remembered. A scalar query: it
     runs on its own or as a column of another statement (see KeyCache.get)."""
-    # Separators as SQL literals: db.Compiled takes every parameter for a marker.
+    # Separators as SQL literals: compiled.Compiled takes every parameter for a marker.
     parts = [fn.COALESCE(Cast(column, "TEXT"), SQL("'~'")) for column in (
         ApiKey.key_type, ApiKey.scope, ApiKey.project, ApiKey.server_registration,
         ApiKey.support_tickets, ApiKey.owner, ApiKey.expires_at, ApiKey.revoked_at,
