@@ -49,11 +49,13 @@ def _is_uuid(field):
 _INEXACT_IN_JSON = (peewee.FloatField, peewee.DecimalField, peewee.BlobField)
 
 
-def _one_step(sql, columns, sample):
+def _one_step(sql, columns, sample, scalars=0, split=False):
     """SQLite: the statement that returns all rows of `sql` (its columns: label and
     model field or None) as one JSON array of objects, or False when they do not
     survive JSON exactly (floats, decimals, blobs; seen in the `sample` rows or
-    declared).
+    declared). Its last `scalars` columns, the same on every row, come once, as
+    columns of their own; with `split`, the rows come as their JSON objects
+    joined by _RS instead of as an array.
 
     The sqlite3 driver releases the interpreter lock for every row it steps, and
     with requests on several threads each release hands the lock to another
@@ -67,9 +69,51 @@ def _one_step(sql, columns, sample):
         return False
     if any(type(value) not in (str, int, type(None)) for row in sample for value in row):
         return False
-    members = ", ".join("'" + label.replace("'", "''") + "', \"" + label.replace('"', '""') + '"'
-                        for label in labels)
-    return f"SELECT json_group_array(json_object({members})) FROM ({sql})"
+    names = [_quoted(label) for label in labels]
+    n = len(names) - scalars
+    members = ", ".join(f"{_literal(label)}, {name}"
+                        for label, name in zip(labels[:n], names[:n], strict=True))
+    rows = (f"group_concat(json_object({members}), char({ord(_RS)}))" if split
+            else f"json_group_array(json_object({members}))")
+    return f"SELECT {', '.join([rows, *(f'max({name})' for name in names[n:])])} FROM ({sql})"
+
+
+def _quoted(label):
+    return '"' + label.replace('"', '""') + '"'
+
+
+def _literal(label):
+    return "'" + label.replace("'", "''") + "'"
+
+
+_RS = "\x1e"  # between the JSON objects of split rows: JSON text holds it only escaped
+
+
+class Shown:
+    """How an API shows a list's rows: `render(row)` gives a row's JSON (bytes) and
+    depends on nothing but the row (a schema's dump). Each distinct row is rendered
+    once, then found by its raw form as the database returned it (SQLite: its JSON
+    text; PostgreSQL: its values), which holds every value shown: a changed row is a
+    new entry, never a stale one. Clients poll the same pages again and again:
+    reading a 20-row page of projects as dicts and dumping it was a quarter of
+    the request's time, and the JSON of rows seen before costs a dict lookup
+    each. Bounded: emptied when full."""
+
+    def __init__(self, render, size=2048):
+        self.render, self.size, self.seen = render, size, {}
+
+    def add(self, key, row):
+        """Renders `row` (read as `key`); returns (its JSON, the row)."""
+        entry = (orjson.Fragment(self.render(row)), row)
+        if len(self.seen) >= self.size:
+            self.seen.clear()
+        self.seen[key] = entry
+        return entry
+
+
+class Rendered(list):
+    """Rows in their JSON form already (orjson Fragments, from a Shown): an API's
+    schema passes them through as they are."""
 
 
 class Compiled:
@@ -97,34 +141,44 @@ class Compiled:
             hit = self._cache[key] = [sql, [markers.index(p) for p in params], None, None]
         return hit
 
-    def dicts(self, model, *args, shape=(), text_ids=False):
-        hit = self._render(shape, len(args), variant=text_ids)
+    def dicts(self, model, *args, shape=()):
+        """The rows, each a dict."""
+        rows, _ = self._read(model, args, shape, text_ids=False, scalars=0, shown=None)
+        return rows
+
+    def listed(self, model, *args, shape=(), scalars=0, shown=None):
+        """A list page: its rows as dicts (ids as the API's text), and the values of
+        its last `scalars` columns (the same on every row: a total), None when there
+        is no row. With `shown` (a Shown), each row comes as (its JSON, the row);
+        those rows are shared, not to be changed."""
+        return self._read(model, args, shape, text_ids=True, scalars=scalars, shown=shown)
+
+    def _read(self, model, args, shape, *, text_ids, scalars, shown):
+        hit = self._render(shape, len(args), variant=(text_ids, scalars, shown is not None))
         sql, order, columns, packed = hit
         params = [args[i] for i in order]
-        if packed:  # the rows as dicts already
-            rows = orjson.loads(execute(packed, params).fetchone()[0])
-        else:
-            text_uuids = text_ids and not is_sqlite()
-            cursor = execute(sql, params, text_uuids)
-            raw = cursor.fetchall()
-            if packed is None:  # until decided: label -> converter, then whether one step does
-                by_column = {f.column_name: f for f in model._meta.sorted_fields}
-                columns = hit[2] = columns or [
-                    (d[0], None if text_uuids and _is_uuid(by_column.get(d[0]))
-                     else _converter(by_column.get(d[0]), text_ids))
-                    for d in cursor.description]
-                if raw:  # decided once, on a first result
-                    hit[3] = is_sqlite() and _one_step(
-                        sql, [(name, by_column.get(name)) for name, _ in columns], raw)
-            names = [name for name, _ in columns]
-            rows = [dict(zip(names, row, strict=True)) for row in raw]
-        for name, conv in columns:  # column by column: most columns need nothing
-            if conv is not None:
-                for row in rows:
-                    value = row[name]
-                    if value is not None:
-                        row[name] = conv(value)
-        return rows
+        if packed:  # one row: the rows' JSON, then the scalars
+            text, *tail = execute(packed, params).fetchone()
+            if text is None or text == "[]":  # no row (group_concat, json_group_array)
+                return [], None
+            return _from_json(text, columns, shown), tail
+        text_uuids = text_ids and not is_sqlite()
+        cursor = execute(sql, params, text_uuids)
+        raw = cursor.fetchall()
+        if packed is None:  # until decided: label -> converter, then whether one step does
+            labels = [d[0] for d in cursor.description]
+            by_column = {f.column_name: f for f in model._meta.sorted_fields}
+            columns = hit[2] = columns or [
+                (label, None if text_uuids and _is_uuid(by_column.get(label))
+                 else _converter(by_column.get(label), text_ids))
+                for label in labels[:len(labels) - scalars]]
+            if raw:  # decided once, on a first result
+                hit[3] = is_sqlite() and _one_step(
+                    sql, [(label, by_column.get(label)) for label in labels], raw, scalars,
+                    split=shown is not None)
+        if not raw:
+            return [], None
+        return _from_driver(raw, columns, scalars, shown), list(raw[0][len(columns):])
 
     def row(self, *args, shape=()):
         """The first row as the driver returns it (no conversion), or None."""
@@ -138,3 +192,45 @@ class Compiled:
     def scalar(self, *args, shape=()):
         sql, order, *_ = self._render(shape, len(args))
         return execute(sql, [args[i] for i in order]).fetchone()[0]
+
+
+def _converted(rows, columns):
+    """The rows (dicts), their values converted by the columns' converters: column
+    by column, since most columns need nothing."""
+    for name, conv in columns:
+        if conv is not None:
+            for row in rows:
+                value = row[name]
+                if value is not None:
+                    row[name] = conv(value)
+    return rows
+
+
+def _from_json(text, columns, shown):
+    """Rows from SQLite's one step (_one_step): a JSON array of them or, with
+    `shown`, their JSON objects joined by _RS, each the key of its entry."""
+    if shown is None:
+        return _converted(orjson.loads(text), columns)
+    parts = text.split(_RS)
+    entries = list(map(shown.seen.get, parts))
+    for i, entry in enumerate(entries):
+        if entry is None:  # a row not shown before, or changed since
+            entries[i] = shown.add(parts[i], _converted([orjson.loads(parts[i])], columns)[0])
+    return entries
+
+
+def _from_driver(raw, columns, scalars, shown):
+    """Rows from the driver's tuples (their last `scalars` values left out): dicts
+    or, with `shown`, entries keyed by the row's values."""
+    names = [name for name, _ in columns]
+    n = len(names)
+    if shown is None:
+        return _converted([dict(zip(names, row[:n], strict=True)) for row in raw], columns)
+    entries = []
+    for row in raw:
+        key = row[:n] if scalars else row
+        entry = shown.seen.get(key)
+        if entry is None:
+            entry = shown.add(key, _converted([dict(zip(names, key, strict=True))], columns)[0])
+        entries.append(entry)
+    return entries

@@ -9,7 +9,7 @@ from itsdangerous import BadSignature
 from peewee import fn
 
 from control_plane import security
-from control_plane.compiled import Compiled
+from control_plane.compiled import Compiled, Rendered
 from control_plane.errors import InvalidCursor
 
 _TOTAL = "_berth_total"  # the page statement's column for the list's total
@@ -62,34 +62,41 @@ class CursorList:
             query = query.select_extend(also(also_param).alias(_ALSO))
         return query.order_by(*order).limit(limit)
 
-    def page(self, *params, shape=(), limit, cursor, also=None):
-        """Returns (rows as dicts, ids as text, {"has_more", "next_cursor", "total"}).
+    def page(self, *params, shape=(), limit, cursor, also=None, shown=None):
+        """Returns (rows, {"has_more", "next_cursor", "total"}): the rows as dicts,
+        ids as text, or with `shown` (a compiled.Shown) in their JSON form
+        (compiled.Rendered).
 
         `also`: (build, param, receive), a scalar query `build(param)` read as a
         column of the page's own statement (no round trip of its own); `receive`
         gets its value, unless the page is empty."""
-        fingerprint = hashlib.sha256(repr((shape, params)).encode()).hexdigest()[:16]
-        after = self._decode(cursor, fingerprint) if cursor else ()
+        after = self._decode(cursor, self._fingerprint(shape, params)) if cursor else ()
         build, param, receive = also if also is not None else (None, None, None)
-        rows = self._page.dicts(self.model, *params, *after, *((param,) if build else ()),
-                                limit + 1, shape=(shape, bool(after), build), text_ids=True)
-        if rows:
-            total = rows[0][_TOTAL]
+        rows, scalars = self._page.listed(
+            self.model, *params, *after, *((param,) if build else ()), limit + 1,
+            shape=(shape, bool(after), build), scalars=2 if build else 1, shown=shown)
+        if scalars is not None:
+            total = scalars[0]
             if build is not None:
-                receive(rows[0][_ALSO])
-            for row in rows:
-                del row[_TOTAL]
-                row.pop(_ALSO, None)
+                receive(scalars[1])
         else:  # nothing matches at all, or nothing after the cursor
             total = self._count.scalar(*params, shape=shape) if after else 0
         has_more = len(rows) > limit
         rows = rows[:limit]
         next_cursor = None
         if has_more:
-            last = rows[-1]
+            last = rows[-1] if shown is None else rows[-1][1]
             next_cursor = security.signer(f"cursor:{self.name}").dumps(
-                [last["created_at"].isoformat(), last["id"].replace("-", ""), fingerprint])
+                [last["created_at"].isoformat(), last["id"].replace("-", ""),
+                 self._fingerprint(shape, params)])
+        if shown is not None:
+            rows = Rendered(json for json, _ in rows)
         return rows, {"has_more": has_more, "next_cursor": next_cursor, "total": total}
+
+    @staticmethod
+    def _fingerprint(shape, params):
+        """What a cursor is signed for besides its list: the filter values."""
+        return hashlib.sha256(repr((shape, params)).encode()).hexdigest()[:16]
 
     def _decode(self, cursor, fingerprint):
         try:

@@ -4,8 +4,10 @@ import datetime as dt
 import operator
 
 import marshmallow as ma
+import orjson
 
 from control_plane import git_rules, states, url_forms
+from control_plane.compiled import Rendered, Shown
 
 
 class Schema(ma.Schema):
@@ -22,6 +24,8 @@ class Schema(ma.Schema):
         return super().get_attribute(obj, attr, default)
 
     def _serialize(self, obj, *, many=False):
+        if type(obj) is Rendered:  # shown by this schema already (`shown`)
+            return obj
         plan = self.__dict__.get("_dump_plan")
         if plan is None:
             fields = [
@@ -93,6 +97,13 @@ class Schema(ma.Schema):
             out[key] = (value if type(value) in unchanged
                         else field._serialize(value, attr, obj))
         return out
+
+
+def shown(schema):
+    """A list's rows as `schema` shows them, each distinct row rendered once
+    (compiled.Shown): for a list whose page passes it on (CursorList.page)."""
+    one = schema()
+    return Shown(lambda row: orjson.dumps(one.dump(row)))
 
 
 def _unchanged_types(field):

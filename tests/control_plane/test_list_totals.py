@@ -62,3 +62,19 @@ def test_total_of_another_list(client, world):
         assert meta["total"] == total
         seen += len(data)
     assert seen == total
+
+
+def test_an_empty_page_read_by_a_statement_that_has_found_rows(client, world):
+    """Once a page's statement has found rows (SQLite then reads them in one step,
+    compiled.Compiled), a page with none is still empty with a total of 0: the
+    servers list (rows as dicts) and the projects list (rows rendered once)."""
+    full, empty = world.org(), world.org()
+    world.project(full, world.server(full))
+    raw, _ = world.key(full, "read_only")
+    none_raw, _ = world.key(empty, "read_only")
+    nothing = {"data": [], "pagination": {"has_more": False, "next_cursor": None, "total": 0}}
+    for path in (f"{P}/servers", f"{P}/projects"):
+        for _ in range(2):
+            assert page(client, raw, path)[1]["total"] >= 1
+            r = client.get(path, headers=auth(none_raw))
+            assert (r.status_code, r.json) == (200, nothing), path

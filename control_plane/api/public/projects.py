@@ -5,7 +5,15 @@ from flask import request
 from flask.views import MethodView
 
 from control_plane.api.auth import current_key, key_checked_by_page
-from control_plane.api.fields import Branch, Name, RedactedUrl, RepoUrl, Schema, UTCDateTime
+from control_plane.api.fields import (
+    Branch,
+    Name,
+    RedactedUrl,
+    RepoUrl,
+    Schema,
+    UTCDateTime,
+    shown,
+)
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import (
@@ -57,6 +65,7 @@ class ProjectUpdateSchema(ma.Schema):
 
 
 ProjectPage = cursor_page_schema(ProjectSchema, "ProjectPage")
+SHOWN = shown(ProjectSchema)  # a row's JSON depends on the row alone
 
 
 @blp.route("/projects")
@@ -66,7 +75,7 @@ class Projects(MethodView):
     @blp.response(200, ProjectPage)
     def get(self, args):
         """List the active projects the key can see (oldest first)."""
-        rows, meta = svc.list_projects(current_key(), **args)
+        rows, meta = svc.list_projects(current_key(), shown=SHOWN, **args)
         return {"data": rows, "pagination": meta}
 
     @idempotent

@@ -19,13 +19,14 @@ def require_org_scope(key, message="This needs an organization-scoped key."):
         raise OrgScopeRequired(message)
 
 
-def scoped_page(listing, key, *, limit, cursor):
+def scoped_page(listing, key, *, limit, cursor, shown=None):
     """A page of `listing` (a CursorList whose query takes the organization and,
-    in its "project" shape, the project) as the key may see it. When the request
-    deferred its key check (keys.KeyCache), the page's statement re-reads the
-    key's row as well."""
+    in its "project" shape, the project) as the key may see it; `shown`: see
+    CursorList.page. When the request deferred its key check (keys.KeyCache), the
+    page's statement re-reads the key's row as well."""
     params, shape = ((key.organization_id.hex, key.project_id.hex), ("project",)) \
         if key.project_scoped else ((key.organization_id.hex,), ())
     digest = keys.unchecked_digest()
     also = (keys.fingerprint_query, digest, keys.settle) if digest is not None else None
-    return listing.page(*params, shape=shape, limit=limit, cursor=cursor, also=also)
+    return listing.page(*params, shape=shape, limit=limit, cursor=cursor, also=also,
+                        shown=shown)

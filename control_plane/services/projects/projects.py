@@ -31,8 +31,8 @@ def _listed(org, *project, shape):
 PROJECTS = CursorList("projects", Project, _listed, newest_first=False)
 
 
-def list_projects(key, *, limit, cursor):
-    return scoped_page(PROJECTS, key, limit=limit, cursor=cursor)
+def list_projects(key, *, limit, cursor, shown=None):
+    return scoped_page(PROJECTS, key, limit=limit, cursor=cursor, shown=shown)
 
 
 def get_project(key, project_id):
