@@ -3,6 +3,8 @@ paging itself is control_plane.pagination)."""
 
 import marshmallow as ma
 
+from control_plane.api.fields import Schema
+
 # --- query-string schemas -------------------------------------------------
 
 
@@ -23,14 +25,15 @@ def offset_args(default_limit):
     return OffsetArgs
 
 
-class CursorMeta(ma.Schema):
+class CursorMeta(Schema):
     has_more = ma.fields.Boolean(required=True)
     next_cursor = ma.fields.String(allow_none=True, required=True)
     total = ma.fields.Integer(required=True)
 
 
 def cursor_page_schema(item_schema, name):
-    return type(name, (ma.Schema,), {
+    # api.fields.Schema, as the items': every list request dumps a page.
+    return type(name, (Schema,), {
         # Nested many, not List(Nested): one dump of all rows, not one per row.
         "data": ma.fields.Nested(item_schema, many=True, required=True),
         "pagination": ma.fields.Nested(CursorMeta, required=True),
