@@ -214,8 +214,8 @@ def _from_json(text, columns, shown):
     parts = text.split(_RS)
     entries = list(map(shown.seen.get, parts))
     for i, entry in enumerate(entries):
-        if entry is None:  # a row not shown before, or changed since
-            entries[i] = shown.add(parts[i], _converted([orjson.loads(parts[i])], columns)[0])
+        if entry is None:
+            entries[i] = _first_shown(shown, parts[i], orjson.loads(parts[i]), columns)
     return entries
 
 
@@ -231,6 +231,11 @@ def _from_driver(raw, columns, scalars, shown):
         key = row[:n] if scalars else row
         entry = shown.seen.get(key)
         if entry is None:
-            entry = shown.add(key, _converted([dict(zip(names, key, strict=True))], columns)[0])
+            entry = _first_shown(shown, key, dict(zip(names, key, strict=True)), columns)
         entries.append(entry)
     return entries
+
+
+def _first_shown(shown, key, row, columns):
+    """A row not shown before, or changed since: converted, rendered, remembered."""
+    return shown.add(key, _converted([row], columns)[0])
