@@ -12,7 +12,9 @@ text-like files and half random ones, sizes spread log-uniformly from 2 KB to
 `pg_database_size` reaches the target.
 
 Each round (the order of Berth and baseline alternates between rounds; the
-machine is shared):
+machine is shared; before each operation, untimed, the writes the one before left
+to the kernel are put on disk and PostgreSQL takes a checkpoint, so that none
+pays for another's: the baseline leaves about a gigabyte to the writeback):
   berth backup    - `POST /api/v1/environments/{id}/backups` on the operations
                     surface until the backup is `completed`: the agent's pg_dump
                     streamed over the engine socket, tar | zstd of the filestore,
@@ -159,6 +161,14 @@ class BackupBench(Bench):
             raise SystemExit(f"psql failed: {out.output.decode(errors='replace')}")
         return out.output.decode().strip()
 
+    def settle(self):
+        """Before each measured operation, Berth's or the baseline's, untimed: the
+        writes the one before left to the kernel put on disk and PostgreSQL's
+        checkpoint taken, so that none pays for another's deferred writes (the
+        baseline's unpack and pg_restore leave about a gigabyte to the writeback)."""
+        self.psql("CHECKPOINT")
+        os.sync()
+
     def sh(self, script):
         """A shell script in the PostgreSQL container, as the postgres user's peer."""
         out = self.db_container.exec_run(["sh", "-c", script])
@@ -233,6 +243,8 @@ class BackupBench(Bench):
         return result, took, (peak[0] - before) / MB
 
     def berth_backup(self):
+        self.settle()
+
         def run():
             backup = self._ops("POST", f"/environments/{self.env_id}/backups",
                                json={"comment": "benchmark"})
@@ -263,6 +275,8 @@ class BackupBench(Bench):
         return None
 
     def berth_restore(self, backup_id):
+        self.settle()
+
         def run():
             task = self._ops("POST", f"/environments/{self.env_id}/restore",
                              json={"backup_id": backup_id})
@@ -306,6 +320,7 @@ class BackupBench(Bench):
     # --- baseline ------------------------------------------------------------------
 
     def baseline_backup(self, out):
+        self.settle()
         machine_cpu.mark()
         started = time.perf_counter()
         self.sh("pg_dump -Fc -U odoo odoo > /tmp/bench.dump")
@@ -319,6 +334,7 @@ class BackupBench(Bench):
         target = out / "restored"
         shutil.rmtree(target, ignore_errors=True)
         self.sh("dropdb -U odoo --if-exists bench_copy")
+        self.settle()
         started = time.perf_counter()
         machine_cpu.mark()
         target.mkdir()
