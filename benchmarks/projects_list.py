@@ -12,10 +12,13 @@ when any database FAILs. Each round and each summary also print what a request
 cost the server process (CPU and context switches of all its threads, from
 /proc) and, on a throwaway PostgreSQL cluster, its backends' CPU; the run starts
 by printing the machine's load average, since the target must hold on a shared
-machine too.
+machine too. Before the timed rounds each app serves an untimed warm-up round
+(--warmup seconds): a server's first seconds (its caches filling, its first full
+garbage collection) are not its steady state, and without it Berth's first round,
+always the first of the run, also took whatever the machine was still finishing.
 
     python benchmarks/projects_list.py [--database sqlite|postgres|both] [--rounds 3]
-                                       [--seconds 5] [--concurrency 8]
+                                       [--seconds 5] [--concurrency 8] [--warmup 3]
 """
 
 import argparse
@@ -329,9 +332,12 @@ def bench_database(args, database, url, postmaster=None):
     server's pid, when it is known (its backends' CPU is counted too)."""
     conc = args.concurrency
     cap = math.ceil(args.seconds * MAX_RATE / conc)  # timed requests per thread per round
-    # Each thread rotates through its own keys, round i from index i * (WARMUP + cap): over
-    # the run no key is sent more than KEY_BUDGET requests, so Berth never answers 429.
-    keys_per_thread = math.ceil(args.rounds * (WARMUP + cap) / KEY_BUDGET)
+    warm_cap = math.ceil(args.warmup * MAX_RATE / conc)
+    # Each thread rotates through its own keys, the warm-up first, then round i from index
+    # warm + i * (WARMUP + cap): over the run no key is sent more than KEY_BUDGET requests,
+    # so Berth never answers 429.
+    warm = WARMUP + warm_cap if args.warmup > 0 else 0
+    keys_per_thread = math.ceil((warm + args.rounds * (WARMUP + cap)) / KEY_BUDGET)
     ctx = multiprocessing.get_context("spawn")  # clients share no state with this process
     tmp = tempfile.mkdtemp(prefix="berth-bench-")
     # The URL reaches the servers in their environment, never in argv.
@@ -360,13 +366,16 @@ def bench_database(args, database, url, postmaster=None):
             conn.close()
             assert resp.status == 200 and len(body["data"]) == N_PROJECTS, (kind, body)
 
+        if warm:  # untimed, Berth first as in the first round
+            for kind, path in PATHS.items():
+                run_round(ctx, ports[kind], path, key_slices, 0, warm_cap, args.warmup)
         rounds = {kind: [] for kind in PATHS}
         for i in range(args.rounds):
             # Alternate which app goes first, so neither always runs on a warmer box.
             order = list(PATHS) if i % 2 == 0 else list(PATHS)[::-1]
             for kind in order:
                 r, cost = meters[kind].measure(run_round, ctx, ports[kind], PATHS[kind],
-                                               key_slices, i * (WARMUP + cap), cap,
+                                               key_slices, warm + i * (WARMUP + cap), cap,
                                                args.seconds)
                 rounds[kind].append((r, cost))
                 print(f"{database} round {i + 1} {line(kind, r)}{cost_text(cost)}",
@@ -419,6 +428,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0, help="per round")
     parser.add_argument("--concurrency", type=int, default=8, help="client threads in all")
+    parser.add_argument("--warmup", type=float, default=3.0,
+                        help="seconds of untimed load per app before the rounds (0: none)")
     parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
