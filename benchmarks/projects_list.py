@@ -5,8 +5,11 @@ server (control_plane.server.run_http, same thread count), each in its own
 process: on SQLite (one file), on PostgreSQL (a throwaway cluster, or an empty
 database at --postgres-url / CP_BENCH_POSTGRES_URL), or both, one after the
 other. The bare app runs the same query on one driver connection per thread
-(sqlite3, psycopg2). Rounds alternate between the two apps so that a noisy
-machine hurts both alike; the median round of each is reported, with PASS/FAIL
+(sqlite3, psycopg2). Each round gives each app --seconds of load in --slices
+slices, the apps taking turns slice by slice (one second each by default), so that
+a noisy machine hurts both alike: a noisy spell of a few seconds falls on both
+apps' slices, where it fell on one app's whole round when the apps took turns
+round by round. The median round of each is reported, with PASS/FAIL
 against the target (Berth at least 0.75 of the bare app's throughput). Exits 1
 when any database FAILs. Each round and each summary also print what a request
 cost the server process (CPU and context switches of all its threads, from
@@ -18,7 +21,8 @@ garbage collection) are not its steady state, and without it Berth's first round
 always the first of the run, also took whatever the machine was still finishing.
 
     python benchmarks/projects_list.py [--database sqlite|postgres|both] [--rounds 3]
-                                       [--seconds 5] [--concurrency 8] [--warmup 3]
+                                       [--seconds 5] [--slices 5] [--concurrency 8]
+                                       [--warmup 3]
 """
 
 import argparse
@@ -43,7 +47,7 @@ TARGET = 0.75
 SECRET = "bench"
 N_PROJECTS = 20
 CLIENT_PROCS = 2  # the load generator's own GIL must not be the bottleneck
-WARMUP = 10  # requests per client thread before each round is timed
+WARMUP = 10  # requests per client thread before each slice is timed
 MAX_RATE = 2000  # req/s: a round also stops at seconds * MAX_RATE requests
 KEY_BUDGET = 100  # requests per read-only key over the whole run (limit: 120/60 s)
 PATHS = {"berth": "/api/public/v1/projects", "bare": "/projects"}
@@ -197,16 +201,18 @@ class Meter:
         return (*proc_usage([self.server]), db)
 
     def measure(self, run, *args):
-        """Runs run(*args) (a round: run_round's result); returns (that result, the
-        server's cost per request: CPU seconds, context switches, database CPU)."""
+        """Runs run(*args) (a slice: run_slice's result); returns (that result, what
+        the server used meanwhile: CPU seconds, context switches, database CPU)."""
         before = self.read()
         r = run(*args)
         after = self.read()
-        n = r[4]  # every request the server answered in the round, warm-up included
-        cpu = (after[0] - before[0]) / n
-        cs = (after[1] - before[1]) / n
-        db = (after[2] - before[2]) / n if before[2] is not None else None
-        return r, (cpu, cs, db)
+        return r, tuple(None if b is None else a - b for a, b in zip(after, before, strict=True))
+
+
+def per_request(used, n):
+    """A round's use (summed over its slices) per request the server answered in
+    it, the slices' untimed first requests included."""
+    return tuple(None if u is None else u / n for u in used)
 
 
 def cost_text(cost):
@@ -282,9 +288,9 @@ def client_proc(port, path, key_slices, offset, cap, seconds, barrier, out):
         out.put(list(pool.map(worker, key_slices)))
 
 
-def run_round(ctx, port, path, key_slices, offset, cap, seconds):
-    """Returns (req/s, p50 ms, p99 ms, status counts, requests sent in all) for one
-    timed round (the last counts the warm-up requests too: the server answered them)."""
+def run_slice(ctx, port, path, key_slices, offset, cap, seconds):
+    """One stretch of load: (latencies, status counts, seconds timed, requests sent in
+    all: the untimed first ones too, the server answered them)."""
     barrier = ctx.Barrier(len(key_slices) + 1)
     out = ctx.Queue()
     procs = [ctx.Process(target=client_proc,
@@ -302,10 +308,16 @@ def run_round(ctx, port, path, key_slices, offset, cap, seconds):
             if p.is_alive():
                 p.terminate()
     lat = [x for r in results for x in r[0]]
-    statuses = sum((r[1] for r in results), Counter())
-    q = statistics.quantiles(lat, n=100, method="inclusive")
-    return (len(lat) / max(r[2] for r in results), q[49] * 1000, q[98] * 1000, statuses,
+    return (lat, sum((r[1] for r in results), Counter()), max(r[2] for r in results),
             len(lat) + WARMUP * len(key_slices))
+
+
+def summary(slices):
+    """(req/s, p50 ms, p99 ms, status counts, requests sent) of a round's slices."""
+    lat = [x for s in slices for x in s[0]]
+    q = statistics.quantiles(lat, n=100, method="inclusive")
+    return (len(lat) / sum(s[2] for s in slices), q[49] * 1000, q[98] * 1000,
+            sum((s[1] for s in slices), Counter()), sum(s[3] for s in slices))
 
 
 def line(name, r):
@@ -331,13 +343,15 @@ def bench_database(args, database, url, postmaster=None):
     each a (round result, per-request cost) pair. `postmaster`: the PostgreSQL
     server's pid, when it is known (its backends' CPU is counted too)."""
     conc = args.concurrency
-    cap = math.ceil(args.seconds * MAX_RATE / conc)  # timed requests per thread per round
+    seconds = args.seconds / args.slices
+    cap = math.ceil(seconds * MAX_RATE / conc)  # timed requests per thread per slice
     warm_cap = math.ceil(args.warmup * MAX_RATE / conc)
-    # Each thread rotates through its own keys, the warm-up first, then round i from index
-    # warm + i * (WARMUP + cap): over the run no key is sent more than KEY_BUDGET requests,
-    # so Berth never answers 429.
+    # Each thread rotates through its own keys, the warm-up first, then slice after slice,
+    # each WARMUP + cap further on: over the run no key is sent more than KEY_BUDGET
+    # requests, so Berth never answers 429.
     warm = WARMUP + warm_cap if args.warmup > 0 else 0
-    keys_per_thread = math.ceil((warm + args.rounds * (WARMUP + cap)) / KEY_BUDGET)
+    keys_per_thread = math.ceil((warm + args.rounds * args.slices * (WARMUP + cap))
+                                / KEY_BUDGET)
     ctx = multiprocessing.get_context("spawn")  # clients share no state with this process
     tmp = tempfile.mkdtemp(prefix="berth-bench-")
     # The URL reaches the servers in their environment, never in argv.
@@ -366,17 +380,27 @@ def bench_database(args, database, url, postmaster=None):
             conn.close()
             assert resp.status == 200 and len(body["data"]) == N_PROJECTS, (kind, body)
 
-        if warm:  # untimed, Berth first as in the first round
+        if warm:  # untimed
             for kind, path in PATHS.items():
-                run_round(ctx, ports[kind], path, key_slices, 0, warm_cap, args.warmup)
+                run_slice(ctx, ports[kind], path, key_slices, 0, warm_cap, args.warmup)
         rounds = {kind: [] for kind in PATHS}
+        offset = warm
         for i in range(args.rounds):
-            # Alternate which app goes first, so neither always runs on a warmer box.
-            order = list(PATHS) if i % 2 == 0 else list(PATHS)[::-1]
-            for kind in order:
-                r, cost = meters[kind].measure(run_round, ctx, ports[kind], PATHS[kind],
-                                               key_slices, warm + i * (WARMUP + cap), cap,
-                                               args.seconds)
+            parts = {kind: [] for kind in PATHS}
+            used = {kind: [] for kind in PATHS}
+            for j in range(args.slices):
+                # Alternate which app goes first, so neither always runs on a warmer box.
+                order = list(PATHS) if (i * args.slices + j) % 2 == 0 else list(PATHS)[::-1]
+                for kind in order:
+                    part, use = meters[kind].measure(run_slice, ctx, ports[kind], PATHS[kind],
+                                                     key_slices, offset, cap, seconds)
+                    parts[kind].append(part)
+                    used[kind].append(use)
+                offset += WARMUP + cap
+            for kind in PATHS:
+                r = summary(parts[kind])
+                total = [None if None in u else sum(u) for u in zip(*used[kind], strict=True)]
+                cost = per_request(total, r[4])
                 rounds[kind].append((r, cost))
                 print(f"{database} round {i + 1} {line(kind, r)}{cost_text(cost)}",
                       flush=True)
@@ -413,7 +437,8 @@ def report(database, args, rounds, load):
     if any(bad.values()):
         verdict = f"INVALID RUN (non-200 responses: {bad})"
     print(f"\nGET /api/public/v1/projects on {database}, {N_PROJECTS} rows, concurrency "
-          f"{args.concurrency}, median of {args.rounds} rounds x {args.seconds:g} s; {load}")
+          f"{args.concurrency}, median of {args.rounds} rounds x {args.seconds:g} s "
+          f"(in {args.slices} turns); {load}")
     for kind in PATHS:  # the server's figures: the median of the rounds' own
         print(line(kind, med[kind]) + cost_text(cost[kind]))
     print(f"ratio  : {ratio:.2f} (target >= {TARGET:.2f}) {verdict}", flush=True)
@@ -426,13 +451,17 @@ def main():
     parser.add_argument("--postgres-url", default=os.environ.get("CP_BENCH_POSTGRES_URL"),
                         help="an empty database (default: a throwaway cluster)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=5.0, help="per round")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per round and app")
+    parser.add_argument("--slices", type=int, default=5,
+                        help="turns each app takes in a round (the apps alternate)")
     parser.add_argument("--concurrency", type=int, default=8, help="client threads in all")
     parser.add_argument("--warmup", type=float, default=3.0,
                         help="seconds of untimed load per app before the rounds (0: none)")
     parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.slices < 1:
+        parser.error("--slices must be at least 1")
     if args.serve:
         serve(args.serve, args.data_dir)  # a server subprocess, see start_server
         return 0
