@@ -48,7 +48,7 @@ SECRET = "bench"
 N_PROJECTS = 20
 CLIENT_PROCS = 2  # the load generator's own GIL must not be the bottleneck
 WARMUP = 10  # requests per client thread before each slice is timed
-MAX_RATE = 2000  # req/s: a round also stops at seconds * MAX_RATE requests
+MAX_RATE = 2000  # req/s: a stretch of load also stops at seconds * MAX_RATE requests
 KEY_BUDGET = 100  # requests per read-only key over the whole run (limit: 120/60 s)
 PATHS = {"berth": "/api/public/v1/projects", "bare": "/projects"}
 
@@ -200,18 +200,23 @@ class Meter:
               if self.postmaster is not None else None)
         return (*proc_usage([self.server]), db)
 
-    def measure(self, run, *args):
-        """Runs run(*args) (a slice: run_slice's result); returns (that result, what
-        the server used meanwhile: CPU seconds, context switches, database CPU)."""
+    def used(self, run, *args):
+        """Runs run(*args); returns (its result, what the server used meanwhile: CPU
+        seconds, context switches, database CPU)."""
         before = self.read()
         r = run(*args)
         after = self.read()
         return r, tuple(None if b is None else a - b for a, b in zip(after, before, strict=True))
 
+    def measure(self, run, *args):
+        """Runs run(*args) (a round: run_round's result); returns (that result, the
+        server's cost per request)."""
+        r, used = self.used(run, *args)
+        return r, per_request(used, r[4])
+
 
 def per_request(used, n):
-    """A round's use (summed over its slices) per request the server answered in
-    it, the slices' untimed first requests included."""
+    """What a server used, per request it answered (the untimed first ones too)."""
     return tuple(None if u is None else u / n for u in used)
 
 
@@ -312,6 +317,11 @@ def run_slice(ctx, port, path, key_slices, offset, cap, seconds):
             len(lat) + WARMUP * len(key_slices))
 
 
+def run_round(ctx, port, path, key_slices, offset, cap, seconds):
+    """One stretch of load, summed up (see summary)."""
+    return summary([run_slice(ctx, port, path, key_slices, offset, cap, seconds)])
+
+
 def summary(slices):
     """(req/s, p50 ms, p99 ms, status counts, requests sent) of a round's slices."""
     lat = [x for s in slices for x in s[0]]
@@ -392,8 +402,8 @@ def bench_database(args, database, url, postmaster=None):
                 # Alternate which app goes first, so neither always runs on a warmer box.
                 order = list(PATHS) if (i * args.slices + j) % 2 == 0 else list(PATHS)[::-1]
                 for kind in order:
-                    part, use = meters[kind].measure(run_slice, ctx, ports[kind], PATHS[kind],
-                                                     key_slices, offset, cap, seconds)
+                    part, use = meters[kind].used(run_slice, ctx, ports[kind], PATHS[kind],
+                                                  key_slices, offset, cap, seconds)
                     parts[kind].append(part)
                     used[kind].append(use)
                 offset += WARMUP + cap
