@@ -4,16 +4,16 @@ Redis when CP_REDIS_URL is set (every web process then sees one count).
 One mechanism serves the per-key limits and the per-target ones (metrics,
 runtime logs, webhook mutations): `hit(limit, namespace, *ids)`."""
 
-import bisect
 import logging
 import math
 import threading
 import time
+from collections import deque
 from typing import NamedTuple
 
 from limits import RateLimitItemPerMinute, storage, strategies
 from limits.errors import StorageError
-from limits.storage.memory import Entry, MemoryStorage
+from limits.storage.memory import MemoryStorage
 
 from control_plane.errors import RateLimited, TargetRateLimited
 
@@ -34,34 +34,73 @@ class WindowState(NamedTuple):  # built on every request: a tuple is the cheapes
 
 
 class _MemoryStorage(MemoryStorage):
-    """limits' memory storage starts a new 10 ms expiry-sweep thread whenever the
-    previous one has finished: under load, a thread start per request. The sweep
-    only frees memory (counting reads timestamps), so once a second is plenty."""
+    """limits' memory storage, its moving windows kept as each key's hit times
+    (floats, oldest first) under one lock. limits' own keeps an object per hit and
+    a lock per key, and searches the window on every hit: a list request's key hit
+    cost ~20 µs of its ~370 µs of server CPU that way, ~2 this way. limits'
+    strategies (test, get_window_stats, hit) read the same windows through
+    acquire_entry and get_moving_window; its fixed-window counters are its own.
 
-    _checked_at = 0.0
+    A hit time counts while it is later than `now - expiry`. Keys whose last hit
+    has left its window are dropped every SWEEP_SECONDS, on a hit: no thread."""
 
-    def _MemoryStorage__schedule_expiry(self):
-        now = time.monotonic()
-        if now - self._checked_at < 1.0:
-            return
-        self._checked_at = now
-        if not self.timer.is_alive():
-            self.timer = threading.Timer(1.0, self._MemoryStorage__expire_events)
-            self.timer.daemon = True
-            self.timer.start()
+    SWEEP_SECONDS = 10.0
 
-    def hit_with_window(self, key, limit, expiry):
-        """limits' acquire_entry and get_moving_window (a hit of one) in one call
-        under one lock: (allowed, window start, entries in the window)."""
-        self._MemoryStorage__schedule_expiry()
-        with self.locks[key]:
-            events = self.events.setdefault(key, [])
-            now = time.time()
-            allowed = not (len(events) >= limit and events[limit - 1].atime >= now - expiry)
+    def __init__(self):
+        super().__init__()
+        self._windows = {}  # key -> (hit times, oldest first; the key's expiry)
+        self._lock = threading.Lock()
+        self._swept_at = time.monotonic()
+
+    def _window(self, key, now, expiry):
+        """The key's hit times still in its window (the caller holds the lock)."""
+        entry = self._windows.get(key)
+        if entry is None:
+            entry = self._windows[key] = (deque(), expiry)
+        window, cutoff = entry[0], now - expiry
+        while window and window[0] <= cutoff:
+            window.popleft()
+        return window
+
+    def _sweep(self, now):
+        self._swept_at = time.monotonic()
+        idle = [key for key, (window, expiry) in self._windows.items()
+                if not window or window[-1] <= now - expiry]
+        for key in idle:
+            del self._windows[key]
+
+    def hit_with_window(self, key, limit, expiry, amount=1):
+        """acquire_entry and get_moving_window in one call under the lock: (allowed,
+        the window's start, hits in the window)."""
+        now = time.time()
+        with self._lock:
+            if time.monotonic() - self._swept_at >= self.SWEEP_SECONDS:
+                self._sweep(now)
+            window = self._window(key, now, expiry)
+            allowed = amount <= limit and len(window) + amount <= limit
             if allowed:
-                events.insert(0, Entry(expiry))
-            count = bisect.bisect_left(events, -(now - expiry), key=lambda e: -e.atime)
-            return allowed, (events[count - 1].atime if count else now), count
+                window.extend([now] * amount)
+            return allowed, (window[0] if window else now), len(window)
+
+    def acquire_entry(self, key, limit, expiry, amount=1):
+        return self.hit_with_window(key, limit, expiry, amount)[0]
+
+    def get_moving_window(self, key, limit, expiry):
+        now = time.time()
+        with self._lock:
+            window = self._window(key, now, expiry)
+            return (window[0], len(window)) if window else (now, 0)
+
+    def clear(self, key):
+        with self._lock:
+            self._windows.pop(key, None)
+        super().clear(key)
+
+    def reset(self):
+        with self._lock:
+            count = len(self._windows)
+            self._windows.clear()
+        return max(count, super().reset() or 0)
 
 
 class RateLimiter:

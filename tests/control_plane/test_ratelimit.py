@@ -1,5 +1,7 @@
 """Per-key rate limits (spec: Limits, rate-limit headers), memory and Redis storage."""
 
+import time
+
 import pytest
 
 from control_plane import migrate
@@ -87,3 +89,40 @@ def test_target_limits_contract(limiter):
     # Other targets and namespaces count separately.
     assert limiter.hit_target(six, "metrics:env", "env-2").remaining == 5
     assert limiter.hit_target(six, "metrics:server", "env-1").remaining == 5
+
+
+def test_a_hit_leaves_the_moving_window_after_it(limiter):
+    """Counted in a moving window: a hit frees its slot when its window has passed,
+    and limits' own strategy (hit_all's test) reads the same count."""
+    from limits import RateLimitItemPerSecond
+
+    from control_plane.errors import RateLimited
+
+    two = RateLimitItemPerSecond(2)
+    assert [limiter.hit(two, "window", "k").remaining for _ in range(2)] == [1, 0]
+    with pytest.raises(RateLimited):
+        limiter.hit(two, "window", "k")
+    assert not limiter.strategy.test(two, "window", "k")
+    assert limiter.strategy.get_window_stats(two, "window", "k").remaining == 0
+    time.sleep(1.1)
+    assert limiter.strategy.test(two, "window", "k")
+    assert limiter.hit(two, "window", "k").remaining == 1
+    assert limiter.strategy.hit(two, "window", "k")  # limits' own hit counts there too
+    assert not limiter.strategy.test(two, "window", "k")
+
+
+def test_memory_windows_of_idle_keys_are_dropped():
+    """In-process counting keeps no key whose last hit has left its window."""
+    from limits import RateLimitItemPerSecond
+
+    from control_plane.ratelimit import RateLimiter
+
+    limiter = RateLimiter()
+    limiter.storage.SWEEP_SECONDS = 0.0  # sweep on every hit
+    five = RateLimitItemPerSecond(5)
+    for i in range(50):
+        limiter.hit(five, "idle", str(i))
+    assert len(limiter.storage._windows) == 50
+    time.sleep(1.1)
+    assert limiter.hit(five, "idle", "fresh").remaining == 4
+    assert list(limiter.storage._windows) == [five.key_for("idle", "fresh")]
