@@ -20,9 +20,18 @@ machine too. Before the timed rounds each app serves an untimed warm-up round
 garbage collection) are not its steady state, and without it Berth's first round,
 always the first of the run, also took whatever the machine was still finishing.
 
+Both servers run on the first CPU the run may use, and the load generators on the
+others (--no-pin: wherever the scheduler puts them; other work on the machine
+shares every CPU either way). A server's threads pass the interpreter lock to each
+other several times a request; spread over two CPUs, each pass wakes a thread on
+the other one, and what a request costs then depends on where the scheduler put
+the threads at that moment: with a core kept busy, a server's CPU per request
+varied by 31-45 µs (standard deviation over 1 s turns) unpinned against 5-17
+pinned, and a run's ratio went wherever the bare app's luck took it.
+
     python benchmarks/projects_list.py [--database sqlite|postgres|both] [--rounds 3]
                                        [--seconds 5] [--slices 5] [--concurrency 8]
-                                       [--warmup 3]
+                                       [--warmup 3] [--no-pin]
 """
 
 import argparse
@@ -108,19 +117,24 @@ def bare_app(data_dir):
     return app
 
 
-def serve(kind, data_dir):
+def serve(kind, data_dir, cpu=None):
     from control_plane.server import run_http
+
+    if cpu is not None:  # before any thread starts: they all inherit it
+        os.sched_setaffinity(0, {cpu})
 
     app = berth_app(data_dir) if kind == "berth" else bare_app(data_dir)
     run_http(app, "127.0.0.1", 0)  # prints the bound port to stderr
 
 
-def start_server(kind, data_dir, env):
-    """Start `--serve kind` in a subprocess; return (process, log file, port)."""
+def start_server(kind, data_dir, env, cpu=None):
+    """Start `--serve kind` in a subprocess (on CPU `cpu` alone, when given); return
+    (process, log file, port)."""
     log = open(os.path.join(data_dir, f"{kind}.log"), "w+")  # closed by the caller
+    where = ["--cpu", str(cpu)] if cpu is not None else []
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", kind,
-                             "--data-dir", data_dir], stdout=subprocess.DEVNULL, stderr=log,
-                            env=env)
+                             "--data-dir", data_dir, *where], stdout=subprocess.DEVNULL,
+                            stderr=log, env=env)
     return proc, log, wait_listening(proc, log, kind, timeout=30)
 
 
@@ -254,8 +268,17 @@ def setup(data_dir, n_keys):
 
 # --- load generator -----------------------------------------------------------
 
-def client_proc(port, path, key_slices, offset, cap, seconds, barrier, out):
+def placement(pin):
+    """(the servers' CPU, the load generators' CPUs), or (None, None) unpinned: with
+    `pin` and at least two CPUs, the servers take the first and the clients the rest."""
+    cpus = sorted(os.sched_getaffinity(0)) if pin and hasattr(os, "sched_getaffinity") else []
+    return (cpus[0], set(cpus[1:])) if len(cpus) >= 2 else (None, None)
+
+
+def client_proc(port, path, key_slices, offset, cap, seconds, barrier, out, cpus=None):
     """One client process: a thread per key slice, each on a keep-alive connection."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     def worker(keys):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         seq = offset  # this round's own stretch of the key rotation (see main)
@@ -293,14 +316,15 @@ def client_proc(port, path, key_slices, offset, cap, seconds, barrier, out):
         out.put(list(pool.map(worker, key_slices)))
 
 
-def run_slice(ctx, port, path, key_slices, offset, cap, seconds):
+def run_slice(ctx, port, path, key_slices, offset, cap, seconds, cpus=None):
     """One stretch of load: (latencies, status counts, seconds timed, requests sent in
-    all: the untimed first ones too, the server answered them)."""
+    all: the untimed first ones too, the server answered them). `cpus`: where the
+    client processes run (see placement)."""
     barrier = ctx.Barrier(len(key_slices) + 1)
     out = ctx.Queue()
     procs = [ctx.Process(target=client_proc,
                          args=(port, path, key_slices[i::CLIENT_PROCS], offset, cap, seconds,
-                               barrier, out))
+                               barrier, out, cpus))
              for i in range(min(CLIENT_PROCS, len(key_slices)))]
     try:
         for p in procs:
@@ -317,9 +341,9 @@ def run_slice(ctx, port, path, key_slices, offset, cap, seconds):
             len(lat) + WARMUP * len(key_slices))
 
 
-def run_round(ctx, port, path, key_slices, offset, cap, seconds):
+def run_round(ctx, port, path, key_slices, offset, cap, seconds, cpus=None):
     """One stretch of load, summed up (see summary)."""
-    return summary([run_slice(ctx, port, path, key_slices, offset, cap, seconds)])
+    return summary([run_slice(ctx, port, path, key_slices, offset, cap, seconds, cpus)])
 
 
 def summary(slices):
@@ -363,6 +387,7 @@ def bench_database(args, database, url, postmaster=None):
     keys_per_thread = math.ceil((warm + args.rounds * args.slices * (WARMUP + cap))
                                 / KEY_BUDGET)
     ctx = multiprocessing.get_context("spawn")  # clients share no state with this process
+    server_cpu, client_cpus = placement(args.pin)
     tmp = tempfile.mkdtemp(prefix="berth-bench-")
     # The URL reaches the servers in their environment, never in argv.
     env = {k: v for k, v in os.environ.items() if k != "CP_DATABASE_URL"}
@@ -379,7 +404,7 @@ def bench_database(args, database, url, postmaster=None):
         key_slices = [ro_keys[i::conc] for i in range(conc)]
         ports, meters = {}, {}
         for kind in PATHS:
-            proc, log, ports[kind] = start_server(kind, tmp, env)
+            proc, log, ports[kind] = start_server(kind, tmp, env, server_cpu)
             servers.append((proc, log))
             meters[kind] = Meter(proc.pid, postmaster)
         for kind, path in PATHS.items():  # both must answer the same 20 rows
@@ -392,7 +417,8 @@ def bench_database(args, database, url, postmaster=None):
 
         if warm:  # untimed
             for kind, path in PATHS.items():
-                run_slice(ctx, ports[kind], path, key_slices, 0, warm_cap, args.warmup)
+                run_slice(ctx, ports[kind], path, key_slices, 0, warm_cap, args.warmup,
+                          client_cpus)
         rounds = {kind: [] for kind in PATHS}
         offset = warm
         for i in range(args.rounds):
@@ -403,7 +429,8 @@ def bench_database(args, database, url, postmaster=None):
                 order = list(PATHS) if (i * args.slices + j) % 2 == 0 else list(PATHS)[::-1]
                 for kind in order:
                     part, use = meters[kind].used(run_slice, ctx, ports[kind], PATHS[kind],
-                                                  key_slices, offset, cap, seconds)
+                                                  key_slices, offset, cap, seconds,
+                                                  client_cpus)
                     parts[kind].append(part)
                     used[kind].append(use)
                 offset += WARMUP + cap
@@ -467,16 +494,23 @@ def main():
     parser.add_argument("--concurrency", type=int, default=8, help="client threads in all")
     parser.add_argument("--warmup", type=float, default=3.0,
                         help="seconds of untimed load per app before the rounds (0: none)")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="let the scheduler place servers and clients (default: the "
+                             "servers on the first CPU, the load generators on the others)")
     parser.add_argument("--serve", choices=PATHS, help=argparse.SUPPRESS)
+    parser.add_argument("--cpu", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.slices < 1:
         parser.error("--slices must be at least 1")
     if args.serve:
-        serve(args.serve, args.data_dir)  # a server subprocess, see start_server
+        serve(args.serve, args.data_dir, args.cpu)  # a server subprocess, see start_server
         return 0
 
-    load = load_line()
+    server_cpu, client_cpus = placement(args.pin)
+    load = load_line() + ("; unpinned" if server_cpu is None else
+                          f"; servers on CPU {server_cpu}, load generators on CPUs "
+                          f"{','.join(map(str, sorted(client_cpus)))}")
     print(load, flush=True)
     results = {}
     if args.database in ("sqlite", "both"):
