@@ -57,7 +57,11 @@ class _MemoryStorage(MemoryStorage):
         entry = self._windows.get(key)
         if entry is None:
             entry = self._windows[key] = (deque(), expiry)
-        window, cutoff = entry[0], now - expiry
+        return self._trimmed(entry[0], now, expiry)
+
+    @staticmethod
+    def _trimmed(window, now, expiry):
+        cutoff = now - expiry
         while window and window[0] <= cutoff:
             window.popleft()
         return window
@@ -87,8 +91,9 @@ class _MemoryStorage(MemoryStorage):
 
     def get_moving_window(self, key, limit, expiry):
         now = time.time()
-        with self._lock:
-            window = self._window(key, now, expiry)
+        with self._lock:  # a read: a key never hit gets no window
+            entry = self._windows.get(key)
+            window = self._trimmed(entry[0], now, expiry) if entry is not None else None
             return (window[0], len(window)) if window else (now, 0)
 
     def clear(self, key):

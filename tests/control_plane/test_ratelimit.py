@@ -112,7 +112,8 @@ def test_a_hit_leaves_the_moving_window_after_it(limiter):
 
 
 def test_memory_windows_of_idle_keys_are_dropped():
-    """In-process counting keeps no key whose last hit has left its window."""
+    """In-process counting keeps no key whose last hit has left its window, nor
+    one that was only read."""
     from limits import RateLimitItemPerSecond
 
     from control_plane.ratelimit import RateLimiter
@@ -125,4 +126,6 @@ def test_memory_windows_of_idle_keys_are_dropped():
     assert len(limiter.storage._windows) == 50
     time.sleep(1.1)
     assert limiter.hit(five, "idle", "fresh").remaining == 4
+    assert list(limiter.storage._windows) == [five.key_for("idle", "fresh")]
+    assert limiter.strategy.test(five, "idle", "never")  # a read keeps nothing
     assert list(limiter.storage._windows) == [five.key_for("idle", "fresh")]
