@@ -372,10 +372,11 @@ def postmaster_pid(pg):
         return int(f.readline())
 
 
-def bench_database(args, database, url, postmaster=None):
+def bench_database(args, database, url, where, postmaster=None):
     """Set up, serve and load both apps on one database; returns each app's rounds,
-    each a (round result, per-request cost) pair. `postmaster`: the PostgreSQL
-    server's pid, when it is known (its backends' CPU is counted too)."""
+    each a (round result, per-request cost) pair. `where`: placement()'s answer.
+    `postmaster`: the PostgreSQL server's pid, when it is known (its backends' CPU
+    is counted too)."""
     conc = args.concurrency
     seconds = args.seconds / args.slices
     cap = math.ceil(seconds * MAX_RATE / conc)  # timed requests per thread per slice
@@ -387,7 +388,7 @@ def bench_database(args, database, url, postmaster=None):
     keys_per_thread = math.ceil((warm + args.rounds * args.slices * (WARMUP + cap))
                                 / KEY_BUDGET)
     ctx = multiprocessing.get_context("spawn")  # clients share no state with this process
-    server_cpu, client_cpus = placement(args.pin)
+    server_cpu, client_cpus = where
     tmp = tempfile.mkdtemp(prefix="berth-bench-")
     # The URL reaches the servers in their environment, never in argv.
     env = {k: v for k, v in os.environ.items() if k != "CP_DATABASE_URL"}
@@ -507,19 +508,20 @@ def main():
         serve(args.serve, args.data_dir, args.cpu)  # a server subprocess, see start_server
         return 0
 
-    server_cpu, client_cpus = placement(args.pin)
+    where = server_cpu, client_cpus = placement(args.pin)
     load = load_line() + ("; unpinned" if server_cpu is None else
                           f"; servers on CPU {server_cpu}, load generators on CPUs "
                           f"{','.join(map(str, sorted(client_cpus)))}")
     print(load, flush=True)
     results = {}
     if args.database in ("sqlite", "both"):
-        results["sqlite"] = bench_database(args, "sqlite", None)
+        results["sqlite"] = bench_database(args, "sqlite", None, where)
     if args.database in ("postgres", "both"):
         pg, url = (None, args.postgres_url) if args.postgres_url else start_postgres()
         try:
             results["postgresql"] = bench_database(
-                args, "postgresql", url, postmaster_pid(pg) if pg is not None else None)
+                args, "postgresql", url, where,
+                postmaster_pid(pg) if pg is not None else None)
         finally:
             if pg is not None:
                 pg.stop()

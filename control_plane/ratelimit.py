@@ -81,7 +81,7 @@ class _MemoryStorage(MemoryStorage):
             if time.monotonic() - self._swept_at >= self.SWEEP_SECONDS:
                 self._sweep(now)
             window = self._window(key, now, expiry)
-            allowed = amount <= limit and len(window) + amount <= limit
+            allowed = len(window) + amount <= limit
             if allowed:
                 window.extend([now] * amount)
             return allowed, (window[0] if window else now), len(window)
