@@ -122,6 +122,7 @@ class _Decompressed:
     def _start(self):
         self.proc = archive._spawn(archive._compressor(self.kind, decompress=True),
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        archive._widen(self.proc.stdin, self.proc.stdout)
         self.err = archive._Tail(self.proc.stderr)
         self.feeder = threading.Thread(target=self._feed, name="berth-export-filestore",
                                        daemon=True)

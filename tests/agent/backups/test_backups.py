@@ -314,6 +314,48 @@ def test_the_filestore_archive_round_trips(tmp_path, kind):
     assert archive.raw_size(source) == 3000 + 3 * archive.CHUNK
 
 
+def test_an_unpack_reads_an_archive_that_arrives_in_odd_pieces(tmp_path):
+    """tar reads 1 MiB records (archive.READ_RECORD); a download's pieces reach it
+    through the decompressor in any size, and it reblocks them."""
+    source, target = tmp_path / "source", tmp_path / "target"
+    write_files(source, {"a/one": os.urandom(3 * archive.CHUNK + 7), "b/two": b"two" * 4001,
+                         "three": b""})
+    data = b"".join(archive.pack(source, "zstd"))
+    target.mkdir()
+
+    def pieces():
+        at, sizes = 0, (1, 511, 513, 4095, 65537, 1048577)
+        for n in range(len(data)):
+            if at >= len(data):
+                return
+            yield data[at:at + sizes[n % len(sizes)]]
+            at += sizes[n % len(sizes)]
+
+    archive.unpack(pieces(), "zstd", target)
+    assert files(target) == files(source)
+
+
+def test_the_filestore_archive_keeps_tars_default_records(tmp_path):
+    """A backup's archive is written in tar's default 10 KiB records: an agent of an
+    earlier release reads it with them, and its tar stops at the archive's end mark;
+    padding past a record would leave the decompressor a closed pipe, a failed restore."""
+    source, target = tmp_path / "source", tmp_path / "target"
+    write_files(source, {"a/one": b"one" * 1000, "b/two": os.urandom(archive.CHUNK)})
+    target.mkdir()
+    data = b"".join(archive.pack(source, "zstd"))
+    comp = subprocess.Popen(["zstd", "-d", "-q", "-c"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE)
+    tar = subprocess.Popen(["tar", "-C", str(target), "-xf", "-"], stdin=comp.stdout)
+    comp.stdout.close()
+    try:
+        comp.stdin.write(data)
+        comp.stdin.close()
+    except BrokenPipeError:
+        pass
+    assert (comp.wait(timeout=60), tar.wait(timeout=60)) == (0, 0)
+    assert files(target) == files(source)
+
+
 def test_an_unpack_names_each_member_it_finished_for_the_early_sync(tmp_path):
     """While tar unpacks, the restore fsyncs each member tar has moved past
     (ondisk.Early): every member is named once; a FIFO, a link to a file outside and
