@@ -19,7 +19,7 @@ PIPE_SIZE = 1024 * 1024
 # tar reads an archive in records of 2,048 blocks (1 MiB), not its default 20 (10 KiB):
 # a hundredth of the reads from the pipe, and each file written in pieces of up to
 # a record (GNU tar reblocks a pipe's short reads: -B is implied on standard input).
-# With a busy core, a restore's unpack took 30 % less CPU. Only for reading: an archive
+# With the wider pipes, zstd and tar spent 30 % less CPU. Only for reading: an archive
 # written so would be padded to 1 MiB, and an older agent's tar, which stops reading
 # at the archive's end mark, would leave its decompressor a closed pipe (a failure).
 READ_RECORD = ["-b", "2048"]
@@ -71,10 +71,11 @@ def _spawn(cmd, **kwargs):
 
 def _widen(*pipes):
     setsize = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    if setsize is None:
+        return
     for pipe in pipes:
-        if setsize is not None:
-            with contextlib.suppress(OSError):
-                fcntl.fcntl(pipe.fileno(), setsize, PIPE_SIZE)
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(pipe.fileno(), setsize, PIPE_SIZE)
 
 
 def raw_size(path):
