@@ -70,8 +70,11 @@ class LocalStorage:
             # Unbuffered and not O_APPEND, which copy_file_range refuses.
             with open(tmp, "r+b", buffering=0) as out:
                 out.seek(0, os.SEEK_END)
-                for path in files[1:]:
-                    _append(out, path)
+                try:
+                    for path in files[1:]:
+                        _append(out, path)
+                except FileNotFoundError:  # an abort of this upload removed the rest
+                    raise UploadNotFound() from None
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, target)

@@ -198,3 +198,29 @@ def test_parts_are_joined_where_copy_file_range_is_refused(local_store, monkeypa
     local_store.complete_upload(key, upload_id, done)
     assert local_store.object_path(key).read_bytes() == b"".join(parts)
     assert not (local_store.root / "uploads" / upload_id).exists()
+
+
+def test_an_abort_during_the_join_is_upload_not_found(local_store, monkeypatch):
+    """An abort (a newer export's, say) that lands while a completion joins the
+    parts: the completion is refused as the store's UploadNotFound (a 404 to the
+    agent), not a raw FileNotFoundError (a 500); no object and no partial file
+    are left. The race is forced: the abort runs inside the first part's append."""
+    key = _key()
+    upload_id = local_store.begin_upload(key)
+    done = []
+    for number, data in enumerate([os.urandom(3000), os.urandom(2000), b"end"], 1):
+        answer = requests.put(local_store.part_url(key, upload_id, number), data=data,
+                              timeout=30)
+        done.append((number, answer.headers["ETag"]))
+    real, aborted = os.copy_file_range, []
+
+    def abort_then_copy(*args):
+        if not aborted:
+            aborted.append(local_store.abort_upload(key, upload_id))
+        return real(*args)
+    monkeypatch.setattr(os, "copy_file_range", abort_then_copy)
+    with pytest.raises(errors.UploadNotFound):
+        local_store.complete_upload(key, upload_id, done)
+    assert aborted and local_store.size(key) is None
+    folder = local_store.object_path(key).parent
+    assert not folder.exists() or not any(folder.iterdir())
