@@ -65,14 +65,18 @@ def start_export(user, backup_id, *, berth):
     its environment, which must be running and idle (409)."""
     with database.atomic():
         backup, env = _backup_for_user(user, backup_id, lock=True)
-        return _export(backup, env, user.id, berth)
+        task, stale = _export(backup, env, user.id, berth)
+    _abort(stale, berth.settings)
+    return task
 
 
 def export_for_operator(backup_id, *, berth):
     """`berth admin backup export`: start_export for any listed backup."""
     with database.atomic():
         backup, env = _backup_for_operator(backup_id, lock=True)
-        return _export(backup, env, None, berth)
+        task, stale = _export(backup, env, None, berth)
+    _abort(stale, berth.settings)
+    return task
 
 
 def _backup_for_operator(backup_id, *, lock=False):
@@ -90,23 +94,34 @@ def _export(backup, env, actor_id, berth):
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be exported; this one is {backup.status}.")
     require_ready(env)
-    _abort_stale_upload(backup, berth.settings)
-    return engine.start(env, TaskKind.EXPORT, settings=berth.settings, gateway=berth.gateway,
+    stale = _forget_stale_upload(backup)
+    task = engine.start(env, TaskKind.EXPORT, settings=berth.settings, gateway=berth.gateway,
                         actor_id=actor_id, backup=backup,
                         record={"extra_data": {"backup_id": str(backup.id)}})
+    return task, stale
 
 
-def _abort_stale_upload(backup, settings):
-    """What a failed export left begun is dropped: the new one starts afresh."""
+def _forget_stale_upload(backup):
+    """What a failed export left begun, no longer recorded: the new one starts afresh.
+    Returns (key, upload id) for _abort, after the transaction, or None."""
     uploads = dict(backup.uploads or {})
     upload_id = uploads.pop(EXPORT_OBJECT, None)
-    if upload_id:
+    if not upload_id:
+        return None
+    Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
+    return backup.storage_prefix + EXPORT_OBJECT, upload_id
+
+
+def _abort(stale, settings):
+    """The stale upload dropped in storage, outside the transaction: slow storage
+    must not hold SQLite's writers. If it fails (or the process stops first), it is
+    left until the backup's deletion aborts every upload under its prefix; no row
+    points to what it holds."""
+    if stale is not None:
         try:
-            stores.for_settings(settings).abort_upload(backup.storage_prefix + EXPORT_OBJECT,
-                                                       upload_id)
-        except Exception:  # noqa: BLE001  (storage keeps nothing a completed row points to)
+            stores.for_settings(settings).abort_upload(*stale)
+        except Exception:  # noqa: BLE001
             pass
-        Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
 
 
 def export_url(user, backup_id, settings, expires_in=URL_SECONDS):

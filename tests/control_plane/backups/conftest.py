@@ -37,6 +37,7 @@ class FakeStore:
         self.aborted, self.unreachable = [], False
         self.joining = None  # (entered, release): complete_upload waits for `release`
         self.beginning = None  # (entered, release): the next begin_upload waits for it
+        self.aborting = None  # (entered, release): the next abort_upload waits for it
 
     def holds(self, key, data):
         """What a completed upload of `key` will be read back as; returns its
@@ -64,6 +65,10 @@ class FakeStore:
         self.completed[key] = (upload_id, parts)
 
     def abort_upload(self, key, upload_id):
+        if self.aborting is not None:  # storage slow to answer this one
+            (entered, release), self.aborting = self.aborting, None
+            entered.set()
+            release.wait(60)
         if self.unreachable:
             raise OSError("storage unreachable")
         self.aborted.append((key, upload_id))
@@ -90,7 +95,8 @@ class FakeStore:
 
 def while_storage_waits(store, attribute, slow, meanwhile):
     """`slow()` on a thread while the store's next call of the kind holds on
-    (`attribute`: "joining" or "beginning"); `meanwhile()` run here in the meantime.
+    (`attribute`: "joining", "beginning" or "aborting"); `meanwhile()` run here in the
+    meantime.
     Returns (slow's result, meanwhile's result, whether meanwhile's answer came
     before the store's call was let go)."""
     entered, release = threading.Event(), threading.Event()

@@ -63,6 +63,26 @@ def test_an_export_is_a_task_then_a_download(app, client, store, bk):
     assert r.status_code == 409 and r.json["error"] == "transfer_closed"
 
 
+def test_storage_slow_to_drop_a_failed_exports_upload_holds_up_no_other_work(client, store, bk):
+    """A new export drops in storage what a failed one left begun; storage slow to
+    answer that holds up no other writer (on SQLite, every writer)."""
+    backup = bk.completed_backup(client)
+    task = Deployment.get_by_id(_export(client, bk, backup).json["id"])
+    bk.ack(task.id)
+    r = client.post(f"{T}/{backup.id}/parts", headers=bk.credential,
+                    json={"object": ZIP, "part_number": 1})
+    assert r.status_code == 200, r.json
+    bk.finish(task.id, ok=False, error="the agent stopped")
+    stale, other = Backup.get_by_id(backup.id).uploads[ZIP], bk.environment()
+    again, _, before = while_storage_waits(
+        store, "aborting", lambda: _export(client, bk, backup),
+        lambda: bk.backup_via_api(client, other))
+    assert before  # the other backup was taken while the abort was still under way
+    assert again.status_code == 202, again.json
+    assert store.aborted == [(f"{backup.storage_prefix}{ZIP}", stale)]
+    assert ZIP not in (Backup.get_by_id(backup.id).uploads or {})
+
+
 def test_exports_refused(client, store, world, bk):
     pending = bk.backup_via_api(client)
     r = _export(client, bk, pending)
