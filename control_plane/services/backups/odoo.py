@@ -16,6 +16,7 @@ database, an import replaces it."""
 
 import contextlib
 import datetime as dt
+import logging
 import uuid
 
 from control_plane import clock, errors, states
@@ -30,6 +31,8 @@ from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.storage import MAX_PARTS, PART_MAX  # noqa: F401  (the API names them)
 from protocol.kinds import TaskKind
+
+log = logging.getLogger("berth.backups")
 
 I = states.ImportStatus  # noqa: E741
 D = states.DeploymentStatus
@@ -120,8 +123,9 @@ def _abort(stale, settings):
     if stale is not None:
         try:
             stores.for_settings(settings).abort_upload(*stale)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001
+            log.warning("aborting the upload a failed export left in %s failed: %s",
+                        stale[0], exc)
 
 
 def export_url(user, backup_id, settings, expires_in=URL_SECONDS):
