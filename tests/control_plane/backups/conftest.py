@@ -45,11 +45,18 @@ class FakeStore:
         self.objects[key], self.sizes[key] = data, len(data)
         return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
-    def begin_upload(self, key):
-        if self.beginning is not None:  # storage slow to answer this one
-            (entered, release), self.beginning = self.beginning, None
+    def _slow_once(self, attribute):
+        """Storage slow to answer this call: it waits to be let go (`attribute`'s
+        (entered, release)), once."""
+        held = getattr(self, attribute)
+        if held is not None:
+            setattr(self, attribute, None)
+            entered, release = held
             entered.set()
             release.wait(60)
+
+    def begin_upload(self, key):
+        self._slow_once("beginning")
         upload_id = f"up-{len(self.begun)}"
         self.begun.append((key, upload_id))
         return upload_id
@@ -65,10 +72,7 @@ class FakeStore:
         self.completed[key] = (upload_id, parts)
 
     def abort_upload(self, key, upload_id):
-        if self.aborting is not None:  # storage slow to answer this one
-            (entered, release), self.aborting = self.aborting, None
-            entered.set()
-            release.wait(60)
+        self._slow_once("aborting")
         if self.unreachable:
             raise OSError("storage unreachable")
         self.aborted.append((key, upload_id))
