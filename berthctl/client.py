@@ -74,7 +74,7 @@ class Client:
                                      headers={"Accept": "application/json",
                                               "User-Agent": USER_AGENT, **headers})
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with _OPENER.open(req, timeout=self.timeout) as resp:
                 self._note_rate(resp.headers)
                 raw = resp.read()
                 status = resp.status
@@ -111,6 +111,35 @@ class Client:
             raise _api_error(err.code, _read(err), err.headers) from None
         except (urllib.error.URLError, OSError) as err:
             raise NetworkError(f"Cannot download {_host(url)}: {_reason(err)}") from None
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """urllib copies every header, `Authorization` too, to wherever a redirect
+    points: a key would reach another host, or go in clear after an https URL.
+    A redirect to another origin (scheme, host or port) is refused instead: it
+    means the control plane is not where the URL says."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            raise NetworkError(f"{_host(req.full_url)} redirected to {_host(newurl)} "
+                               f"(HTTP {code}); the credentials are not sent to another "
+                               "origin. If the control plane is there, use that URL "
+                               "(--url, BERTH_URL or `berthctl login`).")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+
+
+def _origin(url):
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: no origin of ours
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
 
 
 def _query(params):
