@@ -9,6 +9,7 @@ import click
 from berthctl import __version__, config
 from berthctl.client import OPS, Client
 from berthctl.errors import INTERRUPTED, USAGE, CliError
+from berthctl.output import echo
 
 
 class State:
@@ -104,7 +105,7 @@ def main(argv=None):
     try:
         code = cli.main(args=argv, prog_name="berthctl", standalone_mode=False)
     except CliError as err:
-        click.echo(f"berthctl: error: {err}", err=True)
+        echo(f"berthctl: error: {err}", err=True)  # the API's message, made printable
         code = err.exit_code
     except click.exceptions.Abort:  # Ctrl-C or EOF at a prompt
         click.echo("berthctl: interrupted", err=True)
@@ -121,8 +122,8 @@ def main(argv=None):
     except Exception as err:  # noqa: BLE001 a bug shows as one line, not a traceback
         if os.environ.get("BERTHCTL_DEBUG"):
             raise
-        click.echo(f"berthctl: unexpected error: {type(err).__name__}: {err} "
-                   "(BERTHCTL_DEBUG=1 shows the traceback)", err=True)
+        echo(f"berthctl: unexpected error: {type(err).__name__}: {err} "
+             "(BERTHCTL_DEBUG=1 shows the traceback)", err=True)
         code = 1
     sys.exit(code if isinstance(code, int) else 0)
 

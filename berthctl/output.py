@@ -1,10 +1,32 @@
-"""Printing: the API's JSON as it came (`--output json`), or plain tables."""
+"""Printing: the API's JSON as it came (`--output json`), or plain tables and
+text, where every control character from the API is shown as an escape."""
 
 import json
+import re
 
 import click
 
 BLOCKS = "▁▂▃▄▅▆▇█"
+# C0 controls (ESC, which starts terminal sequences, among them), DEL and C1 controls
+# (0x9b is a one-byte CSI): printed raw, a name or a log line could retitle the
+# terminal, move the cursor or hide what follows. JSON output needs nothing:
+# json.dumps escapes them all (ensure_ascii).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL_BUT_TAB = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text, tabs=False):
+    """`text` with each control character written as an escape (`\\x1b`, `\\n`):
+    the one place where text from the API is made safe for a terminal. `tabs`
+    keeps tabs (log lines); in a table they would break the columns."""
+    return (CONTROL_BUT_TAB if tabs else CONTROL).sub(
+        lambda m: NAMED.get(m[0]) or f"\\x{ord(m[0]):02x}", str(text))
+
+
+def echo(text, err=False, tabs=False):
+    """click.echo of text that holds anything from the API."""
+    click.echo(printable(text, tabs), err=err)
 
 
 def emit(ctx_obj, data, columns=None, rows=None):
@@ -16,7 +38,7 @@ def emit(ctx_obj, data, columns=None, rows=None):
     rows = data if rows is None else rows
     if isinstance(rows, dict) and columns is None:
         for key, value in rows.items():
-            click.echo(f"{key}: {_cell(value)}")
+            click.echo(f"{printable(key)}: {_cell(value)}")
         return
     table(rows if isinstance(rows, list) else [rows], columns)
 
@@ -40,8 +62,8 @@ def _cell(value):
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
+        return json.dumps(value, sort_keys=True)  # escaped already
+    return printable(value)
 
 
 def sparkline(values):

@@ -4,9 +4,8 @@ log line once as it arrives."""
 
 import time
 
-import click
-
 from berthctl.errors import ApiError, TaskFailed
+from berthctl.output import echo
 
 TERMINAL = ("completed", "failed", "cancelled")
 LOG_LINES = 5000  # the most the log endpoint returns
@@ -80,4 +79,4 @@ def echo_for(ctx_obj):
     """Log lines go to stdout, except with `--output json`, where stdout holds
     only the JSON document printed at the end."""
     err = ctx_obj.output == "json"
-    return lambda line: click.echo(line, err=err)
+    return lambda line: echo(line, err=err, tabs=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from berthctl.errors import SERVER, CliError
-from berthctl.output import emit, human_bytes
+from berthctl.output import echo, emit, human_bytes, printable
 from berthctl.tasks import echo_for, follow
 
 COLUMNS = [("ID", "id"), ("STATUS", "status"), ("TYPE", "backup_type"),
@@ -49,7 +49,7 @@ def create(state, env_id, comment, wait):
     backup = client.ops("POST", f"/environments/{env_id}/backups",
                         body={"backup_type": "manual", "comment": comment})
     if wait:
-        click.echo(f"Backup {backup['id']}, task {backup['task_id']}:", err=True)
+        echo(f"Backup {backup['id']}, task {backup['task_id']}:", err=True)
         follow(client, env_id, backup["task_id"], echo_for(state))
         page = client.get(f"/environments/{env_id}/backups", page_size=100)
         backup = next((b for b in page["items"] if b["id"] == backup["id"]), backup)
@@ -72,7 +72,7 @@ def restore(state, env_id, backup_id, neutralize, wait):
         body["neutralize"] = neutralize
     task = client.ops("POST", f"/environments/{env_id}/restore", body=body)
     if wait:
-        click.echo(f"Restore task {task['id']}:", err=True)
+        echo(f"Restore task {task['id']}:", err=True)
         task = follow(client, env_id, task["id"], echo_for(state))
     emit(state, task)
 
@@ -148,7 +148,7 @@ def _write(dest, chunks, total, label, expected=None):
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         target = os.fdopen(fd, "wb")
     try:
-        with click.progressbar(length=total, label=label, file=sys.stderr,
+        with click.progressbar(length=total, label=printable(label), file=sys.stderr,
                                show_pos=total is None) as bar:
             for chunk in chunks:
                 target.write(chunk)

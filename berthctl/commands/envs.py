@@ -6,7 +6,7 @@ import click
 
 from berthctl.commands.catalog import all_pages
 from berthctl.errors import CliError
-from berthctl.output import emit
+from berthctl.output import echo, emit, printable
 from berthctl.tasks import echo_for, follow
 
 COLUMNS = [("ID", "id"), ("NAME", "name"), ("STATUS", "status"), ("BRANCH", "branch"),
@@ -80,7 +80,7 @@ def create(state, project_id, name, branch, environment_type, cpu_cores, ram_mb,
         if last is None:
             raise CliError(f"Environment {env['id']} was created but shows no deployment "
                            "to follow.")
-        click.echo(f"Environment {env['id']} created; deployment {last['id']}:", err=True)
+        echo(f"Environment {env['id']} created; deployment {last['id']}:", err=True)
         follow(client, env["id"], last["id"], echo_for(state))
         env = client.get(f"/environments/{env['id']}")
     emit(state, env)
@@ -114,7 +114,7 @@ def destroy(state, env_id, yes, wait):
             raise click.UsageError("destroy is irreversible: pass --yes to confirm "
                                    "without a terminal.")
         env = state.client.get(f"/environments/{env_id}")
-        if not click.confirm(f"Delete environment {env['name']} ({env_id}) with its "
+        if not click.confirm(f"Delete environment {printable(env['name'])} ({env_id}) with its "
                              "database and filestore?", err=True):
             raise CliError("Not deleted.")
     accepted = state.client.request("DELETE", f"/environments/{env_id}",
@@ -167,7 +167,7 @@ def _finish(state, env_id, accepted, wait, raw=None):
     if not wait:
         emit(state, raw or accepted, None if raw else TASK_COLUMNS)
         return
-    click.echo(f"Task {accepted['task_id']}:", err=True)
+    echo(f"Task {accepted['task_id']}:", err=True)
     task = follow(state.client, env_id, accepted["task_id"], echo_for(state))
     emit(state, task, DONE_COLUMNS)
 

@@ -8,7 +8,7 @@ import time
 import click
 
 from berthctl.errors import ApiError
-from berthctl.output import human_bytes, sparkline
+from berthctl.output import echo, human_bytes, sparkline
 from berthctl.tasks import overlap
 
 # Runtime logs allow 6 calls a minute per environment: one every 10 s keeps
@@ -69,7 +69,7 @@ def _print(state, answer, lines):
             click.echo(json.dumps({**answer, "log": "\n".join(lines), "lines": len(lines)}))
         return
     for line in lines:
-        click.echo(line)
+        echo(line, tabs=True)
 
 
 ENV_SERIES = [("ERP CPU", "erp_cpu_percent", "%"), ("ERP memory", "erp_memory_used_bytes", "B"),
@@ -98,7 +98,7 @@ def metrics(state, env_id, server_id, minutes):
         click.echo(json.dumps(history, indent=2))
         return
     slots = _slots(history["points"], start, minutes)
-    click.echo(f"{history['from']} .. {history['to']}, one block a minute")
+    echo(f"{history['from']} .. {history['to']}, one block a minute")
     for label, key, unit in ENV_SERIES if env_id else SERVER_SERIES:
         values = [(p[key] or {}).get("avg") if p else None for p in slots]
         present = [v for v in values if v is not None]

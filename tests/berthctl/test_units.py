@@ -1,6 +1,7 @@
-"""The pure parts of berthctl: where a re-read log resumes, and sparklines."""
+"""The pure parts of berthctl: where a re-read log resumes, sparklines, and text
+made safe for a terminal."""
 
-from berthctl.output import BLOCKS, sparkline
+from berthctl.output import BLOCKS, printable, sparkline
 from berthctl.tasks import LogTail, overlap
 
 
@@ -25,3 +26,10 @@ def test_sparkline_scales_between_min_and_max_and_leaves_gaps():
     assert line == BLOCKS[0] + " " + BLOCKS[4] + BLOCKS[-1]
     assert sparkline([None, None]) == "  "
     assert sparkline([3, 3]) == BLOCKS[4] * 2
+
+
+def test_printable_escapes_every_control_character():
+    assert printable("a\x1b[31mb\x9bc\x7f\x00\r\n\td") == "a\\x1b[31mb\\x9bc\\x7f\\x00\\r\\n\\td"
+    assert printable("a\tb\x07", tabs=True) == "a\tb\\x07"  # a log line keeps its tabs
+    assert printable("é ✓ \xa0") == "é ✓ \xa0"  # printable text, past C1 too, is left alone
+    assert printable(3) == "3"
