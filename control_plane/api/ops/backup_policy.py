@@ -68,7 +68,7 @@ class BackupPolicy(MethodView):
         return svc.get_for_user(current_user(), env_id)
 
     @errors(403, 422)
-    @blp.arguments(PolicyBody)
+    @blp.arguments(PolicyBody, required=False)  # no body: nothing changes
     @blp.response(200, PolicySchema)
     def put(self, body, env_id):
         """Change an environment's backup policy

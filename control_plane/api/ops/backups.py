@@ -75,7 +75,7 @@ class EnvironmentBackups(MethodView):
         return svc.list_for_user(current_user(), env_id, **args)
 
     @errors(403, 409)
-    @blp.arguments(CreateBackupBody)
+    @blp.arguments(CreateBackupBody, required=False)  # every field has a default
     @blp.response(202, OpsBackupSchema)
     def post(self, body, env_id):
         """Take a manual backup

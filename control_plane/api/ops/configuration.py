@@ -102,7 +102,7 @@ class Configuration(MethodView):
         return svc.read(current_user(), env_id)
 
     @errors(403, 409, 422, 429)
-    @blp.arguments(ConfigurationBody)
+    @blp.arguments(ConfigurationBody, required=False)  # no body: nothing changes
     @blp.alt_response(200, schema=ChangeResultSchema, success=True,
                       description="Stored; nothing to redeploy")
     @blp.response(201, ChangeResultSchema, description="Stored and being redeployed")

@@ -128,7 +128,7 @@ class CompleteBody(ma.Schema):
 @blp.route("/environments/<uuid:env_id>/imports")
 class Imports(MethodView):
     @errors(422)
-    @blp.arguments(CreateImportBody)
+    @blp.arguments(CreateImportBody, required=False)  # every field has a default
     @blp.response(201, ImportSchema)
     def post(self, body, env_id):
         """Begin an import
@@ -184,7 +184,7 @@ class ImportRestoreBody(ma.Schema):
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/restore")
 class ImportRestore(MethodView):
     @errors(409, 422)
-    @blp.arguments(ImportRestoreBody)
+    @blp.arguments(ImportRestoreBody, required=False)  # every field has a default
     @blp.response(202, DeploymentSchema)
     def post(self, body, env_id, import_id):
         """Restore the environment from the import
