@@ -237,8 +237,10 @@ def confirm_delete_header(what):
 REPLAY_DESCRIPTION = ("Replayed (idempotency rule 5): the `X-Idempotency-Key` was first used on "
                       "another operation, whose response this is, with `X-Idempotency-Replayed: "
                       "true`.")
-CREATED_REPLAY_SCHEMA = {"anyOf": [{"$ref": f"#/components/schemas/{name}"}
-                                   for name in ("Project", "Environment", "WebhookCreated")]}
+# The 201 of an operation that answers one only as a replay (the five actions):
+# a marker StandardResponses replaces with the idempotent creates' bodies.
+REPLAYED_CREATE = "x-replayed-create"
+CREATED_REPLAY_SCHEMA = {REPLAYED_CREATE: True}
 
 
 ERROR_RESPONSES = {
@@ -295,6 +297,7 @@ class StandardResponses(BasePlugin):
 
     def __init__(self, authenticated=True):
         self.authenticated = authenticated
+        self._created = []  # (an idempotent operation's 201, its own body or None)
 
     def init_spec(self, spec):
         self.spec = spec
@@ -325,10 +328,8 @@ class StandardResponses(BasePlugin):
                     if idempotent:
                         headers.update(IDEMPOTENCY_REPLAYED_HEADER)
             created = _response(responses, 201)
-            if idempotent and created is not None:  # rule 5: any create's 201 can come back
-                created["content"]["application/json"]["schema"] = CREATED_REPLAY_SCHEMA
-                created["description"] = (f"{created.get('description') or 'Created'}; or "
-                                           f"r{REPLAY_DESCRIPTION[1:]}")
+            if idempotent and created is not None:
+                self._replayable(created)
             if _has_cursor(operation):
                 _set_response(responses, 400, {
                     "description": INVALID_CURSOR,
@@ -338,6 +339,21 @@ class StandardResponses(BasePlugin):
                 if _response(responses, status) is None:
                     responses[status] = f"Error{status}"
             responses.pop("default", None)
+
+    def _replayable(self, created):
+        """Rule 5: an idempotent operation's 201 is its own body, or, replayed, any
+        other idempotent create's. Each one documented rewrites all those seen, so
+        once the document is written each lists them all, its own first."""
+        content = created["content"]["application/json"]
+        own = None if REPLAYED_CREATE in content["schema"] else content["schema"]
+        if own is not None:
+            created["description"] = (f"{created.get('description') or 'Created'}; or "
+                                      f"r{REPLAY_DESCRIPTION[1:]}")
+        self._created.append((content, own))
+        bodies = [body for _, body in self._created if body is not None]
+        for seen, its_own in self._created:
+            seen["schema"] = {"anyOf": [*([its_own] if its_own else ()),
+                                        *(body for body in bodies if body != its_own)]}
 
 
 class DeclaredResponses(BasePlugin):

@@ -6,7 +6,7 @@ import uuid
 from flask import redirect, request, url_for
 
 from control_plane.api.public.audit import AuditArgs
-from control_plane.api.public.automation import RuleCreateSchema
+from control_plane.api.public.automation import AutomationRuleCreateSchema
 from control_plane.api.public.webhooks import WebhookCreateSchema
 from control_plane.console import (
     FormInvalid,
@@ -31,8 +31,9 @@ PAGE = 100
 
 @blp.get("/webhooks")
 def webhooks_page():
-    listed = webhooks.list_webhooks(principal(), limit=PAGE, offset=0)
-    return render("webhooks.html", webhooks=listed["items"], events=webhooks.SUBSCRIBABLE)
+    listed = webhooks.list_webhooks(principal(), limit=PAGE, offset=0)["items"]
+    return render("webhooks.html", webhooks=listed, events=webhooks.SUBSCRIBABLE,
+                  deliveries=webhooks.delivery_states(listed))
 
 
 @blp.post("/webhooks")
@@ -59,7 +60,8 @@ def change_webhook(webhook_id, op):
 
 @blp.get("/webhooks/<uuid:webhook_id>")
 def webhook(webhook_id):
-    return render("webhook.html", webhook=webhooks.get_webhook(principal(), webhook_id),
+    hook = webhooks.get_webhook(principal(), webhook_id)
+    return render("webhook.html", webhook=hook, state=webhooks.delivery_states([hook])[hook.id],
                   deliveries=webhooks.deliveries(principal(), webhook_id))
 
 
@@ -108,7 +110,7 @@ def rules_page(project_id):
 
 @blp.post("/projects/<uuid:project_id>/rules")
 def create_rule(project_id):
-    body = json_field("rule", RuleCreateSchema())
+    body = json_field("rule", AutomationRuleCreateSchema())
     rules.create_for_key(principal(), project_id, **body)
     return redirect(url_for("console.rules_page", project_id=project_id), 303)
 

@@ -24,7 +24,7 @@ blp = Blueprint("automation", __name__, description=(
 ENV = {"format": "uuid", "description": "An environment of the rule's project"}
 
 
-class TriggerSchema(ma.Schema):
+class AutomationTriggerSchema(ma.Schema):
     type = ma.fields.String(required=True, metadata={"enum": list(svc.TRIGGERS)})
     branch = ma.fields.String(metadata={
         "description": "`git_push`: the branch, or a glob (`feature/*`; `*` crosses `/`)"})
@@ -37,7 +37,7 @@ class TriggerSchema(ma.Schema):
     environment_id = ma.fields.String(metadata={**ENV, "description": "`event`: whose events"})
 
 
-class ActionSchema(ma.Schema):
+class AutomationActionSchema(ma.Schema):
     type = ma.fields.String(required=True, metadata={"enum": list(svc.ACTIONS)})
     environment_id = ma.fields.String(metadata={**ENV, "description": (
         "The environment deployed, backed up, or copied into")})
@@ -56,7 +56,7 @@ class ActionSchema(ma.Schema):
         "push of a new branch is a `skipped` run")})
 
 
-class RunSchema(Schema):
+class AutomationRunSchema(Schema):
     id = ma.fields.UUID(required=True)
     rule_id = ma.fields.UUID(required=True)
     trigger_type = ma.fields.String(required=True, metadata={
@@ -74,36 +74,36 @@ class RunSchema(Schema):
     finished_at = UTCDateTime(allow_none=True, required=True)
 
 
-class RuleSchema(Schema):
+class AutomationRuleSchema(Schema):
     id = ma.fields.UUID(required=True)
-    project_id = ma.fields.UUID(attribute="project", required=True)
+    project_id = ma.fields.UUID(required=True)
     name = ma.fields.String(required=True)
     enabled = ma.fields.Boolean(required=True)
     trigger = ma.fields.Dict(required=True)
     action = ma.fields.Dict(required=True)
     next_run_at = UTCDateTime(allow_none=True, required=True, metadata={
         "description": "A schedule's next occurrence; null otherwise"})
-    last_run = ma.fields.Nested(RunSchema, allow_none=True, required=True)
+    last_run = ma.fields.Nested(AutomationRunSchema, allow_none=True, required=True)
     created_at = UTCDateTime(required=True)
     updated_at = UTCDateTime(allow_none=True, required=True)
 
 
-class RuleCreateSchema(ma.Schema):
+class AutomationRuleCreateSchema(ma.Schema):
     name = ma.fields.String(required=True, validate=ma.validate.Length(1, 100))
     enabled = Boolean(load_default=True)
-    trigger = ma.fields.Nested(TriggerSchema, required=True)
-    action = ma.fields.Nested(ActionSchema, required=True)
+    trigger = ma.fields.Nested(AutomationTriggerSchema, required=True)
+    action = ma.fields.Nested(AutomationActionSchema, required=True)
 
 
-class RuleUpdateSchema(ma.Schema):
+class AutomationRuleUpdateSchema(ma.Schema):
     name = ma.fields.String(validate=ma.validate.Length(1, 100))
     enabled = Boolean()
-    trigger = ma.fields.Nested(TriggerSchema)
-    action = ma.fields.Nested(ActionSchema)
+    trigger = ma.fields.Nested(AutomationTriggerSchema)
+    action = ma.fields.Nested(AutomationActionSchema)
 
 
-RulePage = cursor_page_schema(RuleSchema, "AutomationRulePage")
-RunPage = cursor_page_schema(RunSchema, "AutomationRunPage")
+RulePage = cursor_page_schema(AutomationRuleSchema, "AutomationRulePage")
+RunPage = cursor_page_schema(AutomationRunSchema, "AutomationRunPage")
 
 
 def _berth():
@@ -120,9 +120,9 @@ class Rules(MethodView):
         return {"data": rows, "pagination": meta}
 
     @idempotent
-    @blp.arguments(RuleCreateSchema)
+    @blp.arguments(AutomationRuleCreateSchema)
     @blp.alt_response(202, schema="TaskAccepted", description=REPLAY_DESCRIPTION)
-    @blp.response(201, RuleSchema)
+    @blp.response(201, AutomationRuleSchema)
     def post(self, body, project_id):
         """Create an automation rule (full-access key; at most 100 a project, 409
         `automation_rule_limit_reached`). Accepts `X-Idempotency-Key`."""
@@ -131,12 +131,12 @@ class Rules(MethodView):
 
 @blp.route("/automation-rules/<uuid:rule_id>")
 class RuleById(MethodView):
-    @blp.response(200, RuleSchema)
+    @blp.response(200, AutomationRuleSchema)
     def get(self, rule_id):
         return svc.get_rule(current_key(), rule_id)
 
-    @blp.arguments(RuleUpdateSchema, required=False)  # no body: nothing changes
-    @blp.response(200, RuleSchema)
+    @blp.arguments(AutomationRuleUpdateSchema, required=False)  # no body: nothing changes
+    @blp.response(200, AutomationRuleSchema)
     def patch(self, body, rule_id):
         """Change a rule (full-access key): omitted fields stay; `trigger` and
         `action` are replaced whole. A schedule's next occurrence is computed again."""
@@ -152,7 +152,7 @@ class RuleById(MethodView):
 @blp.route("/automation-rules/<uuid:rule_id>/run", methods=["POST"])
 @idempotent
 @blp.alt_response(202, schema="TaskAccepted", description=REPLAY_DESCRIPTION)
-@blp.response(201, RunSchema)
+@blp.response(201, AutomationRunSchema)
 def run_rule(rule_id):
     """Run a rule now (full-access key): trigger `manual`, actor the key. The run
     is `skipped` (with the reason) when its environment is busy or not ready; a
