@@ -15,8 +15,8 @@ from berthctl.output import echo
 class State:
     """What every command reads: the output format and a lazily made client."""
 
-    def __init__(self, output, url):
-        self.output, self.url_option, self._client = output, url, None
+    def __init__(self):
+        self.output, self.url_option, self._client = "table", None, None
 
     @property
     def client(self):
@@ -26,16 +26,14 @@ class State:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--output", "output", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="json: the API's JSON as it came.")
 @click.option("--url", metavar="URL", help="The control plane (default: BERTH_URL, then the "
                                            "stored login).")
 @click.version_option(__version__, "--version", prog_name="berthctl")
 @click.pass_context
-def cli(ctx, output, url):
+def cli(ctx, url):
     """Berth from the command line: environments, deployments, logs, metrics,
     backups, automation rules and the audit log."""
-    ctx.obj = State(output, url)
+    ctx.ensure_object(State).url_option = url
 
 
 @cli.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -89,12 +87,32 @@ def completion(shell):
     click.echo(cls(cli, {}, "berthctl", "_BERTHCTL_COMPLETE").source())
 
 
+def _set_output(ctx, _param, value):
+    if value is not None:  # not given here: what an outer level set stays
+        ctx.ensure_object(State).output = value
+
+
+def _add_output_option(command):
+    """`--output/-o table|json` on this command and every one below it, so that it
+    is taken before or after the command and subcommand, as kubectl's and gh's users
+    type it. A command's own `-o` (`backups download -o PATH`) keeps it."""
+    taken = {name for param in command.params for name in param.opts}
+    names = [name for name in ("-o", "--output") if name not in taken]
+    command.params.append(click.Option(
+        names, type=click.Choice(["table", "json"]), expose_value=False,
+        callback=_set_output, help="table (the default), or json: the API's JSON as "
+        "it came. Taken before or after any command; the last one given wins."))
+    for sub in getattr(command, "commands", {}).values():
+        _add_output_option(sub)
+
+
 def _register():
     from berthctl.commands import backups, catalog, envs, observe
 
     for module in (catalog, envs, observe, backups):
         for command in module.COMMANDS:
             cli.add_command(command)
+    _add_output_option(cli)
 
 
 _register()

@@ -1,5 +1,6 @@
-"""What berthctl prints: text from the API shown with its control characters as
-escapes (a terminal acts on them), while JSON output stays the API's JSON."""
+"""What berthctl prints: `--output/-o table|json` at every level of the command
+line, and text from the API shown with its control characters as escapes (a
+terminal acts on them), while JSON output stays the API's JSON."""
 
 import http.server
 import json
@@ -8,7 +9,9 @@ import threading
 
 import pytest
 import requests
+from click.testing import CliRunner
 
+from berthctl.cli import cli
 from tests.berthctl.conftest import berthctl, clean_env, no_traceback
 
 P = "/api/public/v1"
@@ -83,3 +86,61 @@ def test_an_error_message_is_shown_with_escapes(hostile, tmp_path):
     assert r.stderr == ("berthctl: error: Gone\\x1b]0;pwned\\x07\\x9b2J "
                         "(not_found\\x1b[8m) [HTTP 404]\n")
     no_traceback(r)
+
+
+@pytest.mark.parametrize("args", [
+    ["--output", "json", "projects", "list"],
+    ["-o", "json", "projects", "list"],
+    ["projects", "-o", "json", "list"],
+    ["projects", "list", "--output", "json"],
+    ["projects", "list", "-o", "json"],
+    ["projects", "list", "--output=json"],
+    ["-o", "table", "projects", "list", "-ojson"],  # the last one given wins
+])
+def test_output_is_accepted_before_or_after_the_command(served, project, tmp_path, args):
+    r = berthctl(*args, env=reader(served, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert [p["id"] for p in json.loads(r.stdout)] == [project["id"]]
+
+
+def test_output_after_a_command_without_subcommands(served, tmp_path):
+    r = berthctl("audit", "--limit", "2", "-o", "json", env=reader(served, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)) == 2
+    r = berthctl("-o", "json", "audit", "--limit", "1", "--output", "table",
+                 env=reader(served, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("TIME ")
+
+
+def test_a_bad_output_or_key_after_the_command_is_a_clear_error(served, tmp_path):
+    r = berthctl("projects", "list", "-o", "yaml", env=reader(served, tmp_path))
+    assert r.returncode == 2
+    assert "'yaml' is not one of 'table', 'json'" in r.stderr
+    no_traceback(r)
+    r = berthctl("projects", "list", "-o", "json", env=clean_env(
+        tmp_path, BERTH_URL=served.url, BERTH_API_KEY="svc_live_ro_revoked"))
+    assert r.returncode == 3
+    assert r.stdout == "" and r.stderr.startswith("berthctl: error: ")
+    assert "[HTTP 401]" in r.stderr
+    no_traceback(r)
+
+
+def commands(group, path=()):
+    for name, command in group.commands.items():
+        yield (*path, name)
+        if hasattr(command, "commands"):
+            yield from commands(command, (*path, name))
+
+
+def test_every_command_documents_output_in_its_help():
+    runner = CliRunner()
+    for path in [(), *commands(cli)]:
+        r = runner.invoke(cli, [*path, "--help"])
+        assert r.exit_code == 0, (path, r.output)
+        expected = ("--output [table|json]" if path == ("backups", "download")
+                    else "-o, --output [table|json]")
+        assert expected in r.output, (path, r.output)
+    # `backups download` keeps its own `-o PATH`; its format is `--output`.
+    r = runner.invoke(cli, ["backups", "download", "--help"])
+    assert "-o, --out PATH" in r.output
