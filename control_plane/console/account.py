@@ -20,17 +20,22 @@ def home():
 
 
 def _next_page():
-    """Where to go after signing in: a path of this site only."""
+    """Where to go after signing in: a path of this site only. Browsers drop tabs and
+    newlines from a URL and read a backslash as a slash (a tab between two slashes
+    makes "//evil.example", another host), and a newline cannot be in a header at
+    all: a target with any control character goes home."""
     target = request.values.get("next") or ""
-    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+    if (not target.startswith("/") or target.startswith("//") or "\\" in target
+            or not target.isprintable()):
         return url_for("console.projects")
     return target
 
 
 @blp.route("/sign-in", methods=["GET", "POST"])
 def sign_in():
+    target = _next_page()
     if request.method == "GET":
-        return render("sign_in.html", next=_next_page())
+        return render("sign_in.html", next=target)
     email = request.form.get("email", "").strip()[:320]
     password = request.form.get("password", "")[:sessions.PASSWORD_MAX]
     try:
@@ -42,11 +47,11 @@ def sign_in():
                                   user_agent=request.headers.get("User-Agent"),
                                   request_id=g.get("request_id"))
     except RateLimited as err:
-        return render("sign_in.html", 429, next=_next_page(), email=email,
+        return render("sign_in.html", 429, next=target, email=email,
                       message=f"Too many attempts; try again in {err.extra['retry_after']} s.")
     except ApiError as err:
-        return render("sign_in.html", 401, next=_next_page(), email=email, message=err.message)
-    return set_cookie(redirect(_next_page(), 303), raw)
+        return render("sign_in.html", 401, next=target, email=email, message=err.message)
+    return set_cookie(redirect(target, 303), raw)
 
 
 @blp.post("/sign-out")

@@ -14,6 +14,7 @@ import uuid
 import pyotp
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+from peewee import fn
 
 from control_plane import clock, secretbox, security
 from control_plane.db import database
@@ -109,7 +110,10 @@ def _verified(user, password):
 def sign_in(email, password, code=None, *, ip=None, user_agent=None, request_id=None):
     """A new session for the user with this e-mail and password (and TOTP code, when
     they set one up): (raw token, session). Nothing says which part was wrong."""
-    candidates = list(User.select().where(User.email == email.strip(), User.deleted_at.is_null(),
+    # Whatever its case: e-mails are written as people type them. Each database
+    # lowers both sides, so they agree even where its LOWER and Python's differ.
+    candidates = list(User.select().where(fn.LOWER(User.email) == fn.LOWER(email.strip()),
+                                          User.deleted_at.is_null(),
                                           User.password_hash.is_null(False)))
     user = next((u for u in candidates if _verified(u, password)), None)
     if not candidates:
