@@ -148,10 +148,10 @@ def _headers(response):
 
 @blp.errorhandler(ApiError)
 def _error(err):
-    """A refused action: the page's error panel (htmx swaps it in), or a page."""
-    if request.headers.get("HX-Request"):
-        return render("_error.html", err.status, error=err)
-    return render("error.html", err.status, error=err)
+    """A refused action: the page's error panel (htmx swaps it in), or a page, with
+    the error's headers (a 429's Retry-After)."""
+    page = "_error.html" if request.headers.get("HX-Request") else "error.html"
+    return *render(page, err.status, error=err), err.headers
 
 
 @blp.context_processor

@@ -1,17 +1,21 @@
 """Signing in and out, and the user's own account: sessions and the second factor."""
 
+import datetime as dt
+
 from flask import g, redirect, request, url_for
 from itsdangerous import BadSignature
 from limits import RateLimitItemPerMinute
 
-from control_plane import security
+from control_plane import clock, security
 from control_plane.console import berth, blp, render, set_cookie, user
 from control_plane.errors import ApiError, RateLimited
 from control_plane.services.accounts import sessions
+from control_plane.services.accounts import totp as second_factor  # `totp` is the view
 
 # Guesses are slow (Argon2) and few: per address, and per e-mail from any address.
 SIGN_IN_PER_IP = RateLimitItemPerMinute(10)
 SIGN_IN_PER_EMAIL = RateLimitItemPerMinute(5)
+OFFER_TTL = dt.timedelta(minutes=15)  # a second factor's set-up form
 
 
 @blp.get("/")
@@ -69,13 +73,26 @@ def account():
 
 
 def _offer():
-    """A second factor to set up: its secret travels signed in the form, so
-    nothing is stored until a code from it is confirmed."""
+    """A second factor to set up: its secret travels signed in the form, with the
+    time it was offered, so nothing is stored until a code from it is confirmed and
+    an old page's offer (one that leaked) is refused."""
     if user().totp_secret is not None:
         return None
-    secret, uri = sessions.totp_offer(user())
-    return {"secret": secret, "uri": uri,
-            "sealed": security.signer("console-totp").dumps([str(user().id), secret])}
+    secret, uri = second_factor.offer(user())
+    sealed = [str(user().id), secret, clock.now().isoformat()]
+    return {"secret": secret, "uri": uri, "sealed": security.signer("console-totp").dumps(sealed)}
+
+
+def _offered_secret():
+    try:
+        user_id, secret, offered = security.signer("console-totp").loads(
+            request.form.get("sealed", ""))
+        fresh = clock.now() - dt.datetime.fromisoformat(offered) < OFFER_TTL
+    except (BadSignature, ValueError, TypeError):
+        fresh = False
+    if not fresh or user_id != str(user().id):
+        raise ApiError("The set-up form has expired; reload the page.")
+    return secret
 
 
 @blp.post("/account/password")
@@ -99,13 +116,9 @@ def end_session(session_id):
 def totp():
     code = request.form.get("code", "")
     if request.form.get("action") == "disable":
+        # Guesses of a code count against the e-mail's sign-in limit, as codes there do.
+        berth().limiter.hit(SIGN_IN_PER_EMAIL, "console-sign-in:email", user().email.lower())
         sessions.totp_disable(user(), code)
     else:
-        try:
-            user_id, secret = security.signer("console-totp").loads(request.form.get("sealed", ""))
-        except (BadSignature, ValueError):
-            raise ApiError("The set-up form has expired; reload the page.") from None
-        if user_id != str(user().id):
-            raise ApiError("The set-up form has expired; reload the page.")
-        sessions.totp_enable(user(), secret, code)
+        sessions.totp_enable(user(), _offered_secret(), code, g.console_session.id)
     return redirect(url_for("console.account"), 303)

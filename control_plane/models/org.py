@@ -24,9 +24,11 @@ class User(BaseModel):
     deleted_at = DateTimeField(null=True)
     access = peewee.CharField(max_length=16, default="full_access")
     # The web console's sign-in (services/accounts/sessions.py): an Argon2id hash, and
-    # the TOTP secret sealed under CP_SECRET_KEY once the user has confirmed a code.
+    # the TOTP secret sealed under CP_SECRET_KEY once the user has confirmed a code,
+    # and the time step of the last code accepted (none of it or before is taken again).
     password_hash = peewee.CharField(max_length=255, null=True)
     totp_secret = peewee.TextField(null=True)
+    totp_last_step = peewee.BigIntegerField(null=True)
 
     @property
     def read_only(self):

@@ -175,3 +175,31 @@ def test_tasks_that_are_not_deployments_lose_their_version(tmp_path, backend, re
             assert after[0::3] == [1, 4] and sorted(after[1:3] + after[4:]) == [5, 6, 7]
     finally:
         db.close_all() if hasattr(db, "close_all") else db.close()
+
+
+def test_users_keep_their_second_factor_across_0025(tmp_path, backend, request):
+    """0025, through the runner on a database at 0024: a user's sealed TOTP secret
+    stays, with no step taken yet (their next code is accepted); down drops the
+    column alone."""
+    settings = {"DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "old-install"}
+    if backend == "postgres":
+        settings["DATABASE_URL"] = request.getfixturevalue("postgres").create_database(
+            f"berth_0025_{uuid.uuid4().hex[:8]}")
+    db = create_app(settings).extensions["berth"].db
+    user = peewee.Table("user").bind(db)
+    try:
+        with db.connection_context():
+            migrate.runner(db).up(target="0024_console_sign_in")
+            org, created = uuid.uuid4().hex, "2026-01-01 00:00:00"
+            peewee.Table("organization").bind(db).insert(
+                id=org, created_at=created, name="o", server_quota=1, ticket_seq=0).execute()
+            user.insert(id=uuid.uuid4().hex, created_at=created, organization_id=org, name="u",
+                        email="u@example.com", permissions="[]", access="full_access",
+                        totp_secret="sealed").execute()
+            assert migrate.runner(db).up(target="0025_totp_last_step") == ["0025_totp_last_step"]
+            assert db.execute_sql('SELECT totp_secret, totp_last_step FROM "user"').fetchall() == [
+                ("sealed", None)]
+            assert migrate.runner(db).down() == ["0025_totp_last_step"]
+            assert db.execute_sql('SELECT totp_secret FROM "user"').fetchall() == [("sealed",)]
+    finally:
+        db.close_all() if hasattr(db, "close_all") else db.close()

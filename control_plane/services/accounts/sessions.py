@@ -11,30 +11,29 @@ import datetime as dt
 import hmac
 import uuid
 
-import pyotp
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from peewee import fn
 
-from control_plane import clock, secretbox, security
+from control_plane import clock, security
 from control_plane.db import database
 from control_plane.errors import (
     ApiError,
+    Conflict,
     InvalidCredentials,
-    InvalidTotpCode,
     NotFound,
     WeakPassword,
 )
 from control_plane.models import ApiKey, User, WebSession
 from control_plane.models.org import USER_ACCESS
 from control_plane.services import audit
+from control_plane.services.accounts import totp
 
 TOKEN_PREFIX = "ses_"
 SESSION_IDLE = dt.timedelta(hours=12)
 SESSION_MAX = dt.timedelta(days=7)
 TOUCH_EVERY = dt.timedelta(minutes=1)  # a session's last use is written at most this often
 PASSWORD_MIN, PASSWORD_MAX = 12, 1024
-TOTP_PURPOSE = "totp"
 
 # Argon2id at the library's defaults (RFC 9106's second recommended set: 64 MiB, t=3).
 _hasher = PasswordHasher()
@@ -81,9 +80,7 @@ def change_password(user, current, new, keep_session_id):
     with database.atomic():
         user.password_hash = _hasher.hash(new)
         user.save(only=[User.password_hash])
-        (WebSession.update(revoked_at=clock.now())
-         .where(WebSession.user == user.id, WebSession.id != keep_session_id,
-                WebSession.revoked_at.is_null()).execute())
+        _end_sessions(user.id, keep=keep_session_id)
         audit.record(user.organization_id, "user.password_set", "user", user.id)
 
 
@@ -120,11 +117,11 @@ def sign_in(email, password, code=None, *, ip=None, user_agent=None, request_id=
         _verified(User(password_hash=_DUMMY), password)
     if user is None:
         raise InvalidCredentials("The e-mail or the password is not right.")
-    if user.totp_secret is not None and not _code_ok(user, code):
-        raise InvalidTotpCode("The authentication code is not right.")
     raw = TOKEN_PREFIX + security.random_token(40)
     now = clock.now()
     with database.atomic():
+        if user.totp_secret is not None:
+            totp.accept(user, code)  # the code is spent with the session it opens
         session = WebSession.create(user=user, token_hash=security.digest(raw), last_seen_at=now,
                                     expires_at=now + SESSION_IDLE, ip=ip,
                                     user_agent=(user_agent or "")[:255] or None)
@@ -183,9 +180,11 @@ def end_session(user, session_id):
         audit.record(user.organization_id, "session.revoke", "session", session_id)
 
 
-def _end_sessions(user_id):
-    return (WebSession.update(revoked_at=clock.now())
-            .where(WebSession.user == user_id, WebSession.revoked_at.is_null()).execute())
+def _end_sessions(user_id, keep=None):
+    """Ends the user's live sessions, but `keep`; returns how many ended."""
+    ended = WebSession.update(revoked_at=clock.now()).where(WebSession.user == user_id,
+                                                           WebSession.revoked_at.is_null())
+    return (ended.where(WebSession.id != keep) if keep else ended).execute()
 
 
 def end_all_sessions(user_id):
@@ -200,49 +199,41 @@ def end_all_sessions(user_id):
 
 # --- the second factor ---------------------------------------------------------------
 
-def _code_ok(user, code, secret=None):
-    secret = secret or secretbox.unseal(user.totp_secret, TOTP_PURPOSE)
-    code = (code or "").replace(" ", "")
-    # One step of clock drift either way, as authenticator apps expect.
-    return bool(secret) and code.isdigit() and pyotp.TOTP(secret).verify(code, valid_window=1)
-
-
-def totp_offer(user):
-    """A new secret and its otpauth URI, for the user to add to an authenticator app;
-    nothing changes until a code from it is confirmed (`totp_enable`)."""
-    secret = pyotp.random_base32()
-    uri = pyotp.TOTP(secret).provisioning_uri(name=user.email, issuer_name="Berth")
-    return secret, uri
-
-
-def totp_enable(user, secret, code):
-    if not _code_ok(user, code, secret=secret):
-        raise InvalidTotpCode("The authentication code is not right.")
+def totp_enable(user, secret, code, keep_session_id):
+    """The user confirms a code of a new secret: the factor is on, and their other
+    sessions end (whoever signed in without it). One already on is turned off first,
+    with a code from it: an offer alone never replaces it."""
+    sealed = totp.seal(secret)
     with database.atomic():
-        user.totp_secret = secretbox.seal(secret, TOTP_PURPOSE)
-        user.save(only=[User.totp_secret])
+        if not (User.update(totp_secret=sealed)
+                .where(User.id == user.id, User.totp_secret.is_null()).execute()):
+            raise Conflict("The second factor is already on: turn it off (with a code from "
+                           "it) before setting up another.")
+        totp.accept(user, code, secret=secret)
+        user.totp_secret = sealed
+        _end_sessions(user.id, keep=keep_session_id)
         audit.record(user.organization_id, "user.totp_enable", "user", user.id)
 
 
 def totp_disable(user, code):
     if user.totp_secret is None:
         return
-    if not _code_ok(user, code):
-        raise InvalidTotpCode("The authentication code is not right.")
     with database.atomic():
-        user.totp_secret = None
-        user.save(only=[User.totp_secret])
-        audit.record(user.organization_id, "user.totp_disable", "user", user.id)
+        totp.accept(user, code)
+        _totp_off(user)
 
 
 def totp_reset(user_id):
     """The operator turns a user's second factor off (a lost device); the user signs
     in with the password alone and may set it up again."""
     with database.atomic():
-        user = _active_user(user_id)
-        user.totp_secret = None
-        user.save(only=[User.totp_secret])
-        audit.record(user.organization_id, "user.totp_disable", "user", user.id)
+        _totp_off(_active_user(user_id))
+
+
+def _totp_off(user):
+    user.totp_secret = user.totp_last_step = None
+    user.save(only=[User.totp_secret, User.totp_last_step])
+    audit.record(user.organization_id, "user.totp_disable", "user", user.id)
 
 
 # --- acting as a key -----------------------------------------------------------------

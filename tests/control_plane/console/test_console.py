@@ -3,6 +3,7 @@ factor, rate limit), sessions that end, the CSRF and origin guards on every writ
 read-only users, escaping, the security headers, and the audit trail of its writes.
 (The same pages in a real browser: test_console_browser.py.)"""
 
+import datetime as dt
 import re
 
 import pyotp
@@ -126,21 +127,25 @@ def test_sign_in_is_rate_limited_per_email(app, world):
     assert "Set-Cookie" not in r.headers
 
 
-def test_second_factor(app, world, member):
+def test_second_factor(app, world, member, fake_clock):
     _, user, b = member
     page = _text(b.get("/account"))
     secret = re.search(r'<code class="secret">([A-Z2-7]+)</code>', page).group(1)
     sealed = re.search(r'name="sealed" value="([^"]+)"', page).group(1)
+
+    def code():
+        return pyotp.TOTP(secret).at(fake_clock.now.replace(tzinfo=dt.UTC).timestamp())
+
     # A wrong code turns nothing on.
     assert b.post("/account/totp", {"sealed": sealed, "code": "000000"}).status_code == 401
-    assert b.post("/account/totp", {"sealed": sealed, "code": pyotp.TOTP(secret).now()}
-                  ).status_code == 303
+    assert b.post("/account/totp", {"sealed": sealed, "code": code()}).status_code == 303
     # The secret is stored sealed, not in clear.
     stored = type(user).get_by_id(user.id).totp_secret
     assert stored and secret not in stored
     assert Browser(b.client.application).sign_in(user.email).status_code == 401
+    fake_clock.advance(seconds=30)  # the code that turned it on is spent
     fresh = Browser(b.client.application)
-    assert fresh.sign_in(user.email, code=pyotp.TOTP(secret).now()).status_code == 303
+    assert fresh.sign_in(user.email, code=code()).status_code == 303
     assert fresh.get("/projects").status_code == 200
     # A lost device: the operator turns the factor off; the password alone signs in.
     sessions.totp_reset(user.id)
