@@ -11,6 +11,7 @@ import secrets
 import uuid
 
 from limits import RateLimitItemPerMinute
+from peewee import fn
 
 from control_plane import clock, secretbox, states
 from control_plane.db import database, for_update
@@ -199,6 +200,28 @@ def deliveries(key, webhook_id):
         .where(WebhookDelivery.webhook == webhook.id)
         .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
         .limit(DELIVERY_LOG).dicts())
+
+
+def delivery_states(webhooks):
+    """What shows a failing receiver at once, per webhook id: `retrying`, how many of
+    its deliveries are still owed (failure_count counts only those that failed for
+    good, after their fifth attempt, hours later), and `last`, its latest attempt
+    (a delivery: status, response_status, error_reason, and delivered_at, the time
+    of its last attempt) or None. Two queries for a page of webhooks."""
+    ids = [w.id for w in webhooks]
+    if not ids:
+        return {}
+    D = WebhookDelivery
+    retrying = dict(D.select(D.webhook, fn.COUNT(D.id))
+                    .where(D.webhook.in_(ids), D.status == states.DeliveryStatus.RETRYING)
+                    .group_by(D.webhook).tuples())
+    ranked = (D.select(D.id, fn.ROW_NUMBER().over(
+        partition_by=[D.webhook], order_by=[D.delivered_at.desc(), D.id.desc()]).alias("n"))
+        .where(D.webhook.in_(ids), D.attempt_count > 0).alias("ranked"))
+    last = {d.webhook_id: d for d in
+            D.select(D.webhook, D.status, D.response_status, D.error_reason, D.delivered_at)
+            .join(ranked, on=(D.id == ranked.c.id) & (ranked.c.n == 1))}
+    return {i: {"retrying": retrying.get(i, 0), "last": last.get(i)} for i in ids}
 
 
 def _iso_now():
