@@ -25,9 +25,19 @@ from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
 from control_plane.services.environment_settings import domains
 from control_plane.services.servers import monitoring
+from control_plane.services.tasks import kinds
 
 ACTIONS = ("deploy", "redeploy", "restart", "start", "stop")
 LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.RUNNING)
+
+
+@blp.app_template_global()
+def task_name(task):
+    """A task as a person names it: its kind, or for a rollback, to which version."""
+    if task.trigger != states.Trigger.ROLLBACK:
+        return task.kind
+    version = (task.extra_data or {}).get("rollback_to_version")
+    return f"rollback to version {version}" if version else "rollback"
 
 
 def _status(env_id):
@@ -37,8 +47,23 @@ def _status(env_id):
 
 
 def _tasks(env_id):
+    """The newest tasks; a rollback is offered to each deployment a rollback would
+    accept, except to the code the environment runs now."""
+    tasks = envs.tasks_of(principal(), env_id)
+    running = _running(tasks)
     return [{"task": t, "status": states.task_status(t.status),
-             "rollback": operations.rollbackable(t)} for t in envs.tasks_of(principal(), env_id)]
+             "rollback": operations.rollbackable(t) and t.id not in running} for t in tasks]
+
+
+def _running(tasks):
+    """The ids of the deployment whose code runs now (the newest successful one that
+    deployed code; `tasks` are newest first) and, when it is a rollback, of its target:
+    rolling back to either would change nothing."""
+    for t in tasks:
+        if t.status == states.DeploymentStatus.SUCCESS and t.kind in kinds.names(
+                deploys_code=True):
+            return {t.id, t.rollback_from_id}
+    return set()
 
 
 @blp.get("/environments/<uuid:env_id>")

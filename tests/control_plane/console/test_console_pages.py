@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from control_plane.models import Deployment
+from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.control_plane.console.test_console import Browser, _user
 from tests.control_plane.webhooks.test_delivery import event, hook
@@ -25,6 +27,61 @@ def member(app, world):
     b = Browser(app)
     assert b.sign_in(_user(world, org).email).status_code == 303
     return org, b
+
+
+def _deployment(env, version, fake_clock, status="success", kind="deploy", **fields):
+    """A settled task of the environment's history, a minute after the previous one."""
+    fake_clock.advance(minutes=1)
+    fields = {"started_at": fake_clock.now, "completed_at": fake_clock.now, **fields}
+    return Deployment.create(environment=env, project=env.project_id, version=version, kind=kind,
+                             trigger="manual", status=status, git_branch="main",
+                             git_commit=f"{version:040x}", image_tag=f"erp:{version}",
+                             config={"cpu_cores": 0.5, "ram_mb": 512}, **fields)
+
+
+def _settle(task_id):
+    """The agent's part: it takes the task and reports success."""
+    engine.on_ack(task_id)
+    engine.on_result(task_id, True, {}, None)
+
+
+def _offered(page):
+    """The deployments the history offers to roll back to."""
+    return set(re.findall(r'action="/deployments/([0-9a-f-]+)/rollback"', page))
+
+
+def _task_row(page, task):
+    return re.search(rf"<tr>(?:(?!</tr>).)*task={task.id}(?:(?!</tr>).)*</tr>", page, re.S).group(0)
+
+
+def test_rollback_is_offered_on_older_deployments_and_named_in_the_history(world, member,
+                                                                            fake_clock):
+    org, b = member
+    env = world.environment(world.project(org))
+    first = _deployment(env, 1, fake_clock)
+    failed = _deployment(env, 2, fake_clock, status="failed")
+    barred = _deployment(env, 3, fake_clock, can_rollback=False)
+    current = _deployment(env, 4, fake_clock)  # what the environment runs now
+    _deployment(env, 5, fake_clock, kind="restart")  # no code: 4 still runs
+    page = _text(b.get(f"/environments/{env.id}"))
+    # Neither the one running now, nor one a rollback would refuse.
+    assert _offered(page) == {str(first.id)}
+    assert str(current.id) not in _offered(page) and str(failed.id) not in _offered(page)
+    assert str(barred.id) not in _offered(page)
+
+    r = b.post(f"/deployments/{first.id}/rollback")
+    assert r.status_code == 303
+    fake_clock.advance(minutes=1)
+    rollback = Deployment.get(Deployment.environment == env.id, Deployment.trigger == "rollback")
+    _settle(rollback.id)
+    page = _text(b.get(f"/environments/{env.id}?task={rollback.id}"))
+    # Listed as what it was, and to which version; its log says so too.
+    row = _task_row(page, rollback)
+    assert "rollback to version 1" in row and ">deploy<" not in row
+    assert "Task log: rollback to version 1 —" in page
+    # It now runs version 1's code: rolling back to 1 again or to the rollback itself
+    # would change nothing; version 4 is an older one now.
+    assert _offered(page) == {str(current.id)}
 
 
 @pytest.fixture
