@@ -43,6 +43,8 @@ def task_name(task):
 def _status(env_id):
     snapshot = envs.status_snapshot(principal(), env_id, berth().settings["APPS_DOMAIN"])
     snapshot["status"] = states.public_environment_status(snapshot["status"])
+    if snapshot["last_deploy"]:  # its kind, for the panel to name it
+        snapshot["last_task"] = envs.get_task(principal(), snapshot["last_deploy"]["id"])
     return snapshot
 
 

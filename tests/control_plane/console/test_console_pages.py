@@ -84,6 +84,21 @@ def test_rollback_is_offered_on_older_deployments_and_named_in_the_history(world
     assert _offered(page) == {str(current.id)}
 
 
+def test_the_status_panel_says_the_last_deployment_once(world, member, fake_clock):
+    org, b = member
+    env = world.environment(world.project(org))
+    _deployment(env, 1, fake_clock, kind="redeploy")
+    panel = _text(b.get(f"/environments/{env.id}/status-panel"))
+    (line,) = re.findall(r"Last deployment:[^<]*", panel)
+    at = fake_clock.now.strftime("%Y-%m-%d %H:%M")
+    assert line.split() == ["Last", "deployment:", "redeploy,", "completed", *at.split(),
+                            "UTC"], line
+    _deployment(env, 2, fake_clock, status="running", completed_at=None)
+    panel = _text(b.get(f"/environments/{env.id}/status-panel"))
+    (line,) = re.findall(r"Last deployment:[^<]*", panel)
+    assert line.split()[2:5] == ["deploy,", "running", "since"], line
+
+
 @pytest.fixture
 def receiver(app, https_receiver, trust_ca):  # noqa: F811 - fixtures by name
     settings = app.extensions["berth"].settings
