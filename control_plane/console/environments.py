@@ -95,9 +95,9 @@ def _log(env_id, task_id):
     """A task's log and whether it is still being written (then the page polls it)."""
     if task_id is None:
         return None
-    try:
-        task = envs.get_task(principal(), task_id)
-    except ApiError:
+    try:  # an id that is not a UUID is no task (PostgreSQL would refuse it: a 500)
+        task = envs.get_task(principal(), uuid.UUID(task_id))
+    except (ValueError, ApiError):
         return None
     if task.environment_id != env_id:
         return None

@@ -132,3 +132,17 @@ def test_a_failing_receiver_is_visible_on_the_webhooks_page(app, world, member, 
     assert "HTTP 200" in row, row
     page = _text(b.get(f"/webhooks/{failing.id}"))
     assert "20 deliveries retrying · 0 failed" in page
+
+
+def test_a_task_id_that_is_not_one_is_no_task(world, member):
+    org, b = member
+    env = world.environment(world.project(org))
+    for given in ("nope", "1234", "' or 1=1 --"):
+        r = b.get(f"/environments/{env.id}", query_string={"task": given})
+        assert r.status_code == 200, (given, _text(r))
+        assert 'id="task-log"' in _text(r)
+        r = b.get(f"/environments/{env.id}/task-log", query_string={"task": given})
+        assert r.status_code == 200, (given, _text(r))
+        assert "<h3>" not in _text(r)
+    # The page still works afterwards (no transaction left broken).
+    assert b.get(f"/environments/{env.id}").status_code == 200
