@@ -1,34 +1,41 @@
 """`X-Idempotency-Key` on the supported POSTs (spec rules 1-6).
 
 The key is claimed in its own committed transaction (so a concurrent
-duplicate sees it in flight: 409), then the view runs and its response is
-stored in one transaction with the view's changes: either both happen or
-neither. A claim carries a lease, so a request that died mid-way does not
-block its key forever. Records are per API key and live 24 hours. The stored
-body is sealed (it can hold a secret shown once, e.g. a new webhook's)."""
+duplicate sees it in flight: 409), then the view runs. A success is stored in
+one transaction with the view's changes: either both happen or neither. A
+refusal the operation made (400, 404, 409, 422...) rolled the view's
+transaction back, so it changed nothing; it is stored afterwards, on the claim
+committed before, and replayed like a success (rule 3). Not stored, so the
+same key may be retried: refusals of who asks or when (401, 403, 429), which
+say nothing of the operation, and server faults (5xx). A claim carries a
+lease, so a request that died mid-way does not block its key forever. Records
+are per API key and live 24 hours. The stored body is sealed (it can hold a
+secret shown once, e.g. a new webhook's)."""
 
 import copy
 import datetime as dt
 import functools
 
 import peewee
-from flask import Response, g, request
+from flask import Response, current_app, g, request
+from werkzeug.exceptions import HTTPException
 
 from control_plane import clock, secretbox
 from control_plane.db import database, for_update
-from control_plane.errors import IdempotencyKeyInUse, InvalidIdempotencyKey
+from control_plane.errors import ApiError, IdempotencyKeyInUse, InvalidIdempotencyKey
 from control_plane.models import IdempotencyRecord
 
 TTL = dt.timedelta(hours=24)
 SEAL_PURPOSE = "idempotency-response"
 REPLAYED_HEADERS = ("Content-Type", "Location")
+# Answers that say who may ask or when, not what the operation did: never stored.
+NOT_STORED = frozenset((401, 403, 429))
 # OpenAPI vendor extension on the operations that honour the header; the
 # StandardResponses plugin (api/smorest.py) turns it into the header docs.
 IDEMPOTENT_MARKER = "x-idempotent"
 
 
 def _lease():
-    from flask import current_app
     return dt.timedelta(seconds=current_app.config["IDEMPOTENCY_LEASE_SECONDS"])
 
 
@@ -76,6 +83,10 @@ def _finish(rec, response):
         raise IdempotencyKeyInUse()
 
 
+def _stored(status):
+    return 200 <= status < 500 and status not in NOT_STORED
+
+
 def _release(rec):
     (IdempotencyRecord.delete()
      .where(IdempotencyRecord.id == rec.id, IdempotencyRecord.state == "in_flight",
@@ -108,12 +119,22 @@ def idempotent(view):
         try:
             with database.atomic():  # the view's wake-ups wait for this commit
                 response = view(*args, **kwargs)
-                if 200 <= response.status_code < 300:
+                if _stored(response.status_code):
                     _finish(rec, response)
+        except (ApiError, HTTPException) as exc:
+            # The view's transaction rolled back: the refusal changed nothing, and
+            # is stored on its own, on the claim committed before the view ran.
+            response = current_app.make_response(current_app.handle_user_exception(exc))
+            if isinstance(exc, IdempotencyKeyInUse) or not _stored(response.status_code):
+                _release(rec)
+            else:
+                with database.atomic():
+                    _finish(rec, response)
+            return response
         except BaseException:
             _release(rec)  # nothing was done: the same key may be retried
             raise
-        if not 200 <= response.status_code < 300:
+        if not _stored(response.status_code):
             _release(rec)
         return response
 

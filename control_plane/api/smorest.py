@@ -213,7 +213,9 @@ IDEMPOTENCY_KEY_PARAMETER = {
     "in": "header",
     "required": False,
     "description": "Retry-safe POST: a repeat within 24 hours with the same key (per API key) "
-                   "returns the first response and repeats nothing. UUID recommended.",
+                   "returns the first response, a refusal (400, 404, 409, 422) included, "
+                   "and repeats nothing; a 401, 403, 429 or 5xx is not kept. UUID "
+                   "recommended.",
     "schema": {"type": "string", "minLength": 1, "maxLength": 255},
 }
 IDEMPOTENCY_REPLAYED_HEADER = {

@@ -2,8 +2,8 @@
 
 import datetime as dt
 
-from control_plane.models import Deployment, IdempotencyRecord, Project, Webhook
-from tests.conftest import auth
+from control_plane.models import ApiKey, Deployment, IdempotencyRecord, Project, Webhook
+from tests.conftest import auth, new_uuid
 
 P = "/api/public/v1"
 
@@ -61,12 +61,80 @@ def test_after_24_hours_the_key_is_new(client, world, fake_clock):
     assert Project.select().count() == 2
 
 
-def test_errors_are_not_cached(client, world):
+def _same_answer(first, again):
+    """Rule 3: the cached response, byte for byte, with its original status."""
+    assert (again.status_code, again.data, again.content_type) == \
+        (first.status_code, first.data, first.content_type)
+    assert again.headers["X-Idempotency-Replayed"] == "true"
+    assert "X-Idempotency-Replayed" not in first.headers
+
+
+def test_a_refusal_the_operation_made_is_replayed_and_nothing_runs(client, world):
+    """A 422, 404 or 409 is the result of the request's execution: a duplicate
+    gets it again, even once the request would now succeed."""
     raw, _, body = _setup(world)
     h = {**auth(raw), "X-Idempotency-Key": "k-4"}
-    assert client.post(f"{P}/projects", headers=h, json={"name": "x"}).status_code == 422
-    ok = client.post(f"{P}/projects", headers=h, json=body)
-    assert ok.status_code == 201 and "X-Idempotency-Replayed" not in ok.headers
+    invalid = client.post(f"{P}/projects", headers=h, json={"name": "x"})
+    assert invalid.status_code == 422 and invalid.json["error"] == "validation_error"
+    _same_answer(invalid, client.post(f"{P}/projects", headers=h, json=body))
+    assert Project.select().count() == 0
+
+    missing = f"{P}/environments/{new_uuid()}/actions/restart"
+    h404 = {**auth(raw), "X-Idempotency-Key": "k-404"}
+    first = client.post(missing, headers=h404)
+    assert first.status_code == 404 and first.json["error"] == "not_found"
+    _same_answer(first, client.post(missing, headers=h404))
+
+
+def test_a_conflict_is_replayed_and_the_action_not_run_once_it_could(client, world):
+    raw, key, _ = _setup(world)
+    env = world.environment(world.project(key.organization))
+    restart = f"{P}/environments/{env.id}/actions/restart"
+    assert client.post(restart, headers=auth(raw)).status_code == 202  # a task in progress
+    h = {**auth(raw), "X-Idempotency-Key": "k-409"}
+    busy = client.post(restart, headers=h)
+    assert busy.status_code == 409, busy.json
+    Deployment.update(status="failed").execute()  # the task in the way ended
+    _same_answer(busy, client.post(restart, headers=h))
+    assert Deployment.select().count() == 1
+    # The same request under a new key does run.
+    assert client.post(restart, headers={**auth(raw), "X-Idempotency-Key": "k-new"}
+                       ).status_code == 202
+
+
+def test_refusals_before_the_operation_leave_the_key_free(client, app, world):
+    """401, 403 and 429 say who may ask or when, not what the operation did: the
+    same key retried once they no longer apply is executed."""
+    raw, key, body = _setup(world)
+    h = {**auth(raw), "X-Idempotency-Key": "k-free"}
+    unauthenticated = client.post(f"{P}/projects", json=body,
+                                  headers={"X-Idempotency-Key": "k-free"})
+    assert unauthenticated.status_code == 401
+    # A project-scoped key may not create projects (403), until an operator widens it.
+    ApiKey.update(scope="project", project=world.project(key.organization).id).where(
+        ApiKey.id == key.id).execute()
+    scoped = client.post(f"{P}/projects", headers=h, json=body)
+    assert scoped.status_code == 403 and scoped.json["error"] == "org_scope_required"
+    ApiKey.update(scope="organization", project=None).where(ApiKey.id == key.id).execute()
+    # The key's own limit (a request hook) and the webhook mutations' (in the view).
+    while client.get(f"{P}/projects", headers=auth(raw)).status_code != 429:
+        pass
+    limited = client.post(f"{P}/projects", headers=h, json=body)
+    assert limited.status_code == 429 and limited.json["error"] == "rate_limit_exceeded"
+    app.extensions["berth"].limiter.reset()
+    created = client.post(f"{P}/projects", headers=h, json=body)
+    assert created.status_code == 201 and "X-Idempotency-Replayed" not in created.headers
+
+    hook = {"url": "https://hooks.example.com/x", "events": ["deploy.completed"]}
+    for _ in range(10):
+        assert client.post(f"{P}/webhooks", headers=auth(raw), json=hook).status_code == 201
+    hw = {**auth(raw), "X-Idempotency-Key": "k-hook"}
+    limited = client.post(f"{P}/webhooks", headers=hw, json=hook)
+    assert limited.status_code == 429 and limited.json["error"] == "webhook_rate_limit"
+    app.extensions["berth"].limiter.reset()
+    made = client.post(f"{P}/webhooks", headers=hw, json=hook)
+    assert made.status_code == 201 and "X-Idempotency-Replayed" not in made.headers
+    assert Webhook.select().count() == 11
 
 
 def test_in_flight_key_is_409_until_its_lease_ends(client, world, fake_clock):
