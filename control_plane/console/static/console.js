@@ -3,7 +3,7 @@
 (function () {
   "use strict";
 
-  var BYTES = ["B", "KB", "MB", "GB", "TB"];
+  var BYTES = ["B", "KiB", "MiB", "GiB", "TiB"];  // 1024-based, as every size the console shows
 
   function bytes(v) {
     if (v == null) return "";

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from control_plane.models import Deployment
+from control_plane.models import Backup, Deployment
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.control_plane.console.test_console import Browser, _user
@@ -97,6 +97,43 @@ def test_the_status_panel_says_the_last_deployment_once(world, member, fake_cloc
     panel = _text(b.get(f"/environments/{env.id}/status-panel"))
     (line,) = re.findall(r"Last deployment:[^<]*", panel)
     assert line.split()[2:5] == ["deploy,", "running", "since"], line
+
+
+def _backup(b, env, comment=None):
+    r = b.post(f"/environments/{env.id}/backups", {"comment": comment} if comment else {})
+    assert r.status_code == 303, _text(r)
+    return Backup.get(Backup.environment == env.id)
+
+
+def _backups_section(b, env):
+    page = _text(b.get(f"/environments/{env.id}"))
+    return page[page.index('id="backups-h"'):page.index('id="domains-h"')]
+
+
+def test_a_backups_comment_is_listed(world, member):
+    org, b = member
+    env = world.environment(world.project(org))
+    assert _backup(b, env, "before the <b>upgrade</b>").notes == "before the <b>upgrade</b>"
+    assert "before the &lt;b&gt;upgrade&lt;/b&gt;" in _backups_section(b, env)
+
+
+def test_a_backups_size_is_what_is_stored_beside_its_data_in_1024_based_units(world, member):
+    org, b = member
+    server = world.server(org)
+    env = world.environment(world.project(org, server))
+    backup = _backup(b, env)
+    # As the agent reports a small database: 7.9 MiB of data, 9 KiB stored.
+    Backup.update(status="completed", database_size=8_283_750, filestore_size=0,
+                  total_size=8_283_750, compressed_size=9_216).where(
+        Backup.id == backup.id).execute()
+    backups = _backups_section(b, env)
+    assert re.search(r"<th[^>]*>Stored \(compressed\)</th><th[^>]*>Data \(uncompressed\)</th>",
+                     backups)
+    assert "<td>9.0 KiB</td><td>7.9 MiB</td>" in backups
+    # One kind of unit in the whole console: 1024-based, named so.
+    server_page = _text(b.get(f"/servers/{server.id}"))
+    assert "8192 MiB" in server_page and "100 GiB" in server_page
+    assert " MB" not in server_page and " GB" not in server_page
 
 
 @pytest.fixture
