@@ -154,6 +154,17 @@ class RateLimiter:
             raise error(reset_in, message, code=code, headers=headers_for(state))
         return state
 
+    def window(self, limit, namespace, *ids):
+        """The window's state, counting nothing (a refused key's headers)."""
+        try:
+            reset_time, remaining = self.strategy.get_window_stats(limit, namespace, *ids)
+        except StorageError:  # as `hit` does: this process's own count meanwhile
+            if self._local is None:
+                return WindowState(limit.amount, limit.amount, WINDOW_SECONDS)
+            reset_time, remaining = self._local[1].get_window_stats(limit, namespace, *ids)
+        return WindowState(limit.amount, max(0, remaining),
+                           max(1, math.ceil(reset_time - time.time())))
+
     def hit_all(self, hits, *, error=RateLimited, code=None):
         """A slot of every (limit, namespace, ids, message) or of none: all are
         tested first, and the first full one raises RateLimited with its message."""

@@ -5,6 +5,7 @@ every response it gets, errors included."""
 from flask import current_app, g, request
 
 from control_plane import ratelimit
+from control_plane.errors import Unauthorized
 from control_plane.services import audit
 from control_plane.services.accounts import keys
 
@@ -42,12 +43,28 @@ def _authenticate_key(req, *, defer=False):
 def authenticate_request():
     # Each read through Flask's context proxies costs a lookup: the objects once.
     req, ctx = request._get_current_object(), g._get_current_object()
-    key = ctx.api_key = _authenticate_key(req, defer=_defers(req))
+    try:
+        key = ctx.api_key = _authenticate_key(req, defer=_defers(req))
+    except Unauthorized as exc:
+        _name_refused(ctx, exc)
+        raise
     ctx.rate_state = current_app.extensions["berth"].limiter.hit(
         ratelimit.PER_KEY[key.key_type], "key", key.public_id)
     keys.authorize_method(key, req.method)
     if req.method not in ("GET", "HEAD"):  # what it changes is the key's (services/audit.py)
         _bind(ctx, req, key)
+
+
+def _name_refused(ctx, exc, state=None):
+    """A 401 for a key that exists (revoked, expired) still carries its id and its
+    window, as every answer does: `state` when the request was counted already,
+    else the window read and not counted (a refused key uses none of it). An
+    unknown or missing key has neither."""
+    key = getattr(exc, "key", None)
+    if key is not None:
+        ctx.refused_key = key
+        ctx.rate_state = state or current_app.extensions["berth"].limiter.window(
+            ratelimit.PER_KEY[key.key_type], "key", key.public_id)
 
 
 def _bind(ctx, req, key):
@@ -68,7 +85,7 @@ _STAMPED = frozenset(("x-api-key-id", "x-ratelimit-limit", "x-ratelimit-remainin
 
 def stamp_headers(response):
     ctx = g._get_current_object()
-    key = ctx.get("api_key")
+    key = ctx.get("api_key") or ctx.get("refused_key")
     if key is None:
         return response
     headers, state = response.headers, ctx.get("rate_state")
@@ -106,9 +123,12 @@ def dispatch_confirmed(dispatch):
         if keys.confirm():
             return result
     ctx = g._get_current_object()
-    state, ctx.api_key, ctx.rate_state = ctx.rate_state, None, None  # a 401 carries no key headers
-    ctx.api_key = _authenticate_key(request._get_current_object())
-    ctx.rate_state = state  # the request was counted once, before
+    ctx.api_key = None  # until it authenticates again
+    try:
+        ctx.api_key = _authenticate_key(request._get_current_object())
+    except Unauthorized as exc:
+        _name_refused(ctx, exc, ctx.rate_state)  # the request was counted once, before
+        raise
     return dispatch()
 
 

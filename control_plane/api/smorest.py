@@ -249,7 +249,9 @@ ERROR_RESPONSES = {
     "400": "Bad request (`bad_request`: a body that is not JSON, nests deeper than 64 levels "
            "or has a number longer than 100 characters; text with a NUL or an unpaired "
            "surrogate in the body, query, path or headers)",
-    "401": "Missing, invalid, revoked (`invalid_api_key`, `missing_api_key`, `key_revoked`) or expired (`key_expired`) key",
+    "401": "Missing, invalid, revoked (`invalid_api_key`, `missing_api_key`, `key_revoked`) or "
+           "expired (`key_expired`) key; a revoked or expired key is still named "
+           "(`X-API-Key-Id`), with its window (`X-RateLimit-*`)",
     "403": "The key may not do this (`write_access_required`, `org_scope_required`, `project_scoped_key`, capability codes)",
     "404": "Not found, or outside the key's organization or project (`not_found`)",
     "409": "Conflict (`key_has_no_owner`, `idempotency_key_in_use`, resource-specific codes)",
@@ -305,7 +307,7 @@ class StandardResponses(BasePlugin):
         self.spec = spec
         spec.components.schema("BerthError", schema=ErrorSchema)
         for status, description in ERROR_RESPONSES.items():
-            headers = {} if status == "401" else dict(RATE_LIMIT_HEADERS)
+            headers = dict(RATE_LIMIT_HEADERS)  # a 401: when the key is known
             if status == "429":
                 headers.update(RETRY_AFTER_HEADER)
             spec.components.response(f"Error{status}", {

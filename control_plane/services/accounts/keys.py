@@ -211,12 +211,19 @@ def authenticate(raw, cache=None, *, defer=False):
     if key is None or key.deleted_at is not None or not raw.startswith(KEY_PREFIX[key.key_type]):
         raise InvalidApiKey()
     if key.revoked_at is not None:
-        raise KeyRevoked("The API key was revoked.")
+        raise _naming(KeyRevoked("The API key was revoked."), key)
     if key.expires_at is not None and key.expires_at <= clock.now():
-        raise KeyExpired("The API key has expired.")
+        raise _naming(KeyExpired("The API key has expired."), key)
     if cache is not None and seen is not None:
         cache.put(digest, key, seen)
     return key
+
+
+def _naming(error, key):
+    """A refusal of a key that exists (revoked, expired) carries it: its answer
+    still names the key and shows its window (api/auth.py)."""
+    error.key = key
+    return error
 
 
 def authorize_method(key, method):

@@ -40,7 +40,9 @@ def test_missing_or_invalid_key_is_401_with_code(client, world, headers, code):
     assert r.status_code == 401
     assert r.json == {"error": code, "message": r.json["message"]}
     assert r.headers["WWW-Authenticate"].startswith("Bearer")
-    assert "X-API-Key-Id" not in r.headers
+    # No key is known: none is named, and no window is shown.
+    assert not {"X-API-Key-Id", "X-RateLimit-Limit", "X-RateLimit-Remaining",
+                "X-RateLimit-Window"} & set(r.headers.keys())
 
 
 def test_key_with_wrong_type_prefix_is_invalid(client, world):
@@ -67,6 +69,31 @@ def test_revoked_key_is_rejected(client, world):
     keys.revoke_key(key.public_id)
     r = client.get(f"{P}/projects", headers=auth(raw))
     assert r.status_code == 401 and r.json["error"] == "key_revoked"
+
+
+@pytest.mark.parametrize("key_type, limit", [("read_only", 120), ("full_access", 20)])
+def test_a_refused_key_that_is_known_is_named_with_its_window(client, world, fake_clock,
+                                                             key_type, limit):
+    """Spec, Authentication 8 and Limits: every response carries the key's id and
+    its rate-limit headers, a 401 for an expired or revoked key included. Its
+    refused requests do not count: the window shows what the key had used."""
+    from control_plane.services.accounts import keys
+    org = world.org()
+    raw_expired, expired = world.key(org, key_type, expires_at=fake_clock.now)
+    raw_revoked, revoked = world.key(org, key_type)
+    fake_clock.advance(seconds=-1)
+    for raw in (raw_expired, raw_revoked):
+        assert client.get(f"{P}/projects", headers=auth(raw)).status_code == 200
+    fake_clock.advance(seconds=2)
+    keys.revoke_key(revoked.public_id)
+    for raw, key, code in ((raw_expired, expired, "key_expired"),
+                           (raw_revoked, revoked, "key_revoked")):
+        for _ in range(2):
+            r = client.post(f"{P}/projects", headers=auth(raw), json={})
+            assert r.status_code == 401 and r.json["error"] == code
+            assert r.headers["X-API-Key-Id"] == key.public_id
+            assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"],
+                    r.headers["X-RateLimit-Window"]) == (str(limit), str(limit - 1), "60")
 
 
 @pytest.mark.parametrize("method", ["post", "patch", "delete", "put"])
