@@ -11,9 +11,21 @@ Content-Security-Policy; templates escape every value."""
 from urllib.parse import urlsplit
 
 import marshmallow as ma
-from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    current_app,
+    g,
+    jsonify,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from werkzeug.exceptions import NotFound
 
 from control_plane import safe_input
+from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError, CsrfFailed, WriteAccessRequired
 from control_plane.errors import Unprocessable as FormInvalid
 from control_plane.services import audit
@@ -152,6 +164,18 @@ def _error(err):
     the error's headers (a 429's Retry-After)."""
     page = "_error.html" if request.headers.get("HX-Request") else "error.html"
     return *render(page, err.status, error=err), err.headers
+
+
+@blp.app_errorhandler(NotFound)  # an address nothing on this site answers
+def _no_page(err):
+    """A page for a browser, outside the APIs; the spec's JSON body (as the app's own
+    handler gives it) for every /api/ path and every client that prefers JSON."""
+    wanted = request.accept_mimetypes.best_match(("application/json", "text/html"))
+    if request.path.startswith("/api/") or wanted != "text/html":
+        body, status, headers = http_error_body(err)
+        return jsonify(body), status, headers
+    # Outside the console's blueprint: its headers and its context, given here.
+    return _headers(make_response(render("not_found.html", 404, **_context())))
 
 
 @blp.context_processor

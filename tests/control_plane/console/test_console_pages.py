@@ -11,6 +11,7 @@ import pytest
 from control_plane.models import Backup, Deployment
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
+from tests.conftest import auth
 from tests.control_plane.console.test_console import Browser, _user
 from tests.control_plane.webhooks.test_delivery import event, hook
 from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
@@ -169,6 +170,26 @@ def test_a_failing_receiver_is_visible_on_the_webhooks_page(app, world, member, 
     assert "HTTP 200" in row, row
     page = _text(b.get(f"/webhooks/{failing.id}"))
     assert "20 deliveries retrying · 0 failed" in page
+
+
+def test_an_unknown_page_answers_html_to_a_browser_and_json_to_the_api(client, world):
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    raw, _ = world.key(world.org())
+    r = client.get("/no-such-page", headers=html)
+    assert r.status_code == 404 and r.mimetype == "text/html"
+    page = _text(r)
+    assert '<meta charset="utf-8">' in page and "/console-assets/console.css" in page
+    assert 'href="/"' in page
+    assert r.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    # The API's paths keep the spec's body, whatever the client accepts; and a
+    # client that asks for JSON gets JSON everywhere.
+    for path, accept in (("/api/public/v1/no-such-thing", {**html, **auth(raw)}),
+                         ("/api/v1/no-such-thing", html),
+                         ("/no-such-page", {"Accept": "application/json"}),
+                         ("/no-such-page", {})):
+        r = client.get(path, headers=accept)
+        assert r.status_code == 404 and r.is_json, path
+        assert r.get_json()["error"] == "not_found", path
 
 
 def test_a_task_id_that_is_not_one_is_no_task(world, member):
