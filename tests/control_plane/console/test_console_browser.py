@@ -1,13 +1,16 @@
 """The web console in a real browser: Debian's chromium driven by Playwright, against
 a real `berth serve` with a real agent and real containers. Sign in, see a project,
 create an environment and watch its task log arrive, charts drawn from stored
-history, a backup taken and restored after typing the name, a typed `<script>`
-shown as text, a write without the CSRF token refused, an ended session signed
-out, a read-only user without write controls. No page breaks its Content-Security-
-Policy. A screenshot of each page is saved under build/test-artifacts/console."""
+history, a backup taken (its comment and sizes listed) and restored after typing
+the name, a redeploy then a rollback to the first deployment, a failing webhook
+receiver, a typed `<script>` shown as text, a write without the CSRF token
+refused, an ended session signed out, a read-only user without write controls,
+an unknown address. No page breaks its Content-Security-Policy. A screenshot of
+each page is saved under build/test-artifacts/console."""
 
 import datetime as dt
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -30,6 +33,7 @@ from control_plane.models.metrics import (
     EnvironmentMetric,
     ServerMetric,
 )
+from tests.control_plane.webhooks.test_delivery import hook
 from tests.support.agents import AgentProcess, registered_server, wait_for
 from tests.support.git_repo import shop_repo
 from tests.support.serve import Served
@@ -188,6 +192,10 @@ def test_projects_environment_and_its_task_log(stand, deployed):
     row.get_by_role("link", name="Staging").click()
     tasks = page.locator("#tasks tbody tr")
     assert tasks.count() == 1 and "deploy" in tasks.first.inner_text()
+    # The deployment running now is not offered as a rollback target.
+    assert page.get_by_role("button", name="Roll back to this").count() == 0
+    last = page.locator("#status p", has_text="Last deployment").inner_text()
+    assert last.startswith("Last deployment: deploy, completed ") and last.endswith(" UTC"), last
     assert "checking out" in page.locator("#task-log pre").inner_text()
     # Runtime logs, asked of the agent when the button is pressed (htmx).
     page.get_by_role("button", name="ERP logs").click()
@@ -237,6 +245,11 @@ def test_charts_draw_from_stored_history(stand, deployed):
             (range_, drawn)
     # Seven days of hours: about 168 points per series (two series on the CPU chart).
     assert _drawn(page)[0][0] >= 2 * 160
+    # Pointing at the memory chart shows its values as the rest of the console
+    # shows sizes (2e8 bytes: 190.7 MiB).
+    page.locator("figure.chart").nth(1).locator(".u-over").hover()
+    values = page.locator("figure.chart").nth(1).locator(".u-legend .u-value").all_inner_texts()
+    assert "190.7 MiB" in values, values
     shot(page, "environment-charts")
     page.goto(f"{stand.url}/servers/{stand.server.id}")
     page.locator('.charts[data-loaded="1h"]').wait_for()
@@ -252,6 +265,7 @@ def test_charts_draw_from_stored_history(stand, deployed):
 def test_backup_then_restore_after_typing_the_name(stand, deployed):
     page = stand.page()
     page.goto(f"{stand.url}/environments/{deployed.id}")
+    page.get_by_label("Comment (optional)").fill("before the upgrade")
     page.get_by_role("button", name="Take a backup").click()
     page.wait_for_url("**/environments/*")
     page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
@@ -261,6 +275,10 @@ def test_backup_then_restore_after_typing_the_name(stand, deployed):
         return page.locator("section", has_text="Backups").locator(
             "td", has_text="completed").count() > 0
     wait_for(completed, timeout=60, interval=1, what="the backup completed")
+    row = page.locator("section", has_text="Backups").locator("tr", has_text="before the upgrade")
+    cells = row.locator("td").all_inner_texts()
+    stored, data = cells[4], cells[5]  # "Stored (compressed)", "Data (uncompressed)"
+    assert all(re.fullmatch(r"[\d.]+ (Bytes|KiB|MiB|GiB)", size) for size in (stored, data)), cells
     download = page.get_by_role("link", name="database").first.get_attribute("href")
     assert download.startswith("/backups/")
     # The link hands out the dump (through its signed URL), and that is an audit event
@@ -349,5 +367,67 @@ def test_a_read_only_user_has_no_write_controls_and_is_refused_anyway(stand, dep
     assert r.status == 403 and "read-only" in r.text()
     assert not Deployment.select().where(Deployment.environment == deployed.id,
                                          Deployment.kind == "restart").exists()
+    clean(page)
+    page.context.close()
+
+
+def test_a_redeploy_then_a_rollback_to_the_first_deployment(stand, deployed):
+    # A receiver the platform refuses to call (a private address): its deliveries
+    # of the deployments' events retry.
+    failing, _ = hook(stand.org, "https://127.0.0.1:9/failing",
+                      events=["deploy.started", "deploy.completed"])
+    page = stand.page()
+    page.goto(f"{stand.url}/environments/{deployed.id}")
+    page.get_by_role("button", name="Redeploy", exact=True).click()
+    page.wait_for_url("**/environments/*")
+    page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
+    first = Deployment.get(Deployment.environment == deployed.id, Deployment.version == 1)
+    second = Deployment.get(Deployment.environment == deployed.id, Deployment.kind == "redeploy")
+    assert second.status == "success", second.error_message
+    page.reload()
+    # Only the older deployment is offered: the redeploy is what runs now.
+    offered = page.locator("#tasks tr", has=page.get_by_role("button", name="Roll back to this"))
+    assert offered.count() == 1 and f"task={first.id}" in offered.inner_html()
+    offered.get_by_role("button", name="Roll back to this").click()
+    page.wait_for_url("**/environments/*")
+    assert "rollback to version 1" in page.locator("#task-log h3").inner_text()
+    page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
+    rollback = Deployment.get(Deployment.environment == deployed.id,
+                              Deployment.trigger == "rollback")
+    assert rollback.status == "success", rollback.error_message
+    page.reload()
+    row = page.locator("#tasks tr", has=page.locator(f'a[href*="task={rollback.id}"]'))
+    assert "rollback to version 1" in row.inner_text()
+    assert page.locator("#status p", has_text="Last deployment").inner_text().startswith(
+        "Last deployment: rollback to version 1, completed ")
+    # Version 1's code runs again: now the redeploy is the one to go back to.
+    offered = page.locator("#tasks tr", has=page.get_by_role("button", name="Roll back to this"))
+    assert offered.count() == 1 and f"task={second.id}" in offered.inner_html()
+    shot(page, "environment-rolled-back")
+
+    def retrying():
+        page.goto(f"{stand.url}/webhooks")
+        return "retrying" in page.locator("tr", has_text=failing.url).inner_text()
+    wait_for(retrying, timeout=60, interval=1, what="the webhook's deliveries retrying")
+    row = page.locator("tr", has_text=failing.url).inner_text()
+    assert re.search(r"\d+ retrying", row), row
+    shot(page, "webhooks-failing")
+    clean(page)
+    page.context.close()
+
+
+def test_an_unknown_address_is_a_page_of_the_console(stand):
+    page = stand.page()
+    answer = page.goto(f"{stand.url}/no-such-page")
+    assert answer.status == 404 and page.title() == "Not found · Berth"
+    # The one thing the browser reports is the page's own status: its stylesheet and
+    # scripts loaded under the console's policy.
+    assert [p for p in page.problems if "404" not in p] == [], page.problems
+    assert len(page.problems) == 1
+    page.problems.clear()
+    assert page.evaluate("() => getComputedStyle(document.body).margin") == "0px"  # the CSS
+    shot(page, "not-found")
+    page.get_by_role("link", name="Go to the console's home page").click()
+    page.wait_for_url("**/projects")
     clean(page)
     page.context.close()
