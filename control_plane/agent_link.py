@@ -15,6 +15,11 @@ class NotConnected(Exception):
     """No gateway holds a live stream to the server."""
 
 
+class HostKeyChanged(NotConnected):
+    """A server reached over SSH offered a host key other than the pinned one: no
+    contact until an operator accepts it (gateway/ssh_sessions.py)."""
+
+
 class AgentLink(Protocol):
     def call(self, server_id, request: pb.LiveRequest, timeout: float) -> pb.LiveReply:
         """Send a live request and wait for its reply (blocking, thread-safe).

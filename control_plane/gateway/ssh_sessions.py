@@ -17,7 +17,7 @@ import shlex
 import socket
 import threading
 
-from control_plane.agent_link import NotConnected
+from control_plane.agent_link import HostKeyChanged, NotConnected
 from control_plane.errors import ApiError
 from control_plane.gateway import ssh_install
 from control_plane.services.environment_settings import dns_check
@@ -32,10 +32,6 @@ KEEPALIVE_SECONDS = 15  # a connection silent for 3 of these is dropped
 COMMANDS_PER_SERVER = 4  # commands followed at once on one server (more wait their turn)
 SERVED = ("live", "check")  # the calls `berth-agent serve` answers (agent/remote.py)
 NO_SERVE_SECONDS = 600  # a server whose `serve` failed at once: single calls meanwhile
-
-
-class HostKeyChanged(NotConnected):
-    """The server offered a host key other than the pinned one."""
 
 
 class AgentMissing(NotConnected):

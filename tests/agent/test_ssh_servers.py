@@ -127,6 +127,33 @@ def test_the_host_key_is_pinned_at_first_contact_and_a_changed_one_refused(clien
                       headers=s.reader).status_code == 200
 
 
+def test_live_reads_of_a_server_whose_host_key_changed_say_how_to_accept_it(client, ssh):
+    """Metrics and runtime logs refused for a changed host key say so, with the key
+    the server now offers and the ways to accept it: a retry cannot help."""
+    s = ssh
+    created = add(client, s)
+    server_id = created["id"]
+    env = s.world.environment(s.world.project(s.org, Server.get_by_id(server_id)))
+    s.sshd.new_host_key()
+    s.sshd.restart()
+    s.berth.ssh.close()
+    s.berth.ssh = SshLink(s.settings)  # no connection held: the next one meets the new key
+    # The first read finds the new key; the others are refused before any contact.
+    for path, code in ((f"{P}/servers/{server_id}/metrics", "metrics_unavailable"),
+                       (f"{P}/environments/{env.id}/metrics", "metrics_unavailable"),
+                       (f"{P}/environments/{env.id}/runtime-logs", "server_unreachable")):
+        r = client.get(path, headers=s.reader)
+        assert r.status_code == 502 and r.json["error"] == code, r.json
+        message = r.json["message"]
+        assert "host key changed" in message and s.sshd.fingerprint() in message, message
+        assert f"POST /api/public/v1/servers/{server_id}/accept-host-key" in message
+        assert f"berth admin server accept-host-key {server_id}" in message
+        assert "Retry in a minute" not in message
+    accepted = client.post(f"{P}/servers/{server_id}/accept-host-key", headers=s.key)
+    assert accepted.status_code == 200, accepted.json
+    assert client.get(f"{P}/servers/{server_id}/metrics", headers=s.reader).status_code == 200
+
+
 def test_the_host_key_is_pinned_before_our_key_is_authorized_there(client, ssh):
     """First contact pins the key on the connection it keeps, and pins it even when
     signing in is refused (the organization's key not yet in authorized_keys), so

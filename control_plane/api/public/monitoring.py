@@ -14,8 +14,12 @@ from protocol.states import ServerHealth
 blp = Blueprint("monitoring", __name__, description="Metrics and runtime logs")
 
 # Live reads go through the server's agent: what it answers when the agent cannot.
+HOST_KEY_CHANGED = ("; for a server reached over SSH whose host key changed, the message "
+                    "says so, with the new key's fingerprint and how to accept it (retrying "
+                    "cannot help)")
 METRICS_UNAVAILABLE = ("`metrics_unavailable`: the server or its monitoring agent did not "
-                       "return metrics (not connected, or an error). Retry in a minute.")
+                       "return metrics (not connected, or an error). Retry in a minute"
+                       f"{HOST_KEY_CHANGED}.")
 NOT_READY = ("`no_server` (the environment has no server yet), `environment_not_ready` "
              "(pending or deploying)")
 
@@ -112,7 +116,7 @@ class EnvironmentMetrics(MethodView):
 class RuntimeLogs(MethodView):
     @live_errors((409, NOT_READY + ", `container_not_found` (deploy to create it)"),
                  (502, "`server_unreachable`: the server or its container engine could not "
-                       "be reached"),
+                       f"be reached{HOST_KEY_CHANGED}"),
                  (504, "`engine_timeout`: the container engine did not answer within 20 "
                        "seconds"))
     @blp.arguments(RuntimeLogArgs, location="query")

@@ -7,12 +7,13 @@ import uuid
 from limits import RateLimitItemPerMinute
 
 from control_plane import agent_link, clock, errors, events, states
-from control_plane.agent_link import NotConnected
+from control_plane.agent_link import HostKeyChanged, NotConnected
 from control_plane.db import database
 from control_plane.errors import NotFound
 from control_plane.models import CustomDomain, Environment, Server
 from control_plane.safe_input import storable
 from control_plane.services.environment_settings import access
+from control_plane.services.servers import ssh as servers_ssh
 from protocol.errors import AgentErrorCode
 from protocol.states import CertificateState, ServerHealth
 
@@ -38,6 +39,8 @@ def _ask(berth, read, *args, unreachable, timed_out=None):
         raise unreachable
     try:
         return read(berth.gateway, *args)
+    except HostKeyChanged:  # `args[0]`: the server; the same error, saying what to do
+        raise type(unreachable)(servers_ssh.host_key_refusal(args[0])) from None
     except NotConnected:
         raise unreachable from None
     except TimeoutError:

@@ -234,6 +234,16 @@ def host_key_changed(server_id, offered):
         "stopped until an operator accepts the new key")).where(Server.id == server_id).execute()
 
 
+def host_key_refusal(server_id):
+    """What a read refused for a changed host key answers: the key the server now
+    offers, and the ways to accept it (retrying cannot help)."""
+    offered = Server.select(Server.ssh_offered_host_key).where(Server.id == server_id).scalar()
+    now = f" (it now offers {fingerprint(offered)})" if offered else ""
+    return (f"The server's SSH host key changed{now}: nothing is sent to it until the new "
+            f"key, once checked on the server, is accepted with POST /api/public/v1/servers/"
+            f"{server_id}/accept-host-key or `berth admin server accept-host-key {server_id}`.")
+
+
 def new_credential():
     """A fresh agent credential (the server's backups sign in to the transfer API
     with it): the caller writes it to the server's configuration over SSH, then
