@@ -80,7 +80,7 @@ def _config(ids):
         lines += [f"[dictionaries.{name}]", f"values = {_toml(values)}", ""]
     bindings = ", ".join(f'"path.{name}" = {{ dictionary = "{name}", probability = 0.5 }}'
                          for name in ids)
-    lines += ["[[operations]]", 'include-method-regex = "^(GET|POST|PATCH)$"',
+    lines += ["[[operations]]", 'include-method-regex = "^(GET|POST|PATCH|PUT)$"',
               f"parameters = {{ {bindings} }}", "",
               "[[operations]]", f"include-path-regex = {_toml(STATEFUL_400)}",
               f"checks.positive_data_acceptance.expected-statuses = {_toml(ACCEPTED_400)}", "",
@@ -128,12 +128,15 @@ def live(backend, tmp_path, request):
     webhook = post("/webhooks", {"url": "https://hooks.example.com/berth",
                                  "events": ["deploy.failed"]})
     token = post("/servers/registration-tokens", {})
+    rule = post(f"/projects/{project['id']}/automation-rules", {
+        "name": "r", "trigger": {"type": "git_push", "branch": "main"},
+        "action": {"type": "deploy", "environment_id": env_["id"]}})
     task = requests.get(f"{api}/environments/{env_['id']}/logs", headers=key,
                         timeout=30).json()["task_id"]
     ids = {"project_id": [project["id"]], "env_id": [env_["id"]], "environment_id": [env_["id"]],
            "server_id": [server["id"]], "ticket_id": [ticket["id"]],
            "webhook_id": [webhook["id"]], "token_id": [token["token_id"]],
-           "task_id": [task], "deployment_id": [task]}
+           "task_id": [task], "deployment_id": [task], "rule_id": [rule["id"]]}
     (tmp_path / "schemathesis.toml").write_text(_config(ids))
     files = {}
     for name, values in (("read", read_keys), ("write", write_keys), ("tokens", tokens)):
