@@ -92,18 +92,22 @@ def record_deleted(env_id, project_id, org_id):
                         {"environment_id": str(env_id), "project_id": str(project_id)})
 
 
+def _deploy_data(d):
+    """A deployment's event data: `kind` (`deploy` or `redeploy`) and `trigger`
+    (`rollback` for a rollback) say what it was."""
+    return {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
+            "task_id": str(d.id), "kind": d.kind, "trigger": d.trigger}
+
+
 def record_started(d, org_id):
-    """`deploy.started`: the agent has the task's command."""
-    return record_event(org_id, d.project_id, Name.DEPLOY_STARTED,
-                        {"environment_id": str(d.environment_id),
-                         "project_id": str(d.project_id), "task_id": str(d.id)})
+    """`deploy.started`: the agent has the deployment's command."""
+    return record_event(org_id, d.project_id, Name.DEPLOY_STARTED, _deploy_data(d))
 
 
 def record_finished(d, org_id, ok, now, error=None):
-    """`deploy.completed` or `deploy.failed` (with the reason) for a task that ended
-    (any kind)."""
-    data = {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
-            "task_id": str(d.id), "status": TaskStatus.COMPLETED if ok else TaskStatus.FAILED,
+    """`deploy.completed` or `deploy.failed` (with the reason) for a deployment
+    that ended."""
+    data = {**_deploy_data(d), "status": TaskStatus.COMPLETED if ok else TaskStatus.FAILED,
             "duration_seconds": int((now - (d.started_at or d.created_at)).total_seconds())}
     if not ok:
         data["error_message"] = error
@@ -115,8 +119,7 @@ def record_cancelled(d, org_id, cancelled_by, environment_status):
     """`deploy.cancelled`: `cancelled_by` is the user's id; the environment's
     status is the one the cancel left it in."""
     return record_event(org_id, d.project_id, Name.DEPLOY_CANCELLED,
-                        {"environment_id": str(d.environment_id),
-                         "project_id": str(d.project_id), "task_id": str(d.id),
+                        {**_deploy_data(d),
                          "status": TaskStatus.CANCELLED, "cancelled_by": str(cancelled_by),
                          "environment_status": public_environment_status(environment_status)})
 

@@ -15,6 +15,7 @@ class EnvironmentStatus(StrEnum):
     DEPLOYING = "deploying"
     RUNNING = "running"
     STOPPED = "stopped"
+    PAUSED = "paused"            # the spec's "paused by the platform"; nothing pauses yet
     FAILED = "failed"
     ERROR = "error"
     DESTROYING = "destroying"
@@ -167,26 +168,8 @@ class TicketStatus(StrEnum):
 
 E, D, C, T, B = EnvironmentStatus, DeploymentStatus, CommandStatus, TokenStatus, BackupStatus
 
-# environment: (from, to) pairs allowed; "*" means from any status.
-ENVIRONMENT = {
-    (None, E.DEPLOYING),                       # created: the initial deployment is queued
-    (E.DEPLOYING, E.RUNNING), (E.DEPLOYING, E.FAILED),
-    (E.RUNNING, E.DEPLOYING), (E.STOPPED, E.DEPLOYING), (E.FAILED, E.DEPLOYING),
-    (E.ERROR, E.DEPLOYING),
-    (E.RUNNING, E.STOPPED), (E.STOPPED, E.RUNNING),
-    (E.DEPLOYING, E.ERROR), (E.PENDING, E.ERROR),    # stuck deployment (reaper)
-    (E.DESTROYING, E.ERROR),                   # stuck deletion (reaper)
-    (E.FAILED, E.RUNNING), (E.ERROR, E.RUNNING),  # started again after a failure
-    (E.FAILED, E.STOPPED), (E.ERROR, E.STOPPED),
-    # a start, stop or restart that failed on the server: the containers are not
-    # in the state asked for (runtime error)
-    (E.RUNNING, E.ERROR), (E.STOPPED, E.ERROR), (E.FAILED, E.ERROR),
-    ("*", E.DESTROYING), (E.DESTROYING, E.DELETED), (E.DESTROYING, E.FAILED),
-    (E.DESTROYING, E.DESTROYED), (E.DESTROYED, E.DEPLOYING),  # destroyed, deployed again
-    (E.PENDING, E.DEPLOYING),                  # a first deployment cancelled, then deployed
-    # cancel: back to the last stable state (never deployed, stopped or destroyed)
-    (E.DEPLOYING, E.STOPPED), (E.DEPLOYING, E.PENDING), (E.DEPLOYING, E.DESTROYED),
-}
+# The environment's table of moves is control_plane/lifecycle.py's (derived from
+# what each action does from each status).
 
 # `Environment.is_active` is not a second state: it is false exactly when the
 # status is one of these or the environment's project was deleted (which leaves
@@ -289,7 +272,7 @@ DOMAIN = {
     (DomainStatus.PENDING, DomainStatus.VERIFIED),  # its TXT record or CNAME was seen
 }
 
-TABLES = {"domain": DOMAIN, "environment": ENVIRONMENT, "deployment": DEPLOYMENT, "command": COMMAND,
+TABLES = {"domain": DOMAIN, "deployment": DEPLOYMENT, "command": COMMAND,
           "registration_token": REGISTRATION_TOKEN, "webhook": WEBHOOK, "delivery": DELIVERY,
           "backup": BACKUP, "automation_run": RUN, "upgrade": UPGRADE}
 

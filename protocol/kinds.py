@@ -37,3 +37,8 @@ class TaskKind(StrEnum):
     BACKUP = "backup"
     RESTORE = "restore"
     EXPORT = "export"
+
+
+class Phase(StrEnum):
+    """A phase of a command's work that the agent reports (`TaskPhase`)."""
+    DEPLOY = "deploy"  # a deploy's pre-deploy backup is done: the deploy itself begins

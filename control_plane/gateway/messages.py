@@ -101,6 +101,10 @@ async def _log(gateway, session, line):
         (line.command_id, line.seq, line.level, storable(line.message))])
 
 
+async def _phase(gateway, session, phase):
+    await asyncio.to_thread(engine.record_phase, session.server_id, phase.command_id, phase.phase)
+
+
 async def _result(gateway, session, r):
     result = storable(json.loads(r.result_json)) if r.result_json else None
     await asyncio.to_thread(engine.record_result, session.server_id, r.command_id, r.ok,
@@ -128,7 +132,7 @@ async def _proxy(gateway, session, report):
 
 
 HANDLERS = {"hello": _hello, "heartbeat": _heartbeat, "reply": _reply, "ack": _ack,
-            "log": _log, "result": _result, "disk": _disk, "proxy": _proxy}
+            "log": _log, "phase": _phase, "result": _result, "disk": _disk, "proxy": _proxy}
 
 
 def due_commands(session):

@@ -83,6 +83,9 @@ async def _record(server_id, message):
         line = message.log
         await asyncio.to_thread(queue.append_logs, server_id, [
             (line.command_id, line.seq, line.level, storable(line.message))])
+    elif kind == "phase":
+        await asyncio.to_thread(engine.record_phase, server_id, message.phase.command_id,
+                                message.phase.phase)
     elif kind == "result":
         r = message.result
         result = storable(json.loads(r.result_json)) if r.result_json else None

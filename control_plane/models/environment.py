@@ -88,6 +88,12 @@ class Deployment(BaseModel):
     # How long it may run before the reaper fails it, fixed by its kind when it
     # starts (services/tasks/kinds.py), counted from its last sign of progress.
     time_limit_minutes = peewee.IntegerField(default=30)
+    # When that limit started counting, if not at `started_at`: a deploy's 30
+    # minutes start when the agent reports its pre-deploy backup done.
+    phase_started_at = DateTimeField(null=True)
+    # The environment's status before the task moved it (control_plane/lifecycle.py):
+    # where a cancel, or a failure that changed nothing, puts it back.
+    environment_status_before = peewee.CharField(max_length=16, null=True)
     started_at = DateTimeField(null=True)
     completed_at = DateTimeField(null=True)
     updated_at = DateTimeField(null=True)

@@ -41,7 +41,7 @@ class RegisterResponse(_message.Message):
     def __init__(self, server_id: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk", "proxy")
+    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk", "proxy", "phase")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class AgentMessage(_message.Message):
     REPLY_FIELD_NUMBER: _ClassVar[int]
     DISK_FIELD_NUMBER: _ClassVar[int]
     PROXY_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     ack: CommandAck
@@ -58,7 +59,8 @@ class AgentMessage(_message.Message):
     reply: LiveReply
     disk: DiskReport
     proxy: ProxyReport
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ..., proxy: _Optional[_Union[ProxyReport, _Mapping]] = ...) -> None: ...
+    phase: TaskPhase
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ..., proxy: _Optional[_Union[ProxyReport, _Mapping]] = ..., phase: _Optional[_Union[TaskPhase, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("facts", "revision")
@@ -180,6 +182,14 @@ class TaskLog(_message.Message):
     level: str
     message: str
     def __init__(self, command_id: _Optional[str] = ..., seq: _Optional[int] = ..., level: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class TaskPhase(_message.Message):
+    __slots__ = ("command_id", "phase")
+    COMMAND_ID_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    command_id: str
+    phase: str
+    def __init__(self, command_id: _Optional[str] = ..., phase: _Optional[str] = ...) -> None: ...
 
 class CommandResult(_message.Message):
     __slots__ = ("command_id", "ok", "error", "result_json")

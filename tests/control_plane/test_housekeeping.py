@@ -16,7 +16,7 @@ P = "/api/public/v1"
 
 
 def finished_with_log(app, world, project, lines=3):
-    env = world.environment(project, "deploying")
+    env = world.environment(project, "running")
     d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual")
     engine.on_ack(d.id)
     for i in range(lines):

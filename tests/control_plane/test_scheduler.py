@@ -65,8 +65,9 @@ def process_env(app, backend):
 
 def stuck(app, world, project, minutes=31):
     """A deployment queued `minutes` ago whose agent never came."""
-    env = world.environment(project, "deploying")
-    d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual")
+    env = world.environment(project, "deploying")  # created with its first deployment
+    d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual",
+                     created=True)
     Deployment.update(created_at=clock.now() - dt.timedelta(minutes=minutes)).where(
         Deployment.id == d.id).execute()
     return d

@@ -7,9 +7,6 @@ from control_plane.errors import ApiError
 
 
 @pytest.mark.parametrize("resource, current, target", [
-    ("environment", None, "deploying"), ("environment", "deploying", "running"),
-    ("environment", "running", "stopped"), ("environment", "stopped", "running"),
-    ("environment", "deploying", "error"), ("environment", "stopped", "destroying"),
     ("deployment", None, "pending"), ("deployment", "pending", "running"),
     ("deployment", "running", "success"), ("deployment", "running", "cancelled"),
 ])
@@ -18,8 +15,7 @@ def test_allowed(resource, current, target):
 
 
 @pytest.mark.parametrize("resource, current, target", [
-    ("environment", "pending", "stopped"), ("environment", "deleted", "running"),
-    ("environment", None, "running"), ("deployment", "success", "running"),
+    ("deployment", "success", "running"),
     ("deployment", "failed", "success"), ("deployment", "cancelled", "pending"),
 ])
 def test_refused_with_a_code(resource, current, target):
@@ -36,7 +32,6 @@ def test_refused_with_a_code(resource, current, target):
     ("command", "acked", "withdrawn"), ("command", "withdrawn", "failed"),
     ("registration_token", None, "pending"), ("registration_token", "pending", "consumed"),
     ("registration_token", "pending", "revoked"),
-    ("environment", "destroying", "destroyed"), ("environment", "destroyed", "deploying"),
     ("delivery", "retrying", "delivered"),
     ("backup", None, "pending"), ("backup", "pending", "running"),
     ("backup", "running", "completed"), ("backup", "running", "failed"),
@@ -51,7 +46,6 @@ def test_allowed_in_the_new_tables(resource, current, target):
     ("command", "acked", "delivered"), ("command", "succeeded", "withdrawn"),
     ("registration_token", "consumed", "revoked"), ("registration_token", "revoked", "consumed"),
     ("registration_token", "pending", "expired"),  # derived, never stored
-    ("environment", "destroyed", "running"), ("environment", "deleted", "deploying"),
     ("delivery", "delivered", "retrying"),
     ("backup", "completed", "failed"), ("backup", "failed", "completed"),
     ("backup", "cancelled", "running"), ("backup", "completed", "running"),
@@ -71,7 +65,7 @@ def test_sources_give_the_where_clause_of_a_move():
     assert states.sources("registration_token", "revoked") == ("pending",)
 
 
-ENUMS = {"environment": states.EnvironmentStatus, "deployment": states.DeploymentStatus,
+ENUMS = {"deployment": states.DeploymentStatus,
          "command": states.CommandStatus, "registration_token": states.TokenStatus,
          "webhook": states.WebhookState, "delivery": states.DeliveryStatus,
          "backup": states.BackupStatus, "domain": states.DomainStatus,
@@ -102,11 +96,6 @@ def test_is_active_is_declared_by_the_status_and_the_project():
     assert states.is_active("running") and states.is_active("pending")
     assert not states.is_active("destroyed") and not states.is_active("deleted")
     assert not states.is_active("stopped", project_deleted=True)
-
-
-def test_no_status_nothing_produces():
-    """"paused" (an environment status in the spec) is produced by nothing."""
-    assert "paused" not in set(states.EnvironmentStatus)
 
 
 def test_a_backup_status_is_every_spec_value_and_no_other():

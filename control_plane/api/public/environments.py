@@ -22,7 +22,6 @@ from control_plane.api.smorest import (
     Blueprint,
     confirm_delete_header,
 )
-from control_plane.errors import NotFound
 from control_plane.services.deploys import environments as svc
 from control_plane.states import TaskStatus
 from protocol.states import CertificateState
@@ -136,9 +135,6 @@ class LogArgs(ma.Schema):
     lines = ma.fields.Integer(load_default=200, validate=ma.validate.Range(1, 5000))
 
 
-NO_TASK_LOG = {"task_id": None, "log": "", "lines": 0, "truncated": False}
-
-
 class TaskLogSchema(Schema):
     task_id = ma.fields.String(allow_none=True, required=True)
     log = ma.fields.String(required=True)
@@ -236,19 +232,11 @@ class EnvironmentAction(MethodView):
         return svc.act(current_key(), env_id, action, berth=current_app.extensions["berth"])
 
 
-# Spec: `container_running` is "True when status is running or paused" (a paused
-# environment keeps its container). The service's snapshot counts only running;
-# `paused` is no EnvironmentStatus member yet, hence the string.
-CONTAINER_UP = (states.EnvironmentStatus.RUNNING, "paused")
-
-
 @blp.route("/environments/<uuid:env_id>/status")
 class EnvironmentStatusView(MethodView):
     @blp.response(200, StatusSchema)
     def get(self, env_id):
-        snapshot = svc.status_snapshot(current_key(), env_id, _domain())
-        snapshot["container_running"] = snapshot["status"] in CONTAINER_UP
-        return snapshot
+        return svc.status_snapshot(current_key(), env_id, _domain())
 
 
 @blp.route("/environments/<uuid:env_id>/logs")
@@ -258,14 +246,7 @@ class EnvironmentLogs(MethodView):
     def get(self, args, env_id):
         """The task log: the most recent task's by default, newest lines kept;
         `task_id` null when the environment has no such task (or none at all)."""
-        key = current_key()
-        try:
-            return svc.task_log(key, env_id, args["task_id"], args["lines"])
-        except NotFound:
-            if args["task_id"] is None:
-                raise
-            svc.get_environment(key, env_id)  # the environment's own 404 stands
-            return NO_TASK_LOG
+        return svc.task_log(current_key(), env_id, args["task_id"], args["lines"])
 
 
 @blp.route("/deployments/<uuid:task_id>")

@@ -16,12 +16,11 @@ action's event."""
 
 import datetime as dt
 
-from control_plane import clock, states
+from control_plane import clock, lifecycle, states
 from control_plane.db import database
 from control_plane.models import AutomationRule, AutomationRun, Environment
 from control_plane.services.automation import previews, runs, schedules
 from control_plane.services.automation import rules as rule_store
-from control_plane.services.tasks import kinds
 from protocol.kinds import TaskKind
 
 MAX_DEPTH = 3  # event rules a chain may pass through after the first run
@@ -95,7 +94,7 @@ def event_of(d, outcome):
         return "backup.completed" if outcome.ok else "backup.failed"
     if d.kind == TaskKind.RESTORE:
         return "restore.completed" if outcome.ok else None
-    if kinds.get(d.kind).is_deployment:
+    if lifecycle.rule(d.kind).deploy_events:
         return "deploy.completed" if outcome.ok else "deploy.failed"
     return None
 

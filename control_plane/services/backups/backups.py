@@ -42,7 +42,7 @@ def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MA
            notes=None, conflict=errors.TaskInProgress, trigger=None):
     """Inside the caller's transaction, `env` locked: the backup (`pending`), its
     task and the agent's command. Returns the Backup."""
-    require_ready(env, conflict)
+    require_ready(env, TaskKind.BACKUP, conflict)
     backup_id = uuid.uuid4()
     # The policy's backups are the spec's `scheduled` trigger; the others are asked
     # for, unless the caller says (an automation rule's).
@@ -67,7 +67,7 @@ def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, act
     if source.status != B.COMPLETED:
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be restored; this one is {source.status}.")
-    require_ready(env)
+    require_ready(env, TaskKind.RESTORE)
     wanted = neutralization.decide(env, neutralize)
     d = engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway, trigger=trigger,
                      actor_id=actor_id, source=source, record={"extra_data": {

@@ -96,7 +96,7 @@ def _export(backup, env, actor_id, berth):
     if backup.status != states.BackupStatus.COMPLETED:
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be exported; this one is {backup.status}.")
-    require_ready(env)
+    require_ready(env, TaskKind.EXPORT)
     stale = _forget_stale_upload(backup)
     task = engine.start(env, TaskKind.EXPORT, settings=berth.settings, gateway=berth.gateway,
                         actor_id=actor_id, backup=backup,
@@ -240,7 +240,7 @@ def restore_import(user, env_id, import_id, *, berth, neutralize=None):
         imp, env = _import_for_user(user, env_id, import_id, lock=True)
         if imp.status == I.UPLOADING:
             raise errors.ImportNotUploaded("Complete the import's upload first.")
-        require_ready(env)
+        require_ready(env, TaskKind.RESTORE)
         wanted = neutralization.decide(env, neutralize)
         d = engine.start(env, TaskKind.RESTORE, settings=berth.settings, gateway=berth.gateway,
                          actor_id=user.id, upload=imp, record={"extra_data": {

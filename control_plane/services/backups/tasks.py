@@ -10,8 +10,10 @@ with the reason, or `cancelled`. Their events are `backup.*` and `restore.*`,
 never `deploy.*`. An export keeps no row: its object, `odoo-export.zip`, is
 recorded with the backup's others when its upload completes (transfers.py).
 
-A backup, restore or export needs a `running` environment with no task pending
-or running (`require_ready`); the environment's status does not move."""
+A backup, restore or export needs no other task pending or running and a status
+the lifecycle allows it from (`require_ready`, control_plane/lifecycle.py): a
+backup runs on a running or stopped environment, a restore or an export on a
+running one; a restore shows the environment `deploying` while its ERP is stopped."""
 
 import datetime as dt
 import uuid
@@ -36,13 +38,14 @@ HEALTH_TIMEOUT = 120  # seconds the agent waits for the restored ERP's health ch
 TIME_LIMIT = dt.timedelta(hours=3)  # they move whole databases and filestores
 
 
-def require_ready(env, conflict=errors.TaskInProgress):
+def require_ready(env, kind, conflict=errors.TaskInProgress):
+    """No other task, a server, and a status the lifecycle allows `kind` from
+    (409 environment_not_ready otherwise)."""
     if engine.in_progress(env.id):
         raise conflict("A task is already pending or running for this environment.")
-    if env.status != states.EnvironmentStatus.RUNNING or not env.server_id:
-        raise errors.EnvironmentNotReady(
-            f"The environment is {states.public_environment_status(env.status)}; only a "
-            "running environment can be backed up or restored.")
+    if not env.server_id:
+        raise errors.EnvironmentNotReady("The environment has no server yet.")
+    engine.check_allowed(env, kind)
 
 
 def transfer_url(settings, backup_id):

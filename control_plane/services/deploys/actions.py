@@ -12,7 +12,7 @@ transaction commits."""
 
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, errors, states
+from control_plane import clock, errors, lifecycle, states
 from control_plane.models import Server
 from control_plane.services import agents
 from control_plane.services.environment_settings import configuration
@@ -120,7 +120,7 @@ def cancel(d, user):
     if d.status not in engine.ACTIVE:
         raise errors.DeploymentNotCancellable(
             f"Only a pending or running deployment can be cancelled; this one is {d.status}.")
-    if kinds.get(d.kind).removes:
+    if lifecycle.rule(d.kind).removes:
         raise errors.DeploymentNotCancellable("A deletion or destroy cannot be cancelled.")
     now = clock.now()
     who = {"id": str(user.id), "name": user.name}

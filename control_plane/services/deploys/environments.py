@@ -1,7 +1,7 @@
 """Environments: one ERP instance of a project, with its own database,
 containers and URL, on the project's server."""
 
-from control_plane import clock, events, states
+from control_plane import clock, events, lifecycle, states
 from control_plane.db import database
 from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
@@ -58,12 +58,12 @@ def _create(project, server_id, settings, *, name, branch, environment_type, tri
     deployment, queued for the server's agent."""
     env = Environment.create(
         project=project, server=server_id, name=name.strip(), environment_type=environment_type,
-        status=states.check("environment", None, states.EnvironmentStatus.DEPLOYING),
+        status=lifecycle.check_move(None, states.EnvironmentStatus.DEPLOYING),
         branch=branch or project.default_branch or "main", updated_at=clock.now(),
         **(allocation or {}))
     events.record_created(env, project.organization_id)
     engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway, trigger=trigger,
-                 actor_id=triggered_by)
+                 actor_id=triggered_by, created=True)
     return env
 
 
@@ -126,11 +126,13 @@ def auto_deploy(spec, server, images):
 def status_snapshot(key, environment_id, apps_domain):
     env = get_environment(key, environment_id)
     running = env.status == states.EnvironmentStatus.RUNNING
+    # The spec: its containers run while it is running or paused; it serves only running.
+    up = env.status in (states.EnvironmentStatus.RUNNING, states.EnvironmentStatus.PAUSED)
     last = (Deployment.select().where(Deployment.environment == env.id,
                                       engine.deployments())
             .order_by(Deployment.version.desc()).first())
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
-            "container_running": running, "db_ready": running, "http_ok": running,
+            "container_running": up, "db_ready": running, "http_ok": running,
             "neutralized": env.neutralized, "last_deploy": None if last is None else {
                 "id": last.id, "status": states.snapshot_task_status(
                     last.status, agent_connected=_agent_connected(env.server_id)),
@@ -161,15 +163,14 @@ def _proxy(env, apps_domain):
 
 
 def task_log(key, environment_id, task_id=None, lines=200):
-    """The newest `lines` lines of a task (the most recent one by default)."""
+    """The newest `lines` lines of a task (the most recent one by default);
+    `task_id` null when the environment has no such task (the spec)."""
     env = get_environment(key, environment_id)
     query = Deployment.select().where(Deployment.environment == env.id)
     # The newest by creation: backups, restores and exports have no version.
     task = (query.where(Deployment.id == task_id).first() if task_id
             else query.order_by(Deployment.created_at.desc(), Deployment.id.desc()).first())
     if task is None:
-        if task_id:
-            raise NotFound("Task not found.")
         return {"task_id": None, "log": "", "lines": 0, "truncated": False}
     rows = list(TaskLogLine.select(TaskLogLine.message).where(TaskLogLine.deployment == task.id)
                 .order_by(TaskLogLine.seq.desc()).limit(lines + 1).tuples())
@@ -198,6 +199,13 @@ def get_task(key, task_id):
 
 
 ACTIONS = (TaskKind.DEPLOY, TaskKind.REDEPLOY, TaskKind.RESTART, TaskKind.START, TaskKind.STOP)
+
+
+def offered_actions(env):
+    """The actions a person may start on the environment now, as the lifecycle
+    allows them (none while a task is in progress): what the console offers."""
+    return lifecycle.offered(env.status, has_containers=engine.has_containers(env),
+                             busy=engine.in_progress(env.id), kinds=ACTIONS)
 
 
 def act(key, environment_id, action, *, berth):

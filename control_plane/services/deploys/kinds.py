@@ -9,7 +9,7 @@ redeploy of an environment whose database has data takes a pre-deploy backup
 first (`pre_backup`; its row settles with the deploy, services/backups/tasks.py)
 and gets the longer time limit of the tasks that move whole databases."""
 
-from control_plane import events, states
+from control_plane import events, lifecycle, states
 from control_plane.models import Environment
 from control_plane.services.backups import tasks as backup_tasks
 from control_plane.services.environment_settings import configuration, routes
@@ -17,7 +17,7 @@ from control_plane.services.projects import addon_repositories
 from control_plane.services.tasks import kinds
 from protocol.kinds import CommandKind, TaskKind
 
-E, D = states.EnvironmentStatus, states.DeploymentStatus
+D = states.DeploymentStatus
 
 
 # --- the task's row and its command -------------------------------------------------
@@ -106,10 +106,15 @@ def _removed(env, result, org_id, now):
 # --- events -------------------------------------------------------------------------
 
 def _started(d, org_id, now):
-    events.record_started(d, org_id)
+    if lifecycle.rule(d.kind).deploy_events:
+        events.record_started(d, org_id)
 
 
 def _settled(d, outcome, org_id, now, env_status):
+    """`deploy.*` for a deploy or redeploy only (lifecycle): a stop, start,
+    restart or removal is told by its `environment.*` events."""
+    if not lifecycle.rule(d.kind).deploy_events:
+        return
     if outcome.status == D.CANCELLED:
         events.record_cancelled(d, org_id, outcome.cancelled_by, env_status)
     else:
@@ -127,23 +132,20 @@ def _code_settled(d, outcome, org_id, now, env_status):
     _settled(d, outcome, org_id, now, env_status)
 
 
-def _kind(name, command, while_running, when_done, **hooks):
+def _kind(name, command, **hooks):
     hooks = {"payload": _payload, "defaults": _defaults, "task_fields": _code_fields,
              "failure": "the deployment failed", "started": _started, "settled": _settled,
              **hooks}
-    return kinds.register(kinds.Kind(name, command, while_running=while_running,
-                                     when_done=when_done, **hooks))
+    return kinds.register(kinds.Kind(name, command, **hooks))
 
 
 for _name in (TaskKind.DEPLOY, TaskKind.REDEPLOY):
-    _kind(_name, CommandKind.DEPLOY, E.DEPLOYING, E.RUNNING, payload=_code_payload,
-          deploys_code=True, time_limit=_code_time_limit, on_success=_containers,
-          started=_code_started, settled=_code_settled)
-_kind(TaskKind.RESTART, CommandKind.RESTART, None, E.RUNNING)
-_kind(TaskKind.START, CommandKind.START, None, E.RUNNING)
-_kind(TaskKind.STOP, CommandKind.STOP, None, E.STOPPED)
-_kind(TaskKind.DELETE, CommandKind.DESTROY, E.DESTROYING, E.DELETED, removes=True,
-      on_success=_removed)
-_kind(TaskKind.DESTROY, CommandKind.DESTROY, E.DESTROYING, E.DESTROYED, removes=True,
-      succeeded=D.DESTROYED, task_fields=_destroy_fields, on_success=_removed,
-      failure="the destroy failed")
+    _kind(_name, CommandKind.DEPLOY, payload=_code_payload, deploys_code=True,
+          time_limit=_code_time_limit, on_success=_containers, started=_code_started,
+          settled=_code_settled)
+_kind(TaskKind.RESTART, CommandKind.RESTART)
+_kind(TaskKind.START, CommandKind.START)
+_kind(TaskKind.STOP, CommandKind.STOP)
+_kind(TaskKind.DELETE, CommandKind.DESTROY, on_success=_removed)
+_kind(TaskKind.DESTROY, CommandKind.DESTROY, succeeded=D.DESTROYED, task_fields=_destroy_fields,
+      on_success=_removed, failure="the destroy failed")

@@ -1,7 +1,7 @@
 """Who may touch which environment: an environment resolved for an API key (the
-public API: active environments in the key's scope) or for a user with a
-permission (/api/v1: also destroyed ones, which may be deployed again), and
-the one writer of an environment's own settings.
+public API, in the key's scope) or for a user with a permission (/api/v1): an
+active one, or a destroyed one (which may be deployed again); and the one
+writer of an environment's own settings.
 
 `lock` holds the environment's row until the transaction ends, so two requests
 cannot both find it idle; `actions` then takes the resolved environment."""
@@ -15,19 +15,20 @@ from control_plane.services.accounts import users
 
 
 def environment_for_key(key, environment_id, *, lock=False):
-    """An active environment in the key's scope (404 otherwise)."""
-    query = (Environment.select(Environment, Project).join(Project)
-             .where(Environment.id == environment_id, Environment.is_active,
-                    Project.organization == key.organization_id, Project.deleted_at.is_null()))
+    """An environment in the key's scope (404 otherwise): an active one, or a
+    destroyed one (shown `pending`, as the spec has it after a destroy; it may
+    be deployed again). A deleted one is gone."""
+    query = _visible().where(Environment.id == environment_id,
+                             Project.organization == key.organization_id)
     if key.project_scoped:
         query = query.where(Project.id == key.project_id)
     return _one(query, lock)
 
 
 def _visible():
-    """Environments /api/v1 knows: active ones, and destroyed ones (inactive),
-    which may be deployed again. Not those deleted through the public
-    API, nor any of a deleted project."""
+    """Environments both APIs know: active ones, and destroyed ones (inactive),
+    which may be deployed again. Not those deleted through the public API, nor
+    any of a deleted project."""
     return (Environment.select(Environment, Project).join(Project)
             .where(Project.deleted_at.is_null(),
                    Environment.is_active

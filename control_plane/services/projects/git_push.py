@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import peewee
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, errors, safe_input, secretbox, security, states
+from control_plane import clock, errors, lifecycle, safe_input, secretbox, security, states
 from control_plane.db import database, for_update
 from control_plane.errors import NotFound
 from control_plane.models import (
@@ -352,8 +352,7 @@ def _not_deployable(env):
         return {"reason": errors.DeploymentInProgress.code,
                 "message": "A deployment is already pending or running; push again or "
                            "deploy once it has finished."}
-    deploying = states.EnvironmentStatus.DEPLOYING
-    if env.status != deploying and not states.can("environment", env.status, deploying):
+    if not lifecycle.allowed(TaskKind.DEPLOY, env.status):
         return {"reason": "not_deployable",
                 "message": f"An environment that is {env.status} cannot be deployed."}
     return None

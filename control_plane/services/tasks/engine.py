@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 
 from peewee import fn
 
-from control_plane import clock, events, states
+from control_plane import clock, events, lifecycle, states
 from control_plane.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
 from control_plane.services import audit
 from control_plane.services.tasks import kinds, queue
+from protocol.kinds import Phase
 
 # Task-log lines the control plane writes are numbered from here, after any line
 # of the agent's, so neither ever replaces the other.
@@ -28,37 +29,39 @@ ACTIVE = states.DEPLOYMENT_IN_PROGRESS
 # --- the environment ------------------------------------------------------------
 
 def move_environment(env, target, org_id):
-    """The environment's status, checked against its table, with its event."""
+    """The environment's status, checked against its table of moves, with its event."""
     if env.status == target:
         return
-    states.check("environment", env.status, target)
+    lifecycle.check_move(env.status, target)
     previous, env.status, env.updated_at = env.status, target, clock.now()
     Environment.update(status=target, updated_at=env.updated_at).where(
         Environment.id == env.id).execute()
     events.record_status_changed(env, org_id, previous, target)
 
 
+def has_containers(env):
+    """The environment was provisioned and not removed since."""
+    return bool(env.db_container or env.erp_container)
+
+
 def check_allowed(env, kind):
-    """409 when the environment's table refuses the kind's move; changes nothing
-    (a caller checks before it takes a rate-limit slot, then starts the task). An
-    environment already in the status the task puts it in (a new one, created
-    `deploying` with its first deployment) is no move."""
-    k = kinds.get(kind)
-    if k.while_running:
-        if env.status != k.while_running:
-            states.check("environment", env.status, k.while_running)
-    elif k.when_done and env.status != k.when_done:
-        states.check("environment", env.status, k.when_done)  # e.g. stop only what runs
+    """409 when the lifecycle refuses the kind from the environment's status now;
+    changes nothing (a caller checks before it takes a rate-limit slot, then
+    starts the task)."""
+    lifecycle.check(kind, env.status, has_containers=has_containers(env))
 
 
-def begin(env, kind):
-    """The environment's move for a new task (409 when its table refuses). A
+def begin(env, kind, *, created=False):
+    """The environment's move for a new task (409 when the lifecycle refuses). A
+    new environment is created `deploying` with its first deployment: no move. A
     destroyed environment that is deployed again becomes active again."""
-    k, org_id = kinds.get(kind), env.project.organization_id
+    rule, org_id = lifecycle.rule(kind), env.project.organization_id
+    if created:
+        return
     check_allowed(env, kind)
-    if k.while_running:
-        move_environment(env, k.while_running, org_id)
-    if not env.is_active and not k.removes:  # it comes back: receivers see it created again
+    if rule.during:
+        move_environment(env, rule.during, org_id)
+    if not env.is_active and not rule.removes:  # it comes back: receivers see it created again
         env.is_active = True
         Environment.update(is_active=True).where(Environment.id == env.id).execute()
         events.record_created(env, org_id)
@@ -92,7 +95,7 @@ def new_record(env, kind, *, trigger, **fields):
 
 
 def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, actor_id=None,
-          record=None, **params):
+          record=None, created=False, **params):
     """Every task starts here, inside the caller's transaction (the environment
     locked by the caller): the environment's move (409 when its table refuses),
     the task `pending`, its command with the kind's payload, and the gateway
@@ -102,10 +105,12 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
 
     `record`: fields of the task's row the caller decides (a retry or rollback
     passes the branch, commit, image and configuration it repeats); the kind's
-    defaults fill the rest. `params` go to the kind's payload hook."""
+    defaults fill the rest. `params` go to the kind's payload hook. `created`: the
+    first deployment of an environment created `deploying` (it was `pending`)."""
     k = kinds.get(kind)
-    begin(env, kind)
-    record = dict(record or {})
+    before = E.PENDING if created else env.status
+    begin(env, kind, created=created)
+    record = dict(record or {}, environment_status_before=before)
     record["git_branch"] = record.get("git_branch") or env.branch
     record.update(k.defaults(env, settings, record))
     task = new_record(env, kind, trigger=trigger, triggered_by=actor_id, **record)
@@ -113,7 +118,7 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
         audit.record(env.project.organization_id, f"environment.{kind}", "environment", env.id,
                      {"task_id": task.id, "trigger": trigger,
                       **{k: record[k] for k in ("git_branch", "extra_data") if record.get(k)}})
-    if env.server_id is None and k.removes:
+    if env.server_id is None and lifecycle.rule(kind).removes:
         settle(task, Outcome(k.succeeded, result={}))
         return Deployment.get_by_id(task.id)
     payload = k.payload(task, env, settings, **params)
@@ -144,6 +149,23 @@ def record_result(server_id, command_id, ok, result=None, error=None):
         deployment_id = queue.mark_completed(server_id, command_id, ok, result, error)
         if deployment_id:
             on_result(deployment_id, ok, result, error)
+
+
+def record_phase(server_id, command_id, phase):
+    """The gateway's call when an agent reports that a command entered a phase: a
+    deploy's `deploy` (its pre-deploy backup is done) starts the deploy's own time
+    limit, kinds.TIME_LIMIT, from now. Any other phase, or a task that is over,
+    changes nothing."""
+    if phase != Phase.DEPLOY:
+        return
+    with database.atomic():
+        deployment_id = queue.deployment_of(server_id, command_id)
+        now, minutes = clock.now(), int(kinds.TIME_LIMIT.total_seconds() // 60)
+        if deployment_id and (Deployment.update(phase_started_at=now, time_limit_minutes=minutes)
+                              .where(Deployment.id == deployment_id, Deployment.status.in_(ACTIVE),
+                                     Deployment.phase_started_at.is_null()).execute()):
+            log_line(deployment_id, "info", f"the pre-deploy backup is done: the deployment "
+                                            f"has {minutes} minutes from now")
 
 
 def on_ack(deployment_id):
@@ -194,11 +216,16 @@ class Outcome:
     def ok(self):
         return self.status in (D.SUCCESS, D.DESTROYED)
 
-
-# The environment statuses a task puts (or leaves) it in: a timed-out task moves
-# them to `error`. Tasks that do not move the environment (restart, start, stop)
-# leave its status alone: nothing says what it is now.
-TRANSIENT = (E.DEPLOYING, E.PENDING, E.DESTROYING)
+    @property
+    def ending(self):
+        """How it ended, in the lifecycle's words (lifecycle.ENDINGS)."""
+        if self.ok:
+            return lifecycle.SUCCESS
+        if self.status == D.CANCELLED:
+            return lifecycle.CANCELLED
+        if self.result is None:
+            return lifecycle.TIMED_OUT
+        return lifecycle.UNTOUCHED if self.result.get("untouched") else lifecycle.TOUCHED
 
 
 def settle(d, outcome, *, only_if=None, now=None):
@@ -226,20 +253,12 @@ def settle(d, outcome, *, only_if=None, now=None):
         log_line(d.id, *outcome.log)
     env = Environment.get_by_id(d.environment_id)
     org_id = _org_of(d)
-    if outcome.status == D.CANCELLED:
-        _restore(env, d, org_id)
-    elif outcome.ok:
-        if kind.on_success:
-            kind.on_success(env, outcome.result, org_id, now)
-        if kind.when_done:
-            move_environment(env, kind.when_done, org_id)
-    elif outcome.result is not None:  # the agent failed it
-        if outcome.result.get("untouched"):  # before changing anything (a pre_deploy backup)
-            _restore(env, d, org_id)
-        elif kind.failed:
-            move_environment(env, kind.failed, org_id)
-    elif env.status in TRANSIENT:  # timed out
-        move_environment(env, E.ERROR, org_id)
+    rule = lifecycle.rule(d.kind)
+    if outcome.ok and kind.on_success:
+        kind.on_success(env, outcome.result, org_id, now)
+    # Unless it succeeded, only a task that left the environment where it put it moves it.
+    if outcome.ok or rule.during is None or env.status == rule.during:
+        _move_to(env, rule.after(_before(d), outcome.ending), org_id)
     kind.settled(d, outcome, org_id, now, env.status)
     for watcher in kinds.watchers():
         watcher(d, outcome, org_id, now)
@@ -258,28 +277,30 @@ def deployments():
     return Deployment.kind.not_in(kinds.names(is_deployment=False))
 
 
-def last_stable_status(env_id, excluding):
-    """What the newest settled deployment (success, failed or destroyed) left the
-    environment as; `pending` when there is none (never provisioned)."""
-    last = (Deployment.select().where(Deployment.environment == env_id, Deployment.id != excluding,
-                                      deployments(),
+def _before(d):
+    """The status the task found its environment in; for a task recorded before
+    that was kept, what the newest settled deployment left."""
+    if d.environment_status_before:
+        return d.environment_status_before
+    last = (Deployment.select().where(Deployment.environment == d.environment_id,
+                                      Deployment.id != d.id, deployments(),
                                       Deployment.status.in_((D.SUCCESS, D.FAILED, D.DESTROYED)))
             .order_by(Deployment.version.desc()).first())
     if last is None:
-        return E.PENDING, False
-    if last.status == D.DESTROYED:
-        return E.DESTROYED, True
-    if last.status == D.FAILED:
-        return E.FAILED, False
-    return kinds.get(last.kind).when_done, False
+        return E.PENDING
+    if last.status != D.SUCCESS:
+        return E.DESTROYED if last.status == D.DESTROYED else E.FAILED
+    return lifecycle.rule(last.kind).done or E.RUNNING
 
 
-def _restore(env, task, org_id):
-    """Only a task that moved the environment (to `deploying`) moves it back."""
-    if env.status != kinds.get(task.kind).while_running:
+def _move_to(env, status, org_id):
+    """The environment's move at a task's end (None: none). One deployed again
+    after a destroy that goes back to `destroyed` (a cancel, a failure that
+    changed nothing) leaves the lists once more."""
+    if status is None:
         return
-    status, destroyed = last_stable_status(env.id, task.id)
     move_environment(env, status, org_id)
-    if destroyed:  # deployed again after a destroy, then cancelled: destroyed again
+    if status == E.DESTROYED and env.is_active:
+        env.is_active = False
         Environment.update(is_active=False).where(Environment.id == env.id).execute()
         events.record_deleted(env.id, env.project_id, org_id)

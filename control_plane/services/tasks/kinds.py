@@ -3,9 +3,10 @@
 Each domain registers the kinds it owns, once, when its package is imported
 (control_plane/services/__init__.py imports them all): services/deploys/kinds.py
 the deploy kinds, services/backups/tasks.py backup, restore and export. A kind
-names its agent command, how it moves its environment, and hooks for what is its
-own: the command's payload (and rows it keeps, such as a backup's), what the
-agent's acknowledgement and result mean for them, and its events. The engine
+names its agent command, and hooks for what is its own: the command's payload
+(and rows it keeps, such as a backup's), what the agent's acknowledgement and
+result mean for them, and its events. What a kind
+does to its environment's status is control_plane/lifecycle.py's. The engine
 (engine.py) calls the hooks and never asks which kind a task is.
 
 The names are protocol.kinds.TaskKind; a name with no registered kind is a
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from control_plane import states
 from protocol.kinds import CommandKind, TaskKind
 
-E, D = states.EnvironmentStatus, states.DeploymentStatus
+D = states.DeploymentStatus
 TIME_LIMIT = dt.timedelta(minutes=30)  # what most tasks get (the reaper's cut-off)
 
 
@@ -44,15 +45,12 @@ class Kind:
     # (env, settings, given) -> the task row's fields the caller did not give
     # (a deploy's image and configuration).
     defaults: Callable = _given
-    while_running: str | None = None  # the environment's status while it runs (None: as it is)
-    when_done: str | None = None  # its status once the task succeeded (None: as it is)
     succeeded: str = D.SUCCESS  # the task's status once it succeeded
     failure: str = "the task failed"  # the error message when the agent gave none
-    # A deployment: the environment's `last_deploy`, its stable state after a
-    # cancel, retried by its kind. Backups, restores and exports are not.
+    # A deployment: the environment's `last_deploy`, retried by its kind, counted
+    # in its versions. Backups, restores and exports are not.
     is_deployment: bool = True
     deploys_code: bool = False  # it puts code on the server (a rollback's target)
-    removes: bool = False  # it takes the environment away (never cancelled)
     # (payload) -> how long it may run before the reaper fails it.
     time_limit: Callable = lambda payload: TIME_LIMIT
     task_fields: Callable = _no_fields  # (task, result) -> task fields on success
@@ -60,15 +58,6 @@ class Kind:
     started: Callable = _nothing  # (task, org_id, now): the agent has the command
     refused: Callable = _nothing  # (task, result) -> why a success is a failure, or None
     settled: Callable = _nothing  # (task, outcome, org_id, now, env_status): it ended
-
-    @property
-    def failed(self):
-        """A failed deploy or deletion leaves the environment `failed`; a failed
-        start, stop or restart is a runtime error on a deployed environment; a
-        task that does not move the environment leaves it as it is."""
-        if self.when_done is None:
-            return None
-        return E.FAILED if self.while_running else E.ERROR
 
 
 _KINDS: dict[str, Kind] = {}

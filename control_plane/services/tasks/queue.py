@@ -47,7 +47,7 @@ def mark_delivered(command_id):
             AgentCommand.status.in_(states.sources("command", C.DELIVERED))).execute())
 
 
-def _deployment_of(server_id, command_id):
+def deployment_of(server_id, command_id):
     return (AgentCommand.select(AgentCommand.deployment)
             .where(AgentCommand.id == command_id, AgentCommand.server == server_id).scalar())
 
@@ -58,7 +58,7 @@ def mark_acked(server_id, command_id):
     acked = (AgentCommand.update(status=C.ACKED, acked_at=clock.now())
              .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
                     AgentCommand.status.in_(states.sources("command", C.ACKED))).execute())
-    return _deployment_of(server_id, command_id) if acked else None
+    return deployment_of(server_id, command_id) if acked else None
 
 
 def withdraw(deployment_id, reason):
@@ -80,7 +80,7 @@ def mark_completed(server_id, command_id, ok, result=None, error=None):
                                     result={"result": result, "error": error or None})
                 .where(AgentCommand.id == command_id, AgentCommand.server == server_id,
                        AgentCommand.status.in_(states.sources("command", status))).execute())
-    return _deployment_of(server_id, command_id) if recorded else None
+    return deployment_of(server_id, command_id) if recorded else None
 
 
 LEVELS = ("info", "warning", "error")

@@ -4,10 +4,13 @@ moved goes to `error`. No automatic retry.
 
 A task's limit is fixed by its kind when it starts (`time_limit_minutes`): 30
 minutes for most, 3 hours for those that move whole databases (backups, restores,
-exports, a deploy that takes a pre-deploy backup first). It counts from the last
-sign of progress the control plane has: `started_at` (the agent acknowledged the
-command) once set, else `created_at`; a deployment that waited 20 minutes for
-its agent to come back still gets its full 30 minutes of work.
+exports). A deploy that takes a pre-deploy backup first has the backup's 3 hours
+until the agent reports the backup done (engine.record_phase); from then on it
+has the spec's 30 minutes for the deploy itself. A limit counts from the last
+sign of progress the control plane has: that report (`phase_started_at`), else
+`started_at` (the agent acknowledged the command), else `created_at`; a
+deployment that waited 20 minutes for its agent to come back still gets its full
+30 minutes of work.
 
 Several schedulers may run this at once: each row is claimed by a conditional
 UPDATE (still in the status read, still past its limit) and only the caller whose
@@ -24,7 +27,7 @@ from peewee import fn
 from control_plane import clock, states
 from control_plane.db import database
 from control_plane.models import Deployment
-from control_plane.services.tasks import engine
+from control_plane.services.tasks import engine, kinds
 
 log = logging.getLogger("berth.reaper")
 D = states.DeploymentStatus
@@ -42,7 +45,8 @@ def _limits():
 def _past_limit(now, limits):
     """Past its own limit: one condition per distinct limit, so that it is plain SQL
     on both databases."""
-    last_progress = fn.COALESCE(Deployment.started_at, Deployment.created_at)
+    last_progress = fn.COALESCE(Deployment.phase_started_at, Deployment.started_at,
+                                Deployment.created_at)
     return functools.reduce(operator.or_, [
         (Deployment.time_limit_minutes == m) & (last_progress < now - dt.timedelta(minutes=m))
         for m in limits])
@@ -74,13 +78,15 @@ def message(d):
         return MESSAGE
     hours = minutes // 60
     limit = f"{hours} hour{'s' * (hours > 1)}" if minutes % 60 == 0 else f"{minutes} minutes"
+    if kinds.get(d.kind).deploys_code:  # still in its pre-deploy backup
+        return f"Deployment timed out after {limit} in its pre-deploy backup"
     return f"{d.kind.capitalize()} timed out after {limit}"
 
 
 def reap_one(deployment_id, status, now):
     """Claim and fail one task; False if someone else settled it first (another
     scheduler, the agent's result, a cancel). Its environment goes to `error`
-    when the task had moved it (engine.TRANSIENT)."""
+    when the task had moved it (control_plane/lifecycle.py)."""
     with database.atomic():
         d = Deployment.get_or_none(Deployment.id == deployment_id)
         if d is None or d.status != status:

@@ -91,7 +91,7 @@ def test_refused_backups_change_nothing(client, world, bk):
     bk.backup_via_api(client)
     r = client.post(url, headers=bk.h, json={})
     assert r.status_code == 409 and r.json["error"] == "task_in_progress"
-    stopped = bk.environment(status="stopped")
+    stopped = bk.environment(status="pending")  # never deployed: nothing to back up
     r = client.post(f"{V1}/environments/{stopped.id}/backups", headers=bk.h, json={})
     assert r.status_code == 409 and r.json["error"] == "environment_not_ready"
     reader = bk.world.user(bk.org)

@@ -5,8 +5,9 @@ failed backup fails the deploy with the environment as it was."""
 import datetime as dt
 
 from control_plane import states
-from control_plane.models import Backup, Deployment, Environment
+from control_plane.models import Backup, Deployment, Environment, Event, TaskLogLine
 from control_plane.services.tasks import engine, reaper
+from protocol.kinds import Phase
 from tests.control_plane.backups.conftest import RESULT, V1
 
 DEPLOYED = {"erp_container": "erp-2", "db_container": "db-2"}
@@ -76,6 +77,24 @@ def test_a_failed_pre_deploy_backup_fails_the_deploy_and_leaves_the_environment(
     assert (env.status, env.db_container, env.erp_container) == ("running", "db-1", "erp-1")
 
 
+def test_a_stopped_environment_stays_stopped_however_often_its_backup_fails(client, bk):
+    """A failure that changed nothing is no new stable state: the second attempt
+    leaves the environment as the first found it (it became `failed` before)."""
+    with_data(bk)
+    bk.env.status = "stopped"
+    Environment.update(status="stopped").where(Environment.id == bk.env.id).execute()
+    for _ in range(2):
+        d = redeploy(client, bk)
+        assert pre_backup_of(d).status == "pending"  # a stopped database has data too
+        bk.ack(d.id)
+        bk.finish(d.id, ok=False, result={"untouched": True},
+                  error="the pre-deploy backup failed; nothing was deployed")
+        assert Environment.get_by_id(bk.env.id).status == "stopped"
+    moves = [(e.data["from"], e.data["to"]) for e in Event.select().where(
+        Event.name == "environment.status_changed").order_by(Event.created_at, Event.id)]
+    assert moves == [("stopped", "deploying"), ("deploying", "stopped")] * 2
+
+
 def test_a_deploy_failing_after_its_backup_keeps_the_backup(client, bk):
     with_data(bk)
     d = redeploy(client, bk)
@@ -131,5 +150,30 @@ def test_the_reaper_gives_a_deploy_with_a_pre_deploy_backup_longer(client, fake_
     fake_clock.advance(hours=3)
     assert reaper.reap() == [d.id]
     d = Deployment.get_by_id(d.id)
-    assert d.status == "failed" and "Redeploy timed out after 3 hours" in d.error_message
+    assert d.status == "failed"
+    assert d.error_message == "Deployment timed out after 3 hours in its pre-deploy backup"
     assert pre_backup_of(d).status == "failed"
+
+
+def test_the_deploy_has_its_30_minutes_once_its_backup_is_done(client, fake_clock, bk):
+    """A long pre-deploy backup is not cut by the deploy's 30 minutes; once the
+    agent reports it done, the deploy itself has the spec's 30 minutes."""
+    with_data(bk)
+    d = redeploy(client, bk)
+    assert d.time_limit_minutes == 180
+    bk.ack(d.id)
+    fake_clock.advance(hours=2)  # the backup takes its time
+    assert reaper.reap() == []
+    engine.record_phase(bk.server.id, bk.command(d.id).id.hex, Phase.DEPLOY)
+    engine.record_phase(bk.server.id, bk.command(d.id).id.hex, Phase.DEPLOY)  # said twice
+    assert Deployment.get_by_id(d.id).time_limit_minutes == 30
+    fake_clock.advance(minutes=29)
+    assert reaper.reap() == []
+    fake_clock.advance(minutes=2)
+    assert reaper.reap() == [d.id]
+    d = Deployment.get_by_id(d.id)
+    assert d.error_message == "Deployment timed out after 30 minutes"
+    log = [line.message for line in TaskLogLine.select().where(TaskLogLine.deployment == d.id)
+           .order_by(TaskLogLine.seq)]
+    assert log[0] == "the pre-deploy backup is done: the deployment has 30 minutes from now"
+    assert len(log) == 2  # the report said twice is taken once

@@ -37,8 +37,10 @@ def test_a_restore_is_a_task_with_a_safety_backup(app, client, bk):
     safety = Backup.get_by_id(safety.id)
     assert safety.status == "completed" and safety.is_verified and safety.total_size == 3000
     assert Environment.get_by_id(bk.env.id).status == "running"
-    names = [e.name for e in Event.select().order_by(Event.created_at, Event.id)]
-    assert names[-2:] == ["restore.started", "restore.completed"]
+    events = [(e.name, e.data.get("to")) for e in Event.select().order_by(Event.created_at, Event.id)]
+    # While its data is replaced the ERP does not serve: the environment says so.
+    assert events[-4:] == [("environment.status_changed", "deploying"), ("restore.started", None),
+                           ("environment.status_changed", "running"), ("restore.completed", None)]
     assert Event.get(Event.name == "restore.completed").data["backup_id"] == str(source.id)
     # the restore's safety backup is listed with the others, newest first
     r = client.get(f"{V1}/environments/{bk.env.id}/backups", headers=bk.h)
@@ -50,9 +52,10 @@ def test_a_failed_restore_keeps_its_safety_backup_when_it_was_verified(client, b
     first = client.post(f"{V1}/environments/{bk.env.id}/restore", headers=bk.h,
                         json={"backup_id": str(source.id)}).json["id"]
     bk.ack(first)
-    bk.finish(first, ok=False, result={"safety": RESULT},
+    bk.finish(first, ok=False, result={"safety": RESULT, "untouched": True},
               error="pg_restore failed; the safety backup was put back")
     assert Backup.get(Backup.task == first).status == "completed"
+    assert Environment.get_by_id(bk.env.id).status == "running"  # put back as it was
     second = client.post(f"{V1}/environments/{bk.env.id}/restore", headers=bk.h,
                          json={"backup_id": str(source.id)}).json["id"]
     bk.finish(second, ok=False, error="safety backup failed: disk full")
@@ -60,6 +63,8 @@ def test_a_failed_restore_keeps_its_safety_backup_when_it_was_verified(client, b
     assert safety.status == "failed" and safety.error_message == "safety backup failed: disk full"
     failed = Event.select().where(Event.name == "restore.failed")
     assert [e.data["task_id"] for e in failed.order_by(Event.created_at)] == [first, second]
+    # The agent did not say the environment is as it was: nothing says it serves.
+    assert Environment.get_by_id(bk.env.id).status == "error"
 
 
 def test_restore_from_another_environment_of_the_project(client, bk):

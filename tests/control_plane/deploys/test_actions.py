@@ -568,10 +568,13 @@ def test_destroy_waits_for_the_agent(client, ops):
         "destroyed", False, None, None)
     record = Deployment.get_by_id(body["deployment_id"])
     assert (record.trigger, record.kind, record.status) == ("destroy", "destroy", "destroyed")
-    # The public API no longer lists it; this surface can deploy it again.
+    # The public API no longer lists it and shows it `pending`; this surface can
+    # deploy it again.
     key, _ = ops.world.key(ops.org)
-    assert client.get(f"/api/public/v1/environments/{env.id}",
-                      headers=bearer(key)).status_code == 404
+    shown = client.get(f"/api/public/v1/environments/{env.id}", headers=bearer(key))
+    assert shown.status_code == 200 and shown.json["status"] == "pending"
+    assert env.id.hex not in str(client.get(f"/api/public/v1/projects/{env.project_id}/"
+                                            "environments", headers=bearer(key)).json)
     r = client.post(f"{V1}/environments/{env.id}/deploy", headers=ops.h)
     assert r.status_code == 201 and Environment.get_by_id(env.id).is_active
     # Cancelled before it ran: destroyed again.
@@ -581,11 +584,11 @@ def test_destroy_waits_for_the_agent(client, ops):
     # Receivers saw the destroy end, the environment leave the API, come back, and leave.
     events = [(e.name, e.data) for e in Event.select().where(Event.organization == ops.org.id)
               .order_by(Event.created_at, Event.id)]
-    assert sorted(n for n, _ in events if n != "environment.status_changed") == sorted([
-        "deploy.started", "environment.deleted", "deploy.completed", "environment.created",
-        "deploy.cancelled", "environment.deleted"])
-    finished = next(d for n, d in events if n == "deploy.completed")
-    assert finished["task_id"] == body["deployment_id"] and finished["status"] == "completed"
+    # A destroy is no deployment of code: no deploy.* event of its own.
+    assert [n for n, _ in events if n != "environment.status_changed"] == [
+        "environment.deleted", "environment.created", "environment.deleted", "deploy.cancelled"]
+    cancelled = next(d for n, d in events if n == "deploy.cancelled")
+    assert (cancelled["kind"], cancelled["environment_status"]) == ("deploy", "pending")
 
 
 def test_destroy_keeps_data_by_default_and_reports_agent_failure(client, ops):

@@ -145,6 +145,7 @@ def test_a_delivery_is_handled_once(client, setup):
     first = post(client, body, setup["secret"], delivery=delivery)
     # The first deployment finishes: a redelivery still does nothing.
     Deployment.update(status="success").execute()
+    Environment.update(status="running").where(Environment.status == "deploying").execute()
     again = post(client, body, setup["secret"], delivery=delivery)
     assert again.status_code == 200 and again.json["duplicate"] is True
     assert again.json["deployments"] == first.json["deployments"]
@@ -194,7 +195,7 @@ def test_tags_and_branch_deletions_deploy_nothing(client, setup):
 
 def test_busy_or_undeployable_environments_are_skipped(client, setup):
     post(client, push_body(), setup["secret"])  # main now has a pending deployment
-    paused = setup["env"]("main", status="paused")
+    paused = setup["env"]("main", status="destroying")  # no deploy starts from there
     r = post(client, push_body(after=SHA2), setup["secret"])
     assert r.status_code == 200 and r.json["deployments"] == []
     reasons = {s["environment_id"]: s["reason"] for s in r.json["skipped"]}
@@ -220,6 +221,7 @@ def test_addon_repository_push_redeploys_the_projects_auto_deploy_environments(c
     assert d.config["addon_repositories"] == cmd.payload["addon_repositories"]
 
     Deployment.update(status="success").execute()
+    Environment.update(status="running").where(Environment.status == "deploying").execute()
     # Another branch of the add-on repository, or an inactive / manual one: nothing.
     assert post(client, push_body(repo="OCA/web", ref="refs/heads/16.0"),
                 setup["secret"]).json["deployments"] == []
@@ -254,6 +256,7 @@ def test_gitea_and_gitlab_signatures(client, setup):
              headers={"X-Gitea-Event": "push", "X-Gitea-Signature": sig})
     assert r.status_code == 200 and len(r.json["deployments"]) == 1
     Deployment.update(status="success").execute()
+    Environment.update(status="running").where(Environment.status == "deploying").execute()
     gl = json.dumps({"object_kind": "push", "ref": "refs/heads/main", "after": SHA2,
                      "project": {"path_with_namespace": "acme/erp"}, "commits": []}).encode()
     r = post(client, gl, provider="gitlab", headers={

@@ -22,7 +22,7 @@ class Gateway:
 def test_the_gateway_is_woken_on_commit_only(app, world):
     org = world.org()
     project = world.project(org)
-    env = world.environment(project, "deploying")
+    env, other = world.environment(project, "running"), world.environment(project, "running")
     settings, gateway = app.extensions["berth"].settings, Gateway()
     with database.atomic():
         engine.start(env, "deploy", settings=settings, trigger="manual", gateway=gateway)
@@ -30,7 +30,7 @@ def test_the_gateway_is_woken_on_commit_only(app, world):
     assert gateway.woken == [env.server_id]
 
     with pytest.raises(RuntimeError), database.atomic():
-        engine.start(env, "deploy", settings=settings, trigger="manual", gateway=gateway)
+        engine.start(other, "deploy", settings=settings, trigger="manual", gateway=gateway)
         raise RuntimeError("the request failed after queueing")
     assert gateway.woken == [env.server_id]  # rolled back: nothing to send, no wake
     assert AgentCommand.select().count() == 1

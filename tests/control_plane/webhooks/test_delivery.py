@@ -3,6 +3,7 @@ formats and signatures, retries on the schedule, auto-pause, claims shared by
 racing workers, the delivery log, and a retry that survives `kill -9`; against a
 real HTTPS receiver, on both database backends."""
 
+import collections
 import datetime as dt
 import json
 import signal
@@ -102,7 +103,7 @@ def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_
 def test_deploy_flow_events_carry_their_documented_data(app, world, settings, receiver):
     org = world.org()
     project = world.project(org)
-    env = world.environment(project, status="deploying")
+    env = world.environment(project, status="running")
     hook(org, receiver.url, events=["deploy.started", "deploy.completed",
                                     "environment.status_changed"])
     with database.atomic():
@@ -110,16 +111,19 @@ def test_deploy_flow_events_carry_their_documented_data(app, world, settings, re
     engine.on_ack(d.id)
     engine.on_result(d.id, True, {}, None)
     delivery.run(settings)
-    got = {b["event"]: b for b in map(body, receiver.wait_for(3))}
+    got = collections.defaultdict(list)
+    for b in map(body, receiver.wait_for(4)):
+        got[b["event"]].append(b["data"])
     ids = {"environment_id": str(env.id), "project_id": str(project.id)}
-    assert got["deploy.started"]["data"] == {**ids, "task_id": str(d.id)}
-    completed = got["deploy.completed"]["data"]
-    assert set(completed) == {"environment_id", "project_id", "task_id", "status",
-                              "duration_seconds"}
+    what = {"task_id": str(d.id), "kind": "redeploy", "trigger": "manual"}
+    assert got["deploy.started"] == [{**ids, **what}]
+    [completed] = got["deploy.completed"]
+    assert set(completed) == {"environment_id", "project_id", "task_id", "kind", "trigger",
+                              "status", "duration_seconds"}
     assert completed["status"] == "completed" and completed["task_id"] == str(d.id)
     assert isinstance(completed["duration_seconds"], int)
-    assert got["environment.status_changed"]["data"] == {**ids, "from": "deploying",
-                                                        "to": "running"}
+    assert got["environment.status_changed"] == [{**ids, "from": "running", "to": "deploying"},
+                                                 {**ids, "from": "deploying", "to": "running"}]
 
 
 @pytest.mark.parametrize("name,colour,style", [
