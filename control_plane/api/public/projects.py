@@ -1,7 +1,7 @@
 """Projects: /projects and /projects/{project_id}."""
 
 import marshmallow as ma
-from flask import request
+from flask import current_app, request
 from flask.views import MethodView
 
 from control_plane.api.auth import current_key, key_checked_by_page
@@ -103,4 +103,5 @@ class ProjectById(MethodView):
     @blp.response(204)
     def delete(self, project_id):
         """Soft-delete a project (full-access, organization-scoped key; `X-Confirm-Delete: true`)."""
-        svc.delete_project(current_key(), project_id, request.headers.get("X-Confirm-Delete"))
+        svc.delete_project(current_key(), project_id, request.headers.get("X-Confirm-Delete"),
+                           berth=current_app.extensions["berth"])

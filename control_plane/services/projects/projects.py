@@ -2,14 +2,16 @@
 
 from peewee import fn
 
-from control_plane import clock, events
-from control_plane.db import database
+from control_plane import clock
+from control_plane.db import database, for_update
 from control_plane.errors import ConfirmRequired, EnvironmentsRunning, NotFound, ProjectScopedKey
 from control_plane.models import Environment, Project, Server
 from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope, scoped_page
+from control_plane.services.tasks import engine
 from control_plane.states import EnvironmentStatus
+from protocol.kinds import TaskKind
 
 BUSY_STATUSES = (EnvironmentStatus.RUNNING, EnvironmentStatus.DEPLOYING)
 
@@ -79,26 +81,36 @@ def update_project(key, project_id, changes):
         return get_project(key, project_id)
 
 
-def delete_project(key, project_id, confirm):
-    """Soft delete; refused while an environment runs or deploys."""
+def delete_project(key, project_id, confirm, *, berth):
+    """Soft delete; refused while an environment runs or deploys, or has a task
+    in progress. Its other environments (stopped, failed, destroyed...) are
+    deleted as the public API deletes one: a `delete` task each removes its
+    containers, database volume, network and directory from the server (their
+    backups stay, as retention keeps those of removed environments). They leave
+    the lists at once; `environment.deleted` is sent as each removal completes."""
     if key.project_scoped:
         raise ProjectScopedKey("Project-scoped keys cannot delete projects.")
     with database.atomic():
         project = get_project(key, project_id)
         if confirm != "true":
             raise ConfirmRequired("Send the header 'X-Confirm-Delete: true' to delete a project.")
-        busy = (Environment.select().where(Environment.project == project["id"], Environment.is_active,
-                                           Environment.status.in_(BUSY_STATUSES)).count())
+        remaining = list(for_update(
+            Environment.select(Environment, Project).join(Project)
+            .where(Environment.project == project["id"],
+                   Environment.is_active | (Environment.status == EnvironmentStatus.DESTROYED)),
+            of=Environment))
+        busy = [e for e in remaining if e.is_active and e.status in BUSY_STATUSES]
         if busy:
-            raise EnvironmentsRunning(f"{busy} environment(s) are running or deploying; stop them "
-                                      "first.")
+            raise EnvironmentsRunning(f"{len(busy)} environment(s) are running or deploying; "
+                                      "stop them first.")
+        if any(engine.in_progress(e.id) for e in remaining):
+            raise EnvironmentsRunning("An environment of the project has a task in progress; "
+                                      "wait for it to end.")
         now = clock.now()
         Project.update(deleted_at=now, updated_at=now).where(Project.id == project_id).execute()
         audit.record(key.organization_id, "project.delete", "project", project_id)
-        # Its remaining (stopped, failed...) environments go with it.
-        gone = [e for (e,) in Environment.select(Environment.id).where(
-            Environment.project == project_id, Environment.is_active).tuples()]
         Environment.update(is_active=False, updated_at=now).where(
             Environment.project == project_id).execute()
-        for env_id in gone:
-            events.record_deleted(env_id, project_id, key.organization_id)
+        for env in remaining:
+            engine.start(env, TaskKind.DELETE, settings=berth.settings, gateway=berth.gateway,
+                         actor_id=key.owner_id)

@@ -128,17 +128,45 @@ def test_delete_refused_while_environment_runs_or_deploys(client, world, org_rw,
         assert r.status_code == 204
 
 
-def test_delete_tells_receivers_its_environments_are_gone(client, world, org_rw):
-    from control_plane.models import Event
+def test_delete_removes_its_environments_from_the_server(client, world, org_rw):
+    """Its stopped, failed and destroyed environments are deleted as the public
+    API deletes one: a `delete` task each (containers, volume, directory); they
+    leave the lists at once, and receivers hear of each as its removal completes."""
+    from control_plane.models import AgentCommand, Deployment, Environment, Event
+    from control_plane.services.tasks import engine, queue
     org, raw = org_rw
     project = world.project(org)
-    kept = [world.environment(project, "stopped"), world.environment(project, "failed")]
-    world.environment(project, "pending", active=False)  # gone already: no second event
+    kept = [world.environment(project, "stopped"), world.environment(project, "failed"),
+            world.environment(project, "destroyed", active=False)]
     r = client.delete(f"{P}/projects/{project.id}", headers={**auth(raw), "X-Confirm-Delete": "true"})
     assert r.status_code == 204
+    assert Event.select().where(Event.name == "environment.deleted").count() == 0
+    for env in kept:
+        row = Environment.get_by_id(env.id)
+        assert (row.status, row.is_active) == ("destroying", False)
+        task = Deployment.get(Deployment.environment == env.id)
+        command = AgentCommand.get(AgentCommand.deployment == task.id)
+        assert (task.kind, command.kind, command.payload["delete_data"]) == (
+            "delete", "destroy", True)
+        queue.mark_delivered(command.id)
+        engine.record_ack(command.server_id, command.id.hex)
+        engine.record_result(command.server_id, command.id.hex, True, {"deleted_containers": 2})
+        assert Environment.get_by_id(env.id).status == "deleted"
     deleted = [e.data for e in Event.select().where(Event.name == "environment.deleted")]
     assert sorted(d["environment_id"] for d in deleted) == sorted(str(e.id) for e in kept)
     assert {d["project_id"] for d in deleted} == {str(project.id)}
+
+
+def test_delete_waits_for_a_task_in_progress(client, world, org_rw):
+    org, raw = org_rw
+    project = world.project(org)
+    env = world.environment(project, "stopped")
+    from control_plane.models import Deployment
+    Deployment.create(environment=env, project=project, kind="backup", trigger="manual",
+                      status="running")
+    r = client.delete(f"{P}/projects/{project.id}", headers={**auth(raw), "X-Confirm-Delete": "true"})
+    assert r.status_code == 409 and r.json["error"] == "environments_running"
+    assert client.get(f"{P}/projects/{project.id}", headers=auth(raw)).status_code == 200
 
 
 def test_environment_count_is_active_environments(client, world, org_rw):
