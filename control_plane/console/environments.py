@@ -27,7 +27,6 @@ from control_plane.services.environment_settings import domains
 from control_plane.services.servers import monitoring
 from control_plane.services.tasks import kinds
 
-ACTIONS = ("deploy", "redeploy", "restart", "start", "stop")
 LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.RUNNING)
 
 
@@ -74,7 +73,7 @@ def environment(env_id):
     tasks = _tasks(env_id)
     shown = request.args.get("task") or (str(tasks[0]["task"].id) if tasks else None)
     return render("environment.html", env=env, status=_status(env_id), tasks=tasks,
-                  log=_log(env_id, shown), actions=ACTIONS,
+                  log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_for_key(principal(), env_id, page_size=50)["items"],
                   domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
                            for d in domains.list_of(env)],

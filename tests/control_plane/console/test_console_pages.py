@@ -204,3 +204,24 @@ def test_a_task_id_that_is_not_one_is_no_task(world, member):
         assert "<h3>" not in _text(r)
     # The page still works afterwards (no transaction left broken).
     assert b.get(f"/environments/{env.id}").status_code == 200
+
+
+def _actions(page):
+    return re.findall(r'action="/environments/[0-9a-f-]+/actions/(\w+)"', page)
+
+
+def test_the_page_offers_only_the_actions_the_lifecycle_allows(world, member):
+    """Start is not offered on a running environment, nor Stop on a stopped one, and
+    nothing while a task is in progress (each was offered, and accepted, before)."""
+    org, b = member
+    project = world.project(org)
+    running = world.environment(project, "running")
+    stopped = world.environment(project, "stopped")
+    assert _actions(_text(b.get(f"/environments/{running.id}"))) == [
+        "deploy", "redeploy", "restart", "stop"]
+    assert _actions(_text(b.get(f"/environments/{stopped.id}"))) == ["deploy", "redeploy",
+                                                                       "start"]
+    Deployment.create(environment=running, project=project, kind="backup", trigger="manual",
+                      status="running")
+    page = _text(b.get(f"/environments/{running.id}"))
+    assert _actions(page) == [] and "No action can start while a task is in progress" in page
