@@ -43,6 +43,14 @@ def run(agent, kind, payload, log, **options):
     return handler(agent, payload, log, **options)
 
 
+def enter_phase(log, phase):
+    """Tell the control plane that the command's work entered `phase`
+    (protocol.kinds.Phase), through the command's `log` when it can carry it."""
+    report = getattr(log, "phase", None)
+    if report is not None:
+        report(phase)
+
+
 @handles(CommandKind.PING)
 def ping(agent, payload, log):
     log("info", f"pong from berth-agent {__version__}")

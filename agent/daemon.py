@@ -459,6 +459,9 @@ class _TaskLog:
         self.send(pb.AgentMessage(log=pb.TaskLog(
             command_id=self.command_id, seq=self.seq, level=level, message=message)))
 
+    def phase(self, name):
+        self.send(pb.AgentMessage(phase=pb.TaskPhase(command_id=self.command_id, phase=name)))
+
 
 def _ack(command_id, duplicate=False):
     return pb.AgentMessage(ack=pb.CommandAck(command_id=command_id, duplicate=duplicate))

@@ -261,6 +261,8 @@ def worker(command_id):
         os.write(1, frames.frame(pb.AgentMessage(log=pb.TaskLog(
             command_id=command_id, seq=seq, level=level, message=message))))
 
+    log.phase = lambda name: os.write(1, frames.frame(pb.AgentMessage(
+        phase=pb.TaskPhase(command_id=command_id, phase=name))))
     try:
         result = commands.run(_host(), command.kind, wire.payload(command), log)
         ok, error = True, None

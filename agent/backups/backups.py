@@ -75,9 +75,34 @@ class Backups:
     # --- backup ---------------------------------------------------------------
 
     def backup(self, payload, log, label="backup"):
+        n = self.envs._names(payload["environment_id"])
+        with self._database_up(n, log, label) as db:
+            return self._backup(payload, n, db, log, label)
+
+    @contextlib.contextmanager
+    def _database_up(self, n, log, label):
+        """The environment's database container, running while a backup reads it: a
+        stopped environment's (its ERP stays stopped) is started for the dump and
+        stopped again after, so the environment is left as it was found."""
+        db = self.envs._container(n["db"])
+        if db is None:
+            raise BackupError("the environment has no database container")
+        started = db.status != "running"
+        if started:
+            with engine_errors():
+                db.start()
+            log("info", f"{label}: started {db.name} for the dump (the environment is stopped)")
+            self.envs._wait_db(db, log)
+        try:
+            yield db
+        finally:
+            if started:
+                with engine_errors():
+                    db.stop(timeout=20)
+                log("info", f"{label}: stopped {db.name} again")
+
+    def _backup(self, payload, n, db, log, label):
         env_id, backup_id = payload["environment_id"], payload["backup_id"]
-        n = self.envs._names(env_id)
-        db = self._db_container(n)
         transfer = self._transfer(payload["transfer_url"])
         kind = archive.compression()
         names = {**OBJECTS, "filestore": "filestore" + archive.SUFFIX[kind]}
@@ -164,21 +189,26 @@ class Backups:
 
     def restore(self, payload, log):
         """A backup's restore, or with `import` (agent/backups/odoo_transfer.py) an
-        upload's, inspected before anything is touched."""
+        upload's, inspected before anything is touched. A failure that leaves the
+        environment as it was found says so (`untouched` in its result)."""
         env_id = payload["environment_id"]
         n = self.envs._names(env_id)
         self.envs.health_timeout = int(payload.get("health_timeout") or self.envs.health_timeout)
         db = self._db_container(n)
-        if payload.get("import"):
-            from agent.backups.odoo_transfer import ImportSource
-
-            source = ImportSource(self, payload["import"], payload.get("erp_version"), log)
-        else:
-            source = _Stored(self, payload["transfer_url"], payload["backup_id"])
         if (n["dir"] / RESTORE_JOURNAL).exists():  # one cut short, not yet rolled back
             self._roll_back(json.loads((n["dir"] / RESTORE_JOURNAL).read_text()), n, db, log)
         _recover_swap(n["dir"])
-        safety = self.backup(payload["safety"], log, label="safety backup")
+        try:
+            if payload.get("import"):
+                from agent.backups.odoo_transfer import ImportSource
+
+                source = ImportSource(self, payload["import"], payload.get("erp_version"), log)
+            else:
+                source = _Stored(self, payload["transfer_url"], payload["backup_id"])
+            safety = self.backup(payload["safety"], log, label="safety backup")
+        except Exception as exc:
+            raise RestoreError(f"{exc}; nothing was restored and the environment is as it was",
+                               result={"untouched": True}) from exc
         log("info", f"safety backup {payload['safety']['backup_id']} taken; "
                     f"restoring {source.name}")
         rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],
@@ -196,7 +226,7 @@ class Backups:
                                    f"failed too: {again}", result={"safety": safety}) from exc
             raise RestoreError(f"the restore failed: {exc} (the environment was put back as "
                                "it was, from the safety backup)",
-                               result={"safety": safety}) from exc
+                               result={"safety": safety, "untouched": True}) from exc
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
         _discard(n["dir"] / "filestore.old")
         threading.Thread(target=self._drop_quietly, args=(db, REPLACED), daemon=True,

@@ -10,7 +10,7 @@ from agent.commands import handles
 from agent.deploy.requirements import RequirementsFailed
 from agent.deploy.updates import UpdateFailed
 from agent.errors import AgentError
-from protocol.kinds import CommandKind
+from protocol.kinds import CommandKind, Phase
 
 
 def _environments(agent):
@@ -99,6 +99,7 @@ def deploy(agent, payload, log):
         raise PreBackupFailed(f"the pre-deploy backup failed ({exc}); nothing was "
                               "deployed and the environment is as it was") from exc
     log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
+    commands.enter_phase(log, Phase.DEPLOY)  # the deploy's own time limit starts now
     try:
         result = _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
     except RequirementsFailed as exc:  # before anything was stopped

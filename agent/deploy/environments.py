@@ -101,7 +101,7 @@ class Environments:
             password = self._db_password(n["dir"])
             self._network(env_id, n, log)
             db = self._postgres(env_id, n, spec, password, log)
-            self._wait_db(db, spec, log)
+            self._wait_db(db, log)
             conf = n["dir"] / "odoo.conf"
             previous_conf = conf.read_text() if conf.exists() else None
             commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
@@ -268,7 +268,7 @@ class Environments:
             log("info", f"started PostgreSQL ({spec['postgres_image']})")
         return db
 
-    def _wait_db(self, db, spec, log, timeout=60):
+    def _wait_db(self, db, log, timeout=60):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             code, _ = db.exec_run(["pg_isready", "-h", "127.0.0.1", "-U", "odoo"])

@@ -275,7 +275,7 @@ def test_a_stopped_database_is_refused(env, stand_in, docker_client):
             Backups(envs, CREDENTIAL).backup(payload(stand_in, env_id), lambda *a: None)
     finally:
         envs.start(env_id, lambda *a: None)
-        envs._wait_db(envs._container(envs._names(env_id)["db"]), {}, lambda *a: None)
+        envs._wait_db(envs._container(envs._names(env_id)["db"]), lambda *a: None)
 
 
 def test_a_previous_filestore_left_by_a_stop_is_deleted_at_the_next_start(tmp_path):
