@@ -40,6 +40,19 @@ def polled_get(client, url, headers, status=200):
     return r.json
 
 
+def closing(app):
+    """The app with its database connection given back when each request ends: a
+    threaded test server runs every request on a thread of its own (berth serve's
+    pool reuses them), and a PostgreSQL pool would otherwise run dry."""
+    from werkzeug.wsgi import ClosingIterator
+
+    db = app.extensions["berth"].db
+
+    def wsgi(environ, start_response):
+        return ClosingIterator(app(environ, start_response), [db.close])
+    return wsgi
+
+
 @pytest.fixture
 def http_app(app):
     """The app on real HTTP (port 0) as its PUBLIC_URL: what agents reach of the
@@ -48,7 +61,7 @@ def http_app(app):
 
     from werkzeug.serving import make_server
 
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server("127.0.0.1", 0, closing(app), threaded=True)
     url = f"http://127.0.0.1:{server.server_port}"
     app.extensions["berth"].settings["PUBLIC_URL"] = app.config["PUBLIC_URL"] = url
     thread = threading.Thread(target=server.serve_forever, daemon=True)

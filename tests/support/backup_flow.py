@@ -17,14 +17,13 @@ import uuid
 import boto3
 import pytest
 from werkzeug.serving import make_server
-from werkzeug.wsgi import ClosingIterator
 
 from agent.deploy.environments import Environments, erp_address
 from control_plane.models import Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
 from tests.conftest import auth
-from tests.support.agents import registered_server, wait_for
+from tests.support.agents import closing, registered_server, wait_for
 from tests.support.tcp_proxy import TcpProxy
 
 P, V1 = "/api/public/v1", "/api/v1"
@@ -92,14 +91,7 @@ def peopled(s, world, tmp_path):
     return s
 
 
-def _closing(app):
-    """The app with its database connection given back when each request ends: this
-    server runs every request on a thread of its own (berth serve's pool reuses them)."""
-    db = app.extensions["berth"].db
-
-    def wsgi(environ, start_response):
-        return ClosingIterator(app(environ, start_response), [db.close])
-    return wsgi
+_closing = closing  # (tests/compat imports it by this name)
 
 
 def _repo(tmp_path):
