@@ -123,3 +123,49 @@ def test_nothing_leaves_deleted_and_every_status_is_reachable():
     assert {a for a, b in lifecycle.TRANSITIONS if b == E.PAUSED} == lifecycle.DURING
     with pytest.raises(errors.InvalidTransition):
         lifecycle.check_move(E.DELETED, E.DEPLOYING)
+
+
+# --- the table in docs/decisions.md is this one -------------------------------------------
+
+SHOWN = (E.PENDING, E.RUNNING, E.STOPPED, E.PAUSED, E.FAILED, E.ERROR, E.DESTROYED)
+EVENTS = {K.DEPLOY: "deploy.*", K.REDEPLOY: "deploy.*", K.BACKUP: "backup.*",
+          K.RESTORE: "restore.*", K.EXPORT: "none"}
+
+
+def _cell(kind, status):
+    if not lifecycle.allowed(kind, status):
+        return "409"
+    return "yes" if lifecycle.allowed(kind, status, has_containers=False) else "with containers"
+
+
+def _ending(rule, how):
+    if rule.removes and how == lifecycle.CANCELLED:
+        return "not cancelled"
+    before = next(s for s in (E.RUNNING, E.STOPPED) if s in rule.sources)
+    after = rule.after(before, how)
+    return "stays" if after is None else "as before" if after == before else after
+
+
+def rendered_table():
+    head = ["action", *(states.public_environment_status(s) if s != E.DESTROYED
+                        else "destroyed (shown pending)" for s in SHOWN),
+            "while it runs", "success"]
+    rows = [head, ["---"] * len(head)]
+    for kind, rule in lifecycle.RULES.items():
+        rows.append([kind, *(_cell(kind, s) for s in SHOWN), rule.during or "stays",
+                     rule.done or "stays"])
+    endings = [["action", "failed after changing something", "failed before changing anything",
+                "cancelled", "timed out", "events"], ["---"] * 6]
+    for kind, rule in lifecycle.RULES.items():
+        endings.append([kind, *(_ending(rule, how) for how in (
+            lifecycle.TOUCHED, lifecycle.UNTOUCHED, lifecycle.CANCELLED, lifecycle.TIMED_OUT)),
+            EVENTS.get(kind, "environment.* only")])
+    return "\n\n".join("\n".join("| " + " | ".join(r) + " |" for r in t) for t in (rows, endings))
+
+
+def test_the_decisions_show_this_table():
+    from pathlib import Path
+
+    decisions = (Path(__file__).parents[2] / "docs" / "decisions.md").read_text()
+    assert rendered_table() in decisions, "docs/decisions.md's lifecycle tables should read:\n\n" \
+        + rendered_table()
