@@ -1,3 +1,4 @@
-"""Berth control plane: REST APIs, agent gateway, scheduler and admin CLI."""
+"""Berth control plane: REST APIs, web console, agent gateway, scheduler and admin CLI.
+What each package holds: README.md, "Architecture"."""
 
 __version__ = "0.2.0"

@@ -1,4 +1,6 @@
 """The protocol between the control plane's gateway and the agents: the only code
 both sides import. It holds the wire contract (`v1/agent.proto` and its generated
 stubs), the kinds of work that cross it (`kinds`), the codes an agent answers with
-(`errors`) and the states it reports (`states`). It imports nothing of either side."""
+(`errors`), the states it reports (`states`), how payloads cross in each protocol
+revision (`wire`) and messages framed in a byte stream for SSH (`frames`). It imports
+nothing of either side."""

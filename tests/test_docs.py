@@ -1,6 +1,8 @@
 """The documents and the code in step: every setting and every `berth admin` command
-is documented, everything the documents name exists, every relative link resolves, and
-the README stays short. Reads files and the click command tree only: nothing starts."""
+is documented, README's architecture has a line for every package, scheduler job and
+`berth admin` command, everything the documents name exists, every relative link
+resolves, and the README stays short. Reads files, the click command tree and the
+scheduler's job list only: nothing starts."""
 
 import importlib
 import pkgutil
@@ -203,3 +205,70 @@ def test_the_readme_stays_short():
     assert lines <= README_MAX_LINES, (
         f"README.md has {lines} lines; keep it at most {README_MAX_LINES} and move "
         "details into docs/")
+
+
+# --- the architecture map -------------------------------------------------------------
+# README's "## Architecture" is the one map: a list item per package, per scheduler job
+# and per `berth admin` command, each opening with its name in backquotes, in a
+# paragraph that starts with the list's bold title.
+
+PACKAGE_ROOTS = ("control_plane", "agent", "protocol", "berthctl")
+ITEM = re.compile(r"- `([^`]+)`")
+
+
+def architecture_items(title):
+    """The names opening the list items of the paragraph starting with `title` in
+    README's architecture section (none when there is no such paragraph)."""
+    paragraphs = "\n".join(section(README, "## Architecture")).split("\n\n")
+    for paragraph in paragraphs:
+        if paragraph.startswith(title):
+            return [match.group(1) for line in paragraph.splitlines()
+                    if (match := ITEM.match(line))]
+    return []
+
+
+def differences(kind, existing, listed):
+    missing = sorted(set(existing) - set(listed))
+    unknown = sorted(set(listed) - set(existing))
+    return [f"no line in README.md's architecture for the {kind} {name}" for name in missing] + [
+        f"README.md's architecture names the {kind} {name}, which does not exist"
+        for name in unknown]
+
+
+def packages():
+    """Every Python package of the project, as `path/`."""
+    return {f"{init.parent.relative_to(ROOT)}/" for root in PACKAGE_ROOTS
+            for init in (ROOT / root).rglob("__init__.py")}
+
+
+def scheduler_jobs():
+    from control_plane import scheduler
+
+    defaults = {name: value for name, value in vars(config.Config).items() if name.isupper()}
+    return {job.name for job in scheduler.jobs(defaults)}
+
+
+def test_the_architecture_names_every_package_and_only_those():
+    found = packages()
+    assert {"control_plane/services/servers/", "agent/deploy/", "protocol/v1/"} <= found
+    listed = architecture_items("**Packages**")
+    # Directories that hold no Python package (migrations, the installer, the .proto)
+    # may have their line too: they must exist.
+    others = {name for name in listed if name not in found and (ROOT / name).is_dir()}
+    wrong = differences("package", found | others, listed)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_architecture_names_every_scheduler_job_and_only_those():
+    found = scheduler_jobs()
+    assert {"reaper", "webhooks", "ssh-servers"} <= found
+    wrong = differences("scheduler job", found, architecture_items("**Scheduler jobs**"))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_architecture_names_every_berth_admin_command_and_only_those():
+    """The commands right under `berth admin`: its groups, and `bootstrap`."""
+    found = {f"berth admin {name}" for name in command_tree().commands["admin"].commands}
+    assert {"berth admin key", "berth admin agents"} <= found
+    wrong = differences("command", found, architecture_items("**`berth admin`**"))
+    assert not wrong, "\n".join(wrong)

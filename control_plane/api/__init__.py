@@ -1,1 +1,4 @@
-"""The REST APIs: the public one (/api/public/v1) and the operations one (/api/v1)."""
+"""The REST APIs: the public one (`public`, /api/public/v1) and the operations one
+(`ops`, /api/v1), with what they share (authentication, idempotency, pagination, the
+flask-smorest glue), and the URLs agents move backup objects through
+(`agent_transfers`, `storage_urls`)."""

@@ -1,4 +1,5 @@
-"""`berth`: the control plane's command line."""
+"""`berth`: the control plane's command line. Its process commands are here (serve,
+web, gateway, scheduler, migrate, wheelhouse); `berth admin` is in the admin modules."""
 
 import sys
 

@@ -1,4 +1,5 @@
-"""The deployment-operations surface at /api/v1 (user bearer tokens)."""
+"""The deployment-operations surface at /api/v1 (user bearer tokens), and the Git
+hosts' push webhooks at /api/v1/webhooks/<provider>."""
 
 from control_plane.api.smorest import BerthApi, DeclaredResponses
 

@@ -1,5 +1,6 @@
 """Automation rules: rules.py (the rules), runs.py (their runs and actions),
-triggers.py (what fires them), schedules.py (cron in a time zone). Importing the
+triggers.py (what fires them), schedules.py (cron in a time zone), previews.py
+(an environment per pushed branch). Importing the
 package makes the task engine tell it of every task that ends."""
 
 from control_plane.services.automation import runs, triggers
