@@ -272,3 +272,18 @@ def test_the_architecture_names_every_berth_admin_command_and_only_those():
     assert {"berth admin key", "berth admin agents"} <= found
     wrong = differences("command", found, architecture_items("**`berth admin`**"))
     assert not wrong, "\n".join(wrong)
+
+
+# --- pyproject.toml -------------------------------------------------------------------
+
+def test_every_file_named_in_pyproject_comments_exists():
+    """A comment's path (`control_plane/...`, or `....py` under control_plane/) names
+    a file or directory that is there."""
+    named = {path for line in (ROOT / "pyproject.toml").read_text().splitlines()
+             if "#" in line
+             for path in re.findall(r"[\w/.-]+\.py\b|\bcontrol_plane/[\w/.-]*\w",
+                                    line.split("#", 1)[1])}
+    assert "control_plane/server.py" in named
+    gone = sorted(path for path in named
+                  if not (ROOT / path).exists() and not (ROOT / "control_plane" / path).exists())
+    assert not gone, f"pyproject.toml's comments name what is not there: {gone}"
