@@ -37,10 +37,12 @@ test: install
 bench: install
 	$(BIN)/python benchmarks/projects_list.py --rounds 5
 
-# Regenerate the agent protocol stubs (committed; a test checks they match).
+# Regenerate the agent protocol stubs (committed; a test checks they match) into
+# protocol/v1/ from proto/: compiled from -Iproto, the descriptor keeps the file name
+# protocol/v1/agent.proto it always had.
 proto: install
-	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. \
-		protocol/v1/agent.proto
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=. --grpc_python_out=. --pyi_out=. \
+		proto/protocol/v1/agent.proto
 
 lint: install
 	$(BIN)/pip install --quiet ruff

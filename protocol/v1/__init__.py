@@ -1,1 +1,2 @@
-"""Version 1 of the protocol: agent.proto and the stubs generated from it (`make proto`)."""
+"""Version 1 of the protocol: the stubs generated (`make proto`) from its source,
+proto/protocol/v1/agent.proto (package `berth.agent.v1`)."""
