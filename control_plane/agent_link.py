@@ -17,7 +17,7 @@ class NotConnected(Exception):
 
 class HostKeyChanged(NotConnected):
     """A server reached over SSH offered a host key other than the pinned one: no
-    contact until an operator accepts it (gateway/ssh_sessions.py)."""
+    contact until an operator accepts it (gateway/ssh/sessions.py)."""
 
 
 class AgentLink(Protocol):

@@ -35,7 +35,7 @@ class Berth:
     # The way to the agents: the gateway when it runs in this process, else the
     # Redis relay (scale-out), else None.
     link: AgentLink | None = None
-    # Servers reached over SSH (gateway/ssh.py), from every process kind.
+    # Servers reached over SSH (gateway/ssh/), from every process kind.
     ssh: object = None
 
     @property

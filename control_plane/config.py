@@ -68,7 +68,7 @@ class Config:
     GRPC_HANDSHAKE_TIMEOUT = 10
     # Open agent connections (each gateway process) beyond this are closed at once.
     GRPC_MAX_CONNECTIONS = 10000
-    # Servers reached over SSH (gateway/ssh.py): the agent command there (the
+    # Servers reached over SSH (gateway/ssh/): the agent command there (the
     # installer's link), seconds to connect (TCP, SSH handshake and sign-in) and
     # for one live call, the calls open at once to one server and in total (the
     # commands followed are bounded apart: 4 a server), and how often each server

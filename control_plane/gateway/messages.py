@@ -5,18 +5,16 @@ durable commands sent to it, in the agent's protocol revision (`due_commands`).
 Handlers run on the gateway's event loop; database work goes to a worker thread.
 A kind with no handler (from an agent newer than this gateway) is ignored."""
 
-import asyncio
 import itertools
-import json
 import operator
 import uuid
 
 from control_plane import agent_link
+from control_plane.gateway import reports
 from control_plane.models.metrics import SERVER_SERIES
-from control_plane.safe_input import storable
 from control_plane.services.environment_settings import configuration
-from control_plane.services.servers import alerts, history, monitoring
-from control_plane.services.tasks import engine, queue
+from control_plane.services.servers import history
+from control_plane.services.tasks import queue
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
 
@@ -32,17 +30,13 @@ async def _hello(gateway, session, hello):
 
 async def _heartbeat(gateway, session, beat):
     gateway.seen.add(session.server_id)  # recorded in batches
-    # The fleet alerts' figures: followed here, written only when they change.
-    metrics = agent_link.host_metrics_data(beat.metrics) if beat.HasField("metrics") else None
-    changes = session.watch.observe(metrics, agent_link.crash_loops(beat))
+    metrics = await reports.heartbeat(session.watch, session.server_id, beat)
     if gateway.history:  # the metric history's: sampled by the flush (history_rows)
         minute = history.minute_now()
         if metrics is not None:  # the figures the alerts read: the beat is not held
             session.host_beat = (minute, metrics)
         if beat.environments:  # sent once a minute, CPU measured over it
             session.envs_beat = (minute, beat)
-    if changes:
-        await asyncio.to_thread(alerts.record_changes, session.server_id, changes)
 
 
 def history_rows(sessions):
@@ -93,26 +87,18 @@ async def _reply(gateway, session, reply):
 
 async def _ack(gateway, session, ack):
     session.in_flight.discard(ack.command_id)
-    await asyncio.to_thread(engine.record_ack, session.server_id, ack.command_id)
+    await reports.acknowledged(session.server_id, ack)
 
 
-async def _log(gateway, session, line):
-    await asyncio.to_thread(queue.append_logs, session.server_id, [
-        (line.command_id, line.seq, line.level, storable(line.message))])
-
-
-async def _phase(gateway, session, phase):
-    await asyncio.to_thread(engine.record_phase, session.server_id, phase.command_id, phase.phase)
-
-
-async def _result(gateway, session, r):
-    result = storable(json.loads(r.result_json)) if r.result_json else None
-    await asyncio.to_thread(engine.record_result, session.server_id, r.command_id, r.ok,
-                            result, storable(r.error))
+def _command(report):
+    """A durable command's message, read as every agent's is (reports.py)."""
+    async def handle(gateway, session, message):
+        await report(session.server_id, message)
+    return handle
 
 
 async def _disk(gateway, session, report):
-    usage = agent_link.disk_usage(report)
+    usage = await reports.disk(session.server_id, report)
     for item in usage:  # the metric history's disk figures, until the next report
         env = _hex(session, item["environment_id"])
         if env and (env in session.disk or len(session.disk) < ENVIRONMENTS_KEPT):
@@ -120,19 +106,15 @@ async def _disk(gateway, session, report):
             session.disk[env] = tuple(
                 item[name] if item.get(name, -1) >= 0 else was
                 for name, was in zip(agent_link.DISK_FIGURES, known, strict=True))
-    await asyncio.to_thread(monitoring.record_disk_usage, session.server_id, usage)
 
 
 async def _proxy(gateway, session, report):
-    try:
-        state = wire.proxy_state(report)
-    except ValueError:
-        return  # not what an agent sends: ignored
-    await asyncio.to_thread(monitoring.record_proxy, session.server_id, state)
+    await reports.proxy(session.server_id, report)
 
 
 HANDLERS = {"hello": _hello, "heartbeat": _heartbeat, "reply": _reply, "ack": _ack,
-            "log": _log, "phase": _phase, "result": _result, "disk": _disk, "proxy": _proxy}
+            "log": _command(reports.logged), "phase": _command(reports.entered_phase),
+            "result": _command(reports.finished), "disk": _disk, "proxy": _proxy}
 
 
 def due_commands(session):

@@ -22,7 +22,7 @@ class Server(BaseModel):
     # The reverse proxy as the agent last reported it (monitoring.record_proxy).
     proxy_state = JSONField(null=True)
     deleted_at = DateTimeField(null=True)
-    # states.Connection. A server reached over SSH (gateway/ssh.py): where, as whom,
+    # states.Connection. A server reached over SSH (gateway/ssh/): where, as whom,
     # and its host key, pinned at first contact (an OpenSSH public key line); a
     # different key it offered later waits in ssh_offered_host_key for an operator.
     connection = peewee.CharField(max_length=8, default=Connection.AGENT)

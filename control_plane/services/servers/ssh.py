@@ -1,7 +1,7 @@
 """Servers reached over SSH: adding one, the organization's key the control plane
 signs in with, the server's pinned host key, and what the last check found.
 
-The connections themselves are the gateway's (gateway/ssh.py): this module is
+The connections themselves are the gateway's (gateway/ssh/): this module is
 what they read and record. A host key is pinned at first contact (trust on first
 use) unless the operator gave it up front; a different key offered later is kept
 aside and stops all contact until an operator accepts it."""

@@ -10,7 +10,7 @@ it and, if it has not connected within CP_AGENT_UPGRADE_TIMEOUT seconds, rolls
 back by itself (agent/upgrade.py); the command's result settles the row.
 
 Servers reached over SSH need none of this: their agent is reinstalled at the
-next check when its version differs (gateway/ssh_checks.py). Agents from before
+next check when its version differs (gateway/ssh/checks.py). Agents from before
 this release have no `upgrade` command: they are told to run the installer again."""
 
 import datetime as dt

@@ -1,26 +1,31 @@
-"""Servers reached over SSH: an `AgentLink` that runs `berth-agent` there, one
-invocation per call, with the message on standard input (agent/remote.py).
-
-- Live reads: `berth-agent live`, a LiveRequest in, its LiveReply out (here).
-- Durable commands: `berth-agent exec` per command (ssh_commands.py).
-- Checks (`check_all`: the scheduler's job): reachable or not, the agent
-  installed or brought up to date, the reports (ssh_checks.py).
-- The connections, their bounds and host keys: ssh_sessions.py.
-
-`Reach` is what services hold: SSH servers through this link, the others through
-the gateway or the Redis relay."""
+"""The link to servers reached over SSH (`SshLink`), and `Reach`, what services
+hold: SSH servers through this link, the others through the gateway or the
+Redis relay."""
 
 import asyncio
 
 from control_plane import config
 from control_plane.agent_link import NotConnected
-from control_plane.gateway import ssh_checks, ssh_commands, ssh_install
-from control_plane.gateway.ssh_sessions import Sessions
+from control_plane.gateway.ssh.checks import Checks
+from control_plane.gateway.ssh.commands import Commands
+from control_plane.gateway.ssh.install import Installer
+from control_plane.gateway.ssh.sessions import Sessions
 from control_plane.services.servers import ssh as servers_ssh
 from protocol.v1 import agent_pb2 as pb
 
 
-class SshLink(Sessions):
+class SshLink:
+    """The AgentLink of servers reached over SSH, made of one part per concern:
+    the connections (`sessions`), the durable commands (`commands`), the agent's
+    installs (`installer`) and the checks (`checks`)."""
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.sessions = Sessions(settings)
+        self.commands = Commands(self.sessions)
+        self.installer = Installer(self.sessions)
+        self.checks = Checks(self.sessions, self.commands, self.installer)
+
     # --- AgentLink ----------------------------------------------------------------------
 
     def call(self, server_id, request, timeout):
@@ -29,20 +34,19 @@ class SshLink(Sessions):
         target = servers_ssh.target(server_id)
         if target is None:
             raise NotConnected(str(server_id))
-        timeout = min(timeout, self.call_timeout)
+        timeout = min(timeout, self.sessions.call_timeout)
 
         async def ask():
             async with asyncio.timeout(timeout):
-                out = await self.invoke(target, "live", request.SerializeToString())
+                out = await self.sessions.invoke(target, "live", request.SerializeToString())
             return pb.LiveReply.FromString(out)
-        return self._run(ask(), timeout + 5)
+        return self.sessions.run(ask(), timeout + 5)
 
     def wake(self, server_id):
         """Commands are queued for the server: send them now (in the background)."""
-        asyncio.run_coroutine_threadsafe(ssh_commands.deliver(self, str(server_id)),
-                                         self._running_loop())
+        self.sessions.submit(self.commands.deliver(str(server_id)))
 
-    # --- checks ----------------------------------------------------------------------------
+    # --- checks and installs -----------------------------------------------------------------
 
     def check_all(self, claim_for=None):
         """Every SSH server at once: reachable or not, its facts, and the commands due
@@ -50,22 +54,21 @@ class SshLink(Sessions):
         hold the scheduler's other jobs): the Future of {server id: error or None},
         or the running sweep's while one runs. The scheduler's job passes its
         interval as `claim_for`: then only the servers it claims are checked."""
-        if self.sweep is None or self.sweep.done():
-            self.sweep = asyncio.run_coroutine_threadsafe(ssh_checks.check_all(self, claim_for),
-                                                          self._running_loop())
-        return self.sweep
-
+        checks = self.checks
+        if checks.sweep is None or checks.sweep.done():
+            checks.sweep = self.sessions.submit(checks.all(claim_for))
+        return checks.sweep
 
     def install_resident(self, server_id):
-        """Turn an SSH server into one with a resident agent (ssh_install.resident), in
+        """Turn an SSH server into one with a resident agent (Installer.resident), in
         the background: the Future of its end. A failure is recorded on the server
         (`ssh.error`); NotConnected when it cannot be reached now."""
         target = servers_ssh.target(server_id)
         if target is None:
             raise NotConnected(str(server_id))
-        future = asyncio.run_coroutine_threadsafe(ssh_install.resident(
-            self, target, config.grpc_public_address(self.settings),
-            bool(self.settings["GRPC_TLS_CERT"])), self._running_loop())
+        future = self.sessions.submit(self.installer.resident(
+            target, config.grpc_public_address(self.settings),
+            bool(self.settings["GRPC_TLS_CERT"])))
 
         def record_failure(done):
             if done.exception() is not None:
@@ -73,6 +76,9 @@ class SshLink(Sessions):
                                                           f"failed: {done.exception()}")
         future.add_done_callback(record_failure)
         return future
+
+    def close(self):
+        self.sessions.close()
 
 
 class Reach:

@@ -1,6 +1,7 @@
-"""SSH connections to the servers reached that way (SshLink's lower half): one
-asyncio loop in a daemon thread, one connection per server reused by its
-sessions, and `invoke` of one `berth-agent` command with its message on stdin.
+"""SSH connections to the servers reached that way: one asyncio loop in a daemon
+thread, one connection per server reused by its sessions, and `invoke` of one
+`berth-agent` command with its message on stdin (the other parts of the link
+use these).
 
 Bounds: a connection gets SSH_CONNECT_TIMEOUT seconds (TCP, handshake, sign-in);
 at most SSH_SESSIONS_PER_SERVER sessions to one server and SSH_SESSIONS_TOTAL in
@@ -19,7 +20,6 @@ import threading
 
 from control_plane.agent_link import HostKeyChanged, NotConnected
 from control_plane.errors import ApiError
-from control_plane.gateway import ssh_install
 from control_plane.services.environment_settings import dns_check
 from control_plane.services.servers import ssh as servers_ssh
 
@@ -34,14 +34,20 @@ SERVED = ("live", "check")  # the calls `berth-agent serve` answers (agent/remot
 NO_SERVE_SECONDS = 600  # a server whose `serve` failed at once: single calls meanwhile
 
 
+def as_root(username, command):
+    """`command` as root: directly for root, else through `sudo -n` (passwordless
+    sudo is then required; the installer and the agent need root)."""
+    return command if username == "root" else f"sudo -n {command}"
+
+
 class AgentMissing(NotConnected):
     """`berth-agent` is not installed there (the shell's 127: command not found), or
     is too old to know the command (argparse's 2)."""
 
 
 class Sessions:
-    """The SSH side of SshLink: its loop, one connection per server (host keys
-    checked), bounded sessions, and `invoke` of one `berth-agent` command."""
+    """The link's loop, one connection per server (host keys checked), bounded
+    sessions, and `invoke` of one `berth-agent` command."""
 
     @property
     def connect_timeout(self):
@@ -59,13 +65,7 @@ class Sessions:
         self._start_lock = threading.Lock()
         self.connections = {}  # server id -> connection (or the Future of one being made)
         self.sessions = {}  # server id -> Semaphore of its calls
-        self.commands = {}  # server id -> Semaphore of the commands followed
-        self.following = set()  # command ids whose `exec` this process is reading
-        self.sweep = None  # the Future of the check running now
-        self.installing = set()  # server ids whose agent is being installed
-        self.watches = {}  # server id -> alerts.Watch of its checks' figures
-        self.measured = {}  # server id -> loop time of its last disk measurement
-        self.delivering = {}  # server id -> Lock: one look for due commands at a time
+        self.command_slots = {}  # server id -> Semaphore of the commands followed
         self.served = {}  # server id -> its `berth-agent serve` (_Served)
         self.no_serve = {}  # server id -> loop time until which it gets single calls
 
@@ -85,14 +85,17 @@ class Sessions:
                 ready.wait()
         return self.loop
 
-    def _run(self, coroutine, timeout):
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
-        return future.result(timeout)
+    def run(self, coroutine, timeout):
+        """(From another thread.) `coroutine` on the loop; its result."""
+        return self.submit(coroutine).result(timeout)
+
+    def submit(self, coroutine):
+        """(From another thread.) `coroutine` on the loop, in the background: its Future."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._running_loop())
 
     def command(self, target, name):
         # A setting, never user data; another user than root goes through sudo.
-        return ssh_install.as_root(target.username,
-                                   f"{shlex.quote(self.settings['SSH_AGENT_PATH'])} {name}")
+        return as_root(target.username, f"{shlex.quote(self.settings['SSH_AGENT_PATH'])} {name}")
 
     def session(self, server_id):
         """The per-server and total bounds on open sessions (calls: live reads, checks,
@@ -104,7 +107,8 @@ class Sessions:
         """The bound on commands followed at once on one server: apart from the calls'
         (a backup followed for an hour must not hold a check's turn), and together
         with them under sshd's default of 10 sessions a connection."""
-        return _Both(self.commands.setdefault(server_id, asyncio.Semaphore(COMMANDS_PER_SERVER)))
+        return _Both(self.command_slots.setdefault(server_id,
+                                                   asyncio.Semaphore(COMMANDS_PER_SERVER)))
 
     async def invoke(self, target, name, stdin):
         """One `berth-agent NAME` over SSH; its standard output, or NotConnected.
