@@ -117,9 +117,10 @@ def test_every_action_from_every_state_against_the_model(app, world, served,
             user = world.user(self.org, ["project.environments.deploy",
                                          "project.deployments.cancel"])
             self.ops = {"Authorization": f"Bearer {orgs.issue_user_token(user.id)}"}
+            # A full-access key makes 20 requests a minute: enough keys for a run's writes.
             self.writers = itertools.cycle(
                 [{"Authorization": f"Bearer {world.key(self.org, owner_id=user.id)[0]}"}
-                 for _ in range(3)])
+                 for _ in range(2 + STEPS // 5)])
             self.readers = itertools.cycle(
                 [{"Authorization": f"Bearer {world.key(self.org, 'read_only')[0]}"}
                  for _ in range(4)])
