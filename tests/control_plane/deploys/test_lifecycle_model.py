@@ -151,7 +151,7 @@ def test_every_action_from_every_state_against_the_model(app, world, served,
             for _ in range(3):  # a read waits out its key's window, as a client does
                 if method != "get" or r.status_code != 429:
                     break
-                time.sleep(int(r.headers.get("Retry-After", "1")))
+                time.sleep(int(r.headers.get("Retry-After", "1")))  # not a wait: its Retry-After
                 r = requests.request(method, served.url + path, headers=headers, timeout=30, **kw)
             assert r.status_code != 500, (method, path, r.text)
             return r
@@ -436,21 +436,29 @@ def test_every_action_from_every_state_against_the_model(app, world, served,
                 return out
 
             want = {i: "gone" if e.status == E.DELETED else e.shown for i, e in self.envs.items()}
-            deadline, got = time.monotonic() + 10, None
-            while time.monotonic() < deadline:
-                got = shown()
-                if got == want:
-                    return
-                time.sleep(0.25)
-            assert got == want
+            got = []
+
+            def agree():
+                got[:] = [shown()]
+                return got[0] == want
+
+            wait_for(agree, timeout=10, interval=0.25, what="the statuses the model expects",
+                     detail=lambda: f"{got[0]} != {want}")
 
         def tasks_have_a_reason(self):
-            in_progress = set()
-            for status in states.DEPLOYMENT_IN_PROGRESS:
-                r = self.call("get", f"{V1}/deployments", self.ops, params={
-                    "project_id": str(self.project.id), "status": status, "limit": 100})
-                in_progress |= {d["id"] for d in r.json()["data"]}
-            assert in_progress == {e.task.id for e in self.envs.values() if e.task}
+            def in_progress():
+                out = set()
+                for status in states.DEPLOYMENT_IN_PROGRESS:
+                    r = self.call("get", f"{V1}/deployments", self.ops, params={
+                        "project_id": str(self.project.id), "status": status, "limit": 100})
+                    out |= {d["id"] for d in r.json()["data"]}
+                return out
+
+            want = {e.task.id for e in self.envs.values() if e.task}
+            deadline, got = time.monotonic() + 10, None
+            while time.monotonic() < deadline and (got := in_progress()) != want:
+                time.sleep(0.1)  # an answer is settled a moment after it is sent
+            assert got == want
             for env in self.envs.values():
                 if env.task and self.agent.connected:  # else it waits for the agent
                     assert env.task.command in self.agent.held, "a task nobody works on"
@@ -464,10 +472,9 @@ def test_every_action_from_every_state_against_the_model(app, world, served,
                 return seen
 
             want = +self.expected
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and sum(got().values()) < sum(want.values()):
-                time.sleep(0.05)
-            time.sleep(0.15)  # and nothing more comes
+            wait_for(lambda: sum(got().values()) >= sum(want.values()), timeout=10,
+                     what="the events the model expects", detail=lambda: f"{got()} != {want}")
+            time.sleep(0.15)  # not a wait: and nothing more comes meanwhile
             assert got() == want
 
     # No shrinking: a live server replays a run with other timings, and hypothesis then
