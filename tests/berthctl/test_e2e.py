@@ -9,7 +9,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import requests
@@ -148,14 +147,20 @@ def test_logs_follow_ends_cleanly_on_sigint(stand, created, tmp_path):
     # background ignores SIGINT, and an ignored signal stays ignored across exec.
     as_in_a_terminal = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
                         "os.execv(sys.argv[1], sys.argv[1:])")
+    def reads():  # the runtime-logs requests the control plane has answered (a line each)
+        return sum(f"/environments/{env['id']}/runtime-logs" in line
+                   for line in stand.served.log_path.read_text().splitlines())
+
+    before = reads()
     proc = subprocess.Popen([sys.executable, "-c", as_in_a_terminal, BERTHCTL, "logs", env["id"],
-                             "-f", "--source", "postgres"],
+                             "-f", "--source", "postgres", "--interval", "1"],
                             env=stand.env(tmp_path, "read_only"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         first = proc.stdout.readline()  # postgres always says something when it starts
         assert first, proc.stderr.read() if proc.poll() is not None else "no output"
-        time.sleep(1)
+        wait_for(lambda: reads() >= before + 2 or proc.poll() is not None, timeout=30,
+                 what="a second read of the logs")
         assert proc.poll() is None, "it stopped following on its own"
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)

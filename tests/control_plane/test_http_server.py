@@ -69,6 +69,14 @@ def _closed_by_peer(sock):
         sock.setblocking(True)
 
 
+def _refused(s):
+    try:
+        _connect(s, timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
 class Tricklers:
     """n connections that send a request line and one header line, then one more
     header byte every `every` seconds, never finishing their headers."""
@@ -80,6 +88,7 @@ class Tricklers:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
             self.socks.append(sock)
         self.every, self.stop = every, threading.Event()
+        self.rounds = 0  # of a byte on every connection
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -90,6 +99,7 @@ class Tricklers:
                     sock.send(b"a")
                 except OSError:
                     pass
+            self.rounds += 1
 
     def still_open(self):
         return sum(not _closed_by_peer(sock) for sock in self.socks)
@@ -118,7 +128,7 @@ def _legitimate_requests(s):
 def test_three_hundred_trickling_connections_do_not_starve_legitimate_requests(served):
     tricklers = Tricklers(served, 300)
     try:
-        time.sleep(1.5)  # a trickle byte or two is in
+        wait_for(lambda: tricklers.rounds >= 1, timeout=5, what="a trickle byte sent on each")
         for _ in range(3):
             for path, status, expected, seconds in _legitimate_requests(served):
                 assert status == expected, path
@@ -133,9 +143,8 @@ def test_a_trickler_is_cut_at_the_header_deadline(short_deadlines):
     tricklers = Tricklers(short_deadlines, 5, every=0.2)
     try:
         start = time.monotonic()
-        while tricklers.still_open() and time.monotonic() - start < 8:
-            time.sleep(0.1)
-        assert tricklers.still_open() == 0
+        wait_for(lambda: tricklers.still_open() == 0, timeout=8, interval=0.1,
+                 what="every trickler cut")
         assert 1.5 < time.monotonic() - start < 6  # the total deadline, however slow the drip
     finally:
         tricklers.close()
@@ -145,13 +154,17 @@ def test_a_slow_body_is_cut_at_the_body_deadline(short_deadlines):
     with _connect(short_deadlines) as sock:
         sock.sendall(b"POST /api/v1/webhooks/github HTTP/1.1\r\nHost: x\r\n"
                      b"Content-Length: 100\r\n\r\n")
-        start = time.monotonic()
-        while not _closed_by_peer(sock) and time.monotonic() - start < 8:
+        def cut():  # else one more byte of the body
+            if _closed_by_peer(sock):
+                return True
             try:
                 sock.send(b"a")
             except OSError:
-                break
-            time.sleep(0.2)
+                return True
+            return False
+
+        start = time.monotonic()
+        wait_for(cut, timeout=8, interval=0.2, what="the slow body cut")
         assert 1.5 < time.monotonic() - start < 6
 
 
@@ -326,9 +339,9 @@ def test_a_signal_lets_the_request_in_flight_finish(tmp_path):
             pieces = r.iter_content(256 * 1024)
             digest = hashlib.sha256(next(pieces))
             s.proc.send_signal(signal.SIGTERM)
-            time.sleep(1)
+            wait_for(lambda: _refused(s), timeout=10, what="new connections refused")
             assert s.proc.poll() is None  # still answering
-            with pytest.raises(OSError):  # but taking no one new
+            with pytest.raises(OSError):  # taking no one new
                 _connect(s, timeout=2).close()
             for piece in pieces:
                 digest.update(piece)

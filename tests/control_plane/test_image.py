@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from tests.support.docker_engine import _require_image
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +28,14 @@ def _address(container):
 
 
 def _wait_healthy(url, container, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def healthy():
         try:
-            if requests.get(url + "/healthz", timeout=2).status_code == 200:
-                return
+            return requests.get(url + "/healthz", timeout=2).status_code == 200
         except requests.ConnectionError:
-            time.sleep(0.2)
-    raise AssertionError("the control plane did not start:\n" + container.logs().decode())
+            return False
+
+    wait_for(healthy, timeout=timeout, interval=0.2, what="the control plane started",
+             detail=lambda: container.logs().decode())
 
 
 def test_the_image_serves_an_embedded_control_plane(docker_client, control_plane_image):

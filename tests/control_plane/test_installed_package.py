@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import requests
 
 from agent import __version__
 from tests.support.services import free_port, stop_process
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -46,13 +46,17 @@ def _serve(venv, cwd, env):
     proc = subprocess.Popen([str(venv / "bin" / "berth"), "serve", "--http", f"127.0.0.1:{port}",
                              "--grpc", "127.0.0.1:0"], cwd=cwd, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and proc.poll() is None:
-        if re.search(r"listening on http://", (cwd / "serve.log").read_text()):
-            return proc, f"http://127.0.0.1:{port}", log
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("berth serve did not start:\n" + (cwd / "serve.log").read_text())
+    def listening():
+        assert proc.poll() is None, "berth serve exited:\n" + (cwd / "serve.log").read_text()
+        return re.search(r"listening on http://", (cwd / "serve.log").read_text())
+
+    try:
+        wait_for(listening, timeout=60, interval=0.1, what="berth serve listening",
+                 detail=(cwd / "serve.log").read_text)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, f"http://127.0.0.1:{port}", log
 
 
 def _clean_env():
@@ -61,14 +65,13 @@ def _clean_env():
             if not k.startswith(("CP_", "PYTHON", "VIRTUAL_ENV"))}
 
 
-def _wait_ok(url, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        r = requests.get(url, timeout=30)
-        if r.status_code == 200 or time.monotonic() > deadline:
-            return r
-        assert r.status_code == 503 and r.json()["error"] == "wheelhouse_building", r.text
-        time.sleep(0.5)
+def _built(url):
+    """The wheelhouse once served; meanwhile only ever a 503 saying it is being built."""
+    r = requests.get(url, timeout=30)
+    if r.status_code == 200:
+        return r
+    assert r.status_code == 503 and r.json()["error"] == "wheelhouse_building", r.text
+    return None
 
 
 def test_an_installed_control_plane_serves_the_installer_and_builds_the_agent_packages(
@@ -77,7 +80,8 @@ def test_an_installed_control_plane_serves_the_installer_and_builds_the_agent_pa
     proc, url, log = _serve(venv, tmp_path, {"CP_DATA_DIR": str(tmp_path / "data")})
     try:
         script = requests.get(url + "/install.sh", timeout=10)
-        tar = _wait_ok(url + "/agent/wheelhouse.tar", timeout=300)
+        tar = wait_for(lambda: _built(url + "/agent/wheelhouse.tar"), timeout=300,
+                       interval=0.5, what="the agent wheelhouse built")
     finally:
         stop_process(proc, log)
     assert script.status_code == 200 and script.text.startswith("#!/bin/sh")

@@ -5,7 +5,6 @@ line per request naming the request id the response carries."""
 import json
 import os
 import subprocess
-import time
 
 import pytest
 import requests
@@ -15,6 +14,7 @@ from control_plane.services.tasks import queue
 from tests.support.agents import registered_server
 from tests.support.serve import BERTH, Served
 from tests.support.services import free_port, stop_process
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -81,17 +81,16 @@ def _process(args, env, log_path):
     return subprocess.Popen([BERTH, *args], env=env, stdout=log, stderr=subprocess.STDOUT), log
 
 
-def _scrape_until(url, predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
+def _scrape_until(url, predicate, what, timeout=30):
+    """The samples of `url` once `predicate` holds of them."""
+    def scraped():
         try:
             samples = _samples(url)
-            if predicate(samples):
-                return samples
         except requests.ConnectionError:
-            pass
-        assert time.monotonic() < deadline, f"{url}: condition not met"
-        time.sleep(0.2)
+            return None
+        return samples if predicate(samples) else None
+
+    return wait_for(scraped, timeout=timeout, interval=0.2, what=f"{what} at {url}")
 
 
 def test_gateway_and_scheduler_processes_serve_their_metrics(app, world, tmp_path, agents):
@@ -107,21 +106,23 @@ def test_gateway_and_scheduler_processes_serve_their_metrics(app, world, tmp_pat
                                 tmp_path / "sched.log")
     try:
         url = f"http://127.0.0.1:{gw_metrics}/metrics"
-        samples = _scrape_until(url, lambda s: _value(s, "berth_gateway_agents_connected") == 0)
+        samples = _scrape_until(url, lambda s: _value(s, "berth_gateway_agents_connected") == 0,
+                                "the gateway's metrics")
         assert _value(samples, "berth_agent_commands_pending") == 0, (tmp_path / "gw.log").read_text()
 
         agents(connected, credential, address=f"127.0.0.1:{grpc_port}")
-        _scrape_until(url, lambda s: _value(s, "berth_gateway_agents_connected") == 1)
+        _scrape_until(url, lambda s: _value(s, "berth_gateway_agents_connected") == 1,
+                      "the agent connected")
 
         queue.enqueue(offline.id, "routes")  # nobody takes it: it waits, and ages
-        time.sleep(1.1)
-        samples = _scrape_until(url, lambda s: _value(s, "berth_agent_commands_pending") == 1)
-        assert _value(samples, "berth_agent_command_oldest_age_seconds") >= 1
+        _scrape_until(url, lambda s: _value(s, "berth_agent_commands_pending") == 1
+                      and (_value(s, "berth_agent_command_oldest_age_seconds") or 0) >= 1,
+                      "the command pending, and a second old")
 
         samples = _scrape_until(
             f"http://127.0.0.1:{sched_metrics}/metrics",
             lambda s: (_value(s, "berth_scheduler_job_runs_total", job="reaper",
-                              outcome="ok") or 0) >= 1)
+                              outcome="ok") or 0) >= 1, "a reaper run")
         assert _value(samples, "berth_scheduler_job_duration_seconds_count", job="webhooks") >= 1
         assert _value(samples, "berth_webhook_deliveries_pending") == 0
     finally:
@@ -139,10 +140,8 @@ def test_access_lines_are_written_while_the_server_runs(tmp_path):
         r = requests.get(served.url + "/healthz", timeout=10,
                          headers={"X-Request-Id": "live-trace-0001"})
         assert r.status_code == 200
-        deadline = time.monotonic() + 5
-        while "live-trace-0001" not in served.log_path.read_text():
-            assert time.monotonic() < deadline, "no access line 5 s after the request"
-            time.sleep(0.05)
+        wait_for(lambda: "live-trace-0001" in served.log_path.read_text(), timeout=5,
+                 what="its access line, 5 s after the request at most")
     finally:
         served.stop()
 

@@ -11,19 +11,19 @@ import requests
 
 from tests.support.serve import BERTH
 from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
 
 def _wait_text(path, pattern, proc, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def written():
         m = re.search(pattern, path.read_text())
-        if m:
-            return m
-        assert proc.poll() is None, path.read_text()
-        time.sleep(0.1)
-    raise AssertionError(f"{pattern!r} not in:\n{path.read_text()}")
+        assert m or proc.poll() is None, path.read_text()  # exited without saying it
+        return m
+
+    return wait_for(written, timeout=timeout, interval=0.1, what=f"{pattern!r} in {path.name}",
+                    detail=path.read_text)
 
 
 def test_web_waits_for_migrate_then_serves(tmp_path):

@@ -1,12 +1,11 @@
 """Per-key rate limits (spec: Limits, rate-limit headers), memory and Redis storage."""
 
-import time
-
 import pytest
 
 from control_plane import migrate
 from control_plane.app import create_app
 from tests.conftest import auth
+from tests.support.waiting import wait_for
 
 P = "/api/public/v1"
 
@@ -104,8 +103,9 @@ def test_a_hit_leaves_the_moving_window_after_it(limiter):
         limiter.hit(two, "window", "k")
     assert not limiter.strategy.test(two, "window", "k")
     assert limiter.strategy.get_window_stats(two, "window", "k").remaining == 0
-    time.sleep(1.1)
-    assert limiter.strategy.test(two, "window", "k")
+    # Its window (a second) passes: the slots free.
+    wait_for(lambda: limiter.strategy.test(two, "window", "k"), timeout=3,
+             what="the hits out of their window")
     assert limiter.hit(two, "window", "k").remaining == 1
     assert limiter.strategy.hit(two, "window", "k")  # limits' own hit counts there too
     assert not limiter.strategy.test(two, "window", "k")
@@ -124,7 +124,10 @@ def test_memory_windows_of_idle_keys_are_dropped():
     for i in range(50):
         limiter.hit(five, "idle", str(i))
     assert len(limiter.storage._windows) == 50
-    time.sleep(1.1)
+    # The last of them leaves its window (a second), read without keeping anything.
+    wait_for(lambda: limiter.window(five, "idle", "49").remaining == 5, timeout=3,
+             what="the idle keys out of their windows")
+    assert len(limiter.storage._windows) == 50  # not dropped until a hit sweeps
     assert limiter.hit(five, "idle", "fresh").remaining == 4
     assert list(limiter.storage._windows) == [five.key_for("idle", "fresh")]
     assert limiter.strategy.test(five, "idle", "never")  # a read keeps nothing

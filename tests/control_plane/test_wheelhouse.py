@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import tarfile
-import time
 import zipfile
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import requests
 
 from control_plane import __version__
 from tests.support.serve import BERTH, Served
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +33,17 @@ def _offline_pip(tmp_path):
     return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(empty), "PIP_NO_CACHE_DIR": "1"}
 
 
-def _wait_for(url, predicate, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        r = requests.get(url, timeout=30)
-        if predicate(r) or time.monotonic() > deadline:
-            return r
-        time.sleep(0.5)
+def _first_answer(url, predicate, what, timeout=240):
+    """The first answer at `url` that `predicate` accepts."""
+    last = []
+
+    def accepted():
+        last[:] = [requests.get(url, timeout=30)]
+        return last if predicate(last[0]) else None  # (in a list: a 503 response is falsy)
+
+    [r] = wait_for(accepted, timeout=timeout, interval=0.5, what=what,
+                   detail=lambda: f"{last[0].status_code} {last[0].text[:500]}")
+    return r
 
 
 def test_a_fresh_serve_builds_the_wheelhouse_without_a_manual_step(tmp_path):
@@ -51,8 +55,8 @@ def test_a_fresh_serve_builds_the_wheelhouse_without_a_manual_step(tmp_path):
             assert first.json()["error"] == "wheelhouse_building"
             assert "being built" in first.json()["message"]
             assert requests.get(served.url + "/healthz", timeout=5).status_code == 200
-        r = _wait_for(served.url + WHEELHOUSE, lambda r: r.status_code == 200, timeout=240)
-        assert r.status_code == 200, r.text
+        r = _first_answer(served.url + WHEELHOUSE, lambda r: r.status_code == 200,
+                          "the wheelhouse built")
     finally:
         log = served.stop()
     assert "agent wheelhouse ready" in log
@@ -73,7 +77,8 @@ def test_a_stale_wheelhouse_is_rebuilt_at_start(tmp_path):
     (data / "wheelhouse.json").write_text(json.dumps({"fingerprint": "older agent code"}))
     served = Served(data, AUTO).start()
     try:
-        r = _wait_for(served.url + WHEELHOUSE, lambda r: r.status_code == 200, timeout=240)
+        r = _first_answer(served.url + WHEELHOUSE, lambda r: r.status_code == 200,
+                          "the wheelhouse rebuilt")
     finally:
         served.stop()
     with tarfile.open(fileobj=io.BytesIO(r.content)) as tar:
@@ -84,8 +89,9 @@ def test_a_stale_wheelhouse_is_rebuilt_at_start(tmp_path):
 def test_a_failed_build_is_explained_and_the_installer_prints_it(tmp_path):
     served = Served(tmp_path / "data", {**AUTO, **_offline_pip(tmp_path)}).start()
     try:
-        r = _wait_for(served.url + WHEELHOUSE,
-                      lambda r: r.json()["error"] != "wheelhouse_building", timeout=240)
+        r = _first_answer(served.url + WHEELHOUSE,
+                          lambda r: r.json()["error"] != "wheelhouse_building",
+                          "the wheelhouse build to end")
         assert r.status_code == 503 and r.headers["Content-Type"] == "application/json"
         body = r.json()
         assert body["error"] == "wheelhouse_build_failed", body
@@ -149,13 +155,9 @@ def test_berth_wheelhouse_builds_where_setuptools_is_old_and_wheel_missing(tmp_p
 def test_stopping_serve_mid_build_ends_the_pip_run(tmp_path):
     served = Served(tmp_path / "data", AUTO).start()
     try:
-        deadline = time.monotonic() + 30
-        pips = []
-        while not pips and time.monotonic() < deadline:
-            pips = [p for p in psutil.Process(served.proc.pid).children()
-                    if "wheel" in p.cmdline()]
-            time.sleep(0.1)
-        assert pips, "no pip wheel run started"
+        pips = wait_for(lambda: [p for p in psutil.Process(served.proc.pid).children()
+                                 if "wheel" in p.cmdline()],
+                        timeout=30, interval=0.1, what="a pip wheel run started")
     finally:
         served.stop()
     gone, alive = psutil.wait_procs(pips, timeout=0.5)  # killed, not left to finish

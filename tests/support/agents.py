@@ -14,18 +14,9 @@ import pytest
 from control_plane import config, security
 from control_plane.gateway.server import Gateway
 from control_plane.models import Server
+from tests.support.waiting import wait_for  # noqa: F401  (imported from here by many tests)
 
 AGENT = str(Path(sys.executable).with_name("berth-agent"))
-
-
-def wait_for(predicate, timeout=20, interval=0.05, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def polled_get(client, url, headers, status=200):
@@ -35,7 +26,7 @@ def polled_get(client, url, headers, status=200):
         r = client.get(url, headers=headers)
         if r.status_code != 429:
             break
-        time.sleep(min(int(r.headers.get("Retry-After", "1")), 30))
+        time.sleep(min(int(r.headers.get("Retry-After", "1")), 30))  # not a wait: Retry-After
     assert r.status_code == status, (url, r.status_code, r.json)
     return r.json
 

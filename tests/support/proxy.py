@@ -12,7 +12,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import time
 import urllib.request
 from base64 import b64encode
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ import pytest
 import trustme
 
 from tests.support.docker_engine import _require_image
+from tests.support.waiting import wait_for
 
 PROXY_IMAGE = "berth-test-proxy:latest"
 APPS_DOMAIN = "apps.berth-test.com"
@@ -76,17 +76,22 @@ def start_pebble(work, dns_address):
                                "-dnsserver", dns_address],
                               stdout=log, stderr=subprocess.STDOUT, env=env)
     log.close()
-    deadline = time.monotonic() + 20
-    while True:
+
+    def answering():
         try:
             with urllib.request.urlopen(p.directory, context=p.ssl_context, timeout=2):
-                return p
+                return True
         except OSError:
-            if time.monotonic() > deadline or p.proc.poll() is not None:
-                p.proc.kill()
-                raise RuntimeError("pebble did not start: "
-                                   f"{(work / 'pebble.log').read_text()}") from None
-            time.sleep(0.1)
+            assert p.proc.poll() is None, "pebble exited: " + (work / "pebble.log").read_text()
+            return False
+
+    try:
+        wait_for(answering, timeout=20, interval=0.1, what="pebble answering",
+                 detail=(work / "pebble.log").read_text)
+    except AssertionError:
+        p.proc.kill()
+        raise
+    return p
 
 
 @pytest.fixture(scope="session")
@@ -185,17 +190,19 @@ def wait_https(name, port, roots_pem, path="/web/health", timeout=60, running=Fa
     obtained on demand; a route may still be on its way: 404). `running`: the
     environment has just been deployed, so its route's "not running" 503 is waited
     through too (the proxy takes a deploy's end at its next pass)."""
-    deadline, last = time.monotonic() + timeout, None
     waited = (404, 503) if running else (404,)
-    while time.monotonic() < deadline:
+    last = [None]
+
+    def answered():
         try:
             answer = https_request(name, port, path, roots_pem, timeout=10)
-            if answer[0] not in waited:
-                return answer
-            last = f"{answer[0]} {answer[2][:100]!r}"
         except (OSError, ssl.SSLError) as exc:
-            last = exc
-        time.sleep(0.3)
-    raise AssertionError(f"no verified HTTPS answer from {name} within {timeout} s: {last}")
+            last[0] = exc
+            return None
+        last[0] = f"{answer[0]} {answer[2][:100]!r}"
+        return answer if answer[0] not in waited else None
+
+    return wait_for(answered, timeout=timeout, interval=0.3,
+                    what=f"a verified HTTPS answer from {name}", detail=lambda: last[0])
 
 

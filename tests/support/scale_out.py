@@ -9,7 +9,6 @@ import os
 import re
 import secrets
 import subprocess
-import time
 from pathlib import Path
 
 import requests
@@ -236,13 +235,3 @@ class ComposeProject(Stack):
 
     def remove(self):
         self._compose("down", "--volumes", "--remove-orphans", "--timeout", "10")
-
-
-def wait_until(predicate, timeout, interval=0.2):
-    """How long `predicate` took to hold (seconds), or None after `timeout`."""
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if predicate():
-            return time.monotonic() - started
-        time.sleep(interval)
-    return None

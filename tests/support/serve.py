@@ -4,12 +4,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
 
 from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 BERTH = str(Path(sys.executable).with_name("berth"))
 
@@ -39,20 +39,20 @@ class Served:
         self.proc = subprocess.Popen([self.berth, "serve", "--http", f"127.0.0.1:{port}",
                                       "--grpc", f"127.0.0.1:{grpc_port}"], env=self.env,
                                      stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.log_path.read_text()
-            m = re.search(r"listening on (http://\S+)", text)
-            if m:
-                self.url = m.group(1)
-                self.grpc = re.search(r"^berth: gateway listening on (\S+)", text,
-                                      re.M).group(1)
-                requests.get(self.url + "/healthz", timeout=5).raise_for_status()
-                return self
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError("berth serve did not start:\n" + self.log_path.read_text())
+        text = wait_for(self._listening, timeout=timeout, what="berth serve listening",
+                        detail=self.log_path.read_text)
+        self.url = re.search(r"listening on (http://\S+)", text).group(1)
+        self.grpc = re.search(r"^berth: gateway listening on (\S+)", text, re.M).group(1)
+        requests.get(self.url + "/healthz", timeout=5).raise_for_status()
+        return self
+
+    def _listening(self):
+        """Its log once it says so; an AssertionError if it exited first."""
+        text = self.log_path.read_text()
+        if re.search(r"listening on (http://\S+)", text):
+            return text
+        assert self.proc.poll() is None, "berth serve did not start:\n" + text
+        return None
 
     def stop(self):
         self.proc.terminate()

@@ -9,7 +9,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+from tests.support.waiting import wait_for
 
 
 def free_port():
@@ -31,13 +32,11 @@ def stop_process(proc, log=None, timeout=15):
 
 
 def wait_port(port, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening():
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on {port}")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, timeout=timeout, what=f"something listening on {port}")
 
 
 class Postgres:

@@ -10,8 +10,9 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
+
+from tests.support.waiting import wait_for
 
 SSHD = "/usr/sbin/sshd"
 
@@ -80,14 +81,16 @@ SetEnv {env}
         self.log = open(self.root / "sshd.log", "ab")
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self._config())],
                                      stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
-                return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"sshd did not start: {(self.root / 'sshd.log').read_text()}")
+        wait_for(self._listening, timeout=10, what="sshd listening",
+                 detail=(self.root / "sshd.log").read_text)
+        return self
+
+    def _listening(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+            return True
+        except OSError:
+            return False
 
     def drop_connections(self):
         """Every open SSH connection cut, as a network failure would (the listener

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 import tracemalloc
 import types
 import urllib.request
@@ -23,6 +22,7 @@ from agent.deploy.commands import PreBackupFailed
 from agent.deploy.environments import Environments, erp_address
 from agent.status import StatusFile
 from tests.support.transfer_stand_in import TransferStandIn
+from tests.support.waiting import wait_for
 
 CREDENTIAL = "agt_live_backup-tests"
 NOTES = [(1, "invoice 2026/001"), (2, "invoice 2026/002"), (3, "credit note 2026/001")]
@@ -174,10 +174,9 @@ def test_backup_then_restore_brings_rows_and_files_back(env, stand_in):
     assert (store.parent.parent).stat().st_uid == 101  # the filestore directory itself
     assert not (store.parent.parent.with_name("filestore.old")).exists()
     assert not (store.parent.parent.with_name("filestore.new")).exists()
-    deadline = time.monotonic() + 30  # the previous filestore is deleted in the background
-    while list(store.parent.parent.parent.glob("filestore.trash-*")):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    # The previous filestore is deleted in the background.
+    wait_for(lambda: not list(store.parent.parent.parent.glob("filestore.trash-*")), timeout=30,
+             interval=0.1, what="the previous filestore deleted")
     assert healthy(envs, env_id)
     assert dump_copies(envs, env_id) == []
     assert out["restored_from"] == job["backup_id"] and out["safety"]["verified"] is True

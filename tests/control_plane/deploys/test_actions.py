@@ -24,6 +24,7 @@ from control_plane.models import (
 )
 from control_plane.services.accounts import orgs
 from control_plane.services.tasks import engine, queue
+from tests.support.waiting import wait_for
 
 V1 = "/api/v1"
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"
@@ -531,18 +532,14 @@ class StandInAgent(threading.Thread):
 
     def run(self):
         with database.connection_context():
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                due = queue.undelivered(self.server.id)
-                if due:
-                    command = self.seen = due[0]
-                    queue.mark_delivered(command.id)
-                    engine.record_ack(self.server.id, command.id.hex)
-                    time.sleep(self.delay)
-                    engine.record_result(self.server.id, command.id.hex, self.ok, self.result,
-                                           None if self.ok else "the engine refused")
-                    return
-                time.sleep(0.05)
+            due = wait_for(lambda: queue.undelivered(self.server.id), timeout=20,
+                           what="the server's command")
+            command = self.seen = due[0]
+            queue.mark_delivered(command.id)
+            engine.record_ack(self.server.id, command.id.hex)
+            time.sleep(self.delay)  # the agent at work
+            engine.record_result(self.server.id, command.id.hex, self.ok, self.result,
+                                   None if self.ok else "the engine refused")
 
 
 def test_destroy_waits_for_the_agent(client, ops):

@@ -455,10 +455,14 @@ def test_every_action_from_every_state_against_the_model(app, world, served,
                 return out
 
             want = {e.task.id for e in self.envs.values() if e.task}
-            deadline, got = time.monotonic() + 10, None
-            while time.monotonic() < deadline and (got := in_progress()) != want:
-                time.sleep(0.1)  # an answer is settled a moment after it is sent
-            assert got == want
+            got = []
+
+            def settled():  # an answer is settled a moment after it is sent
+                got[:] = [in_progress()]
+                return got[0] == want
+
+            wait_for(settled, timeout=10, interval=0.1, what="the tasks the model has in progress",
+                     detail=lambda: f"{got[0]} != {want}")
             for env in self.envs.values():
                 if env.task and self.agent.connected:  # else it waits for the agent
                     assert env.task.command in self.agent.held, "a task nobody works on"

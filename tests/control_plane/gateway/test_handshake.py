@@ -11,6 +11,7 @@ import pytest
 
 from control_plane.config import Config
 from tests.support.serve import Served
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -33,6 +34,25 @@ def _closed_after(sock, limit, started=None):
             continue
         except ConnectionResetError:
             return time.monotonic() - started
+    return None
+
+
+def _greeted(sock):
+    """Whether the server took the connection: it speaks first, its HTTP/2 settings
+    (one it refuses is closed without a word)."""
+    sock.settimeout(5)
+    try:
+        return bool(sock.recv(4096))
+    except ConnectionResetError:
+        return False
+
+
+def _taken(served):
+    """A new connection, if the server takes it (else None)."""
+    sock = _dial(served)
+    if _greeted(sock):
+        return sock
+    sock.close()
     return None
 
 
@@ -69,7 +89,7 @@ def test_connections_past_the_bound_are_closed_at_once(serve):
     served = serve(CP_GRPC_MAX_CONNECTIONS="3", CP_GRPC_HANDSHAKE_TIMEOUT="4")
     held = [_dial(served) for _ in range(3)]
     try:
-        time.sleep(0.3)  # accepted and counted
+        assert all(_greeted(s) for s in held)  # accepted and counted
         extra = _dial(served)
         assert _closed_after(extra, 2) is not None  # refused at once, not at 4 s
         extra.close()
@@ -78,8 +98,8 @@ def test_connections_past_the_bound_are_closed_at_once(serve):
     finally:
         for s in held:
             s.close()
-    time.sleep(0.3)
-    again = _dial(served)
+    again = wait_for(lambda: _taken(served), timeout=5, interval=0.1,
+                     what="a new connection taken once the held ones closed")
     try:
         assert _closed_after(again, 1) is None  # held open, as a handshake goes on
     finally:

@@ -54,7 +54,7 @@ def _whole_hour(client, raw, path):
                        "to": (now + dt.timedelta(minutes=5)).isoformat()})
 
 
-def test_heartbeats_become_server_and_environment_history(client, world, fleet):
+def test_heartbeats_become_server_and_environment_history(client, world, fleet, gateway):
     server, env, raw, agent = fleet
     agent.send(pb.AgentMessage(disk=pb.DiskReport(environments=[pb.EnvironmentDisk(
         environment_id=str(env.id), database_bytes=5_000_000, filestore_bytes=7_000,
@@ -72,7 +72,10 @@ def test_heartbeats_become_server_and_environment_history(client, world, fleet):
     # The minute's sample is written: its later heartbeats are not counted.
     agent.send(_beat(30.0, [_env_stats(env.id, 70.0, 300_000_000)]))
     one_minute = history.minute_now() == minute  # else the second beat began a minute
-    time.sleep(1.5)  # the second heartbeat handled, and another write
+    session = gateway.sessions[str(server.id)]
+    wait_for(lambda: session.host_beat[1]["cpu_percent"] == 30.0, timeout=5,
+             what="the second heartbeat handled")
+    time.sleep(1.5)  # not a wait: the history is written every second; one more write passes
     points = _whole_hour(client, raw, f"servers/{server.id}")["points"]
     assert len(points) == 1
     cpu = points[0]["cpu_percent"]

@@ -16,6 +16,7 @@ from itsdangerous import URLSafeSerializer
 from control_plane import errors, storage
 from control_plane.storage import tokens
 from tests.control_plane.storage.conftest import SECRET
+from tests.support.waiting import wait_for
 
 
 def _key(name="database.dump"):
@@ -154,14 +155,10 @@ def test_part_bodies_spool_beside_the_parts_and_nothing_is_left(local_store):
     with socket.create_connection((host, int(port)), timeout=10) as sock:  # cut off mid-body
         sock.sendall(f"PUT {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 1000000\r\n"
                      "\r\n".encode() + b"z" * 400_000)
-        deadline = time.monotonic() + 10
-        while not list(uploads.glob(".spool-*")):  # the body being spooled there
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    deadline = time.monotonic() + 10
-    while list(uploads.glob(".spool-*")):
-        assert time.monotonic() < deadline, list(uploads.glob(".spool-*"))
-        time.sleep(0.05)
+        wait_for(lambda: list(uploads.glob(".spool-*")), timeout=10,
+                 what="the body being spooled")
+    wait_for(lambda: not list(uploads.glob(".spool-*")), timeout=10,
+             what="the spooled body removed", detail=lambda: list(uploads.glob(".spool-*")))
     local_store.complete_upload(key, upload_id, [(1, answer.headers["ETag"])])
     assert storage.read_back(local_store, key)["size"] == 3_000_000
 
