@@ -11,7 +11,6 @@ import datetime as dt
 import os
 import shutil
 import signal
-import subprocess
 import urllib.request
 
 import pytest
@@ -32,6 +31,7 @@ from control_plane.models import (
 from control_plane.services.tasks import queue, reaper
 from tests.conftest import World, auth
 from tests.support.agents import AgentProcess, registered_server, wait_for
+from tests.support.git_repo import shop_repo
 from tests.support.serve import Served
 from tests.support.services import free_port
 
@@ -75,7 +75,8 @@ class Plant:
         self.org = world.org()
         self.server, credential = registered_server(self.org)
         self.project = world.project(self.org, self.server)
-        Project.update(git_repo_url=f"file://{self._repo()}").where(
+        repo = shop_repo(self.tmp, branches=("main", "second"))
+        Project.update(git_repo_url=f"file://{repo}").where(
             Project.id == self.project.id).execute()
         self.writer = auth(world.key(self.org)[0])
         self.reader = auth(world.key(self.org, "read_only")[0])
@@ -84,22 +85,6 @@ class Plant:
                                                    "PATH": f"{self._held_git()}:{os.environ['PATH']}",
                                                    "HELD_GIT_DIR": str(self.gates)})
         self.start_agent()
-
-    def _repo(self):
-        bare, work = self.tmp / "repo.git", self.tmp / "work"
-        work.mkdir()
-        for cmd in (["git", "init", "-q", "--initial-branch=main"],
-                    ["git", "config", "user.email", "d@example.com"],
-                    ["git", "config", "user.name", "d"]):
-            subprocess.run(cmd, cwd=work, check=True)
-        (work / "shop").mkdir()
-        (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-        subprocess.run(["git", "add", "-A"], cwd=work, check=True)
-        subprocess.run(["git", "commit", "-qm", "v1"], cwd=work, check=True)
-        subprocess.run(["git", "branch", "second"], cwd=work, check=True)
-        subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-        subprocess.run(["git", "push", "-q", str(bare), "main", "second"], cwd=work, check=True)
-        return bare
 
     def _held_git(self):
         bin_dir = self.tmp / "held-bin"

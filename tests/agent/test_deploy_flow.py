@@ -2,7 +2,6 @@
 the gateway hands the deploy command to the real agent, the agent brings up
 PostgreSQL and the ERP from the local images, and the environment is running."""
 
-import subprocess
 import urllib.request
 
 import pytest
@@ -12,6 +11,7 @@ from control_plane.models import AgentCommand, Event, Project, Server
 from control_plane.services import agents as agent_svc
 from tests.conftest import auth
 from tests.support.agents import polled_get, registered_server, wait_for
+from tests.support.git_repo import shop_repo
 
 P = "/api/public/v1"
 
@@ -24,19 +24,7 @@ class deployable_keys:  # noqa: N801 - a namespace for the fixture's read-only k
 def deployable(app, world, agents, http_app, tmp_path, erp_image, postgres_image, docker_client):
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
-    bare = tmp_path / "repo.git"
-    work = tmp_path / "work"
-    work.mkdir()
-    for cmd in (["git", "init", "-q", "--initial-branch=main"],
-                ["git", "config", "user.email", "d@example.com"],
-                ["git", "config", "user.name", "d"]):
-        subprocess.run(cmd, cwd=work, check=True)
-    (work / "shop").mkdir()
-    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-    subprocess.run(["git", "add", "-A"], cwd=work, check=True)
-    subprocess.run(["git", "commit", "-qm", "v1"], cwd=work, check=True)
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run(["git", "push", "-q", str(bare), "main"], cwd=work, check=True)
+    bare = shop_repo(tmp_path)
 
     org = world.org()
     server, credential = registered_server(org)

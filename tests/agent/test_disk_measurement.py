@@ -15,6 +15,7 @@ from control_plane.models import Environment, Project, Server
 from control_plane.services import agents as agent_svc
 from tests.conftest import auth
 from tests.support.agents import AGENT, polled_get, registered_server, wait_for
+from tests.support.git_repo import shop_repo
 
 P = "/api/public/v1"
 WRITTEN = 3 * 1024 * 1024
@@ -25,16 +26,7 @@ ROWS = 10_000  # of about 1 kB of random text each: some 10 MB
 def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_client, client):
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
-    work, bare = tmp_path / "work", tmp_path / "repo.git"
-    (work / "shop").mkdir(parents=True)
-    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-    for cmd in (["git", "init", "-q", "--initial-branch=main"],
-                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "add", "-A"],
-                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "commit", "-qm",
-                 "v1"]):
-        subprocess.run(cmd, cwd=work, check=True)
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run(["git", "push", "-q", str(bare), "main"], cwd=work, check=True)
+    bare = shop_repo(tmp_path)
 
     org = world.org()
     server, credential = registered_server(org)

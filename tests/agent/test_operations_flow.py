@@ -18,6 +18,7 @@ from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
+from tests.support.git_repo import Repo, manifest
 
 P, V1 = "/api/public/v1", "/api/v1"
 PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
@@ -26,15 +27,6 @@ PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
 def _git(work, *args):
     return subprocess.run(["git", *args], cwd=work, check=True, capture_output=True,
                           text=True).stdout.strip()
-
-
-def _commit(work, bare, version, module="shop"):
-    (work / module / "__manifest__.py").write_text(
-        f'{{"name": "{module}", "version": "{version}"}}')
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", f"v{version}")
-    _git(work, "push", "-q", str(bare), "main")
-    return _git(work, "rev-parse", "HEAD")
 
 
 class Flow:
@@ -47,29 +39,19 @@ def flow(app, world, agents, gateway, http_app, tmp_path, erp_image, postgres_im
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
     f = Flow()
-    f.bare, f.work, f.root = tmp_path / "repo.git", tmp_path / "work", tmp_path / "srv"
-    f.work.mkdir()
-    (f.work / "shop").mkdir()
-    _git(f.work, "init", "-q", "--initial-branch=main")
-    _git(f.work, "config", "user.email", "d@example.com")
-    _git(f.work, "config", "user.name", "d")
-    subprocess.run(["git", "init", "-q", "--bare", str(f.bare)], check=True)
-    f.c1 = _commit(f.work, f.bare, "1.0")
+    f.root = tmp_path / "srv"
+    f.repo = Repo(tmp_path)
+    f.c1 = f.repo.commit({"shop": "1.0"}, "v1.0")
     # An add-on repository next to the project's code: a rollback returns it too.
-    f.tools_bare, f.tools_work = tmp_path / "tools.git", tmp_path / "tools"
-    (f.tools_work / "base_tools").mkdir(parents=True)
-    _git(f.tools_work, "init", "-q", "--initial-branch=main")
-    _git(f.tools_work, "config", "user.email", "d@example.com")
-    _git(f.tools_work, "config", "user.name", "d")
-    subprocess.run(["git", "init", "-q", "--bare", str(f.tools_bare)], check=True)
-    f.a1 = _commit(f.tools_work, f.tools_bare, "1.0", module="base_tools")
+    f.tools = Repo(tmp_path, "tools", work="tools")
+    f.a1 = f.tools.commit({"base_tools": "1.0"}, "v1.0")
 
     f.org = world.org()
     f.server, credential = registered_server(f.org)
     f.project = world.project(f.org, f.server)
-    Project.update(git_repo_url=f"file://{f.bare}").where(Project.id == f.project.id).execute()
+    Project.update(git_repo_url=f.repo.url).where(Project.id == f.project.id).execute()
     # Local repositories, which the API and the CLI refuse: written as rows.
-    AddonRepository.create(project=f.project, url=f"file://{f.tools_bare}", full_name="acme/tools",
+    AddonRepository.create(project=f.project, url=f.tools.url, full_name="acme/tools",
                            branch="main", updated_at=clock.now())
     f.key = auth(world.key(f.org)[0])
     user = world.user(f.org, permissions=PERMISSIONS)
@@ -106,8 +88,7 @@ def _erp(d, path):
 
 def _addons_on_disk(f, env_id):
     addons = f.root / env_id / "addons"
-    manifest = (addons / "shop" / "__manifest__.py").read_text()
-    return _git(addons, "rev-parse", "HEAD"), manifest
+    return _git(addons, "rev-parse", "HEAD"), (addons / "shop" / "__manifest__.py").read_text()
 
 
 def _tools_on_disk(f, env_id):
@@ -133,12 +114,12 @@ def test_operations_flow(client, flow, docker_client):
     listed = client.get(f"{V1}/deployments?project_id={f.project.id}", headers=f.user).json
     d1 = _settled(client, f, listed["data"][0]["id"])
     assert d1["status"] == "success" and d1["git_commit"] == f.c1 and d1["can_rollback"]
-    assert _addons_on_disk(f, env_id) == (f.c1, '{"name": "shop", "version": "1.0"}')
+    assert _addons_on_disk(f, env_id) == (f.c1, manifest("shop", "1.0"))
     assert _tools_on_disk(f, env_id) == f.a1
 
     # 2. A second commit (of both repositories), deployed through POST /deployments.
-    c2 = _commit(f.work, f.bare, "2.0")
-    a2 = _commit(f.tools_work, f.tools_bare, "2.0", module="base_tools")
+    c2 = f.repo.commit({"shop": "2.0"}, "v2.0")
+    a2 = f.tools.commit({"base_tools": "2.0"}, "v2.0")
     r = client.post(f"{V1}/deployments", headers=f.user, json={
         "project_id": str(f.project.id), "environment_id": env_id, "git_branch": "main"})
     assert r.status_code == 201 and r.json["trigger"] == "manual"
@@ -160,7 +141,7 @@ def test_operations_flow(client, flow, docker_client):
     assert r.json["extra_data"]["rollback_to"] == d1["id"]
     d3 = _settled(client, f, r.json["id"])
     assert d3["status"] == "success" and d3["git_commit"] == f.c1
-    assert _addons_on_disk(f, env_id) == (f.c1, '{"name": "shop", "version": "1.0"}')
+    assert _addons_on_disk(f, env_id) == (f.c1, manifest("shop", "1.0"))
     assert _tools_on_disk(f, env_id) == f.a1  # the add-on repository went back too
     assert _erp(d3, "/berth/addons")["addons"][0]["version"] == "1.0"
     assert _erp(d3, "/berth/info")["database_uuid"] == db_uuid  # data is not rolled back

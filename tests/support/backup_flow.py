@@ -9,7 +9,6 @@ helpers that write and read an environment's rows and files, and drive the API."
 import hashlib
 import json
 import os
-import subprocess
 import threading
 import urllib.request
 import uuid
@@ -24,6 +23,7 @@ from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
 from tests.conftest import auth
 from tests.support.agents import closing, registered_server, wait_for
+from tests.support.git_repo import shop_repo
 from tests.support.tcp_proxy import TcpProxy
 
 P, V1 = "/api/public/v1", "/api/v1"
@@ -95,16 +95,7 @@ _closing = closing  # (tests/compat imports it by this name)
 
 
 def _repo(tmp_path):
-    work, bare = tmp_path / "work", tmp_path / "repo.git"
-    (work / "shop").mkdir(parents=True)
-    (work / "shop" / "__manifest__.py").write_text('{"name": "Shop", "version": "1.0"}')
-    for cmd in (["git", "init", "-q", "--initial-branch=main"],
-                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "add", "-A"],
-                ["git", "-c", "user.email=d@example.com", "-c", "user.name=d", "commit", "-qm",
-                 "v1"],
-                ["git", "init", "-q", "--bare", str(bare)], ["git", "push", "-q", str(bare), "main"]):
-        subprocess.run(cmd, cwd=work, check=True)
-    return f"file://{bare}"
+    return f"file://{shop_repo(tmp_path)}"
 
 
 def connected(s):

@@ -2,36 +2,20 @@
 project's code, and the ERP's addons_path lists them (real Git repositories)."""
 
 import json
-import subprocess
 import urllib.request
 import uuid
 
 import pytest
 
 from agent.deploy.environments import DeployError, Environments, addon_repo_names, addons_path
-
-
-def git(*args, cwd):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+from tests.support.git_repo import Repo
 
 
 def make_repo(tmp_path, name, modules, branch="main"):
     """A bare repository whose branch holds one directory per add-on module."""
-    work, bare = tmp_path / f"{name}-work", tmp_path / f"{name}.git"
-    work.mkdir()
-    git("init", "--quiet", f"--initial-branch={branch}", cwd=work)
-    git("config", "user.email", "dev@example.com", cwd=work)
-    git("config", "user.name", "dev", cwd=work)
-    for module in modules:
-        (work / module).mkdir()
-        (work / module / "__manifest__.py").write_text(json.dumps({"name": module,
-                                                                   "version": "1.0"}))
-    git("add", "-A", cwd=work)
-    git("commit", "--quiet", "-m", "add-ons", cwd=work)
-    subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
-    git("push", "--quiet", str(bare), branch, cwd=work)
-    return f"file://{bare}"
+    repo = Repo(tmp_path, name, work=f"{name}-work", branch=branch)
+    repo.commit(dict.fromkeys(modules, "1.0"), "add-ons")
+    return repo.url
 
 
 def test_each_addon_repository_is_checked_out_at_its_branch(tmp_path):

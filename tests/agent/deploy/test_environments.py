@@ -2,41 +2,24 @@
 ERP and PostgreSQL images and a Git repository the test creates."""
 
 import json
-import subprocess
 import urllib.request
 import uuid
 
 import pytest
 
 from agent.deploy.environments import DeployError, Environments
-
-
-def git(*args, cwd):
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
+from tests.support.git_repo import Repo
 
 
 @pytest.fixture
 def repo(tmp_path):
     """A bare repository with one add-on, and a helper to commit a new version."""
-    work, bare = tmp_path / "work", tmp_path / "addons.git"
-    work.mkdir()
-    git("init", "--quiet", "--initial-branch=main", cwd=work)
-    git("config", "user.email", "dev@example.com", cwd=work)
-    git("config", "user.name", "dev", cwd=work)
+    addons = Repo(tmp_path, "addons")
 
     def commit(version):
-        module = work / "shop_extras"
-        module.mkdir(exist_ok=True)
-        (module / "__manifest__.py").write_text(json.dumps({"name": "Shop extras",
-                                                            "version": version}))
-        git("add", "-A", cwd=work)
-        git("commit", "--quiet", "-m", f"version {version}", cwd=work)
-        git("push", "--quiet", "--force", str(bare), "main", cwd=work)
-        return git("rev-parse", "HEAD", cwd=work)
+        return addons.commit({"shop_extras": version}, f"version {version}")
 
-    subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
-    commit.url = f"file://{bare}"
+    commit.url = addons.url
     return commit
 
 

@@ -3,32 +3,20 @@ local repositories are not cloned unless the server allows the file transport,
 URLs and branches that git would read as options are refused before git runs, and
 repository credentials appear in no log line and no error."""
 
-import subprocess
 import uuid
 
 import pytest
 
 from agent.deploy.environments import DeployError, Environments
-
-
-def git(*args, cwd):
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+from tests.support.git_repo import Repo
 
 
 @pytest.fixture
 def bare(tmp_path):
     """A repository on this server's disk, as another environment's checkout is."""
-    work, bare = tmp_path / "work", tmp_path / "other-env.git"
-    work.mkdir()
-    git("init", "--quiet", "--initial-branch=main", cwd=work)
-    (work / "secret_module").mkdir()
-    (work / "secret_module" / "__manifest__.py").write_text("{}")
-    git("add", "-A", cwd=work)
-    git("-c", "user.email=d@example.com", "-c", "user.name=d", "commit", "--quiet", "-m", "x",
-        cwd=work)
-    subprocess.run(["git", "init", "--quiet", "--bare", str(bare)], check=True)
-    git("push", "--quiet", str(bare), "main", cwd=work)
-    return bare
+    repo = Repo(tmp_path, "other-env")
+    repo.commit({"secret_module": "1.0"})
+    return repo.bare
 
 
 @pytest.fixture
