@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # workers keep a 2-core machine busy. TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: serve test install venv bench lint clean proto
+.PHONY: serve test test-fast install venv bench lint clean proto
 
 $(BIN)/python:
 	@scripts/ensure-system-deps.sh venv
@@ -33,6 +33,13 @@ test: install
 	@scripts/start-dockerd.sh
 	@PYTHON=$(BIN)/python scripts/build-test-images.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# The everyday lane: no containers, no agent processes, no long flows (both databases;
+# PostgreSQL and Redis are local processes). `make test` is what CI runs.
+test-fast: install
+	$(BIN)/lint-imports
+	@scripts/ensure-system-deps.sh test
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --fast $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python benchmarks/projects_list.py --rounds 5

@@ -23,6 +23,27 @@ pytest_plugins = ["tests.support.docker_engine", "tests.support.agents", "tests.
 def pytest_addoption(parser):
     parser.addoption("--backend", action="append", choices=["sqlite", "postgres"],
                      help="database backends to run on (default: both)")
+    parser.addoption("--fast", action="store_true",
+                     help="the everyday lane (make test-fast): no containers, no agent "
+                          "processes, no long flows")
+
+
+# What the fast lane leaves out: tests marked slow, and those that need the Docker
+# engine, its images or agent processes (a fixture of these, directly or not).
+NOT_FAST = frozenset({"docker_client", "test_image", "erp_image", "postgres_image",
+                      "proxy_image", "labeled_container", "module_labeled_container",
+                      "agents", "agent_wheelhouse", "pebble", "proxied", "stand"})
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--fast"):
+        return
+    kept, left = [], []
+    for item in items:
+        needs = set(getattr(item, "fixturenames", ()))
+        (left if item.get_closest_marker("slow") or needs & NOT_FAST else kept).append(item)
+    items[:] = kept
+    config.hook.pytest_deselected(items=left)
 
 
 @pytest.fixture(scope="session")
