@@ -10,6 +10,7 @@ import subprocess
 import threading
 
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 CHUNK = 1024 * 1024
 # The pipes between the agent, the compressor and tar hold this much, not Linux's
@@ -27,7 +28,7 @@ SUFFIX = {"zstd": ".tar.zst", "gzip": ".tar.gz"}
 
 
 class ArchiveError(AgentError):
-    code = "archive_failed"
+    code = AgentErrorCode.ARCHIVE_FAILED
 
 
 def compression():

@@ -36,6 +36,7 @@ from agent.backups.transfer import Buffers, Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
+from protocol.errors import AgentErrorCode
 
 FORMAT = "berth-backup/1"
 OBJECTS = {"database": "database.dump", "manifest": "manifest.json"}
@@ -46,14 +47,14 @@ MAX_JOBS = 8  # pg_restore's parallel jobs: one per core, up to this
 
 
 class BackupError(AgentError):
-    code = "backup_failed"
+    code = AgentErrorCode.BACKUP_FAILED
 
 
 class RestoreError(AgentError):
     """`partial_result`: what the failed command still reports (the safety backup it took
     and stored, so that the control plane records it as completed)."""
 
-    code = "restore_failed"
+    code = AgentErrorCode.RESTORE_FAILED
 
     def __init__(self, message=None, result=None):
         super().__init__(message)

@@ -9,6 +9,7 @@ import threading
 import time
 
 from agent.errors import AgentError, engine_errors
+from protocol.errors import AgentErrorCode
 
 CHUNK = 1 << 20  # the most read from the engine at once
 IDLE_TIMEOUT = 1800  # seconds without a byte either way: the command or the engine is stuck
@@ -18,7 +19,7 @@ STDERR_KEEP = 2000  # the tail of a command's error output kept for its failure 
 
 
 class ExecFailed(AgentError):
-    code = "exec_failed"
+    code = AgentErrorCode.EXEC_FAILED
 
 
 class Exec:

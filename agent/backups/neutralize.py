@@ -8,6 +8,7 @@ and the parameter `database.is_neutralized` set."""
 from agent.backups import exec_stream
 from agent.deploy import one_off
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 TIMEOUT = 600  # seconds: a large database's UPDATEs, not a module update
 LOG_TAIL = 20  # lines of the command's output kept in the task log
@@ -16,7 +17,7 @@ _TRUE = ("true", "t", "1", "yes", "y")
 
 
 class NeutralizeError(AgentError):
-    code = "restore_failed"
+    code = AgentErrorCode.RESTORE_FAILED
 
 
 def neutralize(envs, env_id, database, log):

@@ -27,6 +27,7 @@ from agent.backups import archive, exec_stream, odoo_zip
 from agent.backups.odoo_zip import ImportRefused, RangeFile
 from agent.backups.transfer import Checked
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 EXPORT_OBJECT = "odoo-export.zip"
 FILESTORE_PREFIX = "filestore/odoo/"  # the database's filestore in the ERP's data directory
@@ -35,7 +36,7 @@ QUEUED = 4  # buffers waiting for the uploader at most
 
 
 class ExportError(AgentError):
-    code = "export_failed"
+    code = AgentErrorCode.EXPORT_FAILED
 
 
 # --- export -------------------------------------------------------------------

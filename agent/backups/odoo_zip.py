@@ -31,6 +31,7 @@ from agent.backups.safe_zip import (  # noqa: F401  (part of this API)
     read_checked,
     unsafe_parts,
 )
+from protocol.errors import AgentErrorCode
 
 KiB = 1 << 10
 DUMP, MANIFEST, FILESTORE = "dump.sql", "manifest.json", "filestore/"
@@ -41,31 +42,31 @@ CUSTOM_MAGIC = b"PGDMP"
 class UnrecognisedImport(ImportRefused):
     """Neither an Odoo backup zip, nor a custom-format dump, nor pg_dump's plain output."""
 
-    code = "import_unrecognised"
+    code = AgentErrorCode.IMPORT_UNRECOGNISED
 
 
 class BadManifest(ImportRefused):
     """manifest.json is not a readable Odoo manifest."""
 
-    code = "import_bad_manifest"
+    code = AgentErrorCode.IMPORT_BAD_MANIFEST
 
 
 class VersionMismatch(ImportRefused):
     """The backup is of another major ERP version than the environment's."""
 
-    code = "import_version_mismatch"
+    code = AgentErrorCode.IMPORT_VERSION_MISMATCH
 
 
 class MissingDump(ImportRefused):
     """The zip has no dump.sql."""
 
-    code = "import_missing_dump"
+    code = AgentErrorCode.IMPORT_MISSING_DUMP
 
 
 class NotADump(ImportRefused):
     """dump.sql is not pg_dump's plain output."""
 
-    code = "import_not_a_dump"
+    code = AgentErrorCode.IMPORT_NOT_A_DUMP
 
 
 # -- writing ------------------------------------------------------------------

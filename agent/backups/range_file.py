@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 MiB = 1 << 20
 _CONTENT_RANGE = re.compile(r"bytes (?:(\d+)-(\d+)|\*)/(\d+)")
@@ -21,7 +22,7 @@ _CONTENT_RANGE = re.compile(r"bytes (?:(\d+)-(\d+)|\*)/(\d+)")
 class DownloadFailed(AgentError):
     """A stored object could not be read."""
 
-    code = "download_failed"
+    code = AgentErrorCode.DOWNLOAD_FAILED
 
 
 class RangeFile(io.RawIOBase):

@@ -13,6 +13,7 @@ import zlib
 from dataclasses import dataclass
 
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 MiB, GiB = 1 << 20, 1 << 30
 CHUNK = MiB
@@ -34,31 +35,31 @@ DEFAULT_LIMITS = Limits()
 class ImportRefused(AgentError):
     """The import was refused."""
 
-    code = "import_refused"
+    code = AgentErrorCode.IMPORT_REFUSED
 
 
 class CorruptImport(ImportRefused):
     """The zip is damaged, or its members are not the sizes it declares."""
 
-    code = "import_corrupt"
+    code = AgentErrorCode.IMPORT_CORRUPT
 
 
 class UnsafeMember(ImportRefused):
     """The zip holds a member that may not be extracted."""
 
-    code = "import_unsafe_member"
+    code = AgentErrorCode.IMPORT_UNSAFE_MEMBER
 
 
 class ImportTooLarge(ImportRefused):
     """The import is larger than allowed."""
 
-    code = "import_too_large"
+    code = AgentErrorCode.IMPORT_TOO_LARGE
 
 
 class ZipBomb(ImportRefused):
     """A member expands far more than real data does."""
 
-    code = "import_zip_bomb"
+    code = AgentErrorCode.IMPORT_ZIP_BOMB
 
 
 def open_zip(fileobj, limits=DEFAULT_LIMITS, allowed=None):

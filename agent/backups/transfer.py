@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 # A part: S3 takes no smaller one but the last (5 MiB). Two are held in memory while
 # an object goes up (one filling while the other is PUT).
@@ -30,7 +31,7 @@ READ_BACK_RATE = 20 * 1024 * 1024
 
 
 class TransferError(AgentError):
-    code = "transfer_failed"
+    code = AgentErrorCode.TRANSFER_FAILED
 
 
 def _reason(exc):

@@ -10,6 +10,7 @@ from agent.commands import handles
 from agent.deploy.requirements import RequirementsFailed
 from agent.deploy.updates import UpdateFailed
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 from protocol.kinds import CommandKind, Phase
 
 
@@ -22,7 +23,7 @@ def _environments(agent):
 class PreBackupFailed(AgentError):
     """The pre-deploy backup failed: nothing was deployed (`untouched`)."""
 
-    code = "pre_backup_failed"
+    code = AgentErrorCode.PRE_BACKUP_FAILED
     partial_result = {"untouched": True}
 
 
@@ -30,7 +31,7 @@ class DeployFailed(AgentError):
     """A deploy that failed after its pre-deploy backup: its `partial_result`
     still carries the backup, which stands."""
 
-    code = "deploy_failed"
+    code = AgentErrorCode.DEPLOY_FAILED
 
     def __init__(self, message, result):
         super().__init__(message)

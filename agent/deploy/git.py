@@ -14,6 +14,7 @@ import re
 import subprocess
 
 from agent.errors import AgentError
+from protocol.errors import AgentErrorCode
 
 DEFAULT_PROTOCOLS = "https:ssh"
 _COMMIT = re.compile(r"[0-9a-f]{7,64}")
@@ -21,7 +22,7 @@ _CREDENTIALS = re.compile(r"(?<=://)[^/@\s]*@")  # userinfo of any URL in a text
 
 
 class DeployError(AgentError):
-    code = "deploy_failed"
+    code = AgentErrorCode.DEPLOY_FAILED
 
 
 def protocols():

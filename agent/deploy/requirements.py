@@ -16,6 +16,7 @@ from pathlib import Path
 
 from agent.deploy.git import DeployError
 from agent.errors import AgentError, ImageNotFound, engine_errors
+from protocol.errors import AgentErrorCode
 
 FILE = "requirements.txt"
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours a build's standard error
@@ -25,7 +26,7 @@ LOG_TAIL = 60  # lines of the build's output kept in the task log
 class RequirementsFailed(DeployError):
     """A requirement could not be installed: nothing was stopped."""
 
-    code = "requirements_failed"
+    code = AgentErrorCode.REQUIREMENTS_FAILED
 
 
 def found(dirs):

@@ -15,6 +15,7 @@ import os
 from agent.deploy import one_off
 from agent.deploy.git import DeployError
 from agent.errors import AgentError, engine_errors
+from protocol.errors import AgentErrorCode
 
 TIMEOUT = 3600  # seconds: a large database's migration scripts
 LOG_TAIL = 60  # lines of the update's output kept in the task log
@@ -27,7 +28,7 @@ class UpdateFailed(DeployError):
     `kept_as_is` says why not (the environment turned it off, or a first deploy
     has nothing to go back to): then nothing was put back."""
 
-    code = "module_update_failed"
+    code = AgentErrorCode.MODULE_UPDATE_FAILED
 
     def __init__(self, message=None, kept_as_is=None):
         super().__init__(message)

@@ -34,6 +34,7 @@ from pathlib import Path
 from agent.config import write_private
 from agent.errors import AgentError, ContainerNotFound, EngineError, engine_errors
 from agent.proxy import certificates
+from protocol.errors import AgentErrorCode
 
 NAME, ROLE_LABEL = "berth-proxy", "berth.role"
 MOUNT = "/berth-proxy"  # the state directory, at the same place inside the container
@@ -45,7 +46,7 @@ UNKNOWN = {"handle": [{"handler": "static_response", "status_code": 404,
 
 
 class ProxyError(AgentError):
-    code = "proxy_failed"
+    code = AgentErrorCode.PROXY_FAILED
 
 
 def listen_addresses():

@@ -4,6 +4,8 @@ them (`errors.TokenInvalid`, `states.CommandStatus.ACKED`) instead of spelling
 the strings again."""
 
 import ast
+import importlib
+import pkgutil
 from enum import StrEnum
 from pathlib import Path
 
@@ -171,6 +173,35 @@ def test_the_agents_reply_codes_are_spelled_only_in_the_protocol():
                for name, tree in _trees(Path(agent.__file__).parent)
                for node in ast.walk(tree) if _text(node) in AGENT_CODES]
     assert spelled == []
+
+
+def _agent_error_classes():
+    """AgentError and every subclass, with each of the agent's modules imported."""
+    for module in pkgutil.walk_packages(agent.__path__, "agent."):
+        importlib.import_module(module.name)
+    from agent.errors import AgentError
+    return [AgentError, *_subclasses(AgentError)]
+
+
+def test_every_agent_error_carries_a_code_of_the_protocol():
+    classes = _agent_error_classes()
+    assert len(classes) > 20  # the domains' own errors were found too
+    loose = {f"{cls.__module__}.{cls.__qualname__}": cls.code for cls in classes
+             if not isinstance(cls.code, AgentErrorCode)}
+    assert loose == {}
+
+
+def test_the_agents_codes_keep_their_wire_values():
+    """Agents and control planes of other releases, and the API's readers, know them."""
+    assert sorted(AgentErrorCode) == sorted([
+        "engine_unreachable", "engine_timeout", "engine_error", "container_not_found",
+        "image_not_found", "agent_error", "unavailable",
+        "import_refused", "import_corrupt", "import_unsafe_member", "import_too_large",
+        "import_zip_bomb", "import_unrecognised", "import_bad_manifest",
+        "import_version_mismatch", "import_missing_dump", "import_not_a_dump",
+        "deploy_failed", "pre_backup_failed", "requirements_failed", "module_update_failed",
+        "backup_failed", "restore_failed", "export_failed", "archive_failed",
+        "transfer_failed", "download_failed", "exec_failed", "proxy_failed"])
 
 
 @pytest.mark.parametrize("source, found", [
