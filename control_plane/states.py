@@ -126,6 +126,23 @@ class RunStatus(StrEnum):
     SKIPPED = "skipped"
 
 
+class AutomationTrigger(StrEnum):
+    """What fired an automation rule's run (its `trigger_type`): a rule's own trigger is
+    one of the last three; MANUAL is a run asked for (POST …/run, `berth admin rule run`)."""
+    MANUAL = "manual"
+    GIT_PUSH = "git_push"
+    SCHEDULE = "schedule"
+    EVENT = "event"
+
+
+class AutomationAction(StrEnum):
+    """What an automation rule does."""
+    DEPLOY = "deploy"
+    BACKUP = "backup"
+    COPY_DATABASE = "copy_database"  # a backup of one environment restored into another
+    PREVIEW = "preview"  # an environment for each pushed branch
+
+
 class BackupStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"

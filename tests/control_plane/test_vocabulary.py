@@ -114,6 +114,18 @@ def test_statuses_are_spelled_only_in_states_py():
     assert spelled == []
 
 
+AUTOMATION = {v.value for enum in (states.AutomationTrigger, states.AutomationAction)
+              for v in enum}
+
+
+def test_automation_triggers_and_actions_are_spelled_only_in_states_py():
+    spelled = [f"{name}:{node.lineno} {node.value}" for name, tree in _modules()
+               if name.startswith("services/automation/")
+               for word in ("trigger_type", "type", "kind", "does")
+               for node in _used_as(tree, word, AUTOMATION)]
+    assert spelled == []
+
+
 @pytest.mark.parametrize("source, found", [
     ('if d.status == "pending": pass', ["pending"]),
     ('Deployment.update(status="running")', ["running"]),

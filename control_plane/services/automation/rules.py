@@ -15,21 +15,28 @@ from peewee import fn
 from control_plane import clock
 from control_plane.db import database, for_update
 from control_plane.errors import AutomationRuleLimitReached, InvalidAutomationRule, NotFound
+from control_plane.events import Name
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.automation import schedules
 from control_plane.services.backups.neutralize import PRODUCTION
+from control_plane.states import AutomationAction, AutomationTrigger
 
-TRIGGERS = ("git_push", "schedule", "event")
-ACTIONS = ("deploy", "backup", "copy_database", "preview")
-EVENTS = ("deploy.completed", "deploy.failed", "backup.completed", "backup.failed",
-          "restore.completed")
+# What a rule may hold, in the order the API documents them (as plain strings). A rule's
+# trigger is never `manual`: that is a run asked for.
+TRIGGERS = tuple(t.value for t in AutomationTrigger if t != AutomationTrigger.MANUAL)
+ACTIONS = tuple(a.value for a in AutomationAction)
+EVENTS = tuple(n.value for n in (Name.DEPLOY_COMPLETED, Name.DEPLOY_FAILED,
+                                 Name.BACKUP_COMPLETED, Name.BACKUP_FAILED,
+                                 Name.RESTORE_COMPLETED))
 MAX_PER_PROJECT = 100
 HISTORY = dt.timedelta(days=90)  # a deleted rule's runs stay readable this long
-_ENV_FIELDS = {"deploy": ("environment_id",), "backup": ("environment_id",),
-               "copy_database": ("source_environment_id", "environment_id"), "preview": ()}
+_ENV_FIELDS = {AutomationAction.DEPLOY: ("environment_id",),
+               AutomationAction.BACKUP: ("environment_id",),
+               AutomationAction.COPY_DATABASE: ("source_environment_id", "environment_id"),
+               AutomationAction.PREVIEW: ()}
 _BOUNDS = {"ttl_hours": (1, 24 * 365, 168), "max_environments": (1, 50, 5)}  # min, max, default
 
 
@@ -48,12 +55,12 @@ def _trigger(project, given, problems):
     if kind not in TRIGGERS:
         problems["trigger.type"] = [f"One of {', '.join(TRIGGERS)}."]
         return None
-    if kind == "git_push":
+    if kind == AutomationTrigger.GIT_PUSH:
         branch = given.get("branch")
         if (why := _branch_problem(branch)) is not None:
             problems["trigger.branch"] = [why]
         return {"type": kind, "branch": branch}
-    if kind == "schedule":
+    if kind == AutomationTrigger.SCHEDULE:
         cron, zone = given.get("cron"), given.get("timezone") or "UTC"
         if not isinstance(cron, str) or not cron.strip():
             problems["trigger.cron"] = ["A cron expression (five fields) is required."]
@@ -90,9 +97,9 @@ def _action(project, given, problems):
     envs = {name: _environment(project, given.get(name), f"action.{name}", problems)
             for name in _ENV_FIELDS[kind]}
     out = {"type": kind, **{name: env and str(env.id) for name, env in envs.items()}}
-    if kind == "preview":
+    if kind == AutomationAction.PREVIEW:
         return _preview(project, given, out, problems)
-    if kind == "copy_database":
+    if kind == AutomationAction.COPY_DATABASE:
         source, target = envs["source_environment_id"], envs["environment_id"]
         out["fresh"] = bool(given.get("fresh", False))
         out["allow_production"] = bool(given.get("allow_production", False))
@@ -127,9 +134,10 @@ def checked(project, name, trigger, action):
         problems["name"] = ["1 to 100 characters."]
     trigger = _trigger(project, trigger or {}, problems)
     action = _action(project, action or {}, problems)
-    if trigger and action and action["type"] == "preview" and trigger["type"] != "git_push":
+    if trigger and action and action["type"] == AutomationAction.PREVIEW \
+            and trigger["type"] != AutomationTrigger.GIT_PUSH:
         problems["action.type"] = ["A preview is made by a push: its trigger must be git_push."]
-    if trigger and action and trigger["type"] == "event" and trigger["event"] and \
+    if trigger and action and trigger["type"] == AutomationTrigger.EVENT and trigger["event"] and \
             trigger["environment_id"] == action.get("environment_id") and \
             trigger["event"].split(".")[0] == action["type"]:
         problems["action.type"] = ["An event rule cannot act on the event it waits for "
@@ -146,9 +154,9 @@ def branch_matches(rule, branch):
 
 
 def _columns(trigger, enabled, now):
-    watched = trigger.get("environment_id") if trigger["type"] == "event" else None
+    watched = trigger.get("environment_id") if trigger["type"] == AutomationTrigger.EVENT else None
     next_run = (schedules.next_after(trigger["cron"], trigger["timezone"], now)
-                if trigger["type"] == "schedule" and enabled else None)
+                if trigger["type"] == AutomationTrigger.SCHEDULE and enabled else None)
     return {"trigger": trigger, "trigger_type": trigger["type"], "watched_environment": watched,
             "next_run_at": next_run}
 

@@ -22,14 +22,17 @@ from control_plane.services.automation import rules as rule_store
 from control_plane.services.backups import backups
 from control_plane.services.deploys import actions
 from control_plane.services.tasks import engine
+from control_plane.states import AutomationAction, AutomationTrigger
 from protocol.kinds import TaskKind
 
 RUNNING, COMPLETED, FAILED, SKIPPED = (states.RunStatus.RUNNING, states.RunStatus.COMPLETED,
                                        states.RunStatus.FAILED, states.RunStatus.SKIPPED)
 SCHEDULER = "scheduler"  # the actor of schedule and event runs
 # The task trigger (the spec's values) of an action, by what fired its rule.
-TASK_TRIGGER = {"manual": states.Trigger.MANUAL, "git_push": states.Trigger.GIT_PUSH,
-                "schedule": states.Trigger.SCHEDULED, "event": states.Trigger.SCHEDULED}
+TASK_TRIGGER = {AutomationTrigger.MANUAL: states.Trigger.MANUAL,
+                AutomationTrigger.GIT_PUSH: states.Trigger.GIT_PUSH,
+                AutomationTrigger.SCHEDULE: states.Trigger.SCHEDULED,
+                AutomationTrigger.EVENT: states.Trigger.SCHEDULED}
 
 
 def begin(rule, *, trigger_type, actor, branch=None, depth=0, stage=None, environment_id=None):
@@ -95,10 +98,10 @@ def _start(rule, run, settings, gateway, commit):
     """(task id, stage) of the action's next task."""
     action, trigger = rule.action, TASK_TRIGGER[run.trigger_type]
     does = action["type"]
-    if does == "preview":
+    if does == AutomationAction.PREVIEW:
         return previews.start(rule, run, settings=settings, gateway=gateway, trigger=trigger,
                               commit=commit)
-    if does == "deploy":
+    if does == AutomationAction.DEPLOY:
         env = _locked(action["environment_id"])
         actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
         engine.check_allowed(env, TaskKind.DEPLOY)
@@ -106,12 +109,12 @@ def _start(rule, run, settings, gateway, commit):
         d = engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway,
                          trigger=trigger, record={"git_commit": commit if same_branch else None})
         return d.id, None
-    if does == "backup" or (does == "copy_database" and action["fresh"] and run.stage is None):
-        env = _locked(action["environment_id" if does == "backup"
-                             else "source_environment_id"])
+    fresh_copy = does == AutomationAction.COPY_DATABASE and action["fresh"]
+    if does == AutomationAction.BACKUP or (fresh_copy and run.stage is None):
+        env = _locked(action["source_environment_id" if fresh_copy else "environment_id"])
         backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
                                 trigger=trigger, notes=f"Automation rule {rule.name!r}")
-        return backup.task_id, "backup" if does == "copy_database" else None
+        return backup.task_id, "backup" if fresh_copy else None
     source = run.backup_id or backups.newest_completed(action["source_environment_id"])
     env = _locked(action["environment_id"])
     d = backups.restore(env, source, actor_id=None, settings=settings, gateway=gateway,
@@ -182,7 +185,7 @@ def _run_now(find, actor, settings, gateway):
         rule = find()
         if not rule.enabled:
             raise AutomationRuleDisabled("The rule is disabled: enable it to run it.")
-        run = begin(rule, trigger_type="manual", actor=actor)
+        run = begin(rule, trigger_type=AutomationTrigger.MANUAL, actor=actor)
         audit.record(rule.organization_id, "automation_rule.run", "automation_rule", rule.id,
                      {"run_id": run.id})
         with audit.quiet():  # what the rule does is its run's, recorded there

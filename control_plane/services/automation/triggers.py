@@ -18,9 +18,11 @@ import datetime as dt
 
 from control_plane import clock, lifecycle, states
 from control_plane.db import database
+from control_plane.events import Name
 from control_plane.models import AutomationRule, AutomationRun, Environment
 from control_plane.services.automation import previews, runs, schedules
 from control_plane.services.automation import rules as rule_store
+from control_plane.states import AutomationAction, AutomationTrigger
 from protocol.kinds import TaskKind
 
 MAX_DEPTH = 3  # event rules a chain may pass through after the first run
@@ -43,13 +45,16 @@ def on_push(project, *, branch, commit, deleted, actor, settings, gateway):
         return []
     fired = []
     for rule in (AutomationRule.select().where(AutomationRule.project == project.id,
-                                               AutomationRule.trigger_type == "git_push",
+                                               AutomationRule.trigger_type
+                                               == AutomationTrigger.GIT_PUSH,
                                                _live()).order_by(AutomationRule.created_at)):
         if not rule_store.branch_matches(rule, branch):
             continue
-        fields = {"trigger_type": "git_push", "actor": actor or "git", "branch": branch}
+        fields = {"trigger_type": AutomationTrigger.GIT_PUSH, "actor": actor or "git",
+                  "branch": branch}
         if deleted:
-            env = previews.of_branch(rule, branch) if rule.action["type"] == "preview" else None
+            env = (previews.of_branch(rule, branch)
+                   if rule.action["type"] == AutomationAction.PREVIEW else None)
             if env is None:
                 continue
             fields.update(stage="remove", environment_id=env.id)
@@ -66,7 +71,7 @@ def fire_due(settings, gateway=None, now=None):
     a conditional update of its next occurrence). Returns the runs started."""
     now = now or clock.now()
     due = list(AutomationRule.select()
-               .where(AutomationRule.trigger_type == "schedule", _live(),
+               .where(AutomationRule.trigger_type == AutomationTrigger.SCHEDULE, _live(),
                       AutomationRule.next_run_at <= now)
                .order_by(AutomationRule.next_run_at).limit(BATCH))
     started = []
@@ -79,7 +84,7 @@ def fire_due(settings, gateway=None, now=None):
             if not claimed:  # another scheduler has it, or it changed meanwhile
                 continue
             rule.next_run_at = following
-            run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER)
+            run = runs.begin(rule, trigger_type=AutomationTrigger.SCHEDULE, actor=runs.SCHEDULER)
             started.append(runs.act(rule, run, settings=settings, gateway=gateway))
     return started
 
@@ -91,11 +96,11 @@ def event_of(d, outcome):
     if outcome.status == states.DeploymentStatus.CANCELLED:
         return None
     if d.kind == TaskKind.BACKUP:
-        return "backup.completed" if outcome.ok else "backup.failed"
+        return Name.BACKUP_COMPLETED if outcome.ok else Name.BACKUP_FAILED
     if d.kind == TaskKind.RESTORE:
-        return "restore.completed" if outcome.ok else None
+        return Name.RESTORE_COMPLETED if outcome.ok else None
     if lifecycle.rule(d.kind).deploy_events:
-        return "deploy.completed" if outcome.ok else "deploy.failed"
+        return Name.DEPLOY_COMPLETED if outcome.ok else Name.DEPLOY_FAILED
     return None
 
 
@@ -109,10 +114,12 @@ def after_task(d, outcome, parent):
     depth = parent.depth + 1 if parent is not None else 0
     for rule in (AutomationRule.select().where(
             AutomationRule.watched_environment == d.environment_id,
-            AutomationRule.trigger_type == "event", _live()).order_by(AutomationRule.created_at)):
+            AutomationRule.trigger_type == AutomationTrigger.EVENT, _live())
+            .order_by(AutomationRule.created_at)):
         if rule.trigger.get("event") != name:
             continue
-        fields = {"trigger_type": "event", "actor": runs.SCHEDULER, "depth": depth}
+        fields = {"trigger_type": AutomationTrigger.EVENT, "actor": runs.SCHEDULER,
+                  "depth": depth}
         if parent is not None and parent.rule_id == rule.id:
             runs.skipped(rule, reason=f"{name} came from this rule's own action", **fields)
         elif depth > MAX_DEPTH:
@@ -159,7 +166,7 @@ def expire_previews(settings, gateway=None, now=None):
             ).execute()
             if not claimed:
                 continue
-            run = runs.begin(rule, trigger_type="schedule", actor=runs.SCHEDULER,
+            run = runs.begin(rule, trigger_type=AutomationTrigger.SCHEDULE, actor=runs.SCHEDULER,
                              branch=env.branch, stage="remove", environment_id=env.id)
             started.append(runs.act(rule, run, settings=settings, gateway=gateway))
     return started
