@@ -7,7 +7,7 @@ from flask import current_app, g, request
 from control_plane import ratelimit
 from control_plane.errors import Unauthorized
 from control_plane.services import audit
-from control_plane.services.accounts import keys
+from control_plane.services.accounts import actors, keys
 
 
 def key_checked_by_page(view):
@@ -106,6 +106,14 @@ def stamp_headers(response):
 
 def current_key():
     return g.api_key
+
+
+def current_actor():
+    """The request's key as an Actor (services/accounts/actors.py), resolved once."""
+    actor, key = g.get("actor"), g.api_key
+    if actor is None or actor.key is not key:  # a deferred check may read the key anew
+        actor = g.actor = actors.of_key(key)
+    return actor
 
 
 def dispatch_confirmed(dispatch):

@@ -72,6 +72,13 @@ class UUIDParam(click.ParamType):
 UUID_T = UUIDParam()
 
 
+def operator():
+    """Who is asking, for the services an operator's command calls: `berth admin`."""
+    from control_plane.services.accounts import actors
+
+    return actors.OPERATOR
+
+
 def _iso(value):
     return None if value is None else value.isoformat() + "Z"
 
@@ -293,9 +300,11 @@ def server_create(name, provider, region, cpu_cores, ram_mb, disk_gb, org_id, sh
     if ssh_host is not None:
         if shared:
             raise ApiError("a server reached over SSH belongs to an organization: use --org")
-        s, public = ssh.create_for_operator(org_id, name=name, provider=provider,
-                                            ssh_host=ssh_host, ssh_port=ssh_port,
-                                            ssh_username=ssh_username, ssh_host_key=ssh_host_key)
+        from control_plane.services.accounts import actors
+
+        s, public = ssh.create(actors.operator(org_id), name=name, provider=provider,
+                               ssh_host=ssh_host, ssh_port=ssh_port, ssh_username=ssh_username,
+                               ssh_host_key=ssh_host_key)
         return {"id": str(s.id), "name": s.name, "provider": s.provider, "connection": "ssh",
                 "ssh_host": s.ssh_host, "ssh_port": s.ssh_port, "ssh_username": s.ssh_username,
                 "host_key_fingerprint": ssh.fingerprint(s.ssh_host_key),
@@ -316,7 +325,7 @@ def server_accept_host_key(server_id):
     """Accept the host key an SSH server now offers (check its fingerprint first)."""
     from control_plane.services.servers import ssh
 
-    accepted = ssh.accept_host_key(server_id)
+    accepted = ssh.accept_host_key(operator(), server_id)
     return {"id": str(server_id), "host_key_fingerprint": ssh.fingerprint(accepted)}
 
 

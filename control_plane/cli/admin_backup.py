@@ -4,7 +4,7 @@ restore, and Odoo's zip: export, export-url)."""
 import click
 
 from control_plane import states
-from control_plane.cli.admin import UUID_T, _iso, admin, command
+from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
 
 FIELDS = ("backup_type", "status", "database_size", "filestore_size", "total_size",
           "compressed_size", "duration_seconds", "is_verified", "notes", "error_message")
@@ -38,7 +38,7 @@ def backup_list(env_id, status, page, page_size):
     """The environment's backups, newest first."""
     from control_plane.services.backups import backups
 
-    result = backups.list_for_operator(env_id, status=status, page=page, page_size=page_size)
+    result = backups.list_backups(operator(), env_id, status=status, page=page, page_size=page_size)
     return {**result, "items": [_backup(b) for b in result["items"]]}
 
 
@@ -49,7 +49,7 @@ def backup_create(env_id, comment):
     """Take a manual backup (a task for the environment's agent)."""
     from control_plane.services.backups import backups
 
-    return _backup(backups.create_for_operator(env_id, berth=_berth(), comment=comment))
+    return _backup(backups.take(operator(), env_id, berth=_berth(), comment=comment))
 
 
 @command(backup, "restore")
@@ -65,8 +65,8 @@ def backup_restore(env_id, backup_id, keep_live):
     from control_plane.models import Backup
     from control_plane.services.backups import backups
 
-    d = backups.restore_for_operator(env_id, backup_id, berth=_berth(),
-                                     neutralize=False if keep_live else None)
+    d = backups.restore_into(operator(), env_id, backup_id, berth=_berth(),
+                             neutralize=False if keep_live else None)
     safety = Backup.get(Backup.task == d.id)
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
             "environment_id": str(d.environment_id), "backup_id": str(backup_id),
@@ -81,7 +81,7 @@ def backup_export(backup_id):
     `export-url` gives the zip's download URL."""
     from control_plane.services.backups import odoo
 
-    d = odoo.export_for_operator(backup_id, berth=_berth())
+    d = odoo.start_export(operator(), backup_id, berth=_berth())
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
             "environment_id": str(d.environment_id), "backup_id": str(backup_id)}
 
@@ -94,5 +94,5 @@ def backup_export_url(backup_id, expires_in):
     """The exported zip's download URL (a plain GET, no auth header)."""
     from control_plane.services.backups import odoo
 
-    link = odoo.export_url_for_operator(backup_id, _berth().settings, expires_in)
+    link = odoo.export_url(operator(), backup_id, _berth().settings, expires_in)
     return {**link, "expires_at": _iso(link["expires_at"])}

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from control_plane.cli.admin import UUID_T, _iso, admin, command
+from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
 
 
 def _shown(config):
@@ -41,7 +41,7 @@ def config_show(env_id):
     """The environment's configuration; secret values show as null."""
     from control_plane.services.deploys import config_change
 
-    return _shown(config_change.read(None, env_id))
+    return _shown(config_change.read(operator(), env_id))
 
 
 @command(config, "set")
@@ -80,7 +80,7 @@ def config_set(env_id, variables, secret_names, unset_var, erp_options, unset_er
                               **dict.fromkeys(unset_erp_option)}
     changes["postgres_settings"] = {**_pairs(pg_settings, "--pg-setting"),
                                     **dict.fromkeys(unset_pg_setting)}
-    shown, d = config_change.change(None, env_id, changes,
+    shown, d = config_change.change(operator(), env_id, changes,
                                  berth=current_app.extensions["berth"])
     return {"configuration": _shown(shown),
             "deployment": d and {"id": str(d.id), "version": d.version, "trigger": d.trigger,

@@ -12,6 +12,13 @@ def _settings():
     return current_app.config
 
 
+def _environment(env_id):
+    from control_plane.services.accounts import actors
+    from control_plane.services.environment_settings import access
+
+    return access.environment(actors.OPERATOR, env_id)
+
+
 def _domain(d, env):
     from control_plane.services.environment_settings import domains
 
@@ -31,7 +38,7 @@ def domain_list(env_id):
     """The environment's custom domains, oldest first."""
     from control_plane.services.environment_settings import domains
 
-    env = domains.environment(None, env_id)
+    env = _environment(env_id)
     return {"items": [_domain(d, env) for d in domains.list_of(env)]}
 
 
@@ -42,7 +49,7 @@ def domain_add(env_id, name):
     """Add NAME (pending until verified); prints the DNS records that prove it."""
     from control_plane.services.environment_settings import domains
 
-    env = domains.environment(None, env_id)
+    env = _environment(env_id)
     return _domain(domains.add(env, name, _settings()["APPS_DOMAIN"]), env)
 
 
@@ -53,7 +60,7 @@ def domain_verify(env_id, name):
     """Look up NAME's TXT record or CNAME now; verified once either is seen."""
     from control_plane.services.environment_settings import domains
 
-    env = domains.environment(None, env_id)
+    env = _environment(env_id)
     return _domain(domains.verify(env, name, _settings()), env)
 
 
@@ -64,6 +71,6 @@ def domain_remove(env_id, name):
     """Remove NAME from the environment; the name is free again."""
     from control_plane.services.environment_settings import domains
 
-    env = domains.environment(None, env_id)
+    env = _environment(env_id)
     domains.remove(env, name, _settings())
     return {"removed": name, "environment_id": str(env.id)}

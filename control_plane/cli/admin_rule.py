@@ -3,7 +3,7 @@ create, run now), with the same checks as the public API."""
 
 import click
 
-from control_plane.cli.admin import UUID_T, _iso, admin, command
+from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
 from control_plane.services.automation.rules import ACTIONS, EVENTS
 
 TRIGGERS = {"push": "git_push", "schedule": "schedule", "event": "event"}
@@ -43,7 +43,7 @@ def rule_list(project_id):
     """The project's rules, oldest first, each with its last run."""
     from control_plane.services.automation import rules
 
-    return {"items": [_rule(r) for r in rules.list_for_operator(project_id)]}
+    return {"items": [_rule(r) for r in rules.rules_of(operator(), project_id)]}
 
 
 @command(rule, "create")
@@ -78,9 +78,8 @@ def rule_create(project_id, name, on, branch, cron, timezone, event, watched, ac
              "allow_production": allow_production, "ttl_hours": ttl_hours,
              "max_environments": max_environments}
     given = {k: v for k, v in given.items() if v is not None}
-    created = rules.create_rule(rules.project_for_operator(project_id), name=name,
-                                trigger=trigger, action=given, enabled=not disabled,
-                                created_by="operator")
+    created = rules.create(operator(), project_id, name=name, trigger=trigger, action=given,
+                           enabled=not disabled)
     return _rule(created)
 
 
@@ -91,4 +90,5 @@ def rule_run(rule_id):
     from control_plane.services.automation import runs
 
     berth = _berth()
-    return _run(runs.run_for_operator(rule_id, settings=berth.settings, gateway=berth.gateway))
+    return _run(runs.run_now(operator(), rule_id, settings=berth.settings,
+                             gateway=berth.gateway))

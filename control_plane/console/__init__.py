@@ -1,6 +1,7 @@
 """The web console at `/`: server-rendered pages for an organization's users, on
-the same service functions as the APIs (a signed-in user acts as an
-organization-wide key of their access, `sessions.principal`).
+the same service functions as the APIs, called with the signed-in user as the
+actor (`actor()`; services/accounts/actors.py): what a key of their access may
+do on the public API, and what their permissions allow on /api/v1.
 
 Every request: the session cookie names a live session (else the sign-in page);
 every write carries the session's CSRF token and comes from this origin; a
@@ -29,7 +30,7 @@ from control_plane.api.smorest import http_error_body
 from control_plane.errors import ApiError, CsrfFailed, WriteAccessRequired
 from control_plane.errors import Unprocessable as FormInvalid
 from control_plane.services import audit
-from control_plane.services.accounts import sessions
+from control_plane.services.accounts import actors, sessions
 
 COOKIE = "berth_session"
 ASSETS_PATH = "/console-assets"
@@ -51,11 +52,16 @@ def berth():
 
 
 def user():
+    """The signed-in user's own record (their account: password, second factor)."""
     return g.console_user
 
 
-def principal():
-    return sessions.principal(g.console_user)
+def actor():
+    """Who is asking, for every service the pages call (services/accounts/actors.py)."""
+    found = g.get("actor")
+    if found is None:
+        found = g.actor = actors.of_user(g.console_user)
+    return found
 
 
 def form(schema, fields=None):

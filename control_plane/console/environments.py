@@ -10,20 +10,19 @@ from control_plane.api.ops.configuration import ConfigurationBody
 from control_plane.api.ops.domains import AddDomainBody
 from control_plane.console import (
     FormInvalid,
+    actor,
     audited_read,
     berth,
     blp,
     form,
     json_field,
-    principal,
     render,
-    user,
 )
 from control_plane.errors import ApiError, NotFound
 from control_plane.services.backups import backups
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
-from control_plane.services.environment_settings import domains
+from control_plane.services.environment_settings import access, domains
 from control_plane.services.servers import monitoring
 from control_plane.services.tasks import kinds
 
@@ -40,17 +39,17 @@ def task_name(task):
 
 
 def _status(env_id):
-    snapshot = envs.status_snapshot(principal(), env_id, berth().settings["APPS_DOMAIN"])
+    snapshot = envs.status_snapshot(actor(), env_id, berth().settings["APPS_DOMAIN"])
     snapshot["status"] = states.public_environment_status(snapshot["status"])
     if snapshot["last_deploy"]:  # its kind, for the panel to name it
-        snapshot["last_task"] = envs.get_task(principal(), snapshot["last_deploy"]["id"])
+        snapshot["last_task"] = envs.get_task(actor(), snapshot["last_deploy"]["id"])
     return snapshot
 
 
 def _tasks(env_id):
     """The newest tasks; a rollback is offered to each deployment a rollback would
     accept, except to the code the environment runs now."""
-    tasks = envs.tasks_of(principal(), env_id)
+    tasks = envs.tasks_of(actor(), env_id)
     running = _running(tasks)
     return [{"task": t, "status": states.task_status(t.status),
              "rollback": operations.rollbackable(t) and t.id not in running} for t in tasks]
@@ -69,15 +68,15 @@ def _running(tasks):
 
 @blp.get("/environments/<uuid:env_id>")
 def environment(env_id):
-    env = envs.get_environment(principal(), env_id)
+    env = envs.get_environment(actor(), env_id)
     tasks = _tasks(env_id)
     shown = request.args.get("task") or (str(tasks[0]["task"].id) if tasks else None)
     return render("environment.html", env=env, status=_status(env_id), tasks=tasks,
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
-                  backups=backups.list_for_key(principal(), env_id, page_size=50)["items"],
+                  backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
                   domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
                            for d in domains.list_of(env)],
-                  config=config_change.read(user(), env_id))
+                  config=config_change.read(actor(), env_id))
 
 
 @blp.get("/environments/<uuid:env_id>/status-panel")
@@ -95,12 +94,12 @@ def _log(env_id, task_id):
     if task_id is None:
         return None
     try:  # an id that is not a UUID is no task (PostgreSQL would refuse it: a 500)
-        task = envs.get_task(principal(), uuid.UUID(task_id))
+        task = envs.get_task(actor(), uuid.UUID(task_id))
     except (ValueError, ApiError):
         return None
     if task.environment_id != env_id:
         return None
-    log = envs.task_log(principal(), env_id, task.id, lines=2000)
+    log = envs.task_log(actor(), env_id, task.id, lines=2000)
     return {"task": task, "text": log["log"], "truncated": log["truncated"],
             "live": task.task_status in LIVE}
 
@@ -116,7 +115,7 @@ def runtime_logs(env_id):
     if source not in ("container", "postgres", "proxy"):
         source = "container"
     try:
-        logs, problem = monitoring.runtime_logs(principal(), env_id, source, 300, berth()), None
+        logs, problem = monitoring.runtime_logs(actor(), env_id, source, 300, berth()), None
     except ApiError as err:  # shown in the panel (htmx swaps in a 200 only)
         if isinstance(err, NotFound):
             raise
@@ -126,7 +125,7 @@ def runtime_logs(env_id):
 
 @blp.post("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
 def act(env_id, action):
-    task = envs.act(principal(), env_id, action, berth=berth())
+    task = envs.act(actor(), env_id, action, berth=berth())
     return redirect(url_for("console.environment", env_id=env_id, task=task["task_id"]), 303)
 
 
@@ -138,15 +137,15 @@ def _confirmed(env):
 
 @blp.post("/environments/<uuid:env_id>/destroy")
 def destroy(env_id):
-    env = envs.get_environment(principal(), env_id)
+    env = envs.get_environment(actor(), env_id)
     _confirmed(env)
-    envs.delete_environment(principal(), env_id, "true", berth=berth())
+    envs.delete_environment(actor(), env_id, "true", berth=berth())
     return redirect(url_for("console.project", project_id=env.project_id), 303)
 
 
 @blp.post("/deployments/<uuid:task_id>/rollback")
 def rollback(task_id):
-    d = operations.rollback(user(), task_id, berth())
+    d = operations.rollback(actor(), task_id, berth())
     return redirect(url_for("console.environment", env_id=d.environment_id, task=d.id), 303)
 
 
@@ -155,26 +154,26 @@ def rollback(task_id):
 @blp.post("/environments/<uuid:env_id>/backups")
 def create_backup(env_id):
     comment = request.form.get("comment", "").strip()[:500] or None
-    backup = backups.create_for_user(user(), env_id, berth=berth(), comment=comment)
+    backup = backups.take(actor(), env_id, berth=berth(), comment=comment)
     return redirect(url_for("console.environment", env_id=env_id, task=backup.task_id), 303)
 
 
 @blp.post("/environments/<uuid:env_id>/restore")
 def restore(env_id):
-    env = envs.get_environment(principal(), env_id)
+    env = envs.get_environment(actor(), env_id)
     _confirmed(env)
     try:
         backup_id = uuid.UUID(request.form.get("backup_id", ""))
     except ValueError:
         raise FormInvalid("Choose a backup to restore.") from None
-    task = backups.restore_for_user(user(), env_id, backup_id, berth=berth())
+    task = backups.restore_into(actor(), env_id, backup_id, berth=berth())
     return redirect(url_for("console.environment", env_id=env_id, task=task.id), 303)
 
 
 @blp.get("/backups/<uuid:backup_id>/download/<any(database,filestore,manifest):part>")
 def download_backup(backup_id, part):
     audited_read()
-    urls = backups.download_for_key(principal(), backup_id, berth().settings)
+    urls = backups.download(actor(), backup_id, berth().settings)
     return redirect(urls[f"{part}_url"], 303)
 
 
@@ -183,14 +182,14 @@ def download_backup(backup_id, part):
 @blp.post("/environments/<uuid:env_id>/domains")
 def add_domain(env_id):
     body = form(AddDomainBody())
-    env = domains.environment(user(), env_id, "project.environments.deploy")
+    env = access.environment(actor(), env_id, "project.environments.deploy")
     domains.add(env, body["domain"], berth().settings["APPS_DOMAIN"])
     return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
 
 
 @blp.post("/environments/<uuid:env_id>/domains/<string:name>/<any(verify,remove):op>")
 def change_domain(env_id, name, op):
-    env = domains.environment(user(), env_id, "project.environments.deploy")
+    env = access.environment(actor(), env_id, "project.environments.deploy")
     wake = getattr(berth().gateway, "wake", None)
     getattr(domains, op)(env, name, berth().settings, wake)
     return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
@@ -200,6 +199,6 @@ def change_domain(env_id, name, op):
 def change_config(env_id):
     """The same change the operations API's PATCH takes, as JSON in a text box."""
     body = json_field("changes", ConfigurationBody())
-    _, deployment = config_change.change(user(), env_id, body, berth=berth())
+    _, deployment = config_change.change(actor(), env_id, body, berth=berth())
     task = deployment.id if deployment else None
     return redirect(url_for("console.environment", env_id=env_id, task=task), 303)

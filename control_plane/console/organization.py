@@ -10,13 +10,12 @@ from control_plane.api.public.automation import AutomationRuleCreateSchema
 from control_plane.api.public.webhooks import WebhookCreateSchema
 from control_plane.console import (
     FormInvalid,
+    actor,
     berth,
     blp,
     json_field,
     load,
-    principal,
     render,
-    user,
 )
 from control_plane.services import audit
 from control_plane.services.accounts import keys, sessions
@@ -31,47 +30,47 @@ PAGE = 100
 
 @blp.get("/webhooks")
 def webhooks_page():
-    listed = webhooks.list_webhooks(principal(), limit=PAGE, offset=0)["items"]
+    listed = webhooks.list_webhooks(actor(), limit=PAGE, offset=0)["items"]
     return render("webhooks.html", webhooks=listed, events=webhooks.SUBSCRIBABLE,
                   deliveries=webhooks.delivery_states(listed))
 
 
 @blp.post("/webhooks")
 def create_webhook():
-    webhooks.count_mutation(principal(), berth().limiter)
+    webhooks.count_mutation(actor(), berth().limiter)
     body = load(WebhookCreateSchema(), {
         "url": request.form.get("url", "").strip(), "events": request.form.getlist("events"),
         "description": request.form.get("description", "").strip()})
-    webhook, secret = webhooks.create_webhook(principal(), berth().settings, **body)
+    webhook, secret = webhooks.create_webhook(actor(), berth().settings, **body)
     # The secret is shown on this answer only, never again.
     return render("webhook_created.html", 201, webhook=webhook, secret=secret)
 
 
 @blp.post("/webhooks/<uuid:webhook_id>/<any(pause,resume,delete):op>")
 def change_webhook(webhook_id, op):
-    webhooks.count_mutation(principal(), berth().limiter)
+    webhooks.count_mutation(actor(), berth().limiter)
     if op == "delete":
-        webhooks.delete_webhook(principal(), webhook_id)
+        webhooks.delete_webhook(actor(), webhook_id)
     else:
-        webhooks.update_webhook(principal(), berth().settings, webhook_id,
+        webhooks.update_webhook(actor(), berth().settings, webhook_id,
                                 {"is_active": op == "resume"})
     return redirect(url_for("console.webhooks_page"), 303)
 
 
 @blp.get("/webhooks/<uuid:webhook_id>")
 def webhook(webhook_id):
-    hook = webhooks.get_webhook(principal(), webhook_id)
+    hook = webhooks.get_webhook(actor(), webhook_id)
     return render("webhook.html", webhook=hook, state=webhooks.delivery_states([hook])[hook.id],
-                  deliveries=webhooks.deliveries(principal(), webhook_id))
+                  deliveries=webhooks.deliveries(actor(), webhook_id))
 
 
 # --- API keys ----------------------------------------------------------------------------
 
 @blp.get("/keys")
 def keys_page():
-    listed, _ = projects.list_projects(principal(), limit=PAGE, cursor=None)
+    listed, _ = projects.list_projects(actor(), limit=PAGE, cursor=None)
     return render("keys.html", keys=[{"key": k, "status": keys.status_of(k)}
-                                     for k in keys.list_keys(user().organization_id)],
+                                     for k in keys.list_keys(actor().organization_id)],
                   projects=listed)
 
 
@@ -86,16 +85,16 @@ def create_key():
     except ValueError:
         raise FormInvalid("Choose the whole organization or one of its projects.") from None
     key, raw = keys.create_key(
-        user().organization_id, name, request.form.get("key_type", "read_only"),
+        actor().organization_id, name, request.form.get("key_type", "read_only"),
         "project" if project_id else "organization", project_id=project_id,
-        owner_id=user().id)
+        owner_id=actor().user_id)
     # The whole key is in this answer only, never again.
     return render("key_created.html", 201, key=key, raw=raw)
 
 
 @blp.post("/keys/<string:public_id>/revoke")
 def revoke_key(public_id):
-    keys.revoke_key(sessions.own_key(user(), public_id).public_id)
+    keys.revoke_key(sessions.own_key(actor(), public_id).public_id)
     return redirect(url_for("console.keys_page"), 303)
 
 
@@ -103,27 +102,27 @@ def revoke_key(public_id):
 
 @blp.get("/projects/<uuid:project_id>/rules")
 def rules_page(project_id):
-    listed, _ = rules.list_rules(principal(), project_id, limit=PAGE, cursor=None)
-    return render("rules.html", project=projects.get_project(principal(), project_id),
+    listed, _ = rules.list_rules(actor(), project_id, limit=PAGE, cursor=None)
+    return render("rules.html", project=projects.get_project(actor(), project_id),
                   rules=listed)
 
 
 @blp.post("/projects/<uuid:project_id>/rules")
 def create_rule(project_id):
     body = json_field("rule", AutomationRuleCreateSchema())
-    rules.create_for_key(principal(), project_id, **body)
+    rules.create(actor(), project_id, **body)
     return redirect(url_for("console.rules_page", project_id=project_id), 303)
 
 
 @blp.post("/rules/<uuid:rule_id>/<any(enable,disable,run,delete):op>")
 def change_rule(rule_id, op):
-    rule = rules.get_rule(principal(), rule_id)
+    rule = rules.get_rule(actor(), rule_id)
     if op == "run":
-        runs.run_now(principal(), rule_id, settings=berth().settings, gateway=berth().gateway)
+        runs.run_now(actor(), rule_id, settings=berth().settings, gateway=berth().gateway)
     elif op == "delete":
-        rules.delete_rule(principal(), rule_id)
+        rules.delete_rule(actor(), rule_id)
     else:
-        rules.update_rule(principal(), rule_id, {"enabled": op == "enable"})
+        rules.update_rule(actor(), rule_id, {"enabled": op == "enable"})
     return redirect(url_for("console.rules_page", project_id=rule.project_id), 303)
 
 
@@ -134,6 +133,6 @@ def audit_page():
     given = {k: v for k, v in request.args.items() if v.strip()}
     args = load(AuditArgs(), {"limit": 50, **given})
     shown = {k: v for k, v in given.items() if k != "cursor"}
-    rows, meta = audit.list_events(principal(), since=args.pop("from_", None),
+    rows, meta = audit.list_events(actor(), since=args.pop("from_", None),
                                    until=args.pop("to", None), **args)
     return render("audit.html", events=rows, meta=meta, filters=shown)

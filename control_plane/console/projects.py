@@ -5,7 +5,7 @@ from flask import redirect, request, url_for
 from control_plane import states
 from control_plane.api.public.environments import EnvironmentCreateSchema
 from control_plane.api.public.projects import ProjectCreateSchema
-from control_plane.console import berth, blp, form, principal, render
+from control_plane.console import actor, berth, blp, form, render
 from control_plane.services.deploys import environments as envs
 from control_plane.services.projects import projects as svc
 from control_plane.services.servers import servers as server_svc
@@ -15,20 +15,20 @@ PAGE = 100
 
 @blp.get("/projects")
 def projects():
-    rows, meta = svc.list_projects(principal(), limit=PAGE, cursor=request.args.get("cursor"))
-    servers, _ = server_svc.list_servers(principal(), limit=PAGE, cursor=None)
+    rows, meta = svc.list_projects(actor(), limit=PAGE, cursor=request.args.get("cursor"))
+    servers, _ = server_svc.list_servers(actor(), limit=PAGE, cursor=None)
     return render("projects.html", projects=rows, meta=meta, servers=servers)
 
 
 @blp.post("/projects")
 def create_project():
     body = form(ProjectCreateSchema())
-    project = svc.create_project(principal(), **body)
+    project = svc.create_project(actor(), **body)
     return redirect(url_for("console.project", project_id=project["id"]), 303)
 
 
 def _environments(project_id):
-    rows, project = envs.environments_of(principal(), project_id)
+    rows, project = envs.environments_of(actor(), project_id)
     domain = berth().settings["APPS_DOMAIN"]
     return [{"env": e, "url": envs.url_of(e, domain),
              "status": states.public_environment_status(e.status)} for e in rows], project
@@ -50,5 +50,5 @@ def environment_rows(project_id):
 @blp.post("/projects/<uuid:project_id>/environments")
 def create_environment(project_id):
     body = form(EnvironmentCreateSchema())
-    env = envs.create_environment(principal(), project_id, berth=berth(), **body)
+    env = envs.create_environment(actor(), project_id, berth=berth(), **body)
     return redirect(url_for("console.environment", env_id=env.id), 303)

@@ -6,7 +6,7 @@ import datetime as dt
 from flask import request
 
 from control_plane import clock
-from control_plane.console import berth, blp, principal, render
+from control_plane.console import actor, berth, blp, render
 from control_plane.errors import ApiError, NotFound
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services.servers import history, monitoring
@@ -20,7 +20,7 @@ RANGES = {"1h": (dt.timedelta(hours=1), "1m"), "24h": (dt.timedelta(hours=24), "
 
 @blp.get("/servers")
 def servers():
-    rows, meta = svc.list_servers(principal(), limit=PAGE, cursor=request.args.get("cursor"))
+    rows, meta = svc.list_servers(actor(), limit=PAGE, cursor=request.args.get("cursor"))
     for row in rows:
         row["reachable"] = svc.reachable(row)
     return render("servers.html", servers=rows, meta=meta)
@@ -28,8 +28,8 @@ def servers():
 
 @blp.get("/servers/<uuid:server_id>")
 def server(server_id):
-    monitoring.server_for_key(principal(), server_id)  # the organization's own, or 404
-    row = svc.one(principal(), server_id)
+    monitoring.own_server(actor(), server_id)  # the organization's own, or 404
+    row = svc.one(actor(), server_id)
     row["reachable"] = svc.reachable(row)
     return render("server.html", server=row)
 
@@ -38,7 +38,7 @@ def server(server_id):
 def server_live(server_id):
     """The agent's figures now (asked live): a panel the page loads after itself."""
     try:
-        metrics, problem = monitoring.server_metrics(principal(), server_id, berth()), None
+        metrics, problem = monitoring.server_metrics(actor(), server_id, berth()), None
     except ApiError as err:
         if isinstance(err, NotFound):
             raise
@@ -61,12 +61,12 @@ def _range():
 @blp.get("/servers/<uuid:server_id>/history.json")
 def server_history(server_id):
     start, end, step = _range()
-    found = history.server_history(principal(), server_id, start, end, step)
+    found = history.server_history(actor(), server_id, start, end, step)
     return _series(found["points"], SERVER_SERIES)
 
 
 @blp.get("/environments/<uuid:env_id>/history.json")
 def environment_history(env_id):
     start, end, step = _range()
-    found = history.environment_history(principal(), env_id, start, end, step)
+    found = history.environment_history(actor(), env_id, start, end, step)
     return _series(found["points"], ENVIRONMENT_SERIES)

@@ -126,14 +126,14 @@ def _listed(org_hex, *params, shape):
 EVENTS = CursorList("audit_events", AuditEvent, _listed, newest_first=True)
 
 
-def list_events(key, *, limit, cursor, since=None, until=None, **filters):
+def list_events(actor, *, limit, cursor, since=None, until=None, **filters):
     """The key's organization's events, newest first, filtered by what is given."""
-    if key.project_scoped:  # not accounts.scope's check: accounts and webhooks record here
-        raise OrgScopeRequired("The audit log needs an organization-scoped key.")
+    if actor.project_scoped:  # not accounts.scope's check: accounts and webhooks record here
+        raise OrgScopeRequired("The audit log needs an organization-scoped actor.")
     names = tuple(name for name in FILTERS if filters.get(name) is not None)
     params = [filters[name] for name in names]
     params += [p for p in (since, until) if p is not None]
-    rows, meta = EVENTS.page(key.organization_id.hex, *params, limit=limit, cursor=cursor,
+    rows, meta = EVENTS.page(actor.organization_id.hex, *params, limit=limit, cursor=cursor,
                              shape=(names, since is not None, until is not None))
     for row in rows:
         row["actor"] = {"type": row.pop("actor_type"), "id": row.pop("actor_id"),

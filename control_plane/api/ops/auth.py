@@ -4,7 +4,7 @@ request (the incoming Git webhooks authenticate by signature instead)."""
 from flask import g, request
 
 from control_plane.services import audit
-from control_plane.services.accounts import users
+from control_plane.services.accounts import actors, users
 
 
 def authenticate_request():
@@ -24,8 +24,12 @@ def audited_read():
         _bind(g.user)
 
 
-def current_user():
-    return g.user
+def current_actor():
+    """The request's user as an Actor (services/accounts/actors.py), resolved once."""
+    actor = g.get("actor")
+    if actor is None:
+        actor = g.actor = actors.of_user(g.user)
+    return actor
 
 
 def init_blueprint(blp):

@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask.views import MethodView
 
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
-from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.backups import policy as svc
 
@@ -65,7 +65,7 @@ class BackupPolicy(MethodView):
         """Read an environment's backup policy
 
         Any member of the organization."""
-        return svc.get_for_user(current_user(), env_id)
+        return svc.get(current_actor(), env_id)
 
     @errors(403, 422)
     @blp.arguments(PolicyBody, required=False)  # no body: nothing changes
@@ -79,4 +79,4 @@ class BackupPolicy(MethodView):
         `keep_weekly` weeks and the first of each month `keep_monthly` months,
         and the expiry of its scheduled backups follows at once (permission
         `project.environments.deploy`)."""
-        return svc.update_for_user(current_user(), env_id, body)
+        return svc.update(current_actor(), env_id, body)

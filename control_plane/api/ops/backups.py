@@ -6,7 +6,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane.api.fields import Boolean
-from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import BackupListArgs, BackupPage, BackupSchema
 from control_plane.api.smorest import Blueprint, error_responses
@@ -72,7 +72,7 @@ class EnvironmentBackups(MethodView):
         Newest first, page pagination (`items`, `total`, `page`, `page_size`,
         `total_pages`), filtered by `status` and `backup_type`. Any member of the
         organization."""
-        return svc.list_for_user(current_user(), env_id, **args)
+        return svc.list_backups(current_actor(), env_id, **args)
 
     @errors(403, 409)
     @blp.arguments(CreateBackupBody, required=False)  # every field has a default
@@ -84,7 +84,7 @@ class EnvironmentBackups(MethodView):
         uploaded and verified by the server's agent. Answers at once with the
         backup (`pending`); it becomes `completed` or `failed` (permission
         `project.environments.deploy`)."""
-        return svc.create_for_user(current_user(), env_id, berth=_berth(), **body)
+        return svc.take(current_actor(), env_id, berth=_berth(), **body)
 
 
 @blp.route("/environments/<uuid:env_id>/restore")
@@ -101,5 +101,5 @@ class Restore(MethodView):
         environment, neutralised: `neutralize`), the ERP restarted and its
         health checked; on any failure the safety backup is put back. Answers at once with the
         task (permission `project.environments.deploy`)."""
-        return svc.restore_for_user(current_user(), env_id, body["backup_id"], berth=_berth(),
+        return svc.restore_into(current_actor(), env_id, body["backup_id"], berth=_berth(),
                                     neutralize=body["neutralize"])

@@ -6,7 +6,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
-from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.deploys import config_change as svc
@@ -99,7 +99,7 @@ class Configuration(MethodView):
         """Read an environment's configuration
 
         Any member of the organization; secret variables show `value: null`."""
-        return svc.read(current_user(), env_id)
+        return svc.read(current_actor(), env_id)
 
     @errors(403, 409, 422, 429)
     @blp.arguments(ConfigurationBody, required=False)  # no body: nothing changes
@@ -113,6 +113,6 @@ class Configuration(MethodView):
         with containers is redeployed with trigger `config_update` (201); one
         not deployed yet takes the configuration at its next deployment (200).
         Permission `project.environments.deploy`."""
-        config, deployment = svc.change(current_user(), env_id, body,
+        config, deployment = svc.change(current_actor(), env_id, body,
                                         berth=current_app.extensions["berth"])
         return {"configuration": config, "deployment": deployment}, 201 if deployment else 200

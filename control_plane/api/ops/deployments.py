@@ -15,7 +15,7 @@ from control_plane.api.fields import (
     Schema,
     UTCDateTime,
 )
-from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.deploys import operations as svc
@@ -187,7 +187,7 @@ class Retry(MethodView):
         A new `pending` record with the same branch, commit, image and configuration,
         the next version and `extra_data.retry_of` (permission
         `project.environments.deploy`)."""
-        return svc.retry(current_user(), deployment_id, _berth())
+        return svc.retry(current_actor(), deployment_id, _berth())
 
 
 @blp.route("/deployments/<uuid:deployment_id>/cancel")
@@ -199,7 +199,7 @@ class Cancel(MethodView):
 
         Permission `project.deployments.cancel`. Running steps are not killed and
         partial changes stay; the environment returns to its last stable state."""
-        return svc.cancel(current_user(), deployment_id)
+        return svc.cancel(current_actor(), deployment_id)
 
 
 @blp.route("/deployments/<uuid:deployment_id>/rollback")
@@ -212,7 +212,7 @@ class Rollback(MethodView):
         The target must be `success` with `can_rollback`. A new `pending` record,
         trigger `rollback`, `rollback_from_id` the target, with the target's commit,
         image and configuration (permission `project.environments.deploy`)."""
-        return svc.rollback(current_user(), deployment_id, _berth())
+        return svc.rollback(current_actor(), deployment_id, _berth())
 
 
 @blp.route("/environments/<uuid:environment_id>/deploy")
@@ -229,7 +229,7 @@ class Deploy(MethodView):
         environment whose branch does not change is skipped (200); with `force`, a
         new `redeploy` replaces the ERP container and keeps the database and
         filestore (201). A given `git_branch` becomes the environment's branch."""
-        d, skipped = svc.deploy_environment(current_user(), environment_id, berth=_berth(),
+        d, skipped = svc.deploy_environment(current_actor(), environment_id, berth=_berth(),
                                             **body)
         if skipped:
             return {"message": "The environment is already running; nothing was deployed "
@@ -250,7 +250,7 @@ class Destroy(MethodView):
         Removes the ERP and database containers, the database volume, the network
         and the configuration; with `delete_data=true` also the environment
         directory. Waits for the server (permission `project.environments.deploy`)."""
-        return svc.destroy(current_user(), environment_id, berth=_berth(), **args)
+        return svc.destroy(current_actor(), environment_id, berth=_berth(), **args)
 
 
 @blp.route("/deployments")
@@ -263,7 +263,7 @@ class Deployments(MethodView):
 
         The user's organization's deployments, newest first (cursor page), filtered
         by `project_id` and `status`."""
-        rows, meta = svc.list_deployments(current_user(), **args)
+        rows, meta = svc.list_deployments(current_actor(), **args)
         return {"data": rows, "pagination": meta}
 
     @errors(403, 409, 429)
@@ -275,7 +275,7 @@ class Deployments(MethodView):
         Trigger `manual`, for an environment of the project (permission
         `project.environments.deploy`). A given `git_branch` becomes the
         environment's branch."""
-        return svc.create_deployment(current_user(), berth=_berth(), **body)
+        return svc.create_deployment(current_actor(), berth=_berth(), **body)
 
 
 @blp.route("/deployments/<uuid:deployment_id>")
@@ -284,7 +284,7 @@ class DeploymentById(MethodView):
     @blp.response(200, DeploymentSchema)
     def get(self, deployment_id):
         """Get a deployment"""
-        return svc.get_deployment(current_user(), deployment_id)
+        return svc.get_deployment(current_actor(), deployment_id)
 
 
 @blp.route("/projects/<uuid:project_id>/environments/<uuid:env_id>")
@@ -299,4 +299,4 @@ class EnvironmentSettings(MethodView):
         `auto_revert` (whether a failed module update reverts) and
         `install_modules` (what each deploy installs when missing); omitted
         fields stay (permission `project.environments.deploy`)."""
-        return svc.update_environment(current_user(), project_id, env_id, body)
+        return svc.update_environment(current_actor(), project_id, env_id, body)

@@ -7,8 +7,9 @@ from flask.views import MethodView
 
 from control_plane import states
 from control_plane.api.fields import Schema, UTCDateTime
-from control_plane.api.ops.auth import current_user, init_blueprint
+from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.smorest import Blueprint, error_responses
+from control_plane.services.environment_settings import access
 from control_plane.services.environment_settings import domains as svc
 
 blp = init_blueprint(Blueprint("ops_domains", __name__,
@@ -90,7 +91,7 @@ class Domains(MethodView):
         """List an environment's custom domains
 
         Oldest first. Any member of the organization."""
-        env = svc.environment(current_user(), env_id)
+        env = access.environment(current_actor(), env_id)
         return {"items": [_described(d, env) for d in svc.list_of(env)]}
 
     @errors(403, 409, 422)
@@ -104,7 +105,7 @@ class Domains(MethodView):
         organizations may claim the name too, the first to verify it gets it (the
         other claims are dropped), and a claim not verified in 7 days is deleted.
         Permission `project.environments.deploy`."""
-        env = svc.environment(current_user(), env_id, "project.environments.deploy")
+        env = access.environment(current_actor(), env_id, "project.environments.deploy")
         return _described(svc.add(env, body["domain"], _apps()), env)
 
 
@@ -118,7 +119,7 @@ class VerifyDomain(MethodView):
         Looks up the TXT record and the CNAME now; `verified` once either is
         seen, and the environment's `url` becomes its oldest verified domain.
         A verified domain answers 200 again without a lookup."""
-        env = svc.environment(current_user(), env_id, "project.environments.deploy")
+        env = access.environment(current_actor(), env_id, "project.environments.deploy")
         return _described(svc.verify(env, domain, current_app.config, _wake()), env)
 
 
@@ -131,5 +132,5 @@ class Domain(MethodView):
 
         The name is free again at once, for any environment; `url` falls back
         to the next verified domain, else the platform subdomain."""
-        env = svc.environment(current_user(), env_id, "project.environments.deploy")
+        env = access.environment(current_actor(), env_id, "project.environments.deploy")
         svc.remove(env, domain, current_app.config, _wake())

@@ -8,7 +8,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
-from control_plane.api.ops.auth import audited_read, current_user, init_blueprint
+from control_plane.api.ops.auth import audited_read, current_actor, init_blueprint
 from control_plane.api.ops.backups import NEUTRALIZE
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import DownloadArgs
@@ -63,7 +63,7 @@ class Export(MethodView):
         the zip Odoo's database manager and Odoo.sh restore, streamed into
         storage beside the backup. Answers at once with the task; GET this path
         once it succeeded."""
-        return svc.start_export(current_user(), backup_id, berth=_berth())
+        return svc.start_export(current_actor(), backup_id, berth=_berth())
 
     @errors(409, 422)
     @blp.arguments(DownloadArgs, location="query")
@@ -75,7 +75,7 @@ class Export(MethodView):
         `export_in_progress` while an export runs; 404 `export_not_found`
         before one succeeded."""
         audited_read()
-        return svc.export_url(current_user(), backup_id, _berth().settings, args["expires_in"])
+        return svc.export_url(current_actor(), backup_id, _berth().settings, args["expires_in"])
 
 
 class ImportSchema(Schema):
@@ -137,7 +137,7 @@ class Imports(MethodView):
         custom-format dump (`pg_dump -Fc`) or a plain SQL dump, uploaded in
         parts: POST …/parts for each part's URL, PUT the part there, then POST
         …/complete with the parts' ETags, then POST …/restore."""
-        return svc.create_import(current_user(), env_id, settings=_berth().settings, **body)
+        return svc.create_import(current_actor(), env_id, settings=_berth().settings, **body)
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>")
@@ -146,7 +146,7 @@ class Import(MethodView):
     @blp.response(200, ImportSchema)
     def get(self, env_id, import_id):
         """An import and its status"""
-        return svc.get_import(current_user(), env_id, import_id)
+        return svc.get_import(current_actor(), env_id, import_id)
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/parts")
@@ -159,7 +159,7 @@ class ImportParts(MethodView):
 
         Valid one hour, for one PUT; asking again for the same part number
         gives a new URL (the last PUT of a number counts)."""
-        return svc.part_url(current_user(), env_id, import_id, body["part_number"],
+        return svc.part_url(current_actor(), env_id, import_id, body["part_number"],
                             settings=_berth().settings)
 
 
@@ -173,7 +173,7 @@ class ImportComplete(MethodView):
 
         The parts (their numbers and the ETags their PUTs answered) joined
         into the stored file."""
-        return svc.complete_import(current_user(), env_id, import_id, body["parts"],
+        return svc.complete_import(current_actor(), env_id, import_id, body["parts"],
                                    settings=_berth().settings)
 
 
@@ -198,6 +198,6 @@ class ImportRestore(MethodView):
         backup put back on any failure. Into a staging or development
         environment the restored database is neutralised (`neutralize`). The
         body is optional."""
-        return svc.restore_import(current_user(), env_id, import_id, berth=_berth(),
+        return svc.restore_import(current_actor(), env_id, import_id, berth=_berth(),
                                   neutralize=body["neutralize"])
 

@@ -5,7 +5,7 @@ keys welcome)."""
 import marshmallow as ma
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Schema, UTCDateTime, UTCInstant
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
@@ -58,6 +58,6 @@ class AuditEvents(MethodView):
     def get(self, args):
         """The organization's audit log, newest first: who changed what, through the
         APIs or the admin CLI, kept 90 days. Needs an organization-scoped key."""
-        rows, meta = svc.list_events(current_key(), since=args.pop("from_", None),
+        rows, meta = svc.list_events(current_actor(), since=args.pop("from_", None),
                                      until=args.pop("to", None), **args)
         return {"data": rows, "pagination": meta}

@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
@@ -116,7 +116,7 @@ class Rules(MethodView):
     @blp.response(200, RulePage)
     def get(self, args, project_id):
         """List a project's automation rules, oldest first."""
-        rows, meta = svc.list_rules(current_key(), project_id, **args)
+        rows, meta = svc.list_rules(current_actor(), project_id, **args)
         return {"data": rows, "pagination": meta}
 
     @idempotent
@@ -126,27 +126,27 @@ class Rules(MethodView):
     def post(self, body, project_id):
         """Create an automation rule (full-access key; at most 100 a project, 409
         `automation_rule_limit_reached`). Accepts `X-Idempotency-Key`."""
-        return svc.create_for_key(current_key(), project_id, **body)
+        return svc.create(current_actor(), project_id, **body)
 
 
 @blp.route("/automation-rules/<uuid:rule_id>")
 class RuleById(MethodView):
     @blp.response(200, AutomationRuleSchema)
     def get(self, rule_id):
-        return svc.get_rule(current_key(), rule_id)
+        return svc.get_rule(current_actor(), rule_id)
 
     @blp.arguments(AutomationRuleUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, AutomationRuleSchema)
     def patch(self, body, rule_id):
         """Change a rule (full-access key): omitted fields stay; `trigger` and
         `action` are replaced whole. A schedule's next occurrence is computed again."""
-        return svc.update_rule(current_key(), rule_id, body)
+        return svc.update_rule(current_actor(), rule_id, body)
 
     @blp.response(204)
     def delete(self, rule_id):
         """Delete a rule (full-access key): it stops at once; its runs stay readable
         at `/automation-rules/{id}/runs` for 90 days."""
-        svc.delete_rule(current_key(), rule_id)
+        svc.delete_rule(current_actor(), rule_id)
 
 
 @blp.route("/automation-rules/<uuid:rule_id>/run", methods=["POST"])
@@ -158,7 +158,7 @@ def run_rule(rule_id):
     is `skipped` (with the reason) when its environment is busy or not ready; a
     disabled rule is 409 `automation_rule_disabled`. Accepts `X-Idempotency-Key`."""
     berth = _berth()
-    return run_svc.run_now(current_key(), rule_id, settings=berth.settings,
+    return run_svc.run_now(current_actor(), rule_id, settings=berth.settings,
                            gateway=berth.gateway)
 
 
@@ -167,5 +167,5 @@ def run_rule(rule_id):
 @blp.response(200, RunPage)
 def list_runs(args, rule_id):
     """A rule's runs, newest first (a deleted rule's too, for 90 days)."""
-    rows, meta = run_svc.list_runs(current_key(), rule_id, **args)
+    rows, meta = run_svc.list_runs(current_actor(), rule_id, **args)
     return {"data": rows, "pagination": meta}

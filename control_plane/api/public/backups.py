@@ -6,7 +6,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane import states
-from control_plane.api.auth import audited_read, current_key
+from control_plane.api.auth import audited_read, current_actor
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import PageArgs
 from control_plane.api.smorest import Blueprint, ErrorSchema
@@ -76,7 +76,7 @@ class EnvironmentBackups(MethodView):
     @blp.response(200, BackupPage)
     def get(self, args, env_id):
         """An environment's backups, newest first (page pagination)."""
-        return svc.list_for_key(current_key(), env_id, **args)
+        return svc.list_backups(current_actor(), env_id, **args)
 
 
 @blp.route("/backups/<uuid:backup_id>/download")
@@ -89,5 +89,5 @@ class BackupDownload(MethodView):
         """URLs for the backup's database dump, filestore archive and manifest: a
         plain GET, no auth header, HTTP range requests allowed."""
         audited_read()
-        return svc.download_for_key(current_key(), backup_id,
+        return svc.download(current_actor(), backup_id,
                                     current_app.extensions["berth"].settings, args["expires_in"])

@@ -6,7 +6,7 @@ from flask import current_app, request
 from flask.views import MethodView
 
 from control_plane import states
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import (
     Branch,
     EnvironmentStatus,
@@ -184,7 +184,7 @@ class Environments(MethodView):
     @blp.response(200, EnvironmentSchema(many=True))
     def get(self, args, project_id):
         """A project's active environments, oldest first (not paginated)."""
-        envs, project = svc.environments_of(current_key(), project_id, args["status"])
+        envs, project = svc.environments_of(current_actor(), project_id, args["status"])
         for env in envs:
             env.project = project
         return envs
@@ -195,7 +195,7 @@ class Environments(MethodView):
     @blp.response(201, EnvironmentSchema)
     def post(self, body, project_id):
         """Create an environment (status `deploying`); its first deployment is queued."""
-        return svc.create_environment(current_key(), project_id,
+        return svc.create_environment(current_actor(), project_id,
                                       berth=current_app.extensions["berth"], **body)
 
 
@@ -203,21 +203,21 @@ class Environments(MethodView):
 class EnvironmentById(MethodView):
     @blp.response(200, EnvironmentSchema)
     def get(self, env_id):
-        return svc.get_environment(current_key(), env_id)
+        return svc.get_environment(current_actor(), env_id)
 
     @blp.arguments(EnvironmentUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, EnvironmentSchema)
     def patch(self, body, env_id):
         """Rename an environment or change its branch (full-access key); omitted
         fields stay. A new branch applies on the next deploy: nothing redeploys now."""
-        return svc.update_environment(current_key(), env_id, body)
+        return svc.update_environment(current_actor(), env_id, body)
 
     @blp.doc(**confirm_delete_header("delete the environment"))
     @blp.response(202, TaskAcceptedSchema)
     def delete(self, env_id):
         """Delete an environment (`X-Confirm-Delete: true`): a task that removes its
         containers, database and filestore."""
-        return svc.delete_environment(current_key(), env_id,
+        return svc.delete_environment(current_actor(), env_id,
                                       request.headers.get("X-Confirm-Delete"),
                                       berth=current_app.extensions["berth"])
 
@@ -229,14 +229,14 @@ class EnvironmentAction(MethodView):
     @blp.response(202, TaskAcceptedSchema)
     def post(self, env_id, action):
         """Run an action as a task (full-access key; accepts `X-Idempotency-Key`)."""
-        return svc.act(current_key(), env_id, action, berth=current_app.extensions["berth"])
+        return svc.act(current_actor(), env_id, action, berth=current_app.extensions["berth"])
 
 
 @blp.route("/environments/<uuid:env_id>/status")
 class EnvironmentStatusView(MethodView):
     @blp.response(200, StatusSchema)
     def get(self, env_id):
-        return svc.status_snapshot(current_key(), env_id, _domain())
+        return svc.status_snapshot(current_actor(), env_id, _domain())
 
 
 @blp.route("/environments/<uuid:env_id>/logs")
@@ -246,7 +246,7 @@ class EnvironmentLogs(MethodView):
     def get(self, args, env_id):
         """The task log: the most recent task's by default, newest lines kept;
         `task_id` null when the environment has no such task (or none at all)."""
-        return svc.task_log(current_key(), env_id, args["task_id"], args["lines"])
+        return svc.task_log(current_actor(), env_id, args["task_id"], args["lines"])
 
 
 @blp.route("/deployments/<uuid:task_id>")
@@ -254,4 +254,4 @@ class Task(MethodView):
     @blp.response(200, TaskSchema)
     def get(self, task_id):
         """A task (deployment) by id: what `poll_url` points at."""
-        return svc.get_task(current_key(), task_id)
+        return svc.get_task(current_actor(), task_id)

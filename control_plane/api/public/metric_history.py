@@ -9,7 +9,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane import clock
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Schema, UTCDateTime, UTCInstant
 from control_plane.api.smorest import Blueprint
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
@@ -105,7 +105,7 @@ class ServerHistory(MethodView):
     @blp.response(200, ServerHistorySchema)
     def get(self, args, server_id):
         """A server's host metrics over time, as its agent reported them."""
-        return svc.server_history(current_key(), server_id, args["start"], args["end"],
+        return svc.server_history(current_actor(), server_id, args["start"], args["end"],
                                   args["step"])
 
 
@@ -115,5 +115,5 @@ class EnvironmentHistory(MethodView):
     @blp.response(200, EnvironmentHistorySchema)
     def get(self, args, env_id):
         """The environment's containers (CPU, memory) and disk use over time."""
-        return svc.environment_history(current_key(), env_id, args["start"], args["end"],
+        return svc.environment_history(current_actor(), env_id, args["start"], args["end"],
                                        args["step"])

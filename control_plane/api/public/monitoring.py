@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services.servers import monitoring as svc
@@ -100,7 +100,7 @@ class ServerMetrics(MethodView):
     @blp.response(200, ServerMetricsSchema)
     def get(self, server_id):
         """Live host metrics of a server the organization owns (6 per minute per server)."""
-        return svc.server_metrics(current_key(), server_id, _berth())
+        return svc.server_metrics(current_actor(), server_id, _berth())
 
 
 @blp.route("/environments/<uuid:env_id>/metrics")
@@ -109,7 +109,7 @@ class EnvironmentMetrics(MethodView):
     @blp.response(200, EnvironmentMetricsSchema)
     def get(self, env_id):
         """Live metrics of the environment's own containers."""
-        return svc.environment_metrics(current_key(), env_id, _berth())
+        return svc.environment_metrics(current_actor(), env_id, _berth())
 
 
 @blp.route("/environments/<uuid:env_id>/runtime-logs")
@@ -123,4 +123,4 @@ class RuntimeLogs(MethodView):
     @blp.response(200, RuntimeLogSchema)
     def get(self, args, env_id):
         """The last lines a container printed, read live from the server."""
-        return svc.runtime_logs(current_key(), env_id, args["source"], args["lines"], _berth())
+        return svc.runtime_logs(current_actor(), env_id, args["source"], args["lines"], _berth())

@@ -4,7 +4,7 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key, key_checked_by_page
+from control_plane.api.auth import current_actor, key_checked_by_page
 from control_plane.api.fields import (
     Branch,
     Name,
@@ -75,7 +75,7 @@ class Projects(MethodView):
     @blp.response(200, ProjectPage)
     def get(self, args):
         """List the active projects the key can see (oldest first)."""
-        rows, meta = svc.list_projects(current_key(), shown=SHOWN, **args)
+        rows, meta = svc.list_projects(current_actor(), shown=SHOWN, **args)
         return {"data": rows, "pagination": meta}
 
     @idempotent
@@ -84,24 +84,24 @@ class Projects(MethodView):
     @blp.response(201, ProjectSchema)
     def post(self, body):
         """Create a project (full-access, organization-scoped key). Accepts `X-Idempotency-Key`."""
-        return svc.create_project(current_key(), **body)
+        return svc.create_project(current_actor(), **body)
 
 
 @blp.route("/projects/<uuid:project_id>")
 class ProjectById(MethodView):
     @blp.response(200, ProjectSchema)
     def get(self, project_id):
-        return svc.get_project(current_key(), project_id)
+        return svc.get_project(current_actor(), project_id)
 
     @blp.arguments(ProjectUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, ProjectSchema)
     def patch(self, body, project_id):
         """Change name, default branch or repository; omitted fields stay."""
-        return svc.update_project(current_key(), project_id, body)
+        return svc.update_project(current_actor(), project_id, body)
 
     @blp.doc(**confirm_delete_header("delete the project"))
     @blp.response(204)
     def delete(self, project_id):
         """Soft-delete a project (full-access, organization-scoped key; `X-Confirm-Delete: true`)."""
-        svc.delete_project(current_key(), project_id, request.headers.get("X-Confirm-Delete"),
+        svc.delete_project(current_actor(), project_id, request.headers.get("X-Confirm-Delete"),
                            berth=current_app.extensions["berth"])

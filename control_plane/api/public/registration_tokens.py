@@ -4,7 +4,7 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Branch, Name, Schema, UTCDateTime
 from control_plane.api.smorest import Blueprint
 from control_plane.services.servers import registration as svc
@@ -17,7 +17,7 @@ blp = Blueprint("registration_tokens", __name__,
 def require_access():
     # After the key is authenticated and before the body is read: a key that may
     # not register servers learns nothing from validation errors.
-    svc.require_registration_access(current_key(), write=request.method != "GET")
+    svc.require_registration_access(current_actor(), write=request.method != "GET")
 
 
 class AutoDeploySchema(ma.Schema):
@@ -68,7 +68,7 @@ class RegistrationTokens(MethodView):
     def post(self, body):
         """Create a single-use token for adding a server (org-scoped, full-access key
         with server registration enabled). The token is shown only in this response."""
-        token, raw = svc.create_token(current_key(), **body)
+        token, raw = svc.create_token(current_actor(), **body)
         return {"token_id": token.id, "token": raw, "status": token.status,
                 "expires_at": token.expires_at,
                 "install_command": svc.install_command(current_app.config["PUBLIC_URL"], raw)}
@@ -76,7 +76,7 @@ class RegistrationTokens(MethodView):
     @blp.response(200, TokenListEntrySchema(many=True))
     def get(self):
         """The organization's tokens, newest first: pending, consumed, expired and revoked."""
-        return svc.list_tokens(current_key())
+        return svc.list_tokens(current_actor())
 
 
 @blp.route("/servers/registration-tokens/<uuid:token_id>")
@@ -84,4 +84,4 @@ class RegistrationTokenById(MethodView):
     @blp.response(204)
     def delete(self, token_id):
         """Revoke a pending token, freeing its quota slot. 404 once consumed."""
-        svc.revoke_token(current_key(), token_id)
+        svc.revoke_token(current_actor(), token_id)

@@ -4,7 +4,7 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key, key_checked_by_page
+from control_plane.api.auth import current_actor, key_checked_by_page
 from control_plane.api.fields import Name, Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
@@ -113,7 +113,7 @@ def require_access():
     # Before the body is read: a key that may not add servers learns nothing from
     # validation errors (as for registration tokens).
     if request.method == "POST":
-        ssh_svc.registration.require_registration_access(current_key())
+        ssh_svc.registration.require_registration_access(current_actor())
 
 
 @blp.route("/servers")
@@ -123,7 +123,7 @@ class Servers(MethodView):
     @blp.response(200, ServerPage)
     def get(self, args):
         """Servers available to the organization: its own and shared ones (oldest first)."""
-        rows, meta = svc.list_servers(current_key(), **args)
+        rows, meta = svc.list_servers(current_actor(), **args)
         return {"data": rows, "pagination": meta}
 
     @blp.arguments(SshServerCreateSchema)
@@ -131,10 +131,10 @@ class Servers(MethodView):
     def post(self, body):
         """Add a server reached over SSH (org-scoped, full-access key with server
         registration). The answer carries the key to put in its authorized_keys."""
-        key = current_key()
-        server, public = ssh_svc.create(key, **body)
+        actor = current_actor()
+        server, public = ssh_svc.create(actor, **body)
         _wake_check()
-        return {**svc.one(key, server.id), "ssh_public_key": public}
+        return {**svc.one(actor, server.id), "ssh_public_key": public}
 
 
 @blp.route("/servers/<uuid:server_id>/accept-host-key")
@@ -143,10 +143,10 @@ class AcceptHostKey(MethodView):
     def post(self, server_id):
         """Accept the host key an SSH server now offers in place of its pinned one
         (after checking its fingerprint on the server): contact resumes."""
-        key = current_key()
-        ssh_svc.accept_host_key_for_key(key, server_id)
+        actor = current_actor()
+        ssh_svc.accept_host_key(actor, server_id)
         _wake_check()
-        return svc.one(key, server_id)
+        return svc.one(actor, server_id)
 
 
 @blp.route("/servers/<uuid:server_id>/install-agent")
@@ -157,10 +157,10 @@ class InstallAgent(MethodView):
         connection, from this control plane's packages, with its service started.
         Then the server is reached through its agent (`connection`: `agent`, once
         the install is done; a failure shows in `ssh.error`)."""
-        key = current_key()
-        server = ssh_svc.resident_agent_for_key(key, server_id)
+        actor = current_actor()
+        server = ssh_svc.resident_agent(actor, server_id)
         current_app.extensions["berth"].ssh.install_resident(server.id)
-        return svc.one(key, server.id)
+        return svc.one(actor, server.id)
 
 
 def _wake_check():

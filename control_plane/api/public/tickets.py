@@ -4,7 +4,7 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint
@@ -17,7 +17,7 @@ blp = Blueprint("tickets", __name__, description="Support tickets (read-only)")
 @blp.before_request
 def require_access():
     # Before the query is validated: a key without ticket access learns nothing more.
-    svc.require_ticket_access(current_key())
+    svc.require_ticket_access(current_actor())
 
 
 class TicketListArgs(CursorArgs):
@@ -72,7 +72,7 @@ class Tickets(MethodView):
     @blp.response(200, TicketPage)
     def get(self, args):
         """The organization's tickets, newest first (key needs the ticket capability)."""
-        rows, meta = svc.list_tickets(current_key(), **args)
+        rows, meta = svc.list_tickets(current_actor(), **args)
         return {"data": rows, "pagination": meta}
 
 
@@ -81,4 +81,4 @@ class TicketById(MethodView):
     @blp.response(200, TicketDetailSchema)
     def get(self, ticket_id):
         """One ticket with its public replies, oldest first."""
-        return svc.get_ticket(current_key(), ticket_id)
+        return svc.get_ticket(current_actor(), ticket_id)

@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
-from control_plane.api.auth import current_key
+from control_plane.api.auth import current_actor
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
@@ -24,7 +24,7 @@ blp = Blueprint(
 @blp.before_request
 def count_mutation():
     if request.method in ("POST", "PATCH", "DELETE"):
-        svc.count_mutation(current_key(), current_app.extensions["berth"].limiter)
+        svc.count_mutation(current_actor(), current_app.extensions["berth"].limiter)
 
 
 def _settings():
@@ -146,7 +146,7 @@ class Webhooks(MethodView):
     def get(self, args):
         """List the webhooks the key can see, oldest first. Project-scoped keys see
         their project's webhooks only."""
-        return svc.list_webhooks(current_key(), **args)
+        return svc.list_webhooks(current_actor(), **args)
 
     @idempotent
     @blp.arguments(WebhookCreateSchema)
@@ -156,7 +156,7 @@ class Webhooks(MethodView):
         """Create a webhook (full-access key); its `secret` is in this response only.
         At most 100 per organization (409 `webhook_limit_reached`). Event names
         `deployment.*` are stored as their `deploy.*` spelling. Accepts `X-Idempotency-Key`."""
-        webhook, secret = svc.create_webhook(current_key(), _settings(), **body)
+        webhook, secret = svc.create_webhook(current_actor(), _settings(), **body)
         webhook.secret = secret
         return webhook
 
@@ -165,19 +165,19 @@ class Webhooks(MethodView):
 class WebhookById(MethodView):
     @blp.response(200, WebhookSchema)
     def get(self, webhook_id):
-        return svc.get_webhook(current_key(), webhook_id)
+        return svc.get_webhook(current_actor(), webhook_id)
 
     @blp.arguments(WebhookUpdateSchema, required=False)  # no body: nothing changes
     @blp.response(200, WebhookSchema)
     def patch(self, body, webhook_id):
         """Change a webhook (full-access key); omitted fields stay, `events` replaces
         the list. Answers the updated webhook."""
-        return svc.update_webhook(current_key(), _settings(), webhook_id, body)
+        return svc.update_webhook(current_actor(), _settings(), webhook_id, body)
 
     @blp.response(204)
     def delete(self, webhook_id):
         """Delete a webhook and its delivery history (full-access key)."""
-        svc.delete_webhook(current_key(), webhook_id)
+        svc.delete_webhook(current_actor(), webhook_id)
 
 
 @blp.route("/webhooks/<uuid:webhook_id>/test", methods=["POST"])
@@ -185,18 +185,18 @@ class WebhookById(MethodView):
 def test_webhook(webhook_id):
     """Send a `ping` event now and report the receiver's answer (full-access key).
     Writes no delivery entry; works on paused webhooks too."""
-    return svc.ping(current_key(), _settings(), webhook_id)
+    return svc.ping(current_actor(), _settings(), webhook_id)
 
 
 @blp.route("/webhooks/<uuid:webhook_id>/rotate-secret", methods=["POST"])
 @blp.response(200, SecretSchema)
 def rotate_secret(webhook_id):
     """A new secret (shown once); the old one is invalid at once (full-access key)."""
-    return svc.rotate_secret(current_key(), webhook_id)
+    return svc.rotate_secret(current_actor(), webhook_id)
 
 
 @blp.route("/webhooks/<uuid:webhook_id>/deliveries")
 @blp.response(200, DeliverySchema(many=True))
 def deliveries(webhook_id):
     """The 50 most recent deliveries, newest first."""
-    return svc.deliveries(current_key(), webhook_id)
+    return svc.deliveries(current_actor(), webhook_id)

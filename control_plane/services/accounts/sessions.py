@@ -6,10 +6,8 @@ for API keys. A session lasts SESSION_IDLE past its last use, never longer than
 SESSION_MAX after sign-in. Its CSRF token is derived from the session token (an
 HMAC under CP_SECRET_KEY), so a page and its forms need no stored state."""
 
-import dataclasses
 import datetime as dt
 import hmac
-import uuid
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -237,41 +235,6 @@ def _totp_off(user):
 
 
 # --- acting as a key -----------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class UserPrincipal:
-    """A signed-in user as the services' key-shaped checks read a caller: the whole
-    organization, read-only or not by the user's access. Keys the user creates are
-    theirs (owner)."""
-
-    organization_id: uuid.UUID
-    user_id: uuid.UUID
-    email: str
-    read_only: bool
-    project_scoped = False
-    project_id = None
-    server_registration = True
-    support_tickets = True
-
-    @property
-    def key_type(self):
-        return "read_only" if self.read_only else "full_access"
-
-    @property
-    def public_id(self):
-        return f"user:{self.user_id}"
-
-    @property
-    def owner_id(self):
-        return self.user_id
-
-    @property
-    def name(self):
-        return self.email
-
-
-def principal(user):
-    return UserPrincipal(user.organization_id, user.id, user.email, user.read_only)
 
 
 def own_key(user, public_id):

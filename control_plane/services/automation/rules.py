@@ -173,23 +173,23 @@ def _listed(org, project_id, *scoped, shape):
 RULES = CursorList("automation_rules", AutomationRule, _listed, newest_first=False)
 
 
-def project_for(key, project_id, *, lock=False):
-    query = projects_for(key).where(Project.id == project_id)
+def project_for(actor, project_id, *, lock=False):
+    query = projects_for(actor).where(Project.id == project_id)
     project = (for_update(query) if lock else query).first()
     if project is None:
         raise NotFound("Project not found.")
     return project
 
 
-def rule_for(key, rule_id, *, deleted=False, lock=False):
-    """A rule in the key's scope (404 otherwise); `deleted`: one deleted within
-    the last 90 days too (its history)."""
+def rule_for(actor, rule_id, *, deleted=False, lock=False):
+    """A rule the actor sees (404 otherwise); `deleted`: one deleted within the
+    last 90 days too (its history)."""
     query = (AutomationRule.select().join(Project)
-             .where(AutomationRule.id == rule_id,
-                    AutomationRule.organization == key.organization_id,
-                    Project.deleted_at.is_null()))
-    if key.project_scoped:
-        query = query.where(AutomationRule.project == key.project_id)
+             .where(AutomationRule.id == rule_id, Project.deleted_at.is_null()))
+    if actor.organization_id is not None:
+        query = query.where(AutomationRule.organization == actor.organization_id)
+    if actor.project_scoped:
+        query = query.where(AutomationRule.project == actor.project_id)
     if deleted:
         query = query.where(AutomationRule.deleted_at.is_null()
                             | (AutomationRule.deleted_at > clock.now() - HISTORY))
@@ -220,14 +220,23 @@ def with_last_runs(rules):
     return rules
 
 
-def list_rules(key, project_id, *, limit, cursor):
-    project = project_for(key, project_id)
-    rows, meta = RULES.page(key.organization_id.hex, project.id.hex, limit=limit, cursor=cursor)
+def list_rules(actor, project_id, *, limit, cursor):
+    project = project_for(actor, project_id)
+    rows, meta = RULES.page(project.organization_id.hex, project.id.hex, limit=limit,
+                            cursor=cursor)
     return with_last_runs(rows), meta
 
 
-def get_rule(key, rule_id):
-    return with_last_runs([rule_for(key, rule_id)])[0]
+def rules_of(actor, project_id):
+    """Every rule of a project the actor sees, oldest first (at most MAX_PER_PROJECT)."""
+    project = project_for(actor, project_id)
+    return with_last_runs(list(AutomationRule.select().where(
+        AutomationRule.project == project.id, AutomationRule.deleted_at.is_null())
+        .order_by(AutomationRule.created_at, AutomationRule.id)))
+
+
+def get_rule(actor, rule_id):
+    return with_last_runs([rule_for(actor, rule_id)])[0]
 
 
 # --- changing -------------------------------------------------------------------
@@ -254,28 +263,15 @@ def create_rule(project, *, name, trigger, action, enabled=True, created_by=None
     return rule
 
 
-def project_for_operator(project_id):
-    project = Project.get_or_none(Project.id == project_id, Project.deleted_at.is_null())
-    if project is None:
-        raise NotFound("Project not found.")
-    return project
+def create(actor, project_id, **fields):
+    """A rule of a project the actor sees, created by it."""
+    return create_rule(project_for(actor, project_id), created_by=actor.public_id, **fields)
 
 
-def list_for_operator(project_id):
-    project = project_for_operator(project_id)
-    return with_last_runs(list(AutomationRule.select().where(
-        AutomationRule.project == project.id, AutomationRule.deleted_at.is_null())
-        .order_by(AutomationRule.created_at, AutomationRule.id)))
-
-
-def create_for_key(key, project_id, **fields):
-    return create_rule(project_for(key, project_id), created_by=key.public_id, **fields)
-
-
-def update_rule(key, rule_id, changes):
+def update_rule(actor, rule_id, changes):
     """Omitted fields stay; `trigger` and `action` are replaced whole."""
     with database.atomic():
-        rule = rule_for(key, rule_id, lock=True)
+        rule = rule_for(actor, rule_id, lock=True)
         if changes:
             name = changes.get("name", rule.name)
             enabled = changes.get("enabled", rule.enabled)
@@ -289,12 +285,12 @@ def update_rule(key, rule_id, changes):
                 setattr(rule, field, value)
             audit.record(rule.organization_id, "automation_rule.update", "automation_rule",
                          rule.id, changes)
-    return get_rule(key, rule_id)
+    return get_rule(actor, rule_id)
 
 
-def delete_rule(key, rule_id):
+def delete_rule(actor, rule_id):
     with database.atomic():
-        rule = rule_for(key, rule_id, lock=True)
+        rule = rule_for(actor, rule_id, lock=True)
         now = clock.now()
         AutomationRule.update(deleted_at=now, enabled=False, next_run_at=None, updated_at=now) \
             .where(AutomationRule.id == rule.id).execute()

@@ -158,34 +158,19 @@ def _listed(rule_id, *, shape):
 RUNS = CursorList("automation_runs", AutomationRun, _listed, newest_first=True)
 
 
-def list_runs(key, rule_id, *, limit, cursor):
-    rule = rule_store.rule_for(key, rule_id, deleted=True)
+def list_runs(actor, rule_id, *, limit, cursor):
+    rule = rule_store.rule_for(actor, rule_id, deleted=True)
     return RUNS.page(rule.id.hex, limit=limit, cursor=cursor)
 
 
-def run_now(key, rule_id, *, settings, gateway):
-    """POST …/run: the rule fired by the key (`manual`), its action started."""
-    return _run_now(lambda: rule_store.rule_for(key, rule_id, lock=True), key.public_id,
-                    settings, gateway)
-
-
-def run_for_operator(rule_id, *, settings, gateway):
-    """`berth admin rule run`: the same, by `operator`."""
-    def rule():
-        found = for_update(AutomationRule.select().where(
-            AutomationRule.id == rule_id, AutomationRule.deleted_at.is_null())).first()
-        if found is None:
-            raise NotFound("Automation rule not found.")
-        return found
-    return _run_now(rule, "operator", settings, gateway)
-
-
-def _run_now(find, actor, settings, gateway):
+def run_now(actor, rule_id, *, settings, gateway):
+    """POST …/run, `berth admin rule run`: the rule fired by the actor (`manual`),
+    its action started."""
     with database.atomic():
-        rule = find()
+        rule = rule_store.rule_for(actor, rule_id, lock=True)
         if not rule.enabled:
             raise AutomationRuleDisabled("The rule is disabled: enable it to run it.")
-        run = begin(rule, trigger_type=AutomationTrigger.MANUAL, actor=actor)
+        run = begin(rule, trigger_type=AutomationTrigger.MANUAL, actor=actor.public_id)
         audit.record(rule.organization_id, "automation_rule.run", "automation_rule", rule.id,
                      {"run_id": run.id})
         with audit.quiet():  # what the rule does is its run's, recorded there

@@ -2,9 +2,9 @@
 restores into one, both as tasks (kinds `backup` and `restore`, registered with
 their hooks in tasks.py), on the public API, /api/v1 and for operators.
 
-A backup or restore needs a `running` environment (409 environment_not_ready)
-with no task pending or running (409 task_in_progress, on every surface: it is
-a task, not a deployment). The environment's status does not move. A restore
+A backup or restore needs a status the lifecycle allows it from (409
+environment_not_ready) and no task pending or running (409 task_in_progress, on
+every surface: it is a task, not a deployment). A restore
 takes a safety backup first (a `manual` Backup of the restored environment,
 its notes naming the restore, its `source_backup` the backup restored) and
 puts it back if the restore fails. The agent reads and writes the objects
@@ -15,7 +15,7 @@ import uuid
 
 from control_plane import clock, errors, states
 from control_plane.db import database
-from control_plane.models import Backup, Environment
+from control_plane.models import Backup, Environment, Project
 from control_plane.pagination import page_page
 from control_plane.services import audit
 from control_plane.services.backups import neutralize as neutralization
@@ -102,16 +102,21 @@ def page(env, *, status=None, backup_type=None, page=1, page_size=20):
                      page=page, page_size=page_size)
 
 
-def for_key(key, backup_id):
-    """A listed backup of an active environment in the key's scope (404 otherwise)."""
+def get_backup(actor, backup_id):
+    """A listed backup of an environment the actor sees (404 otherwise)."""
     backup = Backup.get_or_none(Backup.id == backup_id, Backup.deleted_at.is_null())
     try:
         if backup is None:
             raise errors.NotFound()
-        access.environment_for_key(key, backup.environment_id)
+        access.environment(actor, backup.environment_id)
     except errors.NotFound:
         raise errors.NotFound("Backup not found.") from None
     return backup
+
+
+def backup_org(backup):
+    return (Project.select(Project.organization).join(Environment)
+            .where(Environment.id == backup.environment_id).scalar())
 
 
 def filestore_object(backup):
@@ -139,56 +144,42 @@ def download_urls(backup, settings, expires_in=3600):
             "use_streaming": bool(store.streaming)}
 
 
-# --- the surfaces -------------------------------------------------------------
+# --- what people ask ----------------------------------------------------------------
 
-DEPLOY = "project.environments.deploy"  # /api/v1: taking and restoring backups
-
-
-def list_for_key(key, env_id, **filters):
-    return page(access.environment_for_key(key, env_id), **filters)
+DEPLOY = "project.environments.deploy"  # /api/v1 and the console: taking and restoring backups
 
 
-def download_for_key(key, backup_id, settings, expires_in=3600):
-    backup = for_key(key, backup_id)
+def list_backups(actor, env_id, **filters):
+    """Any member of the environment's organization, any key in its scope, reads its
+    backups."""
+    return page(access.environment(actor, env_id), **filters)
+
+
+def download(actor, backup_id, settings, expires_in=3600):
+    backup = get_backup(actor, backup_id)
     urls = download_urls(backup, settings, expires_in)  # refused: no event
-    audit.record(key.organization_id, "backup.download", "backup", backup.id,
+    audit.record(backup_org(backup), "backup.download", "backup", backup.id,
                  {"environment_id": backup.environment_id, "expires_in": expires_in})
     return urls
 
 
-def list_for_user(user, env_id, **filters):
-    """Any member of the environment's organization reads its backups."""
-    return page(access.environment_for_user(user, env_id, None), **filters)
-
-
-def create_for_user(user, env_id, *, berth, backup_type="manual", comment=None):
+def take(actor, env_id, *, berth, backup_type="manual", comment=None):
+    """A manual backup of the environment (permission `project.environments.deploy`)."""
     with database.atomic():
-        env = access.environment_for_user(user, env_id, DEPLOY, lock=True)
-        return create(env, actor_id=user.id, settings=berth.settings, gateway=berth.gateway,
-                      backup_type=backup_type, notes=comment)
+        env = access.environment(actor, env_id, DEPLOY, lock=True)
+        return create(env, actor_id=actor.user_id, settings=berth.settings,
+                      gateway=berth.gateway, backup_type=backup_type, notes=comment)
 
 
-def restore_for_user(user, env_id, backup_id, *, berth, neutralize=None):
+def restore_into(actor, env_id, backup_id, *, berth, neutralize=None):
+    """A restore of a backup of the project into the environment."""
     with database.atomic():
-        env = access.environment_for_user(user, env_id, DEPLOY, lock=True)
-        return restore(env, backup_id, actor_id=user.id, settings=berth.settings,
-                       gateway=berth.gateway, neutralize=neutralize, actor=f"user {user.email}")
+        env = access.environment(actor, env_id, DEPLOY, lock=True)
+        return restore(env, backup_id, actor_id=actor.user_id, settings=berth.settings,
+                       gateway=berth.gateway, neutralize=neutralize, actor=describe(actor))
 
 
-def list_for_operator(env_id, **filters):
-    return page(access.environment_for_operator(env_id), **filters)
-
-
-def create_for_operator(env_id, *, berth, comment=None):
-    with database.atomic():
-        env = access.environment_for_operator(env_id, lock=True)
-        return create(env, actor_id=None, settings=berth.settings, gateway=berth.gateway,
-                      notes=comment)
-
-
-def restore_for_operator(env_id, backup_id, *, berth, neutralize=None):
-    with database.atomic():
-        env = access.environment_for_operator(env_id, lock=True)
-        return restore(env, backup_id, actor_id=None, settings=berth.settings,
-                       gateway=berth.gateway, neutralize=neutralize,
-                       actor="an operator, with berth admin")
+def describe(actor):
+    """How the neutralisation record names who asked."""
+    return "an operator, with berth admin" if actor.is_operator else \
+        f"{'user' if actor.email else 'key'} {actor.email or actor.public_id}"

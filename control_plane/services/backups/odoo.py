@@ -42,13 +42,13 @@ URL_SECONDS = 3600
 
 # --- export -----------------------------------------------------------------
 
-def _backup_for_user(user, backup_id, *, lock=False):
-    """A listed backup and its environment, the user allowed to deploy there (404, 403)."""
+def _backup(actor, backup_id, *, lock=False):
+    """A listed backup and its environment, the actor allowed to deploy there (404, 403)."""
     backup = Backup.get_or_none(Backup.id == backup_id, Backup.deleted_at.is_null())
     if backup is None:
         raise errors.NotFound("Backup not found.")
     try:
-        env = access.environment_for_user(user, backup.environment_id, bk.DEPLOY, lock=lock)
+        env = access.environment(actor, backup.environment_id, bk.DEPLOY, lock=lock)
     except errors.NotFound:
         raise errors.NotFound("Backup not found.") from None
     return backup, env
@@ -63,33 +63,14 @@ def export_task(backup):
                 None)
 
 
-def start_export(user, backup_id, *, berth):
+def start_export(actor, backup_id, *, berth):
     """An `export` task of a completed backup (400 otherwise), run by the agent of
     its environment, which must be running and idle (409)."""
     with database.atomic():
-        backup, env = _backup_for_user(user, backup_id, lock=True)
-        task, stale = _export(backup, env, user.id, berth)
+        backup, env = _backup(actor, backup_id, lock=True)
+        task, stale = _export(backup, env, actor.user_id, berth)
     _abort(stale, berth.settings)
     return task
-
-
-def export_for_operator(backup_id, *, berth):
-    """`berth admin backup export`: start_export for any listed backup."""
-    with database.atomic():
-        backup, env = _backup_for_operator(backup_id, lock=True)
-        task, stale = _export(backup, env, None, berth)
-    _abort(stale, berth.settings)
-    return task
-
-
-def _backup_for_operator(backup_id, *, lock=False):
-    backup = Backup.get_or_none(Backup.id == backup_id, Backup.deleted_at.is_null())
-    if backup is None:
-        raise errors.NotFound("Backup not found.")
-    try:
-        return backup, access.environment_for_operator(backup.environment_id, lock=lock)
-    except errors.NotFound:
-        raise errors.NotFound("Backup not found.") from None
 
 
 def _export(backup, env, actor_id, berth):
@@ -128,18 +109,14 @@ def _abort(stale, settings):
                         stale[0], exc)
 
 
-def export_url(user, backup_id, settings, expires_in=URL_SECONDS):
+def export_url(actor, backup_id, settings, expires_in=URL_SECONDS):
     """{url, expires_at, filename, use_streaming} of the backup's Odoo zip; 409
     while an export runs, 404 `export_not_found` before one succeeded."""
-    backup, env = _backup_for_user(user, backup_id)
+    backup, env = _backup(actor, backup_id)
     url = _export_url(backup, env, settings, expires_in)  # refused: no event
-    audit.record(user.organization_id, "backup.download", "backup", backup.id,
+    audit.record(env.project.organization_id, "backup.download", "backup", backup.id,
                  {"environment_id": env.id, "format": "odoo_zip", "expires_in": expires_in})
     return url
-
-
-def export_url_for_operator(backup_id, settings, expires_in=URL_SECONDS):
-    return _export_url(*_backup_for_operator(backup_id), settings, expires_in)
 
 
 def _export_url(backup, env, settings, expires_in):
@@ -160,31 +137,31 @@ def _export_url(backup, env, settings, expires_in):
 
 # --- import -----------------------------------------------------------------
 
-def create_import(user, env_id, *, settings, filename=None):
+def create_import(actor, env_id, *, settings, filename=None):
     """A new import of the environment, its multipart upload begun: in storage first,
     outside the transaction (slow storage must not hold SQLite's writers), aborted if
     the import is not recorded after all."""
-    env = access.environment_for_user(user, env_id, bk.DEPLOY)
+    env = access.environment(actor, env_id, bk.DEPLOY)
     import_id = uuid.uuid4()
     key = f"imports/{env.id}/{import_id}/{IMPORT_OBJECT}"
     store = stores.for_settings(settings)
     upload_id = store.begin_upload(key)
     try:
         with database.atomic():
-            env = access.environment_for_user(user, env_id, bk.DEPLOY)
-            audit.record(user.organization_id, "import.create", "environment", env.id,
+            env = access.environment(actor, env_id, bk.DEPLOY)
+            audit.record(env.project.organization_id, "import.create", "environment", env.id,
                          {"import_id": import_id, "filename": filename})
             return BackupImport.create(id=import_id, environment=env, filename=filename,
                                        storage_key=key, upload_id=upload_id,
-                                       created_by=user.id)
+                                       created_by=actor.user_id)
     except Exception:
         with contextlib.suppress(Exception):  # nothing would ever point to it
             store.abort_upload(key, upload_id)
         raise
 
 
-def _import_for_user(user, env_id, import_id, *, lock=False):
-    env = access.environment_for_user(user, env_id, bk.DEPLOY, lock=lock)
+def _import(actor, env_id, import_id, *, lock=False):
+    env = access.environment(actor, env_id, bk.DEPLOY, lock=lock)
     query = BackupImport.select().where(BackupImport.id == import_id,
                                         BackupImport.environment == env.id)
     imp = (for_update(query) if lock else query).first()
@@ -198,10 +175,10 @@ def _uploading(imp):
         raise errors.ImportUploaded("The import's upload is complete; nothing more is uploaded.")
 
 
-def part_url(user, env_id, import_id, part_number, *, settings):
+def part_url(actor, env_id, import_id, part_number, *, settings):
     """{url, expires_at} for an HTTP PUT of one part (at most PART_MAX bytes; all
     but the last at least PART_MIN); its answer's ETag goes to `complete`."""
-    imp, _ = _import_for_user(user, env_id, import_id)
+    imp, _ = _import(actor, env_id, import_id)
     _uploading(imp)
     url = stores.for_settings(settings).part_url(imp.storage_key, imp.upload_id, part_number,
                                                  expires=URL_SECONDS)
@@ -209,51 +186,51 @@ def part_url(user, env_id, import_id, part_number, *, settings):
             "expires_at": clock.now() + dt.timedelta(seconds=URL_SECONDS)}
 
 
-def complete_import(user, env_id, import_id, parts, *, settings):
+def complete_import(actor, env_id, import_id, parts, *, settings):
     """The parts joined into the stored upload (ascending part numbers). The join runs
     outside any transaction (a large zip takes storage a while; transfers.complete
     says why): the import is checked before it and recorded after it."""
     store = stores.for_settings(settings)
     with database.atomic():
-        imp, _ = _import_for_user(user, env_id, import_id, lock=True)
+        imp, _ = _import(actor, env_id, import_id, lock=True)
         _uploading(imp)
         key = imp.storage_key
     store.complete_upload(key, imp.upload_id, sorted((p["part_number"], p["etag"]) for p in parts))
     size = store.size(key) or 0
     with database.atomic():
-        imp, _ = _import_for_user(user, env_id, import_id, lock=True)
+        imp, env = _import(actor, env_id, import_id, lock=True)
         _uploading(imp)  # another complete of it got there first
         if not size:
             raise errors.Unprocessable("The uploaded file is empty.")
         imp.status, imp.size, imp.upload_id, imp.uploaded_at = (
             I.UPLOADED, size, None, clock.now())
         imp.save()
-        audit.record(user.organization_id, "import.complete", "environment", env_id,
+        audit.record(env.project.organization_id, "import.complete", "environment", env_id,
                      {"import_id": imp.id, "size": size})
         return imp
 
 
-def restore_import(user, env_id, import_id, *, berth, neutralize=None):
+def restore_import(actor, env_id, import_id, *, berth, neutralize=None):
     """A `restore` task from the upload (409 `import_not_uploaded` before it is
     complete), with its safety backup; neutralised as a backup's restore is."""
     with database.atomic():
-        imp, env = _import_for_user(user, env_id, import_id, lock=True)
+        imp, env = _import(actor, env_id, import_id, lock=True)
         if imp.status == I.UPLOADING:
             raise errors.ImportNotUploaded("Complete the import's upload first.")
         require_ready(env, TaskKind.RESTORE)
         wanted = neutralization.decide(env, neutralize)
         d = engine.start(env, TaskKind.RESTORE, settings=berth.settings, gateway=berth.gateway,
-                         actor_id=user.id, upload=imp, record={"extra_data": {
+                         actor_id=actor.user_id, upload=imp, record={"extra_data": {
                              "import_id": str(imp.id), "safety_backup_id": str(uuid.uuid4()),
                              "neutralize": wanted}})
-        neutralization.record(d, env, neutralize, f"user {user.email}")
+        neutralization.record(d, env, neutralize, bk.describe(actor))
         BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
         imp.task = d.id
         return d
 
 
-def get_import(user, env_id, import_id):
-    return _import_for_user(user, env_id, import_id)[0]
+def get_import(actor, env_id, import_id):
+    return _import(actor, env_id, import_id)[0]
 
 
 def import_status(imp):

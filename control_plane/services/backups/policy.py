@@ -57,15 +57,15 @@ def describe(env):
             "last_scheduled_for": env.backup_scheduled_for, "next_run_at": next_run_at(env)}
 
 
-def get_for_user(user, env_id):
-    return describe(access.environment_for_user(user, env_id, None))
+def get(actor, env_id):
+    return describe(access.environment(actor, env_id))
 
 
-def update_for_user(user, env_id, changes):
+def update(actor, env_id, changes):
     """Fields left out keep their value; the expiry of the environment's
     scheduled backups follows the new counts at once."""
     with database.atomic():
-        env = access.environment_for_user(user, env_id, backups.DEPLOY, lock=True)
+        env = access.environment(actor, env_id, backups.DEPLOY, lock=True)
         columns = {FIELDS[name]: value for name, value in changes.items() if name in FIELDS}
         if "enabled" in changes:
             columns["backup_enabled"] = bool(changes["enabled"])

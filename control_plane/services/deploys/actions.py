@@ -104,7 +104,7 @@ def rollback(target, env, actor_id, *, berth, conflict):
                        "rollback_to": str(target.id), "rollback_to_version": target.version}))
 
 
-def cancel(d, user):
+def cancel(d, actor):
     """(The caller holds the task's environment locked.) The task is `cancelled`
     at once and the environment goes back to its last stable state (`destroyed`
     after a destroy); returns that state. 400 unless the task is pending or
@@ -123,12 +123,12 @@ def cancel(d, user):
     if lifecycle.rule(d.kind).removes:
         raise errors.DeploymentNotCancellable("A deletion or destroy cannot be cancelled.")
     now = clock.now()
-    who = {"id": str(user.id), "name": user.name}
+    who = {"id": str(actor.user_id), "name": actor.name}
     restored = engine.settle(d, engine.Outcome(
         D.CANCELLED, fields={"extra_data": {**d.extra_data, "cancelled_by": who,
                                             "cancelled_at": now.isoformat() + "Z"}},
-        withdraw=f"cancelled by {user.name}", cancelled_by=user.id,
-        log=("warning", f"Cancelled by {user.name}: running steps were "
+        withdraw=f"cancelled by {actor.name}", cancelled_by=actor.user_id,
+        log=("warning", f"Cancelled by {actor.name}: running steps were "
                         "not stopped and partial changes were not undone.")), now=now)
     if restored is None:  # the agent's result settled it between our read and this update
         raise errors.DeploymentNotCancellable("The deployment finished meanwhile.")

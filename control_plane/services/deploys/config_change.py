@@ -42,21 +42,16 @@ def update(env, changes, actor_id, *, berth, conflict):
     return task
 
 
-# --- the two callers: users (/api/v1) and operators (`berth admin config`) ----
+# --- what people ask (/api/v1, the console, `berth admin config`) -------------------
 
-def read(user, env_id):
-    return configuration.describe(access.environment_for_user(user, env_id, None) if user
-                                  else access.environment_for_operator(env_id))
+def read(actor, env_id):
+    return configuration.describe(access.environment(actor, env_id))
 
 
-def change(user, env_id, changes, *, berth):
+def change(actor, env_id, changes, *, berth):
     """Returns (configuration as described, deployment or None)."""
     with database.atomic():
-        if user is None:
-            env, actor = access.environment_for_operator(env_id, lock=True), None
-        else:
-            env, actor = access.environment_for_user(
-                user, env_id, "project.environments.deploy", lock=True), user.id
-        deployment = update(env, changes, actor, berth=berth,
+        env = access.environment(actor, env_id, "project.environments.deploy", lock=True)
+        deployment = update(env, changes, actor.user_id, berth=berth,
                             conflict=actions.DEPLOYMENT_IN_PROGRESS)
         return configuration.describe(env), deployment

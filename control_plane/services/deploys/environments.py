@@ -21,31 +21,31 @@ def url_of(env, apps_domain):
     return f"https://{env.id.hex[:12]}.{apps_domain}"
 
 
-def _project(key, project_id):
-    project = projects_for(key).where(Project.id == project_id).first()
+def _project(actor, project_id):
+    project = projects_for(actor).where(Project.id == project_id).first()
     if project is None:
         raise NotFound("Project not found.")
     return project
 
 
-def environments_of(key, project_id, status=None):
+def environments_of(actor, project_id, status=None):
     """Active environments of a project, oldest first; `status` is case-insensitive."""
-    project = _project(key, project_id)
+    project = _project(actor, project_id)
     query = Environment.select().where(Environment.project == project.id, Environment.is_active)
     if status:
         query = query.where(Environment.status == status.strip().lower())
     return list(query.order_by(Environment.created_at, Environment.id)), project
 
 
-def get_environment(key, environment_id):
-    return access.environment_for_key(key, environment_id)
+def get_environment(actor, environment_id):
+    return access.environment(actor, environment_id)
 
 
-def update_environment(key, environment_id, changes):
+def update_environment(actor, environment_id, changes):
     """`changes` holds only the fields the client sent (`name`, `branch`). A new
     branch is used by the next deployment; nothing is redeployed now."""
     with database.atomic():
-        env = access.environment_for_key(key, environment_id)  # in scope, or 404
+        env = access.environment(actor, environment_id)  # in scope, or 404
         fields = {f: changes[f] for f in ("name", "branch") if f in changes}
         if "name" in fields:
             fields["name"] = fields["name"].strip()
@@ -76,13 +76,13 @@ def _check_allocation(allocation, server):
             raise ExceedsServerCapacity(f"{field}: the server has {total} {unit}.")
 
 
-def create_environment(key, project_id, *, name, berth, branch=None,
+def create_environment(actor, project_id, *, name, berth, branch=None,
                        environment_type="development", **allocation):
     """201 with status `deploying`: the environment and its first deployment,
     queued for the server's agent in the same transaction. `allocation`
     (cpu_cores, ram_mb, disk_gb) becomes the containers' limits."""
     with database.atomic():
-        project = _project(key, project_id)
+        project = _project(actor, project_id)
         if project.server_id is None:
             raise NoServer("The project has no server to deploy on.")
         _check_allocation(allocation, Server.get_by_id(project.server_id))
@@ -90,7 +90,7 @@ def create_environment(key, project_id, *, name, berth, branch=None,
         with audit.quiet():  # its first deployment is part of the creation
             env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
                           environment_type=environment_type, trigger=states.Trigger.MANUAL,
-                          triggered_by=key.owner_id, allocation=allocation,
+                          triggered_by=actor.user_id, allocation=allocation,
                           gateway=berth.gateway)
         audit.record(project.organization_id, "environment.create", "environment", env.id, {
             "name": env.name, "project_id": project.id, "branch": env.branch,
@@ -123,8 +123,8 @@ def auto_deploy(spec, server, images):
                    trigger=states.Trigger.AUTO_DEPLOY)
 
 
-def status_snapshot(key, environment_id, apps_domain):
-    env = get_environment(key, environment_id)
+def status_snapshot(actor, environment_id, apps_domain):
+    env = get_environment(actor, environment_id)
     running = env.status == states.EnvironmentStatus.RUNNING
     # The spec: its containers run while it is running or paused; it serves only running.
     up = env.status in (states.EnvironmentStatus.RUNNING, states.EnvironmentStatus.PAUSED)
@@ -162,10 +162,10 @@ def _proxy(env, apps_domain):
                 for name in routes.hostnames(env, apps_domain)]}
 
 
-def task_log(key, environment_id, task_id=None, lines=200):
+def task_log(actor, environment_id, task_id=None, lines=200):
     """The newest `lines` lines of a task (the most recent one by default);
     `task_id` null when the environment has no such task (the spec)."""
-    env = get_environment(key, environment_id)
+    env = get_environment(actor, environment_id)
     query = Deployment.select().where(Deployment.environment == env.id)
     # The newest by creation: backups, restores and exports have no version.
     task = (query.where(Deployment.id == task_id).first() if task_id
@@ -180,18 +180,18 @@ def task_log(key, environment_id, task_id=None, lines=200):
             "truncated": truncated}
 
 
-def tasks_of(key, environment_id, limit=20):
+def tasks_of(actor, environment_id, limit=20):
     """An environment's newest tasks (deployments, backups, restores…), newest first."""
-    env = get_environment(key, environment_id)
+    env = get_environment(actor, environment_id)
     return list(Deployment.select().where(Deployment.environment == env.id)
                 .order_by(Deployment.created_at.desc(), Deployment.id.desc()).limit(limit))
 
 
-def get_task(key, task_id):
-    d = (Deployment.select(Deployment, Project).join(Project)
-         .where(Deployment.id == task_id, Project.organization == key.organization_id).first())
-    if d is None or (key.project_scoped and d.project_id != key.project_id):
-        raise NotFound("Task not found.")
+def get_task(actor, task_id):
+    try:
+        d = access.deployment(actor, task_id)
+    except NotFound:
+        raise NotFound("Task not found.") from None
     d.task_status = states.task_status(d.status, agent_connected=_agent_connected(
         Environment.select(Environment.server).where(Environment.id == d.environment_id)
         .scalar()))
@@ -208,22 +208,22 @@ def offered_actions(env):
                              busy=engine.in_progress(env.id), kinds=ACTIONS)
 
 
-def act(key, environment_id, action, *, berth):
+def act(actor, environment_id, action, *, berth):
     """An action (or deletion) as a task: 202 at once, the work on the server.
     One queued-or-running task per environment (409 task_in_progress)."""
     with database.atomic():
-        env = access.environment_for_key(key, environment_id, lock=True)
-        task = actions.act(env, action, key.owner_id, berth=berth,
+        env = access.environment(actor, environment_id, lock=True)
+        task = actions.act(env, action, actor.user_id, berth=berth,
                            conflict=actions.TASK_IN_PROGRESS)
     status = states.task_status(task.status, agent_connected=_agent_connected(env.server_id))
     return {"task_id": task.id, "status": status, "environment_id": env.id,
             "poll_url": f"/api/public/v1/deployments/{task.id}"}
 
 
-def delete_environment(key, environment_id, confirm, *, berth):
+def delete_environment(actor, environment_id, confirm, *, berth):
     """Irreversible: containers, database and filestore go (202 with the task)."""
-    access.environment_for_key(key, environment_id)  # 404 before 400
+    access.environment(actor, environment_id)  # 404 before 400
     if confirm != "true":
         raise ConfirmRequired("Send the header 'X-Confirm-Delete: true' to delete an "
                               "environment.")
-    return act(key, environment_id, TaskKind.DELETE, berth=berth)
+    return act(actor, environment_id, TaskKind.DELETE, berth=berth)

@@ -30,8 +30,8 @@ rollbackable = actions.rollbackable
 POLL_SECONDS = 0.2  # destroy's wait for the agent
 
 
-def get_deployment(user, deployment_id):
-    return access.deployment_for_user(user, deployment_id)
+def get_deployment(actor, deployment_id):
+    return access.deployment(actor, deployment_id)
 
 
 def _set_branch(env, git_branch):
@@ -40,36 +40,36 @@ def _set_branch(env, git_branch):
         access.update_environment(env, {"branch": git_branch})
 
 
-def retry(user, deployment_id, berth):
+def retry(actor, deployment_id, berth):
     with database.atomic():
-        d, env = access.deployment_for_change(user, deployment_id, DEPLOY)
-        return actions.retry(d, env, user.id, berth=berth, conflict=CONFLICT)
+        d, env = access.deployment_to_change(actor, deployment_id, DEPLOY)
+        return actions.retry(d, env, actor.user_id, berth=berth, conflict=CONFLICT)
 
 
-def rollback(user, deployment_id, berth):
+def rollback(actor, deployment_id, berth):
     with database.atomic():
-        target, env = access.deployment_for_change(user, deployment_id, DEPLOY)
-        return actions.rollback(target, env, user.id, berth=berth, conflict=CONFLICT)
+        target, env = access.deployment_to_change(actor, deployment_id, DEPLOY)
+        return actions.rollback(target, env, actor.user_id, berth=berth, conflict=CONFLICT)
 
 
-def cancel(user, deployment_id):
+def cancel(actor, deployment_id):
     """Returns `{message}`; see actions.cancel."""
     with database.atomic():
-        d, env = access.deployment_for_change(user, deployment_id, CANCEL)
-        restored = actions.cancel(d, user)
+        d, env = access.deployment_to_change(actor, deployment_id, CANCEL)
+        restored = actions.cancel(d, actor)
         audit.record(env.project.organization_id, "deployment.cancel", "deployment", d.id,
                      {"environment_id": env.id})
     what = f"Deployment {d.id} (version {d.version})" if d.version else f"Task {d.id} ({d.kind})"
-    return {"message": f"{what} cancelled by {user.name}; the environment is {restored}."}
+    return {"message": f"{what} cancelled by {actor.name}; the environment is {restored}."}
 
 
-def deploy_environment(user, environment_id, *, berth, force=False, git_branch=None):
+def deploy_environment(actor, environment_id, *, berth, force=False, git_branch=None):
     """Returns (deployment, skipped). Without `force`, a running environment whose
     branch does not change is left alone (skipped: its latest deployment is
     returned). With `force`, always a new `redeploy`: the ERP container is
     replaced, the database and filestore are kept."""
     with database.atomic():
-        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
+        env = access.environment(actor, environment_id, DEPLOY, lock=True)
         actions.refuse_if_busy(env, CONFLICT)
         if (not force and env.is_active and env.status == states.EnvironmentStatus.RUNNING
                 and git_branch in (None, env.branch)):
@@ -78,29 +78,29 @@ def deploy_environment(user, environment_id, *, berth, force=False, git_branch=N
                       .order_by(Deployment.version.desc()).first())
             return latest, True
         _set_branch(env, git_branch)
-        return actions.act(env, TaskKind.REDEPLOY if force else TaskKind.DEPLOY, user.id,
+        return actions.act(env, TaskKind.REDEPLOY if force else TaskKind.DEPLOY, actor.user_id,
                            berth=berth, conflict=CONFLICT), False
 
 
-def create_deployment(user, *, project_id, environment_id, berth, git_branch=None):
+def create_deployment(actor, *, project_id, environment_id, berth, git_branch=None):
     """POST /deployments: a `manual` deployment of the environment (its branch, or
     `git_branch`, which then becomes the environment's branch)."""
     with database.atomic():
-        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
+        env = access.environment(actor, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
             raise NotFound("The environment is not in this project.")
         actions.refuse_if_busy(env, CONFLICT)
         _set_branch(env, git_branch)
-        return actions.act(env, TaskKind.DEPLOY, user.id, berth=berth, conflict=CONFLICT)
+        return actions.act(env, TaskKind.DEPLOY, actor.user_id, berth=berth, conflict=CONFLICT)
 
 
-def update_environment(user, project_id, environment_id, changes):
+def update_environment(actor, project_id, environment_id, changes):
     """`auto_deploy`, `git_branch` (the next deployment's branch),
     `auto_revert` (a failed module update reverts) and `install_modules` (what
     each deploy installs when missing); omitted fields stay. Nothing is deployed
     now."""
     with database.atomic():
-        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
+        env = access.environment(actor, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
             raise NotFound("The environment is not in this project.")
         fields = {}
@@ -117,15 +117,15 @@ def update_environment(user, project_id, environment_id, changes):
 
 # --- destroy --------------------------------------------------------------------
 
-def destroy(user, environment_id, *, berth, delete_data=False):
+def destroy(actor, environment_id, *, berth, delete_data=False):
     """DELETE /api/v1/deployments/environment/{id}/destroy: synchronous for the
     caller, durable underneath. The task is recorded and queued (actions.destroy),
     then the request waits (DESTROY_WAIT_SECONDS, default 60) for the agent's
     result. When the wait runs out the answer is 504 `destroy_timeout`; the
     command stays queued and the destroy completes when the agent answers."""
     with database.atomic():
-        env = access.environment_for_user(user, environment_id, DEPLOY, lock=True)
-        d = actions.destroy(env, user.id, berth=berth, conflict=CONFLICT,
+        env = access.environment(actor, environment_id, DEPLOY, lock=True)
+        d = actions.destroy(env, actor.user_id, berth=berth, conflict=CONFLICT,
                             delete_data=delete_data)
     return _await(d.id, berth.settings.get("DESTROY_WAIT_SECONDS", 60))
 
@@ -174,13 +174,13 @@ def _listed(org, *filters, shape):
 DEPLOYMENTS = CursorList("deployments", Deployment, _listed, newest_first=True)
 
 
-def list_deployments(user, *, limit, cursor, project_id=None, status=None):
+def list_deployments(actor, *, limit, cursor, project_id=None, status=None):
     """The organization's deployments, newest first (a cursor page)."""
     if project_id is not None and not Project.select().where(
-            Project.id == project_id, Project.organization == user.organization_id,
+            Project.id == project_id, Project.organization == actor.organization_id,
             Project.deleted_at.is_null()).exists():
         raise NotFound("Project not found.")
-    shape, params = [], [user.organization_id.hex]
+    shape, params = [], [actor.organization_id.hex]
     if project_id is not None:
         shape.append("project")
         params.append(project_id.hex)

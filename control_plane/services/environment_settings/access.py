@@ -1,7 +1,9 @@
-"""Who may touch which environment: an environment resolved for an API key (the
-public API, in the key's scope) or for a user with a permission (/api/v1): an
-active one, or a destroyed one (which may be deployed again); and the one
-writer of an environment's own settings.
+"""Who may touch which environment or deployment: resolved for an actor
+(services/accounts/actors.py) in one way, whoever asks: an active environment or
+a destroyed one (which may be deployed again) of a live project, in the actor's
+organization (an operator's: any) and project (a project-scoped key's), then
+the actor's permission (403). Another organization's is 404, as if it did not
+exist. Also the one writer of an environment's own settings.
 
 `lock` holds the environment's row until the transaction ends, so two requests
 cannot both find it idle; `actions` then takes the resolved environment."""
@@ -11,22 +13,10 @@ from control_plane.db import for_update
 from control_plane.errors import NotFound
 from control_plane.models import Deployment, Environment, Project
 from control_plane.services import audit
-from control_plane.services.accounts import users
-
-
-def environment_for_key(key, environment_id, *, lock=False):
-    """An environment in the key's scope (404 otherwise): an active one, or a
-    destroyed one (shown `pending`, as the spec has it after a destroy; it may
-    be deployed again). A deleted one is gone."""
-    query = _visible().where(Environment.id == environment_id,
-                             Project.organization == key.organization_id)
-    if key.project_scoped:
-        query = query.where(Project.id == key.project_id)
-    return _one(query, lock)
 
 
 def _visible():
-    """Environments both APIs know: active ones, and destroyed ones (inactive),
+    """Environments the APIs know: active ones, and destroyed ones (inactive),
     which may be deployed again. Not those deleted through the public API, nor
     any of a deleted project."""
     return (Environment.select(Environment, Project).join(Project)
@@ -35,19 +25,19 @@ def _visible():
                    | (Environment.status == states.EnvironmentStatus.DESTROYED)))
 
 
-def environment_for_user(user, environment_id, permission, *, lock=False):
-    """An environment of the user's organization (404 otherwise), the permission
-    checked (403)."""
-    env = _one(_visible().where(Environment.id == environment_id), lock)
-    users.require(user, permission, env.project.organization_id)
+def _scoped(query, actor):
+    if actor.organization_id is not None:
+        query = query.where(Project.organization == actor.organization_id)
+    if actor.project_scoped:
+        query = query.where(Project.id == actor.project_id)
+    return query
+
+
+def environment(actor, environment_id, permission=None, *, lock=False):
+    """An environment the actor sees (404 otherwise), the permission checked (403)."""
+    env = _one(_scoped(_visible().where(Environment.id == environment_id), actor), lock)
+    actor.require(permission)
     return env
-
-
-def environment_for_operator(environment_id, *, lock=False):
-    """`berth admin …`: any active environment of a live project (404 otherwise)."""
-    return _one(Environment.select(Environment, Project).join(Project)
-                .where(Environment.id == environment_id, Environment.is_active,
-                       Project.deleted_at.is_null()), lock)
 
 
 def _one(query, lock):
@@ -57,22 +47,23 @@ def _one(query, lock):
     return env
 
 
-def deployment_for_user(user, deployment_id, permission=None):
-    """A deployment of a live project of the user's organization (404), the
-    permission checked (403)."""
-    d = (Deployment.select(Deployment, Project).join(Project)
-         .where(Deployment.id == deployment_id, Project.deleted_at.is_null()).first())
+def deployment(actor, deployment_id, permission=None):
+    """A deployment (task) of a live project the actor sees (404), the permission
+    checked (403)."""
+    d = _scoped(Deployment.select(Deployment, Project).join(Project)
+                .where(Deployment.id == deployment_id, Project.deleted_at.is_null()),
+                actor).first()
     if d is None:
         raise NotFound("Deployment not found.")
-    users.require(user, permission, d.project.organization_id)
+    actor.require(permission)
     return d
 
 
-def deployment_for_change(user, deployment_id, permission):
+def deployment_to_change(actor, deployment_id, permission):
     """(deployment, its environment locked); the deployment read again under the lock."""
-    d = deployment_for_user(user, deployment_id, permission)
+    d = deployment(actor, deployment_id, permission)
     try:
-        env = environment_for_user(user, d.environment_id, permission, lock=True)
+        env = environment(actor, d.environment_id, permission, lock=True)
     except NotFound:
         raise NotFound("Deployment not found.") from None
     return Deployment.get_by_id(d.id), env

@@ -37,7 +37,7 @@ from control_plane.errors import (
 )
 from control_plane.models import CustomDomain, Environment, Project
 from control_plane.services import audit
-from control_plane.services.environment_settings import access, routes
+from control_plane.services.environment_settings import routes
 from control_plane.services.environment_settings.dns_check import Resolver
 from control_plane.services.environment_settings.routes import platform_host
 
@@ -263,13 +263,4 @@ def _get(env, raw_name, apps_domain):
         raise NotFound("This environment has no such domain.")
     return domain
 
-
-# --- the two callers: users (/api/v1) and operators (`berth admin domain`) ------
-
-def environment(user, env_id, permission=None):
-    """The environment for a user (`permission` for changes), or for an operator
-    when `user` is None."""
-    if user is None:
-        return access.environment_for_operator(env_id)
-    return access.environment_for_user(user, env_id, permission)
 

@@ -33,65 +33,65 @@ def _listed(org, *project, shape):
 PROJECTS = CursorList("projects", Project, _listed, newest_first=False)
 
 
-def list_projects(key, *, limit, cursor, shown=None):
-    return scoped_page(PROJECTS, key, limit=limit, cursor=cursor, shown=shown)
+def list_projects(actor, *, limit, cursor, shown=None):
+    return scoped_page(PROJECTS, actor, limit=limit, cursor=cursor, shown=shown)
 
 
-def get_project(key, project_id):
-    scope = ("project",) if key.project_scoped else ()
-    project = _listed(key.organization_id, key.project_id, shape=scope).where(
+def get_project(actor, project_id):
+    scope = ("project",) if actor.project_scoped else ()
+    project = _listed(actor.organization_id, actor.project_id, shape=scope).where(
         Project.id == project_id).dicts().first()
     if project is None:
         raise NotFound("Project not found.")
     return project
 
 
-def _usable_server(key, server_id):
+def _usable_server(actor, server_id):
     server = Server.get_or_none(
         (Server.id == server_id) & Server.deleted_at.is_null()
-        & ((Server.organization == key.organization_id) | Server.organization.is_null()))
+        & ((Server.organization == actor.organization_id) | Server.organization.is_null()))
     if server is None:
         raise NotFound("Server not found.")
     return server
 
 
-def create_project(key, *, name, server_id, git_repo_url=None, default_branch="main",
+def create_project(actor, *, name, server_id, git_repo_url=None, default_branch="main",
                    erp_version=None):
-    require_org_scope(key, "Creating projects needs an organization-scoped key.")
+    require_org_scope(actor, "Creating projects needs an organization-scoped actor.")
     with database.atomic():
-        server = _usable_server(key, server_id)
+        server = _usable_server(actor, server_id)
         project = Project.create(
-            organization=key.organization_id, name=name.strip(), server=server,
+            organization=actor.organization_id, name=name.strip(), server=server,
             git_repo_url=git_repo_url, default_branch=default_branch, erp_version=erp_version)
-        audit.record(key.organization_id, "project.create", "project", project.id, {
+        audit.record(actor.organization_id, "project.create", "project", project.id, {
             "name": project.name, "server_id": server.id, "git_repo_url": git_repo_url,
             "default_branch": default_branch, "erp_version": erp_version})
-        return get_project(key, project.id)
+        return get_project(actor, project.id)
 
 
-def update_project(key, project_id, changes):
+def update_project(actor, project_id, changes):
     """`changes` holds only the fields the client sent."""
     with database.atomic():
-        get_project(key, project_id)  # in scope, or 404
+        get_project(actor, project_id)  # in scope, or 404
         fields = {f: changes[f] for f in ("name", "default_branch", "git_repo_url") if f in changes}
         if "name" in fields:
             fields["name"] = fields["name"].strip()
         Project.update(updated_at=clock.now(), **fields).where(Project.id == project_id).execute()
-        audit.record(key.organization_id, "project.update", "project", project_id, fields)
-        return get_project(key, project_id)
+        audit.record(actor.organization_id, "project.update", "project", project_id, fields)
+        return get_project(actor, project_id)
 
 
-def delete_project(key, project_id, confirm, *, berth):
+def delete_project(actor, project_id, confirm, *, berth):
     """Soft delete; refused while an environment runs or deploys, or has a task
     in progress. Its other environments (stopped, failed, destroyed...) are
     deleted as the public API deletes one: a `delete` task each removes its
     containers, database volume, network and directory from the server (their
     backups stay, as retention keeps those of removed environments). They leave
     the lists at once; `environment.deleted` is sent as each removal completes."""
-    if key.project_scoped:
+    if actor.project_scoped:
         raise ProjectScopedKey("Project-scoped keys cannot delete projects.")
     with database.atomic():
-        project = get_project(key, project_id)
+        project = get_project(actor, project_id)
         if confirm != "true":
             raise ConfirmRequired("Send the header 'X-Confirm-Delete: true' to delete a project.")
         remaining = list(for_update(
@@ -108,9 +108,9 @@ def delete_project(key, project_id, confirm, *, berth):
                                       "wait for it to end.")
         now = clock.now()
         Project.update(deleted_at=now, updated_at=now).where(Project.id == project_id).execute()
-        audit.record(key.organization_id, "project.delete", "project", project_id)
+        audit.record(actor.organization_id, "project.delete", "project", project_id)
         Environment.update(is_active=False, updated_at=now).where(
             Environment.project == project_id).execute()
         for env in remaining:
             engine.start(env, TaskKind.DELETE, settings=berth.settings, gateway=berth.gateway,
-                         actor_id=key.owner_id)
+                         actor_id=actor.user_id)

@@ -273,14 +273,14 @@ def _figure(name, value):
     return round(value) if name.endswith("_bytes") else round(value, 2)
 
 
-def server_history(key, server_id, start, end, step):
-    server = monitoring.server_for_key(key, server_id)
+def server_history(actor, server_id, start, end, step):
+    server = monitoring.own_server(actor, server_id)
     return {"server_id": server.id, "from": start, "to": end, "step": _step_name(step),
             "points": read("server", server.id, start, end, step)}
 
 
-def environment_history(key, environment_id, start, end, step):
-    env = access.environment_for_key(key, environment_id)
+def environment_history(actor, environment_id, start, end, step):
+    env = access.environment(actor, environment_id)
     return {"environment_id": env.id, "from": start, "to": end, "step": _step_name(step),
             "points": read("environment", env.id, start, end, step)}
 

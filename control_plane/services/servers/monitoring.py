@@ -57,20 +57,20 @@ def server_status(m):
     return ServerHealth.HEALTHY
 
 
-def server_for_key(key, server_id):
+def own_server(actor, server_id):
     """Only the organization's own servers (a shared one is 404); a project-scoped
     key only while the server hosts one of its project's environments."""
     server = Server.get_or_none(Server.id == server_id, Server.deleted_at.is_null(),
-                                Server.organization == key.organization_id)
-    if server is None or (key.project_scoped and not Environment.select().where(
-            Environment.server == server.id, Environment.project == key.project_id,
+                                Server.organization == actor.organization_id)
+    if server is None or (actor.project_scoped and not Environment.select().where(
+            Environment.server == server.id, Environment.project == actor.project_id,
             Environment.is_active).exists()):
         raise NotFound("Server not found.")
     return server
 
 
-def server_metrics(key, server_id, berth):
-    server = server_for_key(key, server_id)
+def server_metrics(actor, server_id, berth):
+    server = own_server(actor, server_id)
     berth.limiter.hit_target(PER_SERVER, "metrics:server", server.id.hex)
     reply = _ask(berth, agent_link.host_metrics, server.id, METRICS_TIMEOUT,
                  unreachable=errors.MetricsUnavailable())
@@ -80,21 +80,21 @@ def server_metrics(key, server_id, berth):
             "queried_at": _now_ms()}
 
 
-def _ready(key, environment_id, berth, limit, namespace):
-    env = access.environment_for_key(key, environment_id)
+def _ready(actor, environment_id, berth, limit, namespace):
+    env = access.environment(actor, environment_id)
     if env.server_id is None:
         raise errors.NoServer("The environment has no server yet.")
     if env.status in NOT_READY:
         raise errors.EnvironmentNotReady(
             f"The environment is {env.status}; try again when it is running.")
     berth.limiter.hit_target(limit, namespace, env.id.hex)
-    berth.limiter.hit_target(PER_ORG_SERVER, "live:org-server", key.organization_id.hex,
+    berth.limiter.hit_target(PER_ORG_SERVER, "live:org-server", actor.organization_id.hex,
                              env.server_id.hex)
     return env
 
 
-def environment_metrics(key, environment_id, berth):
-    env = _ready(key, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
+def environment_metrics(actor, environment_id, berth):
+    env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
     reply = _ask(berth, agent_link.container_metrics, env.server_id, env.id, METRICS_TIMEOUT,
                  unreachable=errors.MetricsUnavailable())
     if reply.error_code:
@@ -193,8 +193,8 @@ def _agent_time(unix_ms, now):
     return min(now, at) if unix_ms > 0 else now
 
 
-def runtime_logs(key, environment_id, source, lines, berth):
-    env = _ready(key, environment_id, berth, LOGS_PER_ENVIRONMENT, "logs:environment")
+def runtime_logs(actor, environment_id, source, lines, berth):
+    env = _ready(actor, environment_id, berth, LOGS_PER_ENVIRONMENT, "logs:environment")
     unreachable = errors.ServerUnreachable(
         "The server or its container engine could not be reached.")
     timed_out = errors.EngineTimeout("The container engine did not answer within 20 seconds.")

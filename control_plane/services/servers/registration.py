@@ -26,7 +26,7 @@ from control_plane.errors import (
     Unprocessable,
     WriteAccessRequired,
 )
-from control_plane.models import ApiKey, Organization, Project, RegistrationToken, Server, User
+from control_plane.models import Organization, Project, RegistrationToken, Server, User
 from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope
 
@@ -48,13 +48,13 @@ MAX_FACT = 2**31 - 1  # the columns are 32-bit integers
 
 # --- access ----------------------------------------------------------------
 
-def require_registration_access(key, *, write=True):
+def require_registration_access(actor, *, write=True):
     """The spec's order: read-only, then project scope, then the capability."""
-    if write and key.read_only:
+    if write and actor.read_only:
         raise WriteAccessRequired()
-    require_org_scope(key, "Server registration needs an organization-scoped key.")
-    if not key.server_registration:
-        raise ServerRegistrationNotEnabled("Server registration is not enabled for this key.")
+    require_org_scope(actor, "Server registration needs an organization-scoped actor.")
+    if not actor.server_registration:
+        raise ServerRegistrationNotEnabled("Server registration is not enabled for this actor.")
 
 
 # --- API operations ----------------------------------------------------------
@@ -65,22 +65,23 @@ def status_of(token, now=None):
     return token.status
 
 
-def _created_by(key):
-    """The key owner's name; a key without an owner (operator key) signs with its own name."""
-    if key.owner_id is not None:
-        owner = User.get_or_none(User.id == key.owner_id)
+def _created_by(actor):
+    """The owner's name (a key's owner, the user); a key without an owner (an
+    operator's key) signs with its own name."""
+    if actor.owner_id is not None:
+        owner = User.get_or_none(User.id == actor.owner_id)
         if owner is not None:
-            return key.owner_id, owner.name
-    return None, ApiKey.select(ApiKey.name).where(ApiKey.id == key.id).scalar()
+            return actor.owner_id, owner.name
+    return None, actor.name
 
 
-def _auto_deploy(key, auto_deploy):
+def _auto_deploy(actor, auto_deploy):
     """Stored as plain JSON; the project must be one of the organization's active projects."""
     if auto_deploy is None:
         return None
     project_id = auto_deploy["project_id"]
     if not Project.select().where(Project.id == project_id,
-                                  Project.organization == key.organization_id,
+                                  Project.organization == actor.organization_id,
                                   Project.deleted_at.is_null()).exists():
         raise NotFound("Project not found.")
     return {
@@ -116,17 +117,17 @@ def take_slot(org_id):
     return org
 
 
-def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h",
+def create_token(actor, *, server_name=None, ssh_username="root", expires_in="24h",
                  auto_deploy=None):
     """Returns (RegistrationToken, raw token). The raw token exists only in this return value."""
-    require_registration_access(key)
+    require_registration_access(actor)
     if expires_in not in EXPIRY_CHOICES:
         raise Unprocessable(f"expires_in must be one of {', '.join(EXPIRY_CHOICES)}.")
     with database.atomic():
-        org = take_slot(key.organization_id)
-        auto_deploy = _auto_deploy(key, auto_deploy)
+        org = take_slot(actor.organization_id)
+        auto_deploy = _auto_deploy(actor, auto_deploy)
         now = clock.now()
-        created_by, created_by_name = _created_by(key)
+        created_by, created_by_name = _created_by(actor)
         raw = TOKEN_PREFIX + security.random_token(40)
         token = RegistrationToken.create(
             organization=org, token_hash=security.digest(raw),
@@ -136,43 +137,43 @@ def create_token(key, *, server_name=None, ssh_username="root", expires_in="24h"
             status=states.check("registration_token", None, PENDING),
             expires_at=now + EXPIRY_CHOICES[expires_in], created_by=created_by,
             created_by_name=created_by_name, created_at=now)
-        audit.record(key.organization_id, "registration_token.create", "registration_token",
+        audit.record(actor.organization_id, "registration_token.create", "registration_token",
                      token.id, {"server_name": token.server_name, "ssh_username": ssh_username,
                                 "expires_in": expires_in, "auto_deploy": auto_deploy})
     return token, raw
 
 
-def list_tokens(key):
+def list_tokens(actor):
     """All of the organization's tokens, newest first, each with its current status."""
-    require_registration_access(key, write=False)
+    require_registration_access(actor, write=False)
     now = clock.now()
     tokens = list(RegistrationToken.select().where(
-        RegistrationToken.organization == key.organization_id)
+        RegistrationToken.organization == actor.organization_id)
         .order_by(RegistrationToken.created_at.desc(), RegistrationToken.id.desc()))
     for token in tokens:
         token.status = status_of(token, now)
     return tokens
 
 
-def revoke_token(key, token_id):
+def revoke_token(actor, token_id):
     """pending -> revoked, which frees its quota slot. Revoking a token that is
     already revoked or expired changes nothing and succeeds; a consumed,
     missing or foreign token is 404."""
-    require_registration_access(key)
+    require_registration_access(actor)
     with database.atomic():
         now = clock.now()
         changed = RegistrationToken.update(status=REVOKED, revoked_at=now).where(
             RegistrationToken.id == token_id,
-            RegistrationToken.organization == key.organization_id,
+            RegistrationToken.organization == actor.organization_id,
             RegistrationToken.status.in_(states.sources("registration_token", REVOKED)),
             RegistrationToken.expires_at > now).execute()
         if changed:
-            audit.record(key.organization_id, "registration_token.revoke", "registration_token",
+            audit.record(actor.organization_id, "registration_token.revoke", "registration_token",
                          token_id)
             return
         token = RegistrationToken.get_or_none(
             RegistrationToken.id == token_id,
-            RegistrationToken.organization == key.organization_id)
+            RegistrationToken.organization == actor.organization_id)
         if token is None or token.status == CONSUMED:
             raise NotFound("Registration token not found.")
 

@@ -49,13 +49,13 @@ def reachable(row):
     return agents.connected(row["connected_since"], row["last_seen_at"])
 
 
-def list_servers(key, *, limit, cursor):
-    return scoped_page(SERVERS, key, limit=limit, cursor=cursor)
+def list_servers(actor, *, limit, cursor):
+    return scoped_page(SERVERS, actor, limit=limit, cursor=cursor)
 
 
-def one(key, server_id):
+def one(actor, server_id):
     """One server as the list shows it (an organization-scoped key's view)."""
-    return (_listed(key.organization_id, shape=()).where(Server.id == server_id)
+    return (_listed(actor.organization_id, shape=()).where(Server.id == server_id)
             .dicts().get())
 
 

@@ -124,33 +124,27 @@ def _create(org_id, **fields):
                              disk_gb=0, **fields)
 
 
-def create(key, *, name, provider="byos", ssh_host, ssh_port=22, ssh_username="root",
+def create(actor, *, name, provider="byos", ssh_host, ssh_port=22, ssh_username="root",
            ssh_host_key=None):
-    """POST /servers: (the server, the organization's public key for authorized_keys)."""
-    registration.require_registration_access(key)
+    """POST /servers, `berth admin server create --ssh-host`: (the server, the
+    organization's public key for authorized_keys)."""
+    registration.require_registration_access(actor)
     fields = _fields(name, provider, ssh_host, ssh_port, ssh_username, ssh_host_key)
-    public, _ = org_key(key.organization_id)
+    if Organization.get_or_none(Organization.id == actor.organization_id) is None:
+        raise NotFound("organization not found")
+    public, _ = org_key(actor.organization_id)
     with database.atomic():
-        server = _create(key.organization_id, **fields)
-        audit.record(key.organization_id, "server.create", "server", server.id, fields)
+        server = _create(actor.organization_id, **fields)
+        audit.record(actor.organization_id, "server.create", "server", server.id, fields)
     return server, public
 
 
-def create_for_operator(org_id, *, name, provider="byos", ssh_host, ssh_port=22,
-                        ssh_username="root", ssh_host_key=None):
-    fields = _fields(name, provider, ssh_host, ssh_port, ssh_username, ssh_host_key)
-    if Organization.get_or_none(Organization.id == org_id) is None:
-        raise NotFound("organization not found")
-    public, _ = org_key(org_id)
-    return _create(org_id, **fields), public
-
-
-def resident_agent_for_key(key, server_id):
+def resident_agent(actor, server_id):
     """POST /servers/{id}/install-agent: the organization's own SSH server, with no
     command in flight (one the switch would cut short). Returns the server."""
-    registration.require_registration_access(key)
+    registration.require_registration_access(actor)
     server = Server.get_or_none(Server.id == server_id, Server.deleted_at.is_null(),
-                                Server.organization == key.organization_id)
+                                Server.organization == actor.organization_id)
     if server is None:
         raise NotFound("Server not found.")
     if server.connection != SSH:
@@ -167,14 +161,12 @@ def switch_to_agent(server_id):
                   ssh_error=None).where(Server.id == server_id).execute()
 
 
-def accept_host_key_for_key(key, server_id):
-    """POST /servers/{id}/accept-host-key: the organization's own SSH server."""
-    registration.require_registration_access(key)
-    return accept_host_key(server_id, org_id=key.organization_id)
-
-
-def accept_host_key(server_id, org_id=None):
-    """An operator's word that the key the server now offers is its own."""
+def accept_host_key(actor, server_id):
+    """Someone's word that the key the server now offers is its own: POST
+    /servers/{id}/accept-host-key (the organization's own SSH server), or `berth
+    admin server accept-host-key` (any)."""
+    registration.require_registration_access(actor)
+    org_id = actor.organization_id
     with database.atomic():
         server = Server.get_or_none(Server.id == server_id, Server.deleted_at.is_null(),
                                     Server.connection == SSH,

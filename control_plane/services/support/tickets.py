@@ -13,10 +13,10 @@ from control_plane.states import TicketStatus
 PRIORITIES = ("low", "normal", "high", "urgent")
 
 
-def require_ticket_access(key):
-    require_org_scope(key, "Support tickets need an organization-scoped key.")
-    if not key.support_tickets:
-        raise SupportTicketsNotEnabled("Support tickets are not enabled for this key.")
+def require_ticket_access(actor):
+    require_org_scope(actor, "Support tickets need an organization-scoped actor.")
+    if not actor.support_tickets:
+        raise SupportTicketsNotEnabled("Support tickets are not enabled for this actor.")
 
 
 LISTED_FIELDS = (Ticket.id, Ticket.ticket_number, Ticket.subject, Ticket.status, Ticket.priority,
@@ -34,18 +34,18 @@ def _listed(org, *status, shape):
 TICKETS = CursorList("tickets", Ticket, _listed, newest_first=True)
 
 
-def list_tickets(key, *, status=None, limit, cursor):
+def list_tickets(actor, *, status=None, limit, cursor):
     """Newest first; a cursor is valid only with the status filter it was made with."""
-    require_ticket_access(key)
-    org = key.organization_id.hex
+    require_ticket_access(actor)
+    org = actor.organization_id.hex
     if status:
         return TICKETS.page(org, status, shape=("status",), limit=limit, cursor=cursor)
     return TICKETS.page(org, limit=limit, cursor=cursor)
 
 
-def get_ticket(key, ticket_id):
-    require_ticket_access(key)
-    ticket = Ticket.get_or_none(Ticket.id == ticket_id, Ticket.organization == key.organization_id)
+def get_ticket(actor, ticket_id):
+    require_ticket_access(actor)
+    ticket = Ticket.get_or_none(Ticket.id == ticket_id, Ticket.organization == actor.organization_id)
     if ticket is None:
         raise NotFound("Ticket not found.")
     ticket.public_comments = list(

@@ -40,9 +40,9 @@ MUTATIONS = RateLimitItemPerMinute(10)
 ACCEPTED = SUBSCRIBABLE + tuple(ALIASES)
 
 
-def count_mutation(key, limiter):
+def count_mutation(actor, limiter):
     """One webhook mutation by this key; 429 `webhook_rate_limit` past 10 in 60 s."""
-    limiter.hit(MUTATIONS, "webhook-mutations", key.public_id, error=WebhookRateLimited,
+    limiter.hit(MUTATIONS, "webhook-mutations", actor.public_id, error=WebhookRateLimited,
                 message="Too many webhook changes with this key (10 per 60 s).")
 
 
@@ -78,23 +78,23 @@ def _check_url(url, settings):
     return urls.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
 
 
-def _visible(key):
-    query = Webhook.select().where(Webhook.organization == key.organization_id)
-    if key.project_scoped:
-        query = query.where(Webhook.project == key.project_id)
+def _visible(actor):
+    query = Webhook.select().where(Webhook.organization == actor.organization_id)
+    if actor.project_scoped:
+        query = query.where(Webhook.project == actor.project_id)
     return query
 
 
-def list_webhooks(key, *, limit, offset):
+def list_webhooks(actor, *, limit, offset):
     """Oldest first (new webhooks land on the last page: offsets stay stable)."""
-    rows, total = offset_page(_visible(key).order_by(Webhook.created_at, Webhook.id),
+    rows, total = offset_page(_visible(actor).order_by(Webhook.created_at, Webhook.id),
                               limit=limit, offset=offset)
     return {"items": rows, "total": total, "limit": limit, "offset": offset,
             "has_more": offset + len(rows) < total}
 
 
-def get_webhook(key, webhook_id):
-    webhook = _visible(key).where(Webhook.id == webhook_id).first()
+def get_webhook(actor, webhook_id):
+    webhook = _visible(actor).where(Webhook.id == webhook_id).first()
     if webhook is None:
         raise NotFound("Webhook not found.")
     return webhook
@@ -103,27 +103,27 @@ def get_webhook(key, webhook_id):
 _OWN_PROJECT = object()
 
 
-def _project_for(key, project_id):
+def _project_for(actor, project_id):
     """The project a new webhook belongs to (None: organization-wide)."""
     if project_id is _OWN_PROJECT:  # omitted: a project-scoped key's own project
-        if not key.project_scoped:
+        if not actor.project_scoped:
             return None
-        project_id = key.project_id
+        project_id = actor.project_id
     if project_id is None:
-        if key.project_scoped:
-            raise OrgScopeRequired("Organization-wide webhooks need an organization-scoped key.")
+        if actor.project_scoped:
+            raise OrgScopeRequired("Organization-wide webhooks need an organization-scoped actor.")
         return None
-    if key.project_scoped and project_id != key.project_id:
+    if actor.project_scoped and project_id != actor.project_id:
         raise NotFound("Project not found.")
     project = Project.get_or_none(Project.id == project_id,
-                                  Project.organization == key.organization_id,
+                                  Project.organization == actor.organization_id,
                                   Project.deleted_at.is_null())
     if project is None:
         raise NotFound("Project not found.")
     return project.id
 
 
-def create_webhook(key, settings, *, url, events, description="", project_id=_OWN_PROJECT,
+def create_webhook(actor, settings, *, url, events, description="", project_id=_OWN_PROJECT,
                    is_active=True, format="raw"):
     """Returns (webhook, secret): the secret in clear this once."""
     url = _check_url(url, settings)
@@ -131,21 +131,21 @@ def create_webhook(key, settings, *, url, events, description="", project_id=_OW
     secret = new_secret()
     with database.atomic():
         # Serialize creations per organization, so the limit holds under concurrency.
-        for_update(Organization.select().where(Organization.id == key.organization_id)).first()
-        project = _project_for(key, project_id)
-        if Webhook.select().where(Webhook.organization == key.organization_id).count() >= MAX_PER_ORG:
+        for_update(Organization.select().where(Organization.id == actor.organization_id)).first()
+        project = _project_for(actor, project_id)
+        if Webhook.select().where(Webhook.organization == actor.organization_id).count() >= MAX_PER_ORG:
             raise WebhookLimitReached(f"The organization already has {MAX_PER_ORG} webhooks.")
         webhook = Webhook.create(
-            organization=key.organization_id, project=project, url=url, events=events,
+            organization=actor.organization_id, project=project, url=url, events=events,
             description=description, format=format, is_active=is_active,
             secret_encrypted=secretbox.seal(secret, SECRET_PURPOSE), failure_count=0)
-        audit.record(key.organization_id, "webhook.create", "webhook", webhook.id, {
+        audit.record(actor.organization_id, "webhook.create", "webhook", webhook.id, {
             "url": url, "events": events, "description": description, "format": format,
             "is_active": is_active, "project_id": project})
     return webhook, secret
 
 
-def update_webhook(key, settings, webhook_id, changes):
+def update_webhook(actor, settings, webhook_id, changes):
     """`changes` holds only the fields sent. `is_active: true` on a paused webhook
     re-enables it with failure_count back to 0."""
     fields = {f: changes[f] for f in ("description", "format", "is_active") if f in changes}
@@ -154,7 +154,7 @@ def update_webhook(key, settings, webhook_id, changes):
     if "events" in changes:
         fields["events"] = normalize_events(changes["events"])
     with database.atomic():
-        webhook = for_update(_visible(key).where(Webhook.id == webhook_id)).first()
+        webhook = for_update(_visible(actor).where(Webhook.id == webhook_id)).first()
         if webhook is None:
             raise NotFound("Webhook not found.")
         if "is_active" in fields and fields["is_active"] != webhook.is_active:
@@ -163,33 +163,33 @@ def update_webhook(key, settings, webhook_id, changes):
             if fields["is_active"]:
                 fields["failure_count"] = 0
         Webhook.update(updated_at=clock.now(), **fields).where(Webhook.id == webhook.id).execute()
-        audit.record(key.organization_id, "webhook.update", "webhook", webhook.id, fields)
+        audit.record(actor.organization_id, "webhook.update", "webhook", webhook.id, fields)
         return Webhook.get_by_id(webhook.id)
 
 
-def delete_webhook(key, webhook_id):
+def delete_webhook(actor, webhook_id):
     """The webhook and its whole delivery history."""
     with database.atomic():
-        webhook = get_webhook(key, webhook_id)
+        webhook = get_webhook(actor, webhook_id)
         WebhookDelivery.delete().where(WebhookDelivery.webhook == webhook.id).execute()
         webhook.delete_instance()
-        audit.record(key.organization_id, "webhook.delete", "webhook", webhook.id)
+        audit.record(actor.organization_id, "webhook.delete", "webhook", webhook.id)
 
 
-def rotate_secret(key, webhook_id):
+def rotate_secret(actor, webhook_id):
     """A new secret at once; the old one signs nothing more."""
     secret = new_secret()
     with database.atomic():
-        webhook = get_webhook(key, webhook_id)
+        webhook = get_webhook(actor, webhook_id)
         Webhook.update(secret_encrypted=secretbox.seal(secret, SECRET_PURPOSE),
                        updated_at=clock.now()).where(Webhook.id == webhook.id).execute()
-        audit.record(key.organization_id, "webhook.rotate_secret", "webhook", webhook.id)
+        audit.record(actor.organization_id, "webhook.rotate_secret", "webhook", webhook.id)
     return {"secret": secret}
 
 
-def deliveries(key, webhook_id):
+def deliveries(actor, webhook_id):
     """The 50 most recent deliveries, newest first, each with its event's name."""
-    webhook = get_webhook(key, webhook_id)
+    webhook = get_webhook(actor, webhook_id)
     return list(
         WebhookDelivery.select(
             WebhookDelivery.id, Event.name.alias("event"), WebhookDelivery.status,
@@ -228,11 +228,11 @@ def _iso_now():
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def ping(key, settings, webhook_id):
+def ping(actor, settings, webhook_id):
     """Send one `ping` event now, in the webhook's format, and report how the
     receiver answered. No delivery entry; failure_count and last_triggered_at stay.
     The receiver's body is never repeated back."""
-    webhook = get_webhook(key, webhook_id)
+    webhook = get_webhook(actor, webhook_id)
     secret = secret_of(webhook)
     if secret is None:
         return {"success": False, "status_code": 0, "duration_ms": 0,
