@@ -207,9 +207,10 @@ class Backups:
             else:
                 source = _Stored(self, payload["transfer_url"], payload["backup_id"])
             safety = self.backup(payload["safety"], log, label="safety backup")
-        except Exception as exc:
-            raise RestoreError(f"{exc}; nothing was restored and the environment is as it was",
-                               result={"untouched": True}) from exc
+        except Exception as exc:  # refused or failed before anything changed: it says so
+            exc.partial_result = {**(getattr(exc, "partial_result", None) or {}),
+                                  "untouched": True}
+            raise
         log("info", f"safety backup {payload['safety']['backup_id']} taken; "
                     f"restoring {source.name}")
         rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],

@@ -135,9 +135,9 @@ def test_actions_and_delete(client, deployable, docker_client):
     assert polled_get(client, base, reader)["status"] == "stopped"
     label = {"label": f"berth.environment_id={env['id']}"}
     assert {c.status for c in docker_client.containers.list(all=True, filters=label)} == {"exited"}
-    # An action whose end state is the current one is accepted, and changes nothing.
-    assert _finish(client, client.post(f"{base}/actions/stop", headers=auth(raw)))[
-        "status"] == "completed"
+    # An action that would change nothing is refused (the lifecycle), and no task is made.
+    again = client.post(f"{base}/actions/stop", headers=auth(raw))
+    assert again.status_code == 409 and again.json["error"] == "invalid_transition"
 
     for action in ("start", "restart", "redeploy"):
         done = _finish(client, client.post(f"{base}/actions/{action}", headers=auth(raw)))

@@ -196,7 +196,8 @@ def test_operations_flow(client, flow, docker_client):
     assert not (env_dir / "odoo.conf").exists() and not (env_dir / "db.secret").exists()
     record = client.get(f"{V1}/deployments/{r.json['deployment_id']}", headers=f.user).json
     assert (record["trigger"], record["status"]) == ("destroy", "destroyed")
-    assert client.get(f"{P}/environments/{env_id}", headers=f.key).status_code == 404
+    shown = client.get(f"{P}/environments/{env_id}", headers=f.key)
+    assert shown.status_code == 200 and shown.json["status"] == "pending"  # the spec's word
 
     # 7. A destroyed environment can be deployed again (a new database), then
     # destroyed with its data: nothing of it is left.
