@@ -192,6 +192,7 @@ def test_destroy_without_a_terminal_needs_yes(served, tmp_path):
     assert r.returncode == 4, r.stderr
 
 
+@pytest.mark.slow  # it waits out a real minute's window
 def test_a_rate_limited_read_is_waited_out(served, tmp_path):
     """A full-access key allows 20 requests a minute: the 21st read waits for the
     window's Retry-After and is asked again, instead of failing."""

@@ -69,6 +69,7 @@ def _fuzz(operation, keys):
     return seen
 
 
+@pytest.mark.slow  # generated requests by the hundred
 def test_public_api_conforms(api_schema, fuzz_app):
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 9
@@ -91,6 +92,7 @@ def ops_schema(fuzz_app):
     return schemathesis.openapi.from_wsgi("/api/v1/openapi.json", fuzz_app)
 
 
+@pytest.mark.slow
 def test_operations_api_conforms(ops_schema, fuzz_app):
     """The same guarantees on /api/v1 (user tokens; git webhooks sign instead)."""
     operations = [result.ok() for result in ops_schema.get_all_operations()]
