@@ -146,9 +146,9 @@ SSH_COMMANDS = {
 
 
 def _over_ssh(name):
-    from agent import remote
+    from agent import over_ssh
 
-    return remote.ENTRY_POINTS[name]()
+    return over_ssh.ENTRY_POINTS[name]()
 
 
 def main(argv=None):
@@ -165,7 +165,7 @@ def main(argv=None):
     p = commands.add_parser("status", help=status.__doc__)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=status)
-    # Over SSH (agent/remote.py, loaded only then): one call each, the message on stdin.
+    # Over SSH (agent/over_ssh.py, loaded only then): one call each, the message on stdin.
     for name, about in SSH_COMMANDS.items():
         commands.add_parser(name, help=f"(over SSH) {about}").set_defaults(
             func=lambda args, name=name: _over_ssh(name))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import grpc
 
-from agent import __version__, commands, live, rollback
+from agent import __version__, commands, live, upgrade_guard
 from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.status import StatusFile, now_iso
@@ -110,7 +110,7 @@ class Agent(Host):
         self.journal = CommandJournal(data_dir / "commands.json")
         # We may be the new version of an upgrade: its command is finished at our
         # welcome (or by the old version's guard), not interrupted.
-        self.upgrade = rollback.pending(data_dir)
+        self.upgrade = upgrade_guard.pending(data_dir)
         interrupted = self.journal.interrupt_unfinished(
             INTERRUPTED, keep=(self.upgrade["command_id"],) if self.upgrade else ())
         if interrupted:
@@ -193,7 +193,7 @@ class Agent(Host):
     def _commit_upgrade(self):
         """The gateway welcomed the new version of an upgrade: it stays. False when
         the old version's guard is already rolling back (then we stop)."""
-        if rollback.commit(self.journal, self.data_dir, self.upgrade):
+        if upgrade_guard.commit(self.journal, self.data_dir, self.upgrade):
             log.info("upgraded from %s to %s", self.upgrade["from_version"], __version__)
             self.upgrade = None
             return True
@@ -211,7 +211,7 @@ class Agent(Host):
         mine = threading.current_thread().command_id
         with self._starting:
             self.restarting = True
-        deadline = time.monotonic() + rollback.DRAIN_SECONDS
+        deadline = time.monotonic() + upgrade_guard.DRAIN_SECONDS
         while any(k != mine and v.get("state") == "started"
                   for k, v in list(self.journal.entries.items())):
             if time.monotonic() > deadline or self.stop.wait(1):

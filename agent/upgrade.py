@@ -24,9 +24,9 @@ on the new stream, and whichever version runs answers it from the journal."""
 import sys
 from pathlib import Path
 
-from agent import __version__, rollback
+from agent import __version__, upgrade_guard
 from agent.commands import handles
-from agent.rollback import UpgradeError, layout
+from agent.upgrade_guard import UpgradeError, layout
 from protocol.kinds import CommandKind
 
 STEP_TIMEOUT = 600  # a download, a venv or a pip install
@@ -47,11 +47,11 @@ def upgrade(agent, payload, log):
     _install(payload, venv, agent.data_dir)
     log("info", f"installed; restarting into {version} (back to {__version__} if it has "
                 f"not connected within {payload['connect_timeout']} s)")
-    agent.restart_into(lambda command_id: rollback.switch(
+    agent.restart_into(lambda command_id: upgrade_guard.switch(
         agent.data_dir, command_id, current, venv, version, payload["connect_timeout"]))
     # restart_into returns only when it did not restart (the new venv stays for a retry)
     raise UpgradeError(f"not restarted: other commands were still running after "
-                       f"{rollback.DRAIN_SECONDS} s, or the agent is stopping")
+                       f"{upgrade_guard.DRAIN_SECONDS} s, or the agent is stopping")
 
 
 def _install(payload, venv, data_dir):

@@ -1,7 +1,7 @@
 """Benchmark: GET /api/public/v1/projects on Berth against a bare Flask app.
 
 Both serve the same 20 rows from the same database through the same HTTP
-server (control_plane.server.run_http, same thread count), each in its own
+server (control_plane.http_server.run_http, same thread count), each in its own
 process: on SQLite (one file), on PostgreSQL (a throwaway cluster, or an empty
 database at --postgres-url / CP_BENCH_POSTGRES_URL), or both, one after the
 other. The bare app runs the same query on one driver connection per thread
@@ -118,7 +118,7 @@ def bare_app(data_dir):
 
 
 def serve(kind, data_dir, cpu=None):
-    from control_plane.server import run_http
+    from control_plane.http_server import run_http
 
     if cpu is not None:  # before any thread starts: they all inherit it
         os.sched_setaffinity(0, {cpu})

@@ -107,9 +107,9 @@ def _add_output_option(command):
 
 
 def _register():
-    from berthctl.commands import backups, catalog, envs, observe
+    from berthctl.commands import audit, backups, envs, logs, metrics, projects, rules, servers
 
-    for module in (catalog, envs, observe, backups):
+    for module in (projects, servers, rules, audit, envs, logs, metrics, backups):
         for command in module.COMMANDS:
             cli.add_command(command)
     _add_output_option(cli)

@@ -283,7 +283,7 @@ def test_every_file_named_in_pyproject_comments_exists():
              if "#" in line
              for path in re.findall(r"[\w/.-]+\.py\b|\bcontrol_plane/[\w/.-]*\w",
                                     line.split("#", 1)[1])}
-    assert "control_plane/server.py" in named
+    assert "control_plane/http_server.py" in named
     gone = sorted(path for path in named
                   if not (ROOT / path).exists() and not (ROOT / "control_plane" / path).exists())
     assert not gone, f"pyproject.toml's comments name what is not there: {gone}"

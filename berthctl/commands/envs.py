@@ -4,9 +4,9 @@ import sys
 
 import click
 
-from berthctl.commands.catalog import all_pages
 from berthctl.errors import CliError
 from berthctl.output import echo, emit, printable
+from berthctl.pages import all_pages
 from berthctl.tasks import echo_for, follow
 
 COLUMNS = [("ID", "id"), ("NAME", "name"), ("STATUS", "status"), ("BRANCH", "branch"),

@@ -106,8 +106,8 @@ def migrate():
 def serve(http_addr, grpc_addr):
     """Embedded mode: migrate, then HTTP, the agent gateway and the scheduler in one process."""
     from control_plane import migrate as migrations
+    from control_plane.http_server import run_http
     from control_plane.installer import start_building
-    from control_plane.server import run_http
 
     _logs("serve")
     app = make_app()
@@ -200,7 +200,7 @@ def gateway(grpc_addr, metrics_addr):
     _await_schema(app)
     _serve_metrics(metrics_addr)
     host, port = parse_hostport(grpc_addr, 50051)
-    from control_plane.server import FD_RESERVE, raise_fd_limit
+    from control_plane.http_server import FD_RESERVE, raise_fd_limit
 
     raise_fd_limit(app.config["GRPC_MAX_CONNECTIONS"] + FD_RESERVE)
     gw = _gateway(app)
@@ -224,8 +224,8 @@ def gateway(grpc_addr, metrics_addr):
 @click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
 def web(http_addr):
     """Scale-out: one HTTP process (run `berth migrate` first)."""
+    from control_plane.http_server import run_http
     from control_plane.installer import start_building
-    from control_plane.server import run_http
 
     _logs("web")
     app = make_app()
@@ -260,7 +260,7 @@ def main():
         admin_backup,
         admin_config,
         admin_domain,
-        admin_git,
+        admin_project,
         admin_rule,
     )
 

@@ -11,5 +11,5 @@ task can end (the gateway, the scheduler, either API); so does the automation
 package's watcher of the tasks that end."""
 
 from control_plane.services import automation as _automation  # noqa: F401
-from control_plane.services.backups import tasks as _backup_kinds  # noqa: F401
+from control_plane.services.backups import kinds as _backup_kinds  # noqa: F401
 from control_plane.services.deploys import kinds as _deploy_kinds  # noqa: F401

@@ -1,5 +1,5 @@
 """Servers reached over SSH: an `AgentLink` that runs `berth-agent` there, one
-invocation per call, with the message on standard input (agent/remote.py). One
+invocation per call, with the message on standard input (agent/over_ssh.py). One
 class per concern, composed by `SshLink` (link.py):
 
 - `Sessions` (sessions.py): the connections, their bounds and host keys, and

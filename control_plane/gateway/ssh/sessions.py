@@ -30,7 +30,7 @@ FIRST_CONTACT_ALGS = ["ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384
                       "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256"]
 KEEPALIVE_SECONDS = 15  # a connection silent for 3 of these is dropped
 COMMANDS_PER_SERVER = 4  # commands followed at once on one server (more wait their turn)
-SERVED = ("live", "check")  # the calls `berth-agent serve` answers (agent/remote.py)
+SERVED = ("live", "check")  # the calls `berth-agent serve` answers (agent/over_ssh.py)
 NO_SERVE_SECONDS = 600  # a server whose `serve` failed at once: single calls meanwhile
 
 

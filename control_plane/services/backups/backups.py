@@ -20,7 +20,7 @@ from control_plane.pagination import page_page
 from control_plane.services import audit
 from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
-from control_plane.services.backups.tasks import (
+from control_plane.services.backups.kinds import (
     EXPORT_OBJECT,
     IMPORT_OBJECT,
     OBJECTS,

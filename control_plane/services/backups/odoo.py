@@ -26,7 +26,7 @@ from control_plane.services import audit
 from control_plane.services.backups import backups as bk
 from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
-from control_plane.services.backups.tasks import EXPORT_OBJECT, IMPORT_OBJECT, require_ready
+from control_plane.services.backups.kinds import EXPORT_OBJECT, IMPORT_OBJECT, require_ready
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.storage import MAX_PARTS, PART_MAX  # noqa: F401  (the API names them)

@@ -6,12 +6,12 @@ be deployed again).
 Every one of them carries the same command payload (`_payload`): the images,
 resources, code, configuration and proxy routes of the environment. A deploy or
 redeploy of an environment whose database has data takes a pre-deploy backup
-first (`pre_backup`; its row settles with the deploy, services/backups/tasks.py)
+first (`pre_backup`; its row settles with the deploy, services/backups/kinds.py)
 and gets the longer time limit of the tasks that move whole databases."""
 
 from control_plane import events, lifecycle, states
 from control_plane.models import Environment
-from control_plane.services.backups import tasks as backup_tasks
+from control_plane.services.backups import kinds as backup_kinds
 from control_plane.services.environment_settings import configuration, routes
 from control_plane.services.projects import addon_repositories
 from control_plane.services.tasks import kinds
@@ -55,13 +55,13 @@ def _payload(task, env, settings, *, delete_data=False):
 
 def _code_payload(task, env, settings):
     payload = _payload(task, env, settings)
-    if pre_backup := backup_tasks.pre_deploy(env, task, settings):
+    if pre_backup := backup_kinds.pre_deploy(env, task, settings):
         payload["pre_backup"] = pre_backup  # the agent takes it first, or fails the deploy
     return payload
 
 
 def _code_time_limit(payload):
-    return backup_tasks.TIME_LIMIT if payload.get("pre_backup") else kinds.TIME_LIMIT
+    return backup_kinds.TIME_LIMIT if payload.get("pre_backup") else kinds.TIME_LIMIT
 
 
 # --- what success keeps -----------------------------------------------------------
@@ -123,12 +123,12 @@ def _settled(d, outcome, org_id, now, env_status):
 
 
 def _code_started(d, org_id, now):
-    backup_tasks.pre_deploy_started(d, now)
+    backup_kinds.pre_deploy_started(d, now)
     _started(d, org_id, now)
 
 
 def _code_settled(d, outcome, org_id, now, env_status):
-    backup_tasks.pre_deploy_settled(d, outcome, now)
+    backup_kinds.pre_deploy_settled(d, outcome, now)
     _settled(d, outcome, org_id, now, env_status)
 
 

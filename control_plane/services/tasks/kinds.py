@@ -2,7 +2,7 @@
 
 Each domain registers the kinds it owns, once, when its package is imported
 (control_plane/services/__init__.py imports them all): services/deploys/kinds.py
-the deploy kinds, services/backups/tasks.py backup, restore and export. A kind
+the deploy kinds, services/backups/kinds.py backup, restore and export. A kind
 names its agent command, and hooks for what is its own: the command's payload
 (and rows it keeps, such as a backup's), what the agent's acknowledgement and
 result mean for them, and its events. What a kind

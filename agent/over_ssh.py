@@ -179,7 +179,7 @@ def exec_command():
                 os.chmod(out_path, 0o600)
                 # Its own session: the SSH connection's end sends it no hangup.
                 worker = subprocess.Popen(
-                    [sys.executable, "-m", "agent.remote", "worker", command.id],
+                    [sys.executable, "-m", "agent.over_ssh", "worker", command.id],
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.DEVNULL,
                     start_new_session=True)
             write_private(box / f"{command.id}.pid", str(worker.pid))
@@ -288,8 +288,8 @@ def _prune(box):
                 path.unlink()
 
 
-if __name__ == "__main__":  # the worker: python -m agent.remote worker ID
+if __name__ == "__main__":  # the worker: python -m agent.over_ssh worker ID
     if len(sys.argv) == 3 and sys.argv[1] == "worker":
         worker(sys.argv[2])
     else:
-        sys.exit("usage: python -m agent.remote worker COMMAND_ID")
+        sys.exit("usage: python -m agent.over_ssh worker COMMAND_ID")

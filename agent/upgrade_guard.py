@@ -47,7 +47,7 @@ def switch(data_dir, command_id, current, venv, version, connect_timeout):
     write_private(Path(data_dir) / MARKER, json.dumps(marker))
     _point(current, venv.name)
     with open(Path(data_dir) / LOG, "ab") as out:
-        subprocess.Popen([sys.executable, "-m", "agent.rollback", "guard", str(data_dir)],
+        subprocess.Popen([sys.executable, "-m", "agent.upgrade_guard", "guard", str(data_dir)],
                          stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                          start_new_session=True)
     return argv
