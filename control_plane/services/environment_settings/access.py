@@ -15,14 +15,18 @@ from control_plane.models import Deployment, Environment, Project
 from control_plane.services import audit
 
 
+# A destroyed environment is inactive, and so is one being destroyed (or deleted)
+# again from there: both are still there to see.
+SEEN_INACTIVE = (states.EnvironmentStatus.DESTROYED, states.EnvironmentStatus.DESTROYING)
+
+
 def _visible():
     """Environments the APIs know: active ones, and destroyed ones (inactive),
     which may be deployed again. Not those deleted through the public API, nor
     any of a deleted project."""
     return (Environment.select(Environment, Project).join(Project)
             .where(Project.deleted_at.is_null(),
-                   Environment.is_active
-                   | (Environment.status == states.EnvironmentStatus.DESTROYED)))
+                   Environment.is_active | Environment.status.in_(SEEN_INACTIVE)))
 
 
 def _scoped(query, actor):

@@ -628,6 +628,25 @@ def test_destroy_timeout_and_late_completion(client, app, ops):
     assert (row.status, row.is_active) == ("destroyed", False)
 
 
+def test_a_destroyed_environment_destroyed_again_is_seen_meanwhile(client, app, ops):
+    """(Found by the lifecycle model.) Its second destroy, with its data, leaves it
+    inactive while it runs: both APIs still show it, `destroying`, then `pending`."""
+    app.extensions["berth"].settings["DESTROY_WAIT_SECONDS"] = 0.2
+    connect(ops.server)
+    env = ops.env()
+    key, _ = ops.world.key(ops.org)
+    for _ in range(2):
+        r = client.delete(f"{V1}/deployments/environment/{env.id}/destroy?delete_data=true",
+                          headers=ops.h)
+        assert r.status_code == 504, r.json
+        shown = client.get(f"/api/public/v1/environments/{env.id}", headers=bearer(key))
+        assert shown.status_code == 200 and shown.json["status"] == "destroying"
+        command = command_of(r.json["deployment_id"])
+        engine.record_result(ops.server.id, command.id.hex, True, {"deleted_containers": 0})
+        shown = client.get(f"/api/public/v1/environments/{env.id}", headers=bearer(key))
+        assert shown.status_code == 200 and shown.json["status"] == "pending"
+
+
 def test_destroy_refusals(client, ops):
     env = ops.env()
     before = snapshot()
