@@ -47,6 +47,8 @@ IDLE = frozenset({E.PENDING, E.RUNNING, E.STOPPED, E.PAUSED, E.FAILED, E.ERROR, 
 UNCERTAIN = frozenset({E.FAILED, E.ERROR})
 # Nothing was there to go back to: an untouched failure from these is `failed`.
 NOTHING_SERVED = frozenset({E.PENDING, E.DESTROYED})
+# A rule's `failed` that is no status: back to the status the task found.
+AS_BEFORE = "as before"
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class Rule:
             return E.ERROR  # nothing says what it is now
         if how == UNTOUCHED:
             return E.FAILED if before in NOTHING_SERVED else before
-        return self.failed
+        return before if self.failed == AS_BEFORE else self.failed
 
 
 _RUNTIME = dict(needs_containers=True, failed=E.ERROR)
@@ -104,7 +106,10 @@ RULES = {rule.kind: rule for rule in (
     Rule(K.BACKUP, frozenset({E.RUNNING, E.STOPPED}),
          why="only a running or stopped environment with its database is backed up", **_DATA),
     # The ERP is stopped while its data is replaced: `deploying` says it does not serve.
-    Rule(K.RESTORE, frozenset({E.RUNNING}), E.DEPLOYING, E.RUNNING, E.ERROR,
+    # A restore that fails is put back from its safety backup by the agent (or rolled
+    # back when it restarts, if a restart cut it short): it serves as before; the
+    # task's error says if putting it back failed too.
+    Rule(K.RESTORE, frozenset({E.RUNNING}), E.DEPLOYING, E.RUNNING, AS_BEFORE,
          why="only a running environment is restored", **_DATA),
     Rule(K.EXPORT, frozenset({E.RUNNING}), why="only a running environment is exported",
          **_DATA),
@@ -154,7 +159,8 @@ def _derived():
                 continue
             moves |= {(source, r.during), (r.during, source)}  # cancelled, untouched
         if r.during is not None:
-            moves |= {(r.during, to) for to in (r.done, r.failed, E.FAILED, E.ERROR) if to}
+            moves |= {(r.during, to) for to in (r.done, r.failed, E.FAILED, E.ERROR)
+                      if to and to != AS_BEFORE}
     return frozenset((a, b) for a, b in moves if a != b)
 
 

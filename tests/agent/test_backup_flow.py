@@ -16,7 +16,7 @@ import os
 
 import requests
 
-from control_plane.models import Backup
+from control_plane.models import Backup, Environment
 from control_plane.services.backups import transfers
 from tests.support.agents import wait_for
 from tests.support.backup_flow import (
@@ -135,17 +135,17 @@ def test_backups_end_to_end(client, stand):
     assert done["status"] == "success", done
     assert notes(s, staging) == ORIGINAL and files(s, staging) == original_files
 
-    # 5. Refused: a busy environment, a backup not completed, a stopped environment.
+    # 5. Refused: a busy environment, a backup not completed, a never deployed one.
     pending = backup(client, s, staging)
     r = client.post(f"{V1}/environments/{staging}/backups", headers=s.user, json={})
     assert r.status_code == 409 and r.json["error"] == "task_in_progress"
     r = client.get(f"{P}/backups/{pending['id']}/download", headers=s.reader)
     assert r.status_code == 400 and r.json["error"] == "backup_not_completed"
     assert finished_backup(client, s, staging, pending["id"])["status"] == "completed"
-    r = client.post(f"{P}/environments/{staging}/actions/stop", headers=s.key)
-    assert settled(client, s, r.json["task_id"])["status"] == "success"
+    Environment.update(status="pending").where(Environment.id == staging).execute()
     r = client.post(f"{V1}/environments/{staging}/backups", headers=s.user, json={})
     assert r.status_code == 409 and r.json["error"] == "environment_not_ready"
+    Environment.update(status="running").where(Environment.id == staging).execute()
 
     # 6. The storage goes away mid-upload: the backup fails with the reason, its
     # open upload is aborted once storage is back, and nothing is downloadable.

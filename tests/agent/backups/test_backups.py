@@ -17,7 +17,7 @@ import pytest
 from agent import cli, commands
 from agent import status as status_mod
 from agent.backups import archive, ondisk, transfer
-from agent.backups.backups import BackupError, Backups, RestoreError
+from agent.backups.backups import Backups, RestoreError
 from agent.deploy.commands import PreBackupFailed
 from agent.deploy.environments import Environments, erp_address
 from agent.status import StatusFile
@@ -265,13 +265,21 @@ def test_an_object_storage_did_not_keep_as_sent_fails_the_backup(env, stand_in):
         Backups(envs, CREDENTIAL).backup(job, lambda *a: None)
 
 
-def test_a_stopped_database_is_refused(env, stand_in, docker_client):
+def test_a_stopped_database_is_started_for_the_dump_and_stopped_again(env, stand_in,
+                                                                      docker_client):
+    """A stopped environment is backed up (its data is what a redeploy would put at
+    risk), and left as it was found."""
     envs, env_id, _ = env
     db = envs._container(envs._names(env_id)["db"])
     db.stop()
     try:
-        with pytest.raises(BackupError, match="not running"):
-            Backups(envs, CREDENTIAL).backup(payload(stand_in, env_id), lambda *a: None)
+        lines = []
+        done = Backups(envs, CREDENTIAL).backup(payload(stand_in, env_id),
+                                                lambda level, line: lines.append(line))
+        assert done["verified"] is True
+        assert any("started" in line and "for the dump" in line for line in lines)
+        db.reload()
+        assert db.status == "exited"
     finally:
         envs.start(env_id, lambda *a: None)
         envs._wait_db(envs._container(envs._names(env_id)["db"]), lambda *a: None)

@@ -63,8 +63,8 @@ def test_a_failed_restore_keeps_its_safety_backup_when_it_was_verified(client, b
     assert safety.status == "failed" and safety.error_message == "safety backup failed: disk full"
     failed = Event.select().where(Event.name == "restore.failed")
     assert [e.data["task_id"] for e in failed.order_by(Event.created_at)] == [first, second]
-    # The agent did not say the environment is as it was: nothing says it serves.
-    assert Environment.get_by_id(bk.env.id).status == "error"
+    # A failed restore is put back by the agent: the environment serves as before.
+    assert Environment.get_by_id(bk.env.id).status == "running"
 
 
 def test_restore_from_another_environment_of_the_project(client, bk):

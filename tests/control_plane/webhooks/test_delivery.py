@@ -122,8 +122,10 @@ def test_deploy_flow_events_carry_their_documented_data(app, world, settings, re
                               "status", "duration_seconds"}
     assert completed["status"] == "completed" and completed["task_id"] == str(d.id)
     assert isinstance(completed["duration_seconds"], int)
-    assert got["environment.status_changed"] == [{**ids, "from": "running", "to": "deploying"},
-                                                 {**ids, "from": "deploying", "to": "running"}]
+    moves = sorted((m["from"], m["to"]) for m in got["environment.status_changed"])
+    assert moves == [("deploying", "running"), ("running", "deploying")]
+    assert all(m.keys() == {"environment_id", "project_id", "from", "to"}
+               for m in got["environment.status_changed"])
 
 
 @pytest.mark.parametrize("name,colour,style", [
