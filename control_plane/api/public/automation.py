@@ -12,6 +12,7 @@ from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import REPLAY_DESCRIPTION, Blueprint
 from control_plane.services.automation import rules as svc
 from control_plane.services.automation import runs as run_svc
+from control_plane.states import AutomationTrigger, RunStatus
 
 blp = Blueprint("automation", __name__, description=(
     "Automation rules: on a push (`git_push`, a branch glob), a `schedule` (five-field "
@@ -60,12 +61,12 @@ class AutomationRunSchema(Schema):
     id = ma.fields.UUID(required=True)
     rule_id = ma.fields.UUID(required=True)
     trigger_type = ma.fields.String(required=True, metadata={
-        "enum": ["manual", *svc.TRIGGERS]})
+        "enum": [t.value for t in AutomationTrigger]})
     branch = ma.fields.String(allow_none=True, required=True)
     actor = ma.fields.String(required=True, metadata={
         "description": "The key's id (`manual`), the pusher (`git_push`) or `scheduler`"})
     status = ma.fields.String(required=True, metadata={
-        "enum": ["running", "completed", "failed", "skipped"]})
+        "enum": [s.value for s in RunStatus]})
     reason = ma.fields.String(allow_none=True, required=True)
     environment_id = ma.fields.UUID(allow_none=True, required=True)
     task_id = ma.fields.UUID(attribute="task", allow_none=True, required=True, metadata={
