@@ -38,7 +38,10 @@ class HistoryArgs(ma.Schema):
     def resolve(self, data, **kwargs):
         now = clock.now()
         end = data.get("to") or now
-        start = data.get("from_") or end - DEFAULT_RANGE
+        try:
+            start = data.get("from_") or end - DEFAULT_RANGE
+        except OverflowError:  # `to` within a day of the year 1: no day before it
+            raise ma.ValidationError("Too early: give a later `to` or a `from`.", "to") from None
         if start >= end:
             raise ma.ValidationError("Must be before `to`.", "from")
         if end - start > MAX_RANGE:

@@ -136,6 +136,7 @@ def test_history_is_scoped_like_live_metrics(client, world, fleet):
     ({"from": "2025-01-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}, "from"),
     ({"from": "yesterday"}, "from"),
     ({"step": "1m", "from": "2020-01-01T00:00:00Z", "to": "2020-01-01T12:00:00Z"}, "step"),
+    ({"step": "1d", "to": "0001-01-01T00:00:00Z"}, "to"),  # no day before it (was a 500)
 ])
 def test_bad_ranges_and_steps_are_refused(client, world, fleet, query, field):
     server, _, raw, _ = fleet
