@@ -14,7 +14,6 @@ from control_plane.errors import NotFound
 from control_plane.models import Deployment, Environment, Project
 from control_plane.services import audit
 
-
 # A destroyed environment is inactive, and so is one being destroyed (or deleted)
 # again from there: both are still there to see.
 SEEN_INACTIVE = (states.EnvironmentStatus.DESTROYED, states.EnvironmentStatus.DESTROYING)
