@@ -31,6 +31,7 @@ test: install
 	$(BIN)/lint-imports
 	@scripts/ensure-system-deps.sh test
 	@scripts/start-dockerd.sh
+	@scripts/clear-test-leftovers.sh
 	@PYTHON=$(BIN)/python scripts/build-test-images.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 

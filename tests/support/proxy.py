@@ -115,14 +115,15 @@ def proxy_image(docker_client):
 def proxied(app, pebble, proxy_image, erp_image, postgres_image, loopback_dns, docker_client,
             tmp_path):
     """The control plane set to run the proxy with pebble, and the agent environment
-    that makes the proxy listen where pebble validates. The proxy container is
-    removed afterwards (one per engine)."""
+    that makes the proxy listen where pebble validates. The proxy container (one per
+    engine) is removed before and after."""
     changes = dict(ERP_IMAGE=erp_image, POSTGRES_IMAGE=postgres_image, PROXY_IMAGE=proxy_image,
                    ACME_DIRECTORY_URL=pebble.directory, ACME_CA_ROOTS=pebble.ca_file,
                    APPS_DOMAIN=APPS_DOMAIN, DNS_RESOLVER=loopback_dns.address, DNS_TIMEOUT=2)
     for settings in (app.extensions["berth"].settings, app.config):  # as the app's start-up
         settings.update(changes)
     loopback_dns.clear()
+    _remove_proxy(docker_client)  # one an interrupted run left behind
     agent_env = {"BERTH_AGENT_PROXY_HTTP": f"127.0.0.1:{pebble.http_port}",
                  "BERTH_AGENT_PROXY_HTTPS": f"127.0.0.1:{pebble.tls_port}",
                  "BERTH_AGENT_PROXY_WATCH_SECONDS": "1", "BERTH_AGENT_PROXY_RETRY_SECONDS": "1"}
