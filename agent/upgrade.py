@@ -1,7 +1,7 @@
 """The `upgrade` command: install the control plane's version beside this one,
 restart into it, and come back by itself if the new version does not connect.
 
-Layout (control_plane/install.sh): PREFIX/venv is the installer's, each upgrade
+Layout (control_plane/agent_install/install.sh): PREFIX/venv is the installer's, each upgrade
 makes PREFIX/venv-VERSION, and PREFIX/current points at the one that runs (the
 service runs PREFIX/current/bin/berth-agent).
 

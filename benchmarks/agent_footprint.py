@@ -52,9 +52,9 @@ def main():
     parser.add_argument("--warmup", type=float, default=60, help="seconds before measuring")
     args = parser.parse_args()
 
-    from control_plane import migrate, security
     from control_plane.app import create_app
     from control_plane.gateway.server import Gateway
+    from control_plane.infra import migrate, security
     from control_plane.models import Server
     from control_plane.services import agents
     from control_plane.services.accounts import orgs

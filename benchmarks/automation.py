@@ -37,8 +37,8 @@ IDLE_MS, BUSY_S, PUSH_MS = 20.0, 1.0, 5.0
 
 
 def setup(args):
-    from control_plane import migrate
     from control_plane.app import create_app
+    from control_plane.infra import migrate
 
     settings = {"DATA_DIR": tempfile.mkdtemp(prefix="berth-bench-automation-"),
                 "SECRET_KEY": "bench"}
@@ -57,8 +57,8 @@ def setup(args):
 def populate(projects, per_project):
     """Projects with a running environment each, and their rules: schedules not due
     (a year away), push rules and event rules. Returns (projects, environments)."""
-    from control_plane import clock
-    from control_plane.db import database
+    from control_plane.infra import clock
+    from control_plane.infra.db import database
     from control_plane.models import AutomationRule, Environment, Organization, Project, Server
 
     now = clock.now()
@@ -109,7 +109,7 @@ def idle_tick(settings):
 
 def busy_tick(settings, envs):
     """100 schedule rules of 100 environments made due now; one turn fires them."""
-    from control_plane import clock
+    from control_plane.infra import clock
     from control_plane.models import AutomationRule, AutomationRun
     from control_plane.services.automation import triggers
 

@@ -46,8 +46,8 @@ def _measure(client, paths, requests):
 
 
 def pages(args):
-    from control_plane import clock
-    from control_plane.db import database
+    from control_plane.infra import clock
+    from control_plane.infra.db import database
     from control_plane.models import Deployment, Environment, Organization, TaskLogLine
     from control_plane.services.accounts import orgs, sessions
 

@@ -150,9 +150,9 @@ def new_counter():
 # --- the measuring side ------------------------------------------------------
 
 def setup(n, data_dir, database_url=None):
-    from control_plane import migrate, security
     from control_plane.app import create_app
-    from control_plane.db import database
+    from control_plane.infra import migrate, security
+    from control_plane.infra.db import database
     from control_plane.models import Server
     from control_plane.services.accounts import orgs
 

@@ -50,9 +50,9 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 def _world(data_dir, servers, envs_per_server):
     """An app on a fresh SQLite database, `servers` servers with their environments
     and a handful of read-only keys. Returns (app, {server id: [env ids]}, keys)."""
-    from control_plane import migrate
     from control_plane.app import create_app
-    from control_plane.db import database
+    from control_plane.infra import migrate
+    from control_plane.infra.db import database
     from control_plane.models import Environment, Project, Server
     from control_plane.services.accounts import keys, orgs
 
@@ -98,7 +98,7 @@ def _minutes(placed, start, count):
 
 def _hours(placed, start, count):
     """Hour rows for every subject, `count` hours from `start` (direct inserts)."""
-    from control_plane.db import database
+    from control_plane.infra.db import database
     from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 
     with database.atomic():
@@ -126,8 +126,8 @@ def _size(database):
 
 
 def storage(args):
-    from control_plane import clock
-    from control_plane.db import database
+    from control_plane.infra import clock
+    from control_plane.infra.db import database
     from control_plane.services.servers import history
 
     with tempfile.TemporaryDirectory() as data_dir:
@@ -196,9 +196,9 @@ def storage(args):
 
 def gateway(args):
     import benchmarks.gateway_fanin as fanin
-    from control_plane.db import database
     from control_plane.gateway import messages
     from control_plane.gateway.server import Gateway
+    from control_plane.infra.db import database
     from control_plane.models import Environment, Project
     from control_plane.services.servers import history
 

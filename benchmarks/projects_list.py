@@ -66,7 +66,7 @@ PATHS = {"berth": "/api/public/v1/projects", "bare": "/projects"}
 
 def settings(data_dir):
     """Berth's settings; the database is CP_DATABASE_URL when set (PostgreSQL)."""
-    from control_plane import config
+    from control_plane.infra import config
 
     return config.load({"DATA_DIR": data_dir, "SECRET_KEY": SECRET})
 
@@ -246,7 +246,7 @@ def cost_text(cost):
 
 def setup(data_dir, n_keys):
     """Migrate, then 20 projects and n_keys read-only keys. Returns (rw key, ro keys)."""
-    from control_plane import migrate
+    from control_plane.infra import migrate
     from control_plane.services.accounts import keys, orgs
     from control_plane.services.projects import projects
     from control_plane.services.servers import servers

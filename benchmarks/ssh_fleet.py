@@ -108,8 +108,8 @@ def _version():
 
 
 def setup(n, root):
-    from control_plane import migrate
     from control_plane.app import create_app
+    from control_plane.infra import migrate
     from control_plane.models import Server
     from control_plane.services.accounts import orgs
     from control_plane.services.servers import ssh as ssh_svc

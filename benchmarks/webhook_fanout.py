@@ -77,7 +77,7 @@ def produce(org, project, n, rate):
     """n events, committed BATCH at a time (paced to `rate` events/s if given):
     {event_id: commit time}."""
     from control_plane import events
-    from control_plane.db import database
+    from control_plane.infra.db import database
 
     created, started = {}, time.time()
     for i in range(0, n, BATCH):
@@ -96,7 +96,7 @@ def produce(org, project, n, rate):
 
 
 def attempts_made():
-    from control_plane.observability import WEBHOOK_ATTEMPTS
+    from control_plane.infra.observability import WEBHOOK_ATTEMPTS
 
     return sum(m.value for metric in WEBHOOK_ATTEMPTS.collect() for m in metric.samples
                if m.name.endswith("_total"))
@@ -158,8 +158,9 @@ def main():
     proc.start()
     receiver_urls, ca_path = parent.recv()
 
-    from control_plane import events, migrate, scheduler, secretbox
+    from control_plane import events, scheduler
     from control_plane.app import create_app
+    from control_plane.infra import migrate, secretbox
     from control_plane.models import Project, Webhook
     from control_plane.services.accounts import orgs
     from control_plane.services.webhooks import subscriptions

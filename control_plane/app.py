@@ -10,16 +10,17 @@ from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SessionInterface
 from werkzeug.exceptions import HTTPException
 
-from control_plane import config as config_mod
-from control_plane import db as db_mod
-from control_plane import observability, safe_input, security
 from control_plane.agent_link import AgentLink
 from control_plane.api.auth import dispatch_confirmed
 from control_plane.api.smorest import http_error_body
-from control_plane.errors import ApiError
-from control_plane.ratelimit import RateLimiter
+from control_plane.infra import config as config_mod
+from control_plane.infra import db as db_mod
+from control_plane.infra import observability, security
+from control_plane.infra.ratelimit import RateLimiter
+from control_plane.inputs import safe_input
 from control_plane.services import audit
 from control_plane.storage.tokens import PATH as STORAGE_PATH
+from control_plane.vocabulary.errors import ApiError
 from protocol.wire import REVISION
 
 log = logging.getLogger("berth")
@@ -101,12 +102,12 @@ def create_app(config=None):
         return {"grpc_address": grpc_public_address(app),
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"]), "revision": REVISION}
 
+    from control_plane.agent_install.installer import blp as installer
     from control_plane.api.agent_transfers import blp as agent_transfers
     from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
     from control_plane.api.storage_urls import blp as storage_urls
     from control_plane.console import register as register_console
-    from control_plane.installer import blp as installer
 
     register_public(app)
     register_ops(app)

@@ -9,7 +9,7 @@ them for receivers). Below the services: it imports models and states only."""
 from enum import StrEnum
 
 from control_plane.models import Event
-from control_plane.states import TaskStatus, public_environment_status
+from control_plane.vocabulary.states import TaskStatus, public_environment_status
 
 
 class Name(StrEnum):

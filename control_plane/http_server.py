@@ -30,10 +30,10 @@ from tornado.wsgi import WSGIContainer
 from werkzeug.wsgi import FileWrapper
 
 from control_plane import storage
-from control_plane.config import Config
-from control_plane.errors import HTTP_CODES
+from control_plane.infra.config import Config
 from control_plane.storage import PART_MAX, SPOOLED
 from control_plane.storage.tokens import PATH as STORAGE_PATH
+from control_plane.vocabulary.errors import HTTP_CODES
 
 MAX_HEADER_BYTES = 64 * 1024
 # Bodies up to the app's own limit plus this reach Flask, which answers the

@@ -91,8 +91,8 @@ class Scheduler:
                 self.stopping.wait()
 
     def _run_one(self, job):
-        from control_plane.db import database, is_sqlite
-        from control_plane.observability import timed_job
+        from control_plane.infra.db import database, is_sqlite
+        from control_plane.infra.observability import timed_job
 
         try:
             timed_job(job.name, job.run)

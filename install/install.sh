@@ -1,1 +1,1 @@
-../control_plane/install.sh
+../control_plane/agent_install/install.sh

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from control_plane import clock, migrate
 from control_plane.app import create_app
+from control_plane.infra import clock, migrate
 from control_plane.models import ALL_MODELS
 from tests.support.services import MotoS3, Postgres, Redis
 from tests.support.wheelhouse import agent_wheelhouse  # noqa: F401 (a session fixture)

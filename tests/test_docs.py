@@ -13,7 +13,7 @@ import click
 import pytest
 
 from control_plane import cli as cli_package
-from control_plane import config
+from control_plane.infra import config
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -78,7 +78,7 @@ def test_every_setting_is_in_the_configuration_table():
 
 def test_every_setting_in_the_configuration_table_exists():
     unknown = sorted(f"CP_{name}" for name in configuration_table() - settings())
-    assert not unknown, f"not a setting of control_plane.config.Config: {unknown}"
+    assert not unknown, f"not a setting of control_plane.infra.config.Config: {unknown}"
 
 
 def test_every_agent_setting_is_documented():

@@ -6,9 +6,9 @@ documents: only agents call it."""
 import marshmallow as ma
 from flask import Blueprint, current_app, request
 
-from control_plane import errors
 from control_plane.services import agents
 from control_plane.services.backups import transfers
+from control_plane.vocabulary import errors
 
 blp = Blueprint("agent_transfers", __name__, url_prefix="/agent/v1/transfers")
 

@@ -4,10 +4,10 @@ every response it gets, errors included."""
 
 from flask import current_app, g, request
 
-from control_plane import ratelimit
-from control_plane.errors import Unauthorized
+from control_plane.infra import ratelimit
 from control_plane.services import audit
 from control_plane.services.accounts import actors, keys
+from control_plane.vocabulary.errors import Unauthorized
 
 
 def key_checked_by_page(view):

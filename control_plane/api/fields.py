@@ -6,8 +6,9 @@ import operator
 import marshmallow as ma
 import orjson
 
-from control_plane import git_rules, states, url_forms
-from control_plane.compiled import Rendered, Shown
+from control_plane.infra.compiled import Rendered, Shown
+from control_plane.inputs import git_rules, url_forms
+from control_plane.vocabulary import states
 
 
 class Schema(ma.Schema):
@@ -159,7 +160,7 @@ def _not_blank(value):
         raise ma.ValidationError("Must not be blank.")
 
 
-# What every text input may hold (control_plane/safe_input.py refuses the rest
+# What every text input may hold (control_plane/inputs/safe_input.py refuses the rest
 # with a 400): no NUL, said by this pattern in the OpenAPI documents. Nor an
 # unpaired UTF-16 surrogate; no pattern can say that: such a string is not a
 # sequence of Unicode scalar values, which JSON Schema validators (jsonschema-rs,

@@ -20,10 +20,10 @@ import peewee
 from flask import Response, current_app, g, request
 from werkzeug.exceptions import HTTPException
 
-from control_plane import clock, secretbox
-from control_plane.db import database, for_update
-from control_plane.errors import ApiError, IdempotencyKeyInUse, InvalidIdempotencyKey
+from control_plane.infra import clock, secretbox
+from control_plane.infra.db import database, for_update
 from control_plane.models import IdempotencyRecord
+from control_plane.vocabulary.errors import ApiError, IdempotencyKeyInUse, InvalidIdempotencyKey
 
 TTL = dt.timedelta(hours=24)
 SEAL_PURPOSE = "idempotency-response"

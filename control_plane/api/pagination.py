@@ -1,5 +1,5 @@
 """Query-string and response schemas of the three pagination styles (the
-paging itself is control_plane.pagination)."""
+paging itself is control_plane.infra.pagination)."""
 
 import marshmallow as ma
 

@@ -9,10 +9,11 @@ from apispec import BasePlugin
 from flask_smorest import Api
 from webargs.flaskparser import FlaskParser, is_json_request
 
-from control_plane import docs_ui, safe_input
+from control_plane import docs_ui
 from control_plane.api.fields import TEXT_PATTERN
 from control_plane.api.idempotency import IDEMPOTENT_MARKER
-from control_plane.errors import HTTP_CODES
+from control_plane.inputs import safe_input
+from control_plane.vocabulary.errors import HTTP_CODES
 
 
 class ErrorSchema(ma.Schema):
@@ -129,7 +130,7 @@ def null_only_alternative(converter, field, ret, **kwargs):
 
 def text_input_pattern(converter, field, ret, **kwargs):
     """Text a client sends holds no NUL and no unpaired surrogate (400 otherwise,
-    control_plane/safe_input.py): said as a pattern on every request string that
+    control_plane/inputs/safe_input.py): said as a pattern on every request string that
     has no pattern, choice or format of its own (those say less already)."""
     if (getattr(field, "berth_input", False) and ret.get("type") == "string"
             and not {"pattern", "enum", "format"} & ret.keys()):

@@ -7,9 +7,9 @@ from flask import Blueprint, current_app, request, send_file
 from werkzeug.exceptions import RequestedRangeNotSatisfiable
 
 from control_plane import storage
-from control_plane.errors import NotFound, PartTooLarge, RangeNotSatisfiable
 from control_plane.storage import SPOOLED, tokens
 from control_plane.storage.local import LocalStorage
+from control_plane.vocabulary.errors import NotFound, PartTooLarge, RangeNotSatisfiable
 
 blp = Blueprint("storage_urls", __name__)
 

@@ -26,7 +26,7 @@ def _await_schema(app):
     then, or while the database is not up yet, it waits (CP_MIGRATION_WAIT_SECONDS)."""
     import time
 
-    from control_plane import migrate as migrations
+    from control_plane.infra import migrate as migrations
 
     timeout = app.config["MIGRATION_WAIT_SECONDS"]
     deadline, said = time.monotonic() + timeout, False
@@ -47,7 +47,7 @@ def _await_schema(app):
 
 
 def _logs(kind):
-    from control_plane.observability import configure_logging
+    from control_plane.infra.observability import configure_logging
 
     configure_logging(kind)
 
@@ -88,7 +88,7 @@ def migrate():
     """Bring the database schema up to date (safe to run twice)."""
     import peewee
 
-    from control_plane import migrate as migrations
+    from control_plane.infra import migrate as migrations
 
     app = make_app()
     try:
@@ -105,9 +105,9 @@ def migrate():
               help="HOST:PORT of the agent gateway")
 def serve(http_addr, grpc_addr):
     """Embedded mode: migrate, then HTTP, the agent gateway and the scheduler in one process."""
-    from control_plane import migrate as migrations
+    from control_plane.agent_install.installer import start_building
     from control_plane.http_server import run_http
-    from control_plane.installer import start_building
+    from control_plane.infra import migrate as migrations
 
     _logs("serve")
     app = make_app()
@@ -158,8 +158,8 @@ def scheduler_command(metrics_addr):
 def _gateway(app):
     from pathlib import Path
 
-    from control_plane import config
     from control_plane.gateway.server import Gateway
+    from control_plane.infra import config
 
     cert, key = app.config["GRPC_TLS_CERT"], app.config["GRPC_TLS_KEY"]
     tls = (Path(cert).read_bytes(), Path(key).read_bytes()) if cert and key else None
@@ -224,8 +224,8 @@ def gateway(grpc_addr, metrics_addr):
 @click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
 def web(http_addr):
     """Scale-out: one HTTP process (run `berth migrate` first)."""
+    from control_plane.agent_install.installer import start_building
     from control_plane.http_server import run_http
-    from control_plane.installer import start_building
 
     _logs("web")
     app = make_app()
@@ -241,10 +241,10 @@ def web(http_addr):
 def wheelhouse(into):
     """Build the agent packages servers install from (into CP_WHEELHOUSE_DIR, by
     default the data dir)."""
-    from control_plane import wheelhouse as wh
+    from control_plane.agent_install import wheelhouse as wh
 
     if into is None:
-        from control_plane.installer import wheelhouse_dir
+        from control_plane.agent_install.installer import wheelhouse_dir
 
         into = wheelhouse_dir(make_app().config)
     try:

@@ -11,12 +11,12 @@ import uuid
 
 import click
 
-from control_plane import safe_input
 from control_plane.cli import cli, make_app
-from control_plane.errors import ApiError
+from control_plane.inputs import safe_input
 from control_plane.models.org import PERMISSIONS, USER_ACCESS
 from control_plane.services import audit
-from control_plane.states import TicketStatus
+from control_plane.vocabulary.errors import ApiError
+from control_plane.vocabulary.states import TicketStatus
 
 
 @cli.group()
@@ -31,7 +31,7 @@ def command(group, name=None):
     def decorate(fn):
         @functools.wraps(fn)
         def run(**kwargs):
-            from control_plane import migrate
+            from control_plane.infra import migrate
 
             app = make_app()
             migrate.upgrade(app.extensions["berth"].db)

@@ -3,8 +3,8 @@ restore, and Odoo's zip: export, export-url)."""
 
 import click
 
-from control_plane import states
 from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
+from control_plane.vocabulary import states
 
 FIELDS = ("backup_type", "status", "database_size", "filestore_size", "total_size",
           "compressed_size", "duration_seconds", "is_verified", "notes", "error_message")

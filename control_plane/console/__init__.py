@@ -25,12 +25,12 @@ from flask import (
 )
 from werkzeug.exceptions import NotFound
 
-from control_plane import safe_input
 from control_plane.api.smorest import http_error_body
-from control_plane.errors import ApiError, CsrfFailed, WriteAccessRequired
-from control_plane.errors import Unprocessable as FormInvalid
+from control_plane.inputs import safe_input
 from control_plane.services import audit
 from control_plane.services.accounts import actors, sessions
+from control_plane.vocabulary.errors import ApiError, CsrfFailed, WriteAccessRequired
+from control_plane.vocabulary.errors import Unprocessable as FormInvalid
 
 COOKIE = "berth_session"
 ASSETS_PATH = "/console-assets"

@@ -6,11 +6,11 @@ from flask import g, redirect, request, url_for
 from itsdangerous import BadSignature
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, security
 from control_plane.console import berth, blp, render, set_cookie, user
-from control_plane.errors import ApiError, RateLimited
+from control_plane.infra import clock, security
 from control_plane.services.accounts import sessions
 from control_plane.services.accounts import totp as second_factor  # `totp` is the view
+from control_plane.vocabulary.errors import ApiError, RateLimited
 
 # Guesses are slow (Argon2) and few: per address, and per e-mail from any address.
 SIGN_IN_PER_IP = RateLimitItemPerMinute(10)

@@ -5,7 +5,6 @@ import uuid
 
 from flask import redirect, request, url_for
 
-from control_plane import states
 from control_plane.api.ops.configuration import ConfigurationBody
 from control_plane.api.ops.domains import AddDomainBody
 from control_plane.console import (
@@ -18,13 +17,14 @@ from control_plane.console import (
     json_field,
     render,
 )
-from control_plane.errors import ApiError, NotFound
 from control_plane.services.backups import backups
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
 from control_plane.services.environment_settings import access, domains
 from control_plane.services.servers import monitoring
 from control_plane.services.tasks import kinds
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import ApiError, NotFound
 
 LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.RUNNING)
 

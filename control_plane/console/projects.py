@@ -2,13 +2,13 @@
 
 from flask import redirect, request, url_for
 
-from control_plane import states
 from control_plane.api.public.environments import EnvironmentCreateSchema
 from control_plane.api.public.projects import ProjectCreateSchema
 from control_plane.console import actor, berth, blp, form, render
 from control_plane.services.deploys import environments as envs
 from control_plane.services.projects import projects as svc
 from control_plane.services.servers import servers as server_svc
+from control_plane.vocabulary import states
 
 PAGE = 100
 

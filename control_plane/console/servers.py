@@ -5,12 +5,12 @@ import datetime as dt
 
 from flask import request
 
-from control_plane import clock
 from control_plane.console import actor, berth, blp, render
-from control_plane.errors import ApiError, NotFound
+from control_plane.infra import clock
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services.servers import history, monitoring
 from control_plane.services.servers import servers as svc
+from control_plane.vocabulary.errors import ApiError, NotFound
 
 PAGE = 100
 # The charts' ranges, each with a step that gives at most a few hundred points.

@@ -9,7 +9,7 @@ import asyncio
 import json
 
 from control_plane import agent_link
-from control_plane.safe_input import storable
+from control_plane.inputs.safe_input import storable
 from control_plane.services.servers import alerts, monitoring
 from control_plane.services.tasks import engine, queue
 from protocol import wire

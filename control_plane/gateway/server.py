@@ -14,15 +14,15 @@ import uuid
 
 import grpc
 
-from control_plane import errors
 from control_plane.agent_link import NotConnected
-from control_plane.config import Config
-from control_plane.errors import ApiError
 from control_plane.gateway import messages
-from control_plane.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
+from control_plane.infra.config import Config
+from control_plane.infra.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
 from control_plane.services import agents
 from control_plane.services.servers import alerts, history
 from control_plane.services.tasks import queue
+from control_plane.vocabulary import errors
+from control_plane.vocabulary.errors import ApiError
 from protocol import wire
 from protocol.v1 import agent_pb2 as pb
 from protocol.v1 import agent_pb2_grpc as pb_grpc

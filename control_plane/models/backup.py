@@ -2,7 +2,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.environment import Deployment, Environment
-from control_plane.states import BackupStatus, ImportStatus
+from control_plane.vocabulary.states import BackupStatus, ImportStatus
 
 
 class Backup(BaseModel):

@@ -6,8 +6,8 @@ import uuid
 
 import peewee
 
-from control_plane import clock
-from control_plane.db import database, execute, insert_sql
+from control_plane.infra import clock
+from control_plane.infra.db import database, execute, insert_sql
 
 
 class DateTimeField(peewee.DateTimeField):

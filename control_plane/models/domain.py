@@ -4,7 +4,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField
 from control_plane.models.environment import Environment
-from control_plane.states import DomainStatus
+from control_plane.vocabulary.states import DomainStatus
 
 
 class CustomDomain(BaseModel):

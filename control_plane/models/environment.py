@@ -4,7 +4,7 @@ from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import User
 from control_plane.models.project import Project
 from control_plane.models.server import Server
-from control_plane.states import CommandStatus, DeploymentStatus, EnvironmentStatus
+from control_plane.vocabulary.states import CommandStatus, DeploymentStatus, EnvironmentStatus
 from protocol.kinds import TaskKind
 
 
@@ -91,7 +91,7 @@ class Deployment(BaseModel):
     # When that limit started counting, if not at `started_at`: a deploy's 30
     # minutes start when the agent reports its pre-deploy backup done.
     phase_started_at = DateTimeField(null=True)
-    # The environment's status before the task moved it (control_plane/lifecycle.py):
+    # The environment's status before the task moved it (control_plane/vocabulary/lifecycle.py):
     # where a cancel, or a failure that changed nothing, puts it back.
     environment_status_before = peewee.CharField(max_length=16, null=True)
     started_at = DateTimeField(null=True)

@@ -11,7 +11,7 @@ row ids (migration 0022): the key is the row."""
 
 import peewee
 
-from control_plane.db import database
+from control_plane.infra.db import database
 
 SERVER_SERIES = ("cpu_percent", "memory_percent", "disk_percent",
                  "network_rx_bytes_per_second", "network_tx_bytes_per_second")

@@ -2,7 +2,7 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization, User
-from control_plane.states import Connection, TokenStatus, UpgradeStatus
+from control_plane.vocabulary.states import Connection, TokenStatus, UpgradeStatus
 
 
 class Server(BaseModel):

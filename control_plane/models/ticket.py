@@ -5,7 +5,7 @@ from control_plane.models.environment import Environment
 from control_plane.models.org import Organization
 from control_plane.models.project import Project
 from control_plane.models.server import Server
-from control_plane.states import TicketStatus
+from control_plane.vocabulary.states import TicketStatus
 
 TICKET_STATUSES = tuple(TicketStatus)
 

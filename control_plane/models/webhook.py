@@ -5,7 +5,7 @@ import peewee
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 from control_plane.models.org import Organization
 from control_plane.models.project import Project
-from control_plane.states import DeliveryStatus
+from control_plane.vocabulary.states import DeliveryStatus
 
 
 class Webhook(BaseModel):

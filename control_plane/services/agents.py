@@ -5,9 +5,10 @@ import datetime as dt
 
 from packaging.version import InvalidVersion, Version
 
-from control_plane import __version__, clock, security
+from control_plane import __version__
+from control_plane.infra import clock, security
 from control_plane.models import Server
-from control_plane.states import Connection
+from control_plane.vocabulary.states import Connection
 
 # An agent heartbeats every HEARTBEAT_SECONDS; three missed beats and the
 # server counts as disconnected even if its gateway died without saying so.

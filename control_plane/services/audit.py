@@ -15,11 +15,11 @@ import contextvars
 import datetime as dt
 from dataclasses import dataclass
 
-from control_plane import clock
-from control_plane.db import database
-from control_plane.errors import OrgScopeRequired
+from control_plane.infra import clock
+from control_plane.infra.db import database
+from control_plane.infra.pagination import CursorList
 from control_plane.models import AuditEvent
-from control_plane.pagination import CursorList
+from control_plane.vocabulary.errors import OrgScopeRequired
 
 BATCH = 5000
 SECRET_WORDS = ("secret", "password", "token", "credential", "private", "api_key")

@@ -2,8 +2,9 @@
 
 import peewee
 
-from control_plane import clock, states
+from control_plane.infra import clock
 from control_plane.models import AgentCommand, WebhookDelivery
+from control_plane.vocabulary import states
 
 
 def snapshot():

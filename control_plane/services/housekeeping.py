@@ -14,8 +14,8 @@ so one turn never holds a long transaction.
 
 import datetime as dt
 
-from control_plane import clock
-from control_plane.db import database
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import Deployment, Event, IdempotencyRecord, TaskLogLine, WebhookDelivery
 from control_plane.services import audit
 from control_plane.services.automation import rules

@@ -20,9 +20,9 @@ import secrets
 import shutil
 from pathlib import Path
 
-from control_plane.config import private_dir
-from control_plane.errors import InvalidPart, StorageUrlUsed, UploadNotFound
+from control_plane.infra.config import private_dir
 from control_plane.storage import check_key, check_part_number, tokens
+from control_plane.vocabulary.errors import InvalidPart, StorageUrlUsed, UploadNotFound
 
 CHUNK = 1024 * 1024
 _UPLOAD_ID = re.compile(r"[0-9a-f]{32}")

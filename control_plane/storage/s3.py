@@ -7,8 +7,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from control_plane.errors import InvalidPart, StorageUnavailable, UploadNotFound
 from control_plane.storage import check_key, check_part_number
+from control_plane.vocabulary.errors import InvalidPart, StorageUnavailable, UploadNotFound
 
 
 class S3Storage:

@@ -10,8 +10,8 @@ import time
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
-from control_plane.errors import StorageUrlExpired, StorageUrlInvalid
 from control_plane.storage import check_key, check_part_number
+from control_plane.vocabulary.errors import StorageUrlExpired, StorageUrlInvalid
 
 SALT = "berth.storage.url.v1"
 PATH = "/storage/v1/"

@@ -22,7 +22,8 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
-from control_plane import __version__, wheelhouse
+from control_plane import __version__
+from control_plane.agent_install import wheelhouse
 from control_plane.models import AgentUpgrade, Server
 from control_plane.services.servers import upgrades
 from tests.support.agents import wait_for
@@ -216,7 +217,7 @@ def test_the_previous_release_is_upgraded_by_running_the_installer_again(
         "server_id": str(s.server.id), "credential": credential}))
     old_script = s.box / "install-0.1.0.sh"
     with zipfile.ZipFile(PREVIOUS) as wheel:
-        old_script.write_bytes(wheel.read("control_plane/install.sh"))
+        old_script.write_bytes(wheel.read("control_plane/agent_install/install.sh"))
     done = subprocess.run(["sh", str(old_script)], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr

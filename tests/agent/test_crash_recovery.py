@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from agent.deploy.environments import Environments
-from control_plane import clock
 from control_plane.app import create_app
+from control_plane.infra import clock
 from control_plane.models import (
     AgentCommand,
     Deployment,

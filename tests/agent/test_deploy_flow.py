@@ -189,7 +189,7 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
                                                        erp_image, postgres_image, docker_client):
     import grpc
 
-    from control_plane import config
+    from control_plane.infra import config
     from protocol.v1 import agent_pb2 as pb
     from protocol.v1 import agent_pb2_grpc as pb_grpc
     from tests.support.agents import AgentProcess

@@ -1,7 +1,7 @@
 """Every action from `running`, `stopped`, `failed` and `error`, on an environment
 with data, through a real agent and real containers: a resident `berth-agent
 run`, and a server reached over SSH (a real sshd). What the control plane accepts
-or refuses is the lifecycle's (control_plane/lifecycle.py); what an accepted
+or refuses is the lifecycle's (control_plane/vocabulary/lifecycle.py); what an accepted
 action leaves is checked on the API and on the containers themselves.
 
 `stopped` is reached by a real stop. `failed` and `error` are arranged as a
@@ -14,8 +14,8 @@ Both connections, on both databases."""
 import pytest
 
 from agent.deploy.environments import Environments
-from control_plane import lifecycle, states
 from control_plane.models import Environment, Project
+from control_plane.vocabulary import lifecycle, states
 from tests.agent.test_ssh_servers import add, ssh  # noqa: F401 (the SSH stand's fixture)
 from tests.conftest import auth
 from tests.support.agents import polled_get, wait_for

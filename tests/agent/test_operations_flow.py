@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from agent.deploy.environments import Environments
-from control_plane import clock
+from control_plane.infra import clock
 from control_plane.models import AddonRepository, AgentCommand, Project, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tarfile
 
-from control_plane import wheelhouse
+from control_plane.agent_install import wheelhouse
 from tests.berthctl.conftest import clean_env
 
 

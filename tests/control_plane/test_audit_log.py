@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from control_plane import clock
+from control_plane.infra import clock
 from control_plane.models import AuditEvent, Deployment
 from control_plane.services import housekeeping
 from tests.conftest import auth

@@ -70,8 +70,8 @@ def test_a_file_gone_while_the_data_dir_is_tightened_does_not_stop_the_start(tmp
     """Another process's last SQLite connection removes -wal/-shm when it closes: a
     name listed at start may be gone a moment later (seen once, failing a start).
     The listing is made to name such a file, as the race would: the start goes on."""
-    from control_plane import config
     from control_plane.app import create_app
+    from control_plane.infra import config
 
     data = tmp_path / "data"
     data.mkdir(mode=0o700)

@@ -9,8 +9,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from control_plane import migrate
 from control_plane.app import create_app
+from control_plane.infra import migrate
 
 
 @pytest.fixture(scope="module")

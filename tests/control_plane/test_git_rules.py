@@ -1,4 +1,4 @@
-"""Branch names and repository URLs (control_plane.git_rules): the branch rules
+"""Branch names and repository URLs (control_plane.inputs.git_rules): the branch rules
 agree with the real `git check-ref-format --branch` over hostile and ordinary
 names (and over generated ones), and so does the OpenAPI document's pattern."""
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from control_plane.git_rules import BRANCH_PATTERN, branch_problem, redact_url, url_problem
+from control_plane.inputs.git_rules import BRANCH_PATTERN, branch_problem, redact_url, url_problem
 
 ORDINARY = ["main", "master", "17.0", "feature/x", "release-1.2", "saas-17.1", "a@b", "head",
             "a.lockx", "x/HEAD", "HEAD/x", "FETCH_HEAD", "refs/heads/x", "a{b}", "é", "日本",

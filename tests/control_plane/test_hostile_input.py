@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import secretbox
+from control_plane.infra import secretbox
 from control_plane.models import ALL_MODELS, Environment, Project, Webhook
 from control_plane.services.accounts import orgs
 from control_plane.services.projects import git_push

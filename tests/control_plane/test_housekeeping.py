@@ -101,7 +101,7 @@ def test_a_turn_with_nothing_to_remove_takes_no_write_lock(app, backend, tmp_pat
 def test_automation_rules_go_90_days_after_their_deletion_with_their_runs(app, world):
     import datetime as dt
 
-    from control_plane import clock
+    from control_plane.infra import clock
     from control_plane.models import AutomationRule, AutomationRun
 
     org = world.org()

@@ -1,7 +1,7 @@
 """CP_ERP_IMAGE and CP_POSTGRES_IMAGE set but empty (a deployment description passing
 an unset variable through) mean the defaults; CP_PROXY_IMAGE empty means no proxy."""
 
-from control_plane import config
+from control_plane.infra import config
 
 
 def _load(tmp_path, **env):

@@ -1,4 +1,4 @@
-"""The environment's lifecycle table (control_plane/lifecycle.py) against the
+"""The environment's lifecycle table (control_plane/vocabulary/lifecycle.py) against the
 spec's rows and the decisions; the services' behaviour against it is the
 model-based test's (tests/control_plane/deploys/test_lifecycle_model.py)."""
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from control_plane import errors, lifecycle, states
+from control_plane.vocabulary import errors, lifecycle, states
 from protocol.kinds import TaskKind
 
 E, K = states.EnvironmentStatus, TaskKind

@@ -11,8 +11,8 @@ import pytest
 from playhouse.migrations import Runner
 from playhouse.schema_diff import diff_models
 
-from control_plane import migrate, security
 from control_plane.app import create_app
+from control_plane.infra import migrate, security
 from control_plane.models import ALL_MODELS
 from control_plane.models.api_key import KEY_PREFIX
 from tests.conftest import auth

@@ -151,7 +151,7 @@ def test_access_lines_are_batched_in_order_and_other_lines_go_out_at_once():
     import logging
     import threading
 
-    from control_plane.observability import BatchedStreamHandler
+    from control_plane.infra.observability import BatchedStreamHandler
 
     stream = io.StringIO()
     # No batch goes out by time in this test: only when another line is written.

@@ -2,8 +2,8 @@
 
 import pytest
 
+from control_plane.infra.pagination import page_page
 from control_plane.models import Project
-from control_plane.pagination import page_page
 from tests.conftest import auth
 
 P = "/api/public/v1"

@@ -2,8 +2,8 @@
 
 import pytest
 
-from control_plane import migrate
 from control_plane.app import create_app
+from control_plane.infra import migrate
 from tests.conftest import auth
 from tests.support.waiting import wait_for
 
@@ -64,7 +64,7 @@ def test_redis_storage_is_shared_between_processes(tmp_path, redis_server):
 
 @pytest.fixture(params=["memory", "redis"])
 def limiter(request):
-    from control_plane.ratelimit import RateLimiter
+    from control_plane.infra.ratelimit import RateLimiter
     url = request.getfixturevalue("redis_server").url if request.param == "redis" else None
     lim = RateLimiter(url)
     lim.reset()
@@ -75,7 +75,7 @@ def test_target_limits_contract(limiter):
     """The hook later features use (metrics, runtime logs, webhook mutations)."""
     from limits import RateLimitItemPerMinute
 
-    from control_plane.errors import RateLimited
+    from control_plane.vocabulary.errors import RateLimited
 
     six = RateLimitItemPerMinute(6)
     states = [limiter.hit_target(six, "metrics:env", "env-1") for _ in range(6)]
@@ -95,7 +95,7 @@ def test_a_hit_leaves_the_moving_window_after_it(limiter):
     and limits' own strategy (hit_all's test) reads the same count."""
     from limits import RateLimitItemPerSecond
 
-    from control_plane.errors import RateLimited
+    from control_plane.vocabulary.errors import RateLimited
 
     two = RateLimitItemPerSecond(2)
     assert [limiter.hit(two, "window", "k").remaining for _ in range(2)] == [1, 0]
@@ -116,7 +116,7 @@ def test_memory_windows_of_idle_keys_are_dropped():
     one that was only read."""
     from limits import RateLimitItemPerSecond
 
-    from control_plane.ratelimit import RateLimiter
+    from control_plane.infra.ratelimit import RateLimiter
 
     limiter = RateLimiter()
     limiter.storage.SWEEP_SECONDS = 0.0  # sweep on every hit

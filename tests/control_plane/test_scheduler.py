@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from control_plane import clock
+from control_plane.infra import clock
 from control_plane.models import Deployment, Event
 from control_plane.scheduler import Job, Scheduler
 from control_plane.services.tasks import engine

@@ -2,8 +2,8 @@
 
 import pytest
 
-from control_plane import states
-from control_plane.errors import ApiError
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import ApiError
 
 
 @pytest.mark.parametrize("resource, current, target", [

@@ -1,5 +1,5 @@
-"""One vocabulary: every error code is defined once, in control_plane/errors.py,
-and every status once, in control_plane/states.py. The rest of the code names
+"""One vocabulary: every error code is defined once, in control_plane/vocabulary/errors.py,
+and every status once, in control_plane/vocabulary/states.py. The rest of the code names
 them (`errors.TokenInvalid`, `states.CommandStatus.ACKED`) instead of spelling
 the strings again."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import agent
-from control_plane import errors, states
+from control_plane.vocabulary import errors, states
 from protocol.errors import AgentErrorCode
 from protocol.kinds import CommandKind, TaskKind
 from protocol.states import CertificateState

@@ -65,7 +65,7 @@ def test_a_fresh_serve_builds_the_wheelhouse_without_a_manual_step(tmp_path):
         [berth] = [n for n in names if n.startswith("berth-")]
         wheel = zipfile.ZipFile(io.BytesIO(tar.extractfile(berth).read()))
     assert any(n.startswith("grpcio-") for n in names)
-    assert "control_plane/install.sh" in wheel.namelist()  # an installed wheel serves it
+    assert "control_plane/agent_install/install.sh" in wheel.namelist()  # an installed wheel serves it
     assert oct((tmp_path / "data" / "wheelhouse.tar").stat().st_mode & 0o777) == "0o600"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import config, security
 from control_plane.gateway.server import Gateway
+from control_plane.infra import config, security
 from control_plane.models import Server
 from tests.support.waiting import wait_for  # noqa: F401  (imported from here by many tests)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import __version__, wheelhouse
+from control_plane import __version__
+from control_plane.agent_install import wheelhouse
 
 BERTH = str(Path(sys.executable).with_name("berth"))
 

@@ -5,7 +5,6 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane import states
 from control_plane.api.fields import (
     Boolean,
     Branch,
@@ -19,6 +18,7 @@ from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.deploys import operations as svc
+from control_plane.vocabulary import states
 from protocol.kinds import TaskKind
 
 blp = init_blueprint(Blueprint("operations", __name__, description="Deployment operations"))

@@ -5,12 +5,12 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane import states
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.smorest import Blueprint, error_responses
 from control_plane.services.environment_settings import access
 from control_plane.services.environment_settings import domains as svc
+from control_plane.vocabulary import states
 
 blp = init_blueprint(Blueprint("ops_domains", __name__,
                                description="Custom domains of environments"))

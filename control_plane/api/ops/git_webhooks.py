@@ -4,9 +4,9 @@ authenticated by an HMAC signature with the project's secret."""
 import marshmallow as ma
 from flask import current_app, request
 
-from control_plane import ratelimit
 from control_plane.api.fields import TEXT_PATTERN
 from control_plane.api.smorest import Blueprint, ErrorSchema
+from control_plane.infra import ratelimit
 from control_plane.services.automation import triggers
 from control_plane.services.projects import git_push
 

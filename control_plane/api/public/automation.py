@@ -12,7 +12,7 @@ from control_plane.api.pagination import CursorArgs, cursor_page_schema
 from control_plane.api.smorest import REPLAY_DESCRIPTION, Blueprint
 from control_plane.services.automation import rules as svc
 from control_plane.services.automation import runs as run_svc
-from control_plane.states import AutomationTrigger, RunStatus
+from control_plane.vocabulary.states import AutomationTrigger, RunStatus
 
 blp = Blueprint("automation", __name__, description=(
     "Automation rules: on a push (`git_push`, a branch glob), a `schedule` (five-field "

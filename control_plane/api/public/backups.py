@@ -5,12 +5,12 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane import states
 from control_plane.api.auth import audited_read, current_actor
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import PageArgs
 from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.services.backups import backups as svc
+from control_plane.vocabulary import states
 
 blp = Blueprint("backups", __name__, description="Backups")
 

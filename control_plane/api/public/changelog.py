@@ -6,7 +6,7 @@ from flask.views import MethodView
 from control_plane.api.fields import Schema
 from control_plane.api.pagination import offset_args
 from control_plane.api.smorest import Blueprint
-from control_plane.pagination import offset_page
+from control_plane.infra.pagination import offset_page
 from control_plane.services.support import releases as svc
 
 blp = Blueprint("changelog", __name__, description="Release notes")

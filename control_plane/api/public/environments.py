@@ -5,7 +5,6 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
-from control_plane import states
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import (
     Branch,
@@ -23,7 +22,8 @@ from control_plane.api.smorest import (
     confirm_delete_header,
 )
 from control_plane.services.deploys import environments as svc
-from control_plane.states import TaskStatus
+from control_plane.vocabulary import states
+from control_plane.vocabulary.states import TaskStatus
 from protocol.states import CertificateState
 
 blp = Blueprint("environments", __name__, description="Environments")

@@ -8,10 +8,10 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane import clock
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import Schema, UTCDateTime, UTCInstant
 from control_plane.api.smorest import Blueprint
+from control_plane.infra import clock
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services.servers import history as svc
 

@@ -11,7 +11,7 @@ from control_plane.api.smorest import Blueprint
 from control_plane.services import agents
 from control_plane.services.servers import servers as svc
 from control_plane.services.servers import ssh as ssh_svc
-from control_plane.states import Connection
+from control_plane.vocabulary.states import Connection
 
 blp = Blueprint("servers", __name__, description="Servers")
 

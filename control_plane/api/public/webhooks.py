@@ -11,8 +11,8 @@ from control_plane.api.idempotency import idempotent
 from control_plane.api.pagination import offset_args
 from control_plane.api.smorest import REPLAY_DESCRIPTION, Blueprint
 from control_plane.events import SUBSCRIBABLE
+from control_plane.inputs.url_forms import WEBHOOK_URL_PATTERN
 from control_plane.services.webhooks import subscriptions as svc
-from control_plane.url_forms import WEBHOOK_URL_PATTERN
 
 blp = Blueprint(
     "webhooks", __name__, description=(

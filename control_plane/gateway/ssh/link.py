@@ -4,12 +4,12 @@ Redis relay."""
 
 import asyncio
 
-from control_plane import config
 from control_plane.agent_link import NotConnected
 from control_plane.gateway.ssh.checks import Checks
 from control_plane.gateway.ssh.commands import Commands
 from control_plane.gateway.ssh.install import Installer
 from control_plane.gateway.ssh.sessions import Sessions
+from control_plane.infra import config
 from control_plane.services.servers import ssh as servers_ssh
 from protocol.v1 import agent_pb2 as pb
 

@@ -19,9 +19,9 @@ import socket
 import threading
 
 from control_plane.agent_link import HostKeyChanged, NotConnected
-from control_plane.errors import ApiError
 from control_plane.services.environment_settings import dns_check
 from control_plane.services.servers import ssh as servers_ssh
+from control_plane.vocabulary.errors import ApiError
 
 log = logging.getLogger("berth.ssh")
 

@@ -13,7 +13,7 @@ capabilities), so a key's rules and a user's are one set of rules."""
 import uuid
 from dataclasses import dataclass
 
-from control_plane.errors import NotFound, PermissionDenied
+from control_plane.vocabulary.errors import NotFound, PermissionDenied
 
 
 @dataclass(frozen=True)

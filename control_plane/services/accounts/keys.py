@@ -6,10 +6,13 @@ from contextvars import ContextVar
 
 from peewee import SQL, Cast, fn
 
-from control_plane import clock, security
-from control_plane.compiled import Compiled
-from control_plane.db import database
-from control_plane.errors import (
+from control_plane.infra import clock, security
+from control_plane.infra.compiled import Compiled
+from control_plane.infra.db import database
+from control_plane.models import ApiKey, Organization, Project, User
+from control_plane.models.api_key import FULL_ACCESS, KEY_PREFIX, ORG_SCOPE, PROJECT_SCOPE
+from control_plane.services import audit
+from control_plane.vocabulary.errors import (
     BadRequest,
     InvalidApiKey,
     KeyActive,
@@ -20,10 +23,7 @@ from control_plane.errors import (
     NotFound,
     WriteAccessRequired,
 )
-from control_plane.models import ApiKey, Organization, Project, User
-from control_plane.models.api_key import FULL_ACCESS, KEY_PREFIX, ORG_SCOPE, PROJECT_SCOPE
-from control_plane.services import audit
-from control_plane.states import KeyStatus
+from control_plane.vocabulary.states import KeyStatus
 
 
 def create_key(org_id, name, key_type, scope, project_id=None, expires_at=None,

@@ -1,12 +1,12 @@
 """Organizations and their users (operator commands)."""
 
-from control_plane import clock, security
-from control_plane.db import database
-from control_plane.errors import ApiError, NotFound
+from control_plane.infra import clock, security
+from control_plane.infra.db import database
 from control_plane.models import Organization, User, UserToken
 from control_plane.models.org import PERMISSIONS, USER_ACCESS
 from control_plane.services import audit
 from control_plane.services.accounts import keys, sessions
+from control_plane.vocabulary.errors import ApiError, NotFound
 
 
 def create_org(name, server_quota=10):

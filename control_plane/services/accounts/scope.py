@@ -2,9 +2,9 @@
 operator's: every one), narrowed to one project for project-scoped keys.
 Anything else answers 404, as if it did not exist."""
 
-from control_plane.errors import OrgScopeRequired
 from control_plane.models import Project
 from control_plane.services.accounts import keys
+from control_plane.vocabulary.errors import OrgScopeRequired
 
 
 def projects_for(actor):

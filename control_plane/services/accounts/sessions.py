@@ -13,19 +13,19 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from peewee import fn
 
-from control_plane import clock, security
-from control_plane.db import database
-from control_plane.errors import (
+from control_plane.infra import clock, security
+from control_plane.infra.db import database
+from control_plane.models import ApiKey, User, WebSession
+from control_plane.models.org import USER_ACCESS
+from control_plane.services import audit
+from control_plane.services.accounts import totp
+from control_plane.vocabulary.errors import (
     ApiError,
     Conflict,
     InvalidCredentials,
     NotFound,
     WeakPassword,
 )
-from control_plane.models import ApiKey, User, WebSession
-from control_plane.models.org import USER_ACCESS
-from control_plane.services import audit
-from control_plane.services.accounts import totp
 
 TOKEN_PREFIX = "ses_"
 SESSION_IDLE = dt.timedelta(hours=12)

@@ -10,9 +10,9 @@ import hmac
 
 import pyotp
 
-from control_plane import clock, secretbox
-from control_plane.errors import InvalidTotpCode
+from control_plane.infra import clock, secretbox
 from control_plane.models import User
+from control_plane.vocabulary.errors import InvalidTotpCode
 
 PURPOSE = "totp"  # the secretbox purpose its secrets are sealed under
 STEP_SECONDS = 30

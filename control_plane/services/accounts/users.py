@@ -1,14 +1,14 @@
 """Users of the deployment-operations surface: bearer tokens and permissions."""
 
-from control_plane import clock, security
-from control_plane.errors import (
+from control_plane.infra import clock, security
+from control_plane.models import User, UserToken
+from control_plane.vocabulary.errors import (
     InvalidToken,
     MissingToken,
     NotFound,
     PermissionDenied,
     TokenExpired,
 )
-from control_plane.models import User, UserToken
 
 TOKEN_PREFIX = "usr_live_"
 

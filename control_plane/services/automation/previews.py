@@ -17,12 +17,13 @@ import re
 
 from peewee import fn
 
-from control_plane import clock, errors
+from control_plane.infra import clock
 from control_plane.models import Deployment, Environment, Project, Server
 from control_plane.services.backups import backups
 from control_plane.services.deploys import actions
 from control_plane.services.deploys import environments as envs
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import errors
 from protocol.kinds import TaskKind
 
 DEFAULT_TTL_HOURS, DEFAULT_MAX = 168, 5

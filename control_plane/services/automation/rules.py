@@ -12,17 +12,21 @@ import uuid
 
 from peewee import fn
 
-from control_plane import clock
-from control_plane.db import database, for_update
-from control_plane.errors import AutomationRuleLimitReached, InvalidAutomationRule, NotFound
 from control_plane.events import Name
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
+from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
-from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.automation import schedules
 from control_plane.services.backups.neutralize import PRODUCTION
-from control_plane.states import AutomationAction, AutomationTrigger
+from control_plane.vocabulary.errors import (
+    AutomationRuleLimitReached,
+    InvalidAutomationRule,
+    NotFound,
+)
+from control_plane.vocabulary.states import AutomationAction, AutomationTrigger
 
 # What a rule may hold, in the order the API documents them (as plain strings). A rule's
 # trigger is never `manual`: that is a run asked for.

@@ -10,19 +10,21 @@ reason (and `automation_rule.failed`, whose `status` says which).
 completed) the restore of that backup into the target; a `preview` has its
 steps too (previews.py)."""
 
-from control_plane import clock, events, states
-from control_plane.db import database, for_update
-from control_plane.errors import ApiError, AutomationRuleDisabled, NotFound
+from control_plane import events
 from control_plane.events import Name
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
+from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
-from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.automation import previews
 from control_plane.services.automation import rules as rule_store
 from control_plane.services.backups import backups
 from control_plane.services.deploys import actions
 from control_plane.services.tasks import engine
-from control_plane.states import AutomationAction, AutomationTrigger
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import ApiError, AutomationRuleDisabled, NotFound
+from control_plane.vocabulary.states import AutomationAction, AutomationTrigger
 from protocol.kinds import TaskKind
 
 RUNNING, COMPLETED, FAILED, SKIPPED = (states.RunStatus.RUNNING, states.RunStatus.COMPLETED,

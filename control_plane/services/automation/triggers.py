@@ -16,13 +16,14 @@ action's event."""
 
 import datetime as dt
 
-from control_plane import clock, lifecycle, states
-from control_plane.db import database
 from control_plane.events import Name
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import AutomationRule, AutomationRun, Environment
 from control_plane.services.automation import previews, runs, schedules
 from control_plane.services.automation import rules as rule_store
-from control_plane.states import AutomationAction, AutomationTrigger
+from control_plane.vocabulary import lifecycle, states
+from control_plane.vocabulary.states import AutomationAction, AutomationTrigger
 from protocol.kinds import TaskKind
 
 MAX_DEPTH = 3  # event rules a chain may pass through after the first run

@@ -13,10 +13,10 @@ through the transfer API (transfers.py); the control plane names every key."""
 import datetime as dt
 import uuid
 
-from control_plane import clock, errors, states
-from control_plane.db import database
+from control_plane.infra import clock
+from control_plane.infra.db import database
+from control_plane.infra.pagination import page_page
 from control_plane.models import Backup, Environment, Project
-from control_plane.pagination import page_page
 from control_plane.services import audit
 from control_plane.services.backups import neutralize as neutralization
 from control_plane.services.backups import stores
@@ -28,6 +28,7 @@ from control_plane.services.backups.kinds import (
 )
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import errors, states
 from protocol.kinds import TaskKind
 
 B = states.BackupStatus

@@ -11,17 +11,18 @@ never `deploy.*`. An export keeps no row: its object, `odoo-export.zip`, is
 recorded with the backup's others when its upload completes (transfers.py).
 
 A backup, restore or export needs no other task pending or running and a status
-the lifecycle allows it from (`require_ready`, control_plane/lifecycle.py): a
+the lifecycle allows it from (`require_ready`, control_plane/vocabulary/lifecycle.py): a
 backup runs on a running or stopped environment, a restore or an export on a
 running one; a restore shows the environment `deploying` while its ERP is stopped."""
 
 import datetime as dt
 import uuid
 
-from control_plane import errors, events, states
+from control_plane import events
 from control_plane.models import Backup, Deployment
 from control_plane.services.backups import neutralize
 from control_plane.services.tasks import engine, kinds
+from control_plane.vocabulary import errors, states
 from protocol.kinds import CommandKind, TaskKind
 
 B, D = states.BackupStatus, states.DeploymentStatus

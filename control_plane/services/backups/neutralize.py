@@ -9,9 +9,9 @@ database after the restore (the parameter `database.is_neutralized`): true,
 false, or null where it could not be read (not known yet, or an agent from
 before neutralisation, which ignores the request: its copy is live)."""
 
-from control_plane import errors
 from control_plane.models import Environment
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import errors
 
 PRODUCTION = "production"
 

@@ -19,8 +19,8 @@ import datetime as dt
 import logging
 import uuid
 
-from control_plane import clock, errors, states
-from control_plane.db import database, for_update
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
 from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services import audit
 from control_plane.services.backups import backups as bk
@@ -30,6 +30,7 @@ from control_plane.services.backups.kinds import EXPORT_OBJECT, IMPORT_OBJECT, r
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.storage import MAX_PARTS, PART_MAX  # noqa: F401  (the API names them)
+from control_plane.vocabulary import errors, states
 from protocol.kinds import TaskKind
 
 log = logging.getLogger("berth.backups")

@@ -15,13 +15,14 @@ so that several schedulers take it once."""
 import datetime as dt
 import logging
 
-from control_plane import clock, states
-from control_plane.db import database, for_update
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
 from control_plane.models import Environment, Project
 from control_plane.services import audit
 from control_plane.services.backups import backups, retention
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import states
 
 log = logging.getLogger("berth.backups")
 DEFAULT_TIME = "02:00"

@@ -27,9 +27,10 @@ import calendar
 import datetime as dt
 import logging
 
-from control_plane import clock, states
+from control_plane.infra import clock
 from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services.backups import stores
+from control_plane.vocabulary import states
 
 log = logging.getLogger("berth.backups")
 B = states.BackupStatus

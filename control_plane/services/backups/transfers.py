@@ -8,12 +8,13 @@ makes every storage key (`Backup.storage_prefix` + name)."""
 
 import logging
 
-from control_plane import errors, states, storage
-from control_plane.db import database, for_update
+from control_plane import storage
+from control_plane.infra.db import database, for_update
 from control_plane.models import Backup, Deployment, Environment
 from control_plane.services.backups import odoo, stores
 from control_plane.services.backups.backups import ALLOWED_OBJECTS
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import errors, states
 
 log = logging.getLogger("berth.backups")
 URL_SECONDS = 3600

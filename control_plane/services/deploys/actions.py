@@ -12,11 +12,12 @@ transaction commits."""
 
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, errors, lifecycle, states
+from control_plane.infra import clock
 from control_plane.models import Server
 from control_plane.services import agents
 from control_plane.services.environment_settings import configuration
 from control_plane.services.tasks import engine, kinds
+from control_plane.vocabulary import errors, lifecycle, states
 from protocol.kinds import TaskKind
 
 D, Trigger = states.DeploymentStatus, states.Trigger

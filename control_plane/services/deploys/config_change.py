@@ -9,11 +9,11 @@ configuration it ran with: retry keeps it, rollback reverts to the target's
 (the environment's configuration becomes the target's), a forced redeploy uses
 the current one."""
 
-from control_plane import states
-from control_plane.db import database
+from control_plane.infra.db import database
 from control_plane.services import audit
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access, configuration
+from control_plane.vocabulary import states
 from protocol.kinds import TaskKind
 
 E = states.EnvironmentStatus

@@ -1,15 +1,22 @@
 """Environments: one ERP instance of a project, with its own database,
 containers and URL, on the project's server."""
 
-from control_plane import clock, events, lifecycle, states
-from control_plane.db import database
-from control_plane.errors import ConfirmRequired, ExceedsServerCapacity, NoServer, NotFound
+from control_plane import events
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
 from control_plane.services import agents, audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access, routes
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import lifecycle, states
+from control_plane.vocabulary.errors import (
+    ConfirmRequired,
+    ExceedsServerCapacity,
+    NoServer,
+    NotFound,
+)
 from protocol.kinds import TaskKind
 from protocol.states import CertificateState
 

@@ -9,12 +9,13 @@ redeploy of an environment whose database has data takes a pre-deploy backup
 first (`pre_backup`; its row settles with the deploy, services/backups/kinds.py)
 and gets the longer time limit of the tasks that move whole databases."""
 
-from control_plane import events, lifecycle, states
+from control_plane import events
 from control_plane.models import Environment
 from control_plane.services.backups import kinds as backup_kinds
 from control_plane.services.environment_settings import configuration, routes
 from control_plane.services.projects import addon_repositories
 from control_plane.services.tasks import kinds
+from control_plane.vocabulary import lifecycle, states
 from protocol.kinds import CommandKind, TaskKind
 
 D = states.DeploymentStatus

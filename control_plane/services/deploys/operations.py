@@ -12,15 +12,15 @@ A refused request changes nothing and uses no rate-limit slot."""
 
 import time
 
-from control_plane import states
-from control_plane.db import database
-from control_plane.errors import DestroyFailed, DestroyTimeout, NotFound
+from control_plane.infra.db import database
+from control_plane.infra.pagination import CursorList
 from control_plane.models import Deployment, Project
-from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import DestroyFailed, DestroyTimeout, NotFound
 from protocol.kinds import TaskKind
 
 DEPLOY, CANCEL = "project.environments.deploy", "project.deployments.cancel"

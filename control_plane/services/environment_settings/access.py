@@ -8,11 +8,12 @@ exist. Also the one writer of an environment's own settings.
 `lock` holds the environment's row until the transaction ends, so two requests
 cannot both find it idle; `actions` then takes the resolved environment."""
 
-from control_plane import clock, states
-from control_plane.db import for_update
-from control_plane.errors import NotFound
+from control_plane.infra import clock
+from control_plane.infra.db import for_update
 from control_plane.models import Deployment, Environment, Project
 from control_plane.services import audit
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import NotFound
 
 # A destroyed environment is inactive, and so is one being destroyed (or deleted)
 # again from there: both are still there to see.

@@ -10,10 +10,10 @@ agent's queued command. They are unsealed only as the command leaves for the
 agent (`for_agent`), and they are never returned (shown as null), logged or
 put in events."""
 
-from control_plane import clock, secretbox
-from control_plane.errors import InvalidConfiguration
+from control_plane.infra import clock, secretbox
 from control_plane.models import Environment
 from control_plane.services.environment_settings import config_rules as rules
+from control_plane.vocabulary.errors import InvalidConfiguration
 
 SEAL_PURPOSE = "environment-variable"
 SECTIONS = ("variables", "erp_options", "postgres_settings")

@@ -6,7 +6,7 @@ record just published is seen at the next check."""
 import dns.exception
 import dns.resolver
 
-from control_plane.errors import DnsUnavailable
+from control_plane.vocabulary.errors import DnsUnavailable
 
 
 class Resolver:

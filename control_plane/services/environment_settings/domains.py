@@ -26,20 +26,21 @@ import secrets
 import idna
 from peewee import IntegrityError
 
-from control_plane import clock, states
-from control_plane.db import database, for_update
-from control_plane.errors import (
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
+from control_plane.models import CustomDomain, Environment, Project
+from control_plane.services import audit
+from control_plane.services.environment_settings import routes
+from control_plane.services.environment_settings.dns_check import Resolver
+from control_plane.services.environment_settings.routes import platform_host
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import (
     DomainInUse,
     DomainLimitReached,
     DomainNotVerified,
     InvalidDomain,
     NotFound,
 )
-from control_plane.models import CustomDomain, Environment, Project
-from control_plane.services import audit
-from control_plane.services.environment_settings import routes
-from control_plane.services.environment_settings.dns_check import Resolver
-from control_plane.services.environment_settings.routes import platform_host
 
 DOMAIN = states.DomainStatus
 PER_ENVIRONMENT = 20

@@ -6,9 +6,9 @@ command of its own, so the agent routes the new names without a redeploy."""
 
 from pathlib import Path
 
-from control_plane import states
 from control_plane.models import CustomDomain
 from control_plane.services.tasks import queue
+from control_plane.vocabulary import states
 from protocol.kinds import CommandKind
 
 E = states.EnvironmentStatus
@@ -54,7 +54,7 @@ def changed(env, settings, wake=None):
     command = queue.enqueue(env.server_id, CommandKind.ROUTES,
                             {"environment_id": str(env.id), **extra})
     if wake is not None:
-        from control_plane.db import after_commit
+        from control_plane.infra.db import after_commit
 
         after_commit(lambda: wake(env.server_id))
     return command

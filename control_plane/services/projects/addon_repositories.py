@@ -7,17 +7,18 @@ from urllib.parse import urlparse
 
 import peewee
 
-from control_plane import clock, git_rules
-from control_plane.db import database
-from control_plane.errors import (
+from control_plane.infra import clock
+from control_plane.infra.db import database
+from control_plane.inputs import git_rules
+from control_plane.models import AddonRepository, Project
+from control_plane.services import audit
+from control_plane.vocabulary.errors import (
     AddonRepositoryExists,
     InvalidBranch,
     InvalidFullName,
     InvalidRepositoryUrl,
     NotFound,
 )
-from control_plane.models import AddonRepository, Project
-from control_plane.services import audit
 
 _SCP_LIKE = re.compile(r"^[\w.-]+@[\w.-]+:(?P<path>.+)$")  # git@github.com:acme/erp.git
 

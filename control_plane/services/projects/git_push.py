@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import peewee
 from limits import RateLimitItemPerMinute
 
-from control_plane import clock, errors, lifecycle, safe_input, secretbox, security, states
-from control_plane.db import database, for_update
-from control_plane.errors import NotFound
+from control_plane.infra import clock, secretbox, security
+from control_plane.infra.db import database, for_update
+from control_plane.inputs import safe_input
 from control_plane.models import (
     AddonRepository,
     Environment,
@@ -25,6 +25,8 @@ from control_plane.models import (
 )
 from control_plane.services.projects.addon_repositories import full_name_of
 from control_plane.services.tasks import engine
+from control_plane.vocabulary import errors, lifecycle, states
+from control_plane.vocabulary.errors import NotFound
 from protocol.kinds import TaskKind
 
 LIMIT = RateLimitItemPerMinute(30)  # spec: incoming push webhook, 30 requests per minute

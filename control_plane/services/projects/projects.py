@@ -2,15 +2,20 @@
 
 from peewee import fn
 
-from control_plane import clock
-from control_plane.db import database, for_update
-from control_plane.errors import ConfirmRequired, EnvironmentsRunning, NotFound, ProjectScopedKey
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
+from control_plane.infra.pagination import CursorList
 from control_plane.models import Environment, Project, Server
-from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope, scoped_page
 from control_plane.services.tasks import engine
-from control_plane.states import EnvironmentStatus
+from control_plane.vocabulary.errors import (
+    ConfirmRequired,
+    EnvironmentsRunning,
+    NotFound,
+    ProjectScopedKey,
+)
+from control_plane.vocabulary.states import EnvironmentStatus
 from protocol.kinds import TaskKind
 
 BUSY_STATUSES = (EnvironmentStatus.RUNNING, EnvironmentStatus.DEPLOYING)

@@ -20,11 +20,12 @@ each claimed by a conditional UPDATE (several schedulers send it once)."""
 import datetime as dt
 import uuid
 
-from control_plane import clock, events
-from control_plane.db import database
+from control_plane import events
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import Environment, Server
 from control_plane.services import agents
-from control_plane.states import Connection
+from control_plane.vocabulary.states import Connection
 
 DISK = ("disk_percent", 90.0, 85.0)  # the figure, critical at, clear below
 MEMORY = ("memory_percent", 95.0, 90.0)

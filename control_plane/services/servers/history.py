@@ -22,8 +22,8 @@ import io
 import struct
 import time
 
-from control_plane import clock
-from control_plane.db import database, is_sqlite
+from control_plane.infra import clock
+from control_plane.infra.db import database, is_sqlite
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services.environment_settings import access
 from control_plane.services.servers import monitoring

@@ -6,14 +6,16 @@ import uuid
 
 from limits import RateLimitItemPerMinute
 
-from control_plane import agent_link, clock, errors, events, states
+from control_plane import agent_link, events
 from control_plane.agent_link import HostKeyChanged, NotConnected
-from control_plane.db import database
-from control_plane.errors import NotFound
+from control_plane.infra import clock
+from control_plane.infra.db import database
+from control_plane.inputs.safe_input import storable
 from control_plane.models import CustomDomain, Environment, Server
-from control_plane.safe_input import storable
 from control_plane.services.environment_settings import access
 from control_plane.services.servers import ssh as servers_ssh
+from control_plane.vocabulary import errors, states
+from control_plane.vocabulary.errors import NotFound
 from protocol.errors import AgentErrorCode
 from protocol.states import CertificateState, ServerHealth
 

@@ -12,9 +12,13 @@ import datetime as dt
 
 from peewee import fn
 
-from control_plane import clock, security, states
-from control_plane.db import database, for_update
-from control_plane.errors import (
+from control_plane.infra import clock, security
+from control_plane.infra.db import database, for_update
+from control_plane.models import Organization, Project, RegistrationToken, Server, User
+from control_plane.services import audit
+from control_plane.services.accounts.scope import require_org_scope
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import (
     InvalidFacts,
     NotFound,
     ServerQuotaExceeded,
@@ -26,9 +30,6 @@ from control_plane.errors import (
     Unprocessable,
     WriteAccessRequired,
 )
-from control_plane.models import Organization, Project, RegistrationToken, Server, User
-from control_plane.services import audit
-from control_plane.services.accounts.scope import require_org_scope
 
 TOKEN_PREFIX = "srt_live_"
 CREDENTIAL_PREFIX = "agt_live_"

@@ -2,13 +2,13 @@
 
 from peewee import fn
 
-from control_plane.db import database
-from control_plane.errors import ApiError, NotFound
+from control_plane.infra.db import database
+from control_plane.infra.pagination import CursorList
 from control_plane.models import Environment, Organization, Project, Server
-from control_plane.pagination import CursorList
 from control_plane.services import agents
 from control_plane.services.accounts.scope import scoped_page
-from control_plane.states import Connection
+from control_plane.vocabulary.errors import ApiError, NotFound
+from control_plane.vocabulary.states import Connection
 
 
 def _listed(org, *project, shape):

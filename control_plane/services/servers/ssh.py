@@ -17,12 +17,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from peewee import IntegrityError
 
-from control_plane import clock, secretbox, security, states
-from control_plane.db import database
-from control_plane.errors import Conflict, InvalidSshServer, NotFound, Unprocessable
+from control_plane.infra import clock, secretbox, security
+from control_plane.infra.db import database
 from control_plane.models import AgentCommand, Organization, OrgSshKey, Server
 from control_plane.services import audit
 from control_plane.services.servers import registration
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import Conflict, InvalidSshServer, NotFound, Unprocessable
 
 SEAL = "org-ssh-key"
 USERNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")  # as registration tokens take it

@@ -20,13 +20,15 @@ import os
 from packaging.version import InvalidVersion, Version
 from peewee import fn
 
-from control_plane import __version__, clock, wheelhouse
-from control_plane.db import after_commit, database
-from control_plane.errors import NotFound
+from control_plane import __version__
+from control_plane.agent_install import wheelhouse
+from control_plane.infra import clock
+from control_plane.infra.db import after_commit, database
 from control_plane.models import AgentCommand, AgentUpgrade, Server
 from control_plane.services import agents
 from control_plane.services.tasks import queue
-from control_plane.states import CommandStatus, Connection, UpgradeStatus, check
+from control_plane.vocabulary.errors import NotFound
+from control_plane.vocabulary.states import CommandStatus, Connection, UpgradeStatus, check
 from protocol.kinds import CommandKind
 
 U = UpgradeStatus

@@ -3,9 +3,9 @@
 import datetime as dt
 import re
 
-from control_plane.db import database
-from control_plane.errors import ApiError, Conflict
+from control_plane.infra.db import database
 from control_plane.models import Release
+from control_plane.vocabulary.errors import ApiError, Conflict
 
 VERSION_RE = re.compile(r"^(0|[1-9]\d{0,5})\.(0|[1-9]\d{0,5})\.(0|[1-9]\d{0,5})$")
 CATEGORIES = ("added", "changed", "improved", "fixed")

@@ -1,14 +1,14 @@
 """Support tickets: read-only through the API, created by staff tooling."""
 
-from control_plane import clock
-from control_plane.db import database, for_update
-from control_plane.errors import BadRequest, NotFound, SupportTicketsNotEnabled
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
+from control_plane.infra.pagination import CursorList
 from control_plane.models import Environment, Organization, Project, Server, Ticket, TicketComment
 from control_plane.models.ticket import TICKET_STATUSES
-from control_plane.pagination import CursorList
 from control_plane.services import audit
 from control_plane.services.accounts.scope import require_org_scope
-from control_plane.states import TicketStatus
+from control_plane.vocabulary.errors import BadRequest, NotFound, SupportTicketsNotEnabled
+from control_plane.vocabulary.states import TicketStatus
 
 PRIORITIES = ("low", "normal", "high", "urgent")
 

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 
 from peewee import fn
 
-from control_plane import clock, events, lifecycle, states
-from control_plane.db import after_commit, database
+from control_plane import events
+from control_plane.infra import clock
+from control_plane.infra.db import after_commit, database
 from control_plane.models import Deployment, Environment, Project, TaskLogLine
 from control_plane.services import audit
 from control_plane.services.tasks import kinds, queue
+from control_plane.vocabulary import lifecycle, states
 from protocol.kinds import Phase
 
 # Task-log lines the control plane writes are numbered from here, after any line

@@ -6,7 +6,7 @@ the deploy kinds, services/backups/kinds.py backup, restore and export. A kind
 names its agent command, and hooks for what is its own: the command's payload
 (and rows it keeps, such as a backup's), what the agent's acknowledgement and
 result mean for them, and its events. What a kind
-does to its environment's status is control_plane/lifecycle.py's. The engine
+does to its environment's status is control_plane/vocabulary/lifecycle.py's. The engine
 (engine.py) calls the hooks and never asks which kind a task is.
 
 The names are protocol.kinds.TaskKind; a name with no registered kind is a
@@ -16,7 +16,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from control_plane import states
+from control_plane.vocabulary import states
 from protocol.kinds import CommandKind, TaskKind
 
 D = states.DeploymentStatus

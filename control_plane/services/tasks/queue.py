@@ -5,9 +5,10 @@ and executed at most once (the agent remembers what it has run).
 It imports nothing above it: what an acknowledgement or a result means for a
 task is decided in `engine` (record_ack, record_result), which calls this."""
 
-from control_plane import clock, states
-from control_plane.db import database
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import AgentCommand, TaskLogLine
+from control_plane.vocabulary import states
 
 C = states.CommandStatus
 # The moves are states.COMMAND's; each WHERE clause below starts from its sources.

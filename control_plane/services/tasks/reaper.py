@@ -24,10 +24,11 @@ import operator
 
 from peewee import fn
 
-from control_plane import clock, states
-from control_plane.db import database
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import Deployment
 from control_plane.services.tasks import engine, kinds
+from control_plane.vocabulary import states
 
 log = logging.getLogger("berth.reaper")
 D = states.DeploymentStatus
@@ -86,7 +87,7 @@ def message(d):
 def reap_one(deployment_id, status, now):
     """Claim and fail one task; False if someone else settled it first (another
     scheduler, the agent's result, a cancel). Its environment goes to `error`
-    when the task had moved it (control_plane/lifecycle.py)."""
+    when the task had moved it (control_plane/vocabulary/lifecycle.py)."""
     with database.atomic():
         d = Deployment.get_or_none(Deployment.id == deployment_id)
         if d is None or d.status != status:

@@ -23,12 +23,12 @@ import logging
 import random
 import time
 
-from control_plane import clock, config, secretbox, security
-from control_plane.db import database, execute, execute_many, found, is_sqlite
+from control_plane.infra import clock, config, secretbox, security
+from control_plane.infra.db import database, execute, execute_many, found, is_sqlite
+from control_plane.infra.observability import WEBHOOK_ATTEMPTS
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.observability import WEBHOOK_ATTEMPTS
 from control_plane.services.webhooks import fanout, net, payloads, senders, subscriptions, urls
-from control_plane.states import DeliveryStatus
+from control_plane.vocabulary.states import DeliveryStatus
 
 log = logging.getLogger("berth.webhooks")
 

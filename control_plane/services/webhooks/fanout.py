@@ -9,11 +9,11 @@ deliveries. A paused webhook gets no deliveries of new events."""
 import datetime as dt
 import uuid
 
-from control_plane import clock
-from control_plane.db import columns, database, execute_many, found, insert_sql, is_sqlite
 from control_plane.events import canonical
+from control_plane.infra import clock
+from control_plane.infra.db import columns, database, execute_many, found, insert_sql, is_sqlite
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.states import DeliveryStatus
+from control_plane.vocabulary.states import DeliveryStatus
 
 BATCH = 500  # events read at once
 

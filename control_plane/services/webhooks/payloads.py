@@ -18,7 +18,9 @@ import hashlib
 import hmac
 import json
 
-from control_plane import clock, events, states
+from control_plane import events
+from control_plane.infra import clock
+from control_plane.vocabulary import states
 
 USER_AGENT = "Berth-Webhooks/1"
 SECRET_PREFIX = "whsec_"

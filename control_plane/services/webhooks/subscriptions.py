@@ -13,20 +13,21 @@ import uuid
 from limits import RateLimitItemPerMinute
 from peewee import fn
 
-from control_plane import clock, secretbox, states
-from control_plane.db import database, for_update
-from control_plane.errors import (
+from control_plane.events import ALIASES, SUBSCRIBABLE, Name, canonical
+from control_plane.infra import clock, secretbox
+from control_plane.infra.db import database, for_update
+from control_plane.infra.pagination import offset_page
+from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
+from control_plane.services import audit
+from control_plane.services.webhooks import net, payloads, urls
+from control_plane.vocabulary import states
+from control_plane.vocabulary.errors import (
     NotFound,
     OrgScopeRequired,
     Unprocessable,
     WebhookLimitReached,
     WebhookRateLimited,
 )
-from control_plane.events import ALIASES, SUBSCRIBABLE, Name, canonical
-from control_plane.models import Event, Organization, Project, Webhook, WebhookDelivery
-from control_plane.pagination import offset_page
-from control_plane.services import audit
-from control_plane.services.webhooks import net, payloads, urls
 
 SECRET_PURPOSE = "webhook-secret"
 MAX_PER_ORG = 100

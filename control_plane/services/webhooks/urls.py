@@ -13,8 +13,8 @@ import re
 import socket
 import urllib.parse
 
-from control_plane.errors import InvalidWebhookUrl
 from control_plane.services.webhooks import special_addresses
+from control_plane.vocabulary.errors import InvalidWebhookUrl
 
 MAX_URL_LENGTH = 2048
 

@@ -161,7 +161,7 @@ def test_capability_codes_for_tickets(client, world):
 
 
 def test_project_scoped_keys_cannot_get_capabilities(world):
-    from control_plane.errors import ApiError
+    from control_plane.vocabulary.errors import ApiError
     org = world.org()
     project = world.project(org)
     with pytest.raises(ApiError):

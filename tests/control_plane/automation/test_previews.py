@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from control_plane.errors import InvalidAutomationRule
 from control_plane.models import AutomationRun, Deployment, Environment, Project, Server
 from control_plane.services.automation import rules, triggers
+from control_plane.vocabulary.errors import InvalidAutomationRule
 from tests.control_plane.projects.test_git_push import post, push_body, secret_for
 
 SHA1, SHA2 = "1" * 40, "2" * 40

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from control_plane import clock, security
+from control_plane.infra import clock, security
 from control_plane.models import AgentCommand, Backup, Environment, Server
 from control_plane.services.accounts import orgs
 from control_plane.services.backups import stores

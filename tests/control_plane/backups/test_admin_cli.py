@@ -12,8 +12,8 @@ BACKUP_KEYS = {"id", "environment_id", "task_id", "backup_type", "status", "data
 
 
 def test_list_create_restore(data_dir):  # noqa: F811
-    from control_plane import migrate
     from control_plane.app import create_app
+    from control_plane.infra import migrate
     from tests.conftest import World
 
     app = create_app({})  # settings from CP_DATA_DIR only, like the CLI
@@ -50,8 +50,8 @@ def test_list_create_restore(data_dir):  # noqa: F811
 
 
 def test_export_then_its_url(data_dir):  # noqa: F811
-    from control_plane import migrate
     from control_plane.app import create_app
+    from control_plane.infra import migrate
     from tests.conftest import World
 
     app = create_app({})

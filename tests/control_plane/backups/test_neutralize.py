@@ -164,8 +164,8 @@ def test_an_import_restore_decides_the_same_way(client, store, bk):
 
 
 def test_the_admin_cli(data_dir):  # noqa: F811
-    from control_plane import migrate
     from control_plane.app import create_app
+    from control_plane.infra import migrate
     from tests.conftest import World
 
     app = create_app({})  # settings from CP_DATA_DIR only, like the CLI

@@ -4,9 +4,9 @@ failed backup fails the deploy with the environment as it was."""
 
 import datetime as dt
 
-from control_plane import states
 from control_plane.models import Backup, Deployment, Environment, Event, TaskLogLine
 from control_plane.services.tasks import engine, reaper
+from control_plane.vocabulary import states
 from protocol.kinds import Phase
 from tests.control_plane.backups.conftest import RESULT, V1
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from control_plane import clock
-from control_plane.db import database
+from control_plane.infra import clock
+from control_plane.infra.db import database
 from control_plane.models import (
     AgentCommand,
     Deployment,

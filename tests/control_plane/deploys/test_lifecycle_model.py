@@ -5,7 +5,7 @@ chooses: success, a failure that changed something or nothing, a hang (then a
 cancel or the reaper's time-out), a dropped stream, a restart mid-task.
 
 The model is this file's own account of what should happen, built on the
-declared table (control_plane/lifecycle.py: which action starts from which
+declared table (control_plane/vocabulary/lifecycle.py: which action starts from which
 status, where it goes). After every step:
 - each environment's status, as the public API shows it, is the model's;
 - every event a real HTTPS receiver got is the model's (name, `kind`, statuses);
@@ -42,10 +42,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from control_plane import lifecycle, states
 from control_plane.models import Deployment, Server
 from control_plane.services import agents as agent_svc
 from control_plane.services.accounts import orgs
+from control_plane.vocabulary import lifecycle, states
 from tests.support.agents import registered_server, wait_for
 from tests.support.serve import Served
 from tests.support.sim_agent import SimAgent

@@ -4,7 +4,7 @@ agent is away, a cancelled task `failed` with `outcome: cancelled`), the task
 poll endpoint keeps `cancelled`, and `/api/v1` shows a destroyed environment's
 status as every other surface does (`pending`)."""
 
-from control_plane import clock
+from control_plane.infra import clock
 from control_plane.models import AgentCommand, Server
 from control_plane.services.accounts import orgs
 from control_plane.services.tasks import engine

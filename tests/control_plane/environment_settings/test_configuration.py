@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from control_plane import secretbox
-from control_plane.db import database
+from control_plane.infra import secretbox
+from control_plane.infra.db import database
 from control_plane.models import AgentCommand, Deployment, Environment, TaskLogLine
 from control_plane.services.accounts import orgs
 from control_plane.services.tasks import engine

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from control_plane.config import Config
+from control_plane.infra.config import Config
 from tests.support.serve import Served
 from tests.support.waiting import wait_for
 

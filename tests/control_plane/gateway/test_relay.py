@@ -5,8 +5,8 @@ import pytest
 
 from control_plane.gateway.relay import RedisRelay
 from control_plane.gateway.server import Gateway
+from control_plane.infra.ratelimit import RateLimiter
 from control_plane.models import AgentCommand, Server
-from control_plane.ratelimit import RateLimiter
 from control_plane.services import agents as agent_svc
 from control_plane.services.tasks import queue
 from tests.conftest import auth

@@ -8,11 +8,12 @@ import hashlib
 
 import pytest
 
-from control_plane import __version__, clock
-from control_plane.errors import NotFound
+from control_plane import __version__
+from control_plane.infra import clock
 from control_plane.models import AgentCommand, AgentUpgrade, Server
 from control_plane.services.servers import upgrades
 from control_plane.services.tasks import engine
+from control_plane.vocabulary.errors import NotFound
 
 OLD = "0.2.0.dev1"
 

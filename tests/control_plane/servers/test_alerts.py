@@ -166,7 +166,7 @@ def test_nothing_to_send_writes_nothing(fleet, monkeypatch):
         def atomic(self):
             opened.append(1)
             return database.atomic()
-    from control_plane.db import database
+    from control_plane.infra.db import database
     monkeypatch.setattr(alerts, "database", Counting())
     alerts.sweep(SETTINGS)
     alerts.record_changes(server.id, alerts.Watch().observe(healthy(), []))

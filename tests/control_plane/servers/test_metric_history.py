@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from control_plane import clock
 from control_plane.gateway.server import Gateway
+from control_plane.infra import clock
 from control_plane.models.metrics import SERVER_SERIES
 from control_plane.services.servers import history
 from protocol.v1 import agent_pb2 as pb

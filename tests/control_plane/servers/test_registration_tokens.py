@@ -7,12 +7,12 @@ import uuid
 
 import pytest
 
-from control_plane import security
-from control_plane.db import database
-from control_plane.errors import ApiError
+from control_plane.infra import security
+from control_plane.infra.db import database
 from control_plane.models import ApiKey, Project, RegistrationToken, Server
 from control_plane.services import agents
 from control_plane.services.servers import registration
+from control_plane.vocabulary.errors import ApiError
 from tests.conftest import auth, new_uuid
 
 P = "/api/public/v1"

@@ -13,8 +13,9 @@ import pytest
 import requests
 from itsdangerous import URLSafeSerializer
 
-from control_plane import errors, storage
+from control_plane import storage
 from control_plane.storage import tokens
+from control_plane.vocabulary import errors
 from tests.control_plane.storage.conftest import SECRET
 from tests.support.waiting import wait_for
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from control_plane import config, storage
+from control_plane import storage
+from control_plane.infra import config
 from control_plane.storage.local import LocalStorage
 from control_plane.storage.s3 import S3Storage
 

@@ -8,9 +8,10 @@ import uuid
 import pytest
 import requests
 
-from control_plane import errors, storage
+from control_plane import storage
 from control_plane.storage.local import LocalStorage
 from control_plane.storage.s3 import S3Storage
+from control_plane.vocabulary import errors
 
 MIB = 1024 * 1024
 

@@ -209,7 +209,7 @@ def test_invalid_since_date_is_422(client, seeded, ro_key, date):
 
 
 def test_add_release_rejects_duplicates_and_bad_input(world):
-    from control_plane.errors import ApiError
+    from control_plane.vocabulary.errors import ApiError
     add("1.0.0", "2024-01-01")
     for version, date in (("1.0.0", "2024-02-01"), ("1.0", "2024-01-01"),
                           ("1.0.1", "2024-1-1x")):

@@ -435,7 +435,7 @@ def test_other_organization_ticket_is_404(client, world):
 
 
 def test_ticket_links_must_belong_to_the_organization(world):
-    from control_plane.errors import NotFound
+    from control_plane.vocabulary.errors import NotFound
     org, other = world.org(), world.org()
     their_project = world.project(other)
     their_env = world.environment(their_project)

@@ -5,7 +5,7 @@ nothing above it."""
 import grimp
 import pytest
 
-from control_plane.db import database
+from control_plane.infra.db import database
 from control_plane.models import AgentCommand
 from control_plane.services.tasks import engine
 from tests.conftest import auth

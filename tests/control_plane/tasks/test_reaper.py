@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from control_plane import lifecycle
-from control_plane.db import database
+from control_plane.infra.db import database
 from control_plane.models import AgentCommand, Deployment, Environment, Event, TaskLogLine
 from control_plane.services.tasks import engine, queue, reaper
+from control_plane.vocabulary import lifecycle
 from tests.conftest import auth
 
 P = "/api/public/v1"

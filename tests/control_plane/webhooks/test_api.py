@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from control_plane import secretbox
 from control_plane.events import SUBSCRIBABLE
+from control_plane.infra import secretbox
 from control_plane.models import Event, IdempotencyRecord, Webhook, WebhookDelivery
 from control_plane.services.webhooks import subscriptions as svc
 from tests.conftest import auth, new_uuid

@@ -14,8 +14,9 @@ from uuid import UUID
 import pytest
 import standardwebhooks
 
-from control_plane import config, events, secretbox
-from control_plane.db import database
+from control_plane import events
+from control_plane.infra import config, secretbox
+from control_plane.infra.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery, fanout, subscriptions, urls

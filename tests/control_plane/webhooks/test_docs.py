@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from control_plane import events, secretbox
-from control_plane.db import database
+from control_plane import events
+from control_plane.infra import secretbox
+from control_plane.infra.db import database
 from control_plane.models import Webhook
 from control_plane.services.webhooks import delivery, subscriptions
 from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from control_plane.errors import Unprocessable
 from control_plane.services.webhooks import net, urls
+from control_plane.vocabulary.errors import Unprocessable
 from tests.support import webhook_receiver
 
 # The receiver's fixtures, by name.

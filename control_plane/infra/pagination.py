@@ -8,9 +8,9 @@ import uuid
 from itsdangerous import BadSignature
 from peewee import fn
 
-from control_plane import security
-from control_plane.compiled import Compiled, Rendered
-from control_plane.errors import InvalidCursor
+from control_plane.infra import security
+from control_plane.infra.compiled import Compiled, Rendered
+from control_plane.vocabulary.errors import InvalidCursor
 
 _TOTAL = "_berth_total"  # the page statement's column for the list's total
 _ALSO = "_berth_also"  # and for a caller's scalar (`page(also=...)`)

@@ -7,7 +7,7 @@ public `status` fields are the same strings as before."""
 
 from enum import StrEnum
 
-from control_plane.errors import ApiError, InvalidTransition
+from control_plane.vocabulary.errors import ApiError, InvalidTransition
 
 
 class EnvironmentStatus(StrEnum):
@@ -185,7 +185,7 @@ class TicketStatus(StrEnum):
 
 E, D, C, T, B = EnvironmentStatus, DeploymentStatus, CommandStatus, TokenStatus, BackupStatus
 
-# The environment's table of moves is control_plane/lifecycle.py's (derived from
+# The environment's table of moves is control_plane/vocabulary/lifecycle.py's (derived from
 # what each action does from each status).
 
 # `Environment.is_active` is not a second state: it is false exactly when the

@@ -6,7 +6,7 @@ import base64
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from control_plane import security
+from control_plane.infra import security
 
 
 def _fernet(purpose):

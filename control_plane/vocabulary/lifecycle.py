@@ -31,7 +31,7 @@ emits `environment.deleted`, and a destroyed environment deployed again
 
 from dataclasses import dataclass
 
-from control_plane import errors, states
+from control_plane.vocabulary import errors, states
 from protocol.kinds import TaskKind
 
 E, K = states.EnvironmentStatus, TaskKind

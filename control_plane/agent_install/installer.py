@@ -8,7 +8,7 @@ from importlib import resources
 
 from flask import Blueprint, Response, current_app, send_file
 
-from control_plane import wheelhouse as wh
+from control_plane.agent_install import wheelhouse as wh
 
 blp = Blueprint("installer", __name__)
 
@@ -33,7 +33,7 @@ def start_building(app):
 
 @blp.get("/install.sh")
 def install_script():
-    text = (resources.files("control_plane") / "install.sh").read_text()
+    text = (resources.files("control_plane.agent_install") / "install.sh").read_text()
     text = text.replace("__BERTH_CONTROL_PLANE__", current_app.config["PUBLIC_URL"].rstrip("/"))
     return Response(text, mimetype="text/x-shellscript")
 

@@ -33,10 +33,14 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from control_plane.errors import WheelhouseBuildFailed, WheelhouseBuilding, WheelhouseMissing
+from control_plane.vocabulary.errors import (
+    WheelhouseBuildFailed,
+    WheelhouseBuilding,
+    WheelhouseMissing,
+)
 
 # Where `pip wheel` builds `berth` from: the checkout of an editable install.
-SOURCE = Path(__file__).resolve().parents[1]
+SOURCE = Path(__file__).resolve().parents[2]
 BUILD_TIMEOUT_SECONDS = 900
 RETRY_AFTER_FAILURE_SECONDS = 60
 SOURCE_FILES = ("pyproject.toml", "README.md", "agent", "protocol", "control_plane", "berthctl")
@@ -83,7 +87,7 @@ def _installed():
     except importlib.metadata.PackageNotFoundError:
         dist = None
     if dist is None or dist.read_text("RECORD") is None or not any(
-            str(f) == "control_plane/wheelhouse.py" for f in dist.files or ()):
+            str(f) == "control_plane/agent_install/wheelhouse.py" for f in dist.files or ()):
         raise BuildFailed(f"Berth is neither a source tree at {SOURCE} nor an installed "
                           "distribution to build the agent packages from")
     return dist

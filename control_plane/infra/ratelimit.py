@@ -15,7 +15,7 @@ from limits import RateLimitItemPerMinute, storage, strategies
 from limits.errors import StorageError
 from limits.storage.memory import MemoryStorage
 
-from control_plane.errors import RateLimited, TargetRateLimited
+from control_plane.vocabulary.errors import RateLimited, TargetRateLimited
 
 WINDOW_SECONDS = 60
 log = logging.getLogger("berth.ratelimit")

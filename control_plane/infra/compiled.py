@@ -4,7 +4,7 @@ paths: the key lookup, list pages), and their rows read as dicts."""
 import orjson
 import peewee
 
-from control_plane.db import database, execute, is_sqlite
+from control_plane.infra.db import database, execute, is_sqlite
 
 
 def _converter(field, text_ids):

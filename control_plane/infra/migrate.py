@@ -5,7 +5,7 @@ from pathlib import Path
 
 from playhouse.migrations import Runner
 
-MIGRATIONS_DIR = Path(__file__).with_name("migrations")
+MIGRATIONS_DIR = Path(__file__).parents[1] / "migrations"
 
 
 def runner(db):

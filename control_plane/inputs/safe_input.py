@@ -12,7 +12,7 @@ signed Git push's), query strings, path values and headers, and the admin CLI.
 import json
 import re
 
-from control_plane.errors import BadRequest
+from control_plane.vocabulary.errors import BadRequest
 
 MAX_DEPTH = 64
 MAX_NUMBER_LENGTH = 100
