@@ -1,7 +1,7 @@
 """The real installer, run as its install_command says, against a real
 `berth serve`: installs into its own virtualenv from the served wheelhouse,
 registers, re-runs safely, uninstalls. (Paths point into a temporary directory
-so that the host is left as it was; tests/agent/test_install_e2e.py runs it in
+so that the host is left as it was; tests/e2e/servers/test_install_e2e.py runs it in
 a fresh Debian container with the default paths.)"""
 
 import functools

@@ -1,5 +1,5 @@
-"""The stand of the end-to-end backup modules (tests/agent/test_backup_flow.py,
-tests/agent/test_odoo_flow.py), on each storage backend: the control plane's HTTP
+"""The stand of the end-to-end backup modules (tests/e2e/backups/test_backup_flow.py,
+tests/e2e/backups/test_odoo_flow.py), on each storage backend: the control plane's HTTP
 served for real (the agent reaches the transfer API and the local storage's signed
 URLs over HTTP), its gateway, a real `berth-agent run` and real containers; the S3
 backend is moto's server. Both reach the network through a proxy

@@ -11,22 +11,23 @@ import os
 
 import pytest
 
-GROUPS = {"tests/agent/test_proxy.py": "berth-proxy",
-          "tests/agent/test_automation_flow.py": "berth-proxy",
+GROUPS = {"tests/e2e/proxy/test_proxy.py": "berth-proxy",
+          "tests/e2e/automation/test_automation_flow.py": "berth-proxy",
           "tests/control_plane/scale_out/": "swarm",
           "tests/control_plane/test_compose_one_machine.py": "swarm"}
 BY_TEST = ("tests/control_plane/test_schemathesis.py",)
-FIRST = ("tests/agent/test_proxy.py", "tests/agent/test_automation_flow.py",
+FIRST = ("tests/e2e/proxy/test_proxy.py", "tests/e2e/automation/test_automation_flow.py",
          "tests/control_plane/scale_out/", "tests/control_plane/test_compose_one_machine.py",
          "tests/control_plane/test_schemathesis.py", "tests/control_plane/test_admin_cli.py",
-         "tests/agent/test_lifecycle_matrix.py", "tests/agent/test_agent_upgrade.py",
-         "tests/agent/test_ssh_servers.py", "tests/control_plane/deploys/test_lifecycle_model.py",
-         "tests/agent/test_backup_flow.py", "tests/agent/test_module_update_flow.py",
-         "tests/control_plane/test_fuzz.py", "tests/agent/test_deploy_flow.py",
-         "tests/control_plane/test_wheelhouse.py", "tests/agent/test_install_e2e.py",
-         "tests/agent/test_odoo_flow.py", "tests/berthctl/test_e2e.py",
+         "tests/e2e/deploys/test_lifecycle_matrix.py", "tests/e2e/servers/test_agent_upgrade.py",
+         "tests/e2e/servers/test_ssh_servers.py",
+         "tests/control_plane/deploys/test_lifecycle_model.py",
+         "tests/e2e/backups/test_backup_flow.py", "tests/e2e/deploys/test_module_update_flow.py",
+         "tests/control_plane/test_fuzz.py", "tests/e2e/deploys/test_deploy_flow.py",
+         "tests/control_plane/test_wheelhouse.py", "tests/e2e/servers/test_install_e2e.py",
+         "tests/e2e/backups/test_odoo_flow.py", "tests/berthctl/test_e2e.py",
          "tests/control_plane/console/test_console_browser.py",
-         "tests/agent/test_fleet_alerts.py", "tests/control_plane/test_installed_package.py",
+         "tests/e2e/servers/test_fleet_alerts.py", "tests/control_plane/test_installed_package.py",
          "tests/berthctl/test_basics.py")
 
 

@@ -1,6 +1,6 @@
 """Deploy faults the agent must survive: configuration that would leave its line.
 (A bad branch, a missing image and an unreachable repository are in
-test_environments.py; the proxy's own faults in tests/agent/test_proxy.py.) And
+test_environments.py; the proxy's own faults in tests/e2e/proxy/test_proxy.py.) And
 the ERP publishes no port on the server: only the proxy reaches it, on its
 network."""
 

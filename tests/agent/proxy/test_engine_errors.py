@@ -1,7 +1,7 @@
 """What the proxy does with each engine error at the places it expects some (its
 container or an ERP container that is not there, a start that fails, a removal
 that fails), against a stand-in client raising docker-py's own errors. (The
-real proxy, engine and ACME server: tests/agent/test_proxy.py.)"""
+real proxy, engine and ACME server: tests/e2e/proxy/test_proxy.py.)"""
 
 import pytest
 

@@ -2,7 +2,7 @@
 on by default into staging and development, never into production, `false`
 honoured and logged with who asked; what the agent read is shown on every
 surface and in `restore.completed`. (The agent's side, with a real ERP image, is
-in tests/agent/test_neutralize_flow.py.)"""
+in tests/e2e/backups/test_neutralize_flow.py.)"""
 
 import pytest
 

@@ -3,7 +3,7 @@ user tokens, permissions, rules 1-9 of the spec, the per-organization limits,
 the list, the environment settings, and that refused requests change nothing.
 
 The agent's side is played by the services the gateway calls (acknowledge,
-result); the real agent and containers are in tests/agent/test_operations_flow.py."""
+result); the real agent and containers are in tests/e2e/deploys/test_operations_flow.py."""
 
 import itertools
 import threading
@@ -520,7 +520,7 @@ def connect(server):
 
 
 class StandInAgent(threading.Thread):
-    """Stands in for the real agent (tests/agent/test_operations_flow.py runs it):
+    """Stands in for the real agent (tests/e2e/deploys/test_operations_flow.py runs it):
     takes the server's destroy command and reports a result through the same
     service calls the gateway makes."""
 

@@ -1,7 +1,7 @@
 """Adding a server reached over SSH: POST /servers (who may, what it checks, the
 quota), the organization's key (made once, its private half sealed), how GET
 /servers shows each kind of server, and the admin CLI. The connections
-themselves are tested against a real sshd in tests/agent/test_ssh_servers.py;
+themselves are tested against a real sshd in tests/e2e/servers/test_ssh_servers.py;
 here the app makes none (no SSH link)."""
 
 import base64

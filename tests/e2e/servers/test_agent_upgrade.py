@@ -39,7 +39,7 @@ from tests.support.wheelhouse import stamped, swapped
 
 pytestmark = pytest.mark.slow
 OLD = "0.2.0.dev1"
-PREVIOUS = Path(__file__).parents[1] / "compat" / "berth-0.1.0-py3-none-any.whl"
+PREVIOUS = Path(__file__).parents[2] / "compat" / "berth-0.1.0-py3-none-any.whl"
 P = "/api/public/v1"
 
 

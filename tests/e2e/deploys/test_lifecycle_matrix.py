@@ -16,8 +16,8 @@ import pytest
 from agent.deploy.environments import Environments
 from control_plane.models import Environment, Project
 from control_plane.vocabulary import lifecycle, states
-from tests.agent.test_ssh_servers import add, ssh  # noqa: F401 (the SSH stand's fixture)
 from tests.conftest import auth
+from tests.e2e.servers.test_ssh_servers import add, ssh  # noqa: F401 (the SSH stand's fixture)
 from tests.support.agents import polled_get, wait_for
 from tests.support.backup_flow import connected, peopled
 from tests.support.git_repo import shop_repo
