@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from control_plane.agent_link import Plain
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gateway_fanin import raise_fd_limit, setup  # noqa: E402
@@ -150,7 +152,7 @@ def main():
             turns = 0
             while AgentUpgrade.select().where(AgentUpgrade.status == "succeeded").count() \
                     < len(asked["queued"]) and time.monotonic() - t0 < 600:
-                upgrades.roll_out(settings, gateway.wake)
+                upgrades.roll_out(Plain(settings, gateway))
                 turns += 1
                 if args.verbose:
                     counts = {}

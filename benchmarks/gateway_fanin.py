@@ -24,6 +24,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from control_plane.agent_link import Plain
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PER_PROCESS = 1250
@@ -185,7 +187,7 @@ def fleet_jobs(app, stop):
 
     def run():
         while not stop.wait(15):
-            alerts.sweep(settings)
+            alerts.sweep(Plain(settings))
             for (version,) in Server.select(Server.agent_version).tuples():
                 agents.behind(version)
     thread = threading.Thread(target=run, daemon=True)

@@ -37,6 +37,8 @@ import time
 import uuid
 from pathlib import Path
 
+from control_plane.agent_link import Plain
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SERVERS, ENVS_PER_SERVER = 100, 10
@@ -142,7 +144,7 @@ def storage(args):
         day_of_minutes = _size(database) - before
         _minutes(placed, now - 2880 * 60, 1440)  # the day before: 48 hours in all
         t0 = time.perf_counter()
-        history.sweep(settings)  # 48 hours rolled up (the first run: all of it)
+        history.sweep(Plain(settings))  # 48 hours rolled up (the first run: all of it)
         sweep_s = time.perf_counter() - t0
         before = _size(database)
         _hours(placed, (now // 3600 - 7 * 24) * 3600, 5 * 24)  # days 3-7 as hours

@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from control_plane.agent_link import Plain
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 TARGET = 1000  # deliveries per second
@@ -188,7 +190,7 @@ def main():
                        secret_encrypted=secretbox.seal(subscriptions.new_secret(),
                                                        subscriptions.SECRET_PURPOSE))
     ports = [int(url.rsplit(":", 1)[1]) for url in receiver_urls]
-    sched = scheduler.Scheduler(scheduler.jobs(settings)).start_in_thread()
+    sched = scheduler.Scheduler(scheduler.jobs(Plain(settings))).start_in_thread()
     try:
         rows = [phase("burst", parent, org, project, ports, args.events, None),
                 phase(f"steady {args.rate}/s", parent, org, project, ports, args.events,

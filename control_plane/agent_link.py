@@ -5,7 +5,7 @@ protocol request and turn the reply into plain data: services never handle
 protobuf messages nor import the gateway."""
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol.v1 import agent_pb2 as pb
@@ -28,6 +28,37 @@ class AgentLink(Protocol):
     def wake(self, server_id) -> None:
         """Durable commands are queued for the server: deliver them now if it is
         connected (else the gateway's poll or the next connection does)."""
+
+
+class Context(Protocol):
+    """What a service is given besides its arguments, one way, as `berth`: the
+    settings, the way to the agents and the shared rate limiter. The app's `Berth`
+    (app.py) is one; a script or test without an app makes a `Plain` one. Only
+    helpers that compute from configuration alone take `settings`."""
+
+    settings: dict
+    gateway: AgentLink
+    limiter: object
+
+
+class Unlinked:
+    """No way to agents from this process: commands wait in their queue for a
+    gateway's poll, live requests fail as not connected."""
+
+    def call(self, server_id, request, timeout):
+        raise NotConnected(str(server_id))
+
+    def wake(self, server_id):
+        pass
+
+
+@dataclass
+class Plain:
+    """A Context without an app (scripts, benchmarks, tests)."""
+
+    settings: dict
+    gateway: AgentLink = field(default_factory=Unlinked)
+    limiter: object = None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ log = logging.getLogger("berth")
 
 @dataclass
 class Berth:
-    """What the app holds besides Flask's config: the database and shared counters."""
+    """What the app holds besides Flask's config: the database and shared counters; the
+    services' context (agent_link.Context) as `berth`."""
 
     settings: dict
     db: object
@@ -102,8 +103,8 @@ def create_app(config=None):
         return {"grpc_address": grpc_public_address(app),
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"]), "revision": REVISION}
 
-    from control_plane.agent_install.installer import blp as installer
     from control_plane.api.agent_transfers import blp as agent_transfers
+    from control_plane.api.installer import blp as installer
     from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
     from control_plane.api.storage_urls import blp as storage_urls

@@ -30,9 +30,9 @@ ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own dela
 HISTORY_SECONDS = 300  # metric history: hours rolled up, old points deleted
 
 
-def jobs(settings, berth=None):
+def jobs(berth):
     """Every periodic job of the control plane; adding one is one line here.
-    `berth` (the app's extension) gives the way to the agents, when there is one."""
+    `berth`: the services' context (agent_link.Context), the app's or a plain one."""
     from control_plane.services import housekeeping
     from control_plane.services.automation import triggers
     from control_plane.services.backups import policy, retention, transfers
@@ -40,23 +40,21 @@ def jobs(settings, berth=None):
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
 
+    settings = berth.settings
     return [
         Job("reaper", settings["REAPER_INTERVAL_SECONDS"], reaper.reap),
         Job("webhooks", float(settings["WEBHOOK_POLL_SECONDS"]),
-            lambda: delivery.run(settings, linger=delivery.LINGER_SECONDS)),
+            lambda: delivery.run(berth, linger=delivery.LINGER_SECONDS)),
         Job("housekeeping", 3600, lambda: housekeeping.run(settings["AUDIT_RETENTION_DAYS"])),
-        Job("backup-uploads", 300, lambda: transfers.abort_unfinished(settings)),
-        Job("backup-schedule", BACKUP_SCHEDULE_SECONDS,
-            lambda: policy.run(settings, getattr(berth, "gateway", None))),
-        Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(settings)),
+        Job("backup-uploads", 300, lambda: transfers.abort_unfinished(berth)),
+        Job("backup-schedule", BACKUP_SCHEDULE_SECONDS, lambda: policy.run(berth)),
+        Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(berth)),
         Job("import-retention", BACKUP_RETENTION_SECONDS,
-            lambda: retention.sweep_imports(settings)),
-        Job("automation", AUTOMATION_SECONDS,
-            lambda: triggers.run(settings, getattr(berth, "gateway", None))),
-        Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(settings)),
-        Job("metric-history", HISTORY_SECONDS, lambda: history.sweep(settings)),
-        Job("agent-upgrades", UPGRADE_SECONDS, lambda: upgrades.roll_out(
-            settings, getattr(getattr(berth, "gateway", None), "wake", None))),
+            lambda: retention.sweep_imports(berth)),
+        Job("automation", AUTOMATION_SECONDS, lambda: triggers.run(berth)),
+        Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(berth)),
+        Job("metric-history", HISTORY_SECONDS, lambda: history.sweep(berth)),
+        Job("agent-upgrades", UPGRADE_SECONDS, lambda: upgrades.roll_out(berth)),
         # Servers reached over SSH: reachable or not, and their due commands (the
         # checks run on the SSH link's own loop; the job only starts them).
         Job("ssh-servers", settings["SSH_CHECK_SECONDS"],

@@ -13,6 +13,7 @@ import click
 import pytest
 
 from control_plane import cli as cli_package
+from control_plane.agent_link import Plain
 from control_plane.infra import config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,7 +246,7 @@ def scheduler_jobs():
     from control_plane import scheduler
 
     defaults = {name: value for name, value in vars(config.Config).items() if name.isupper()}
-    return {job.name for job in scheduler.jobs(defaults)}
+    return {job.name for job in scheduler.jobs(Plain(defaults))}
 
 
 def test_the_architecture_names_every_package_and_only_those():

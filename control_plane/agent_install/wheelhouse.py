@@ -50,8 +50,23 @@ class BuildFailed(Exception):
     """The wheelhouse cannot be built; the message says why, for people."""
 
 
+def directory(settings):
+    """Where the wheelhouse is kept: CP_WHEELHOUSE_DIR, else the data directory."""
+    return settings["WHEELHOUSE_DIR"] or settings["DATA_DIR"]
+
+
 def tar_path(data_dir):
     return Path(data_dir) / "wheelhouse.tar"
+
+
+def start_building(app):
+    """`berth serve` / `berth web`: build a missing or stale wheelhouse in the
+    background while requests are served (the app's `wheelhouse` extension)."""
+    if not app.config["WHEELHOUSE_AUTO_BUILD"]:
+        return None
+    builder = app.extensions["wheelhouse"] = Background(directory(app.config))
+    builder.ensure()
+    return builder
 
 
 def _stamp_path(data_dir):

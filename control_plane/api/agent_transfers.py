@@ -56,15 +56,15 @@ def _body(schema):
         raise errors.Unprocessable("Invalid fields.", details=exc.messages) from None
 
 
-def _settings():
-    return current_app.extensions["berth"].settings
+def _berth():
+    return current_app.extensions["berth"]
 
 
 @blp.post("/<uuid:backup_id>/parts")
 def part(backup_id):
     server = _server()
     body = _body(PartBody)
-    return transfers.part_url(server, backup_id, body["object"], body["part_number"], _settings())
+    return transfers.part_url(server, backup_id, body["object"], body["part_number"], _berth())
 
 
 @blp.post("/<uuid:backup_id>/complete")
@@ -72,11 +72,11 @@ def complete(backup_id):
     server = _server()
     body = _body(CompleteBody)
     return transfers.complete(server, backup_id, body["object"], body["parts"], body["size"],
-                              body["sha256"], _settings())
+                              body["sha256"], _berth())
 
 
 @blp.post("/<uuid:backup_id>/download")
 def download(backup_id):
     server = _server()
     body = _body(ObjectBody)
-    return transfers.download_url(server, backup_id, body["object"], _settings())
+    return transfers.download_url(server, backup_id, body["object"], _berth())

@@ -105,7 +105,7 @@ def migrate():
               help="HOST:PORT of the agent gateway")
 def serve(http_addr, grpc_addr):
     """Embedded mode: migrate, then HTTP, the agent gateway and the scheduler in one process."""
-    from control_plane.agent_install.installer import start_building
+    from control_plane.agent_install.wheelhouse import start_building
     from control_plane.http_server import run_http
     from control_plane.infra import migrate as migrations
 
@@ -126,7 +126,7 @@ def _scheduler(app):
     from control_plane import scheduler
 
     berth = app.extensions["berth"]
-    jobs = scheduler.jobs(berth.settings, berth)
+    jobs = scheduler.jobs(berth)
     click.echo(f"berth: scheduler running ({scheduler.describe(jobs)})", err=True)
     return scheduler.Scheduler(jobs)
 
@@ -224,7 +224,7 @@ def gateway(grpc_addr, metrics_addr):
 @click.option("--http", "http_addr", default="127.0.0.1:8000", show_default=True)
 def web(http_addr):
     """Scale-out: one HTTP process (run `berth migrate` first)."""
-    from control_plane.agent_install.installer import start_building
+    from control_plane.agent_install.wheelhouse import start_building
     from control_plane.http_server import run_http
 
     _logs("web")
@@ -244,7 +244,7 @@ def wheelhouse(into):
     from control_plane.agent_install import wheelhouse as wh
 
     if into is None:
-        from control_plane.agent_install.installer import wheelhouse_dir
+        from control_plane.agent_install.wheelhouse import directory as wheelhouse_dir
 
         into = wheelhouse_dir(make_app().config)
     try:

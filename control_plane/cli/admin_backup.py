@@ -94,5 +94,5 @@ def backup_export_url(backup_id, expires_in):
     """The exported zip's download URL (a plain GET, no auth header)."""
     from control_plane.services.backups import odoo
 
-    link = odoo.export_url(operator(), backup_id, _berth().settings, expires_in)
+    link = odoo.export_url(operator(), backup_id, _berth(), expires_in)
     return {**link, "expires_at": _iso(link["expires_at"])}

@@ -6,10 +6,10 @@ import click
 from control_plane.cli.admin import UUID_T, _iso, admin, command
 
 
-def _settings():
+def _berth():
     from flask import current_app
 
-    return current_app.config
+    return current_app.extensions["berth"]
 
 
 def _environment(env_id):
@@ -22,7 +22,7 @@ def _environment(env_id):
 def _domain(d, env):
     from control_plane.services.environment_settings import domains
 
-    out = domains.describe(d, env, _settings()["APPS_DOMAIN"])
+    out = domains.describe(d, env, _berth().settings["APPS_DOMAIN"])
     return {**out, "environment_id": str(env.id),
             **{name: _iso(out[name]) for name in ("created_at", "verified_at", "checked_at")}}
 
@@ -50,7 +50,7 @@ def domain_add(env_id, name):
     from control_plane.services.environment_settings import domains
 
     env = _environment(env_id)
-    return _domain(domains.add(env, name, _settings()["APPS_DOMAIN"]), env)
+    return _domain(domains.add(env, name, _berth().settings["APPS_DOMAIN"]), env)
 
 
 @command(domain, "verify")
@@ -61,7 +61,7 @@ def domain_verify(env_id, name):
     from control_plane.services.environment_settings import domains
 
     env = _environment(env_id)
-    return _domain(domains.verify(env, name, _settings()), env)
+    return _domain(domains.verify(env, name, _berth()), env)
 
 
 @command(domain, "remove")
@@ -72,5 +72,5 @@ def domain_remove(env_id, name):
     from control_plane.services.environment_settings import domains
 
     env = _environment(env_id)
-    domains.remove(env, name, _settings())
+    domains.remove(env, name, _berth())
     return {"removed": name, "environment_id": str(env.id)}

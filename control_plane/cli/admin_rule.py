@@ -89,6 +89,4 @@ def rule_run(rule_id):
     """Run a rule now (trigger manual, actor operator); prints the run."""
     from control_plane.services.automation import runs
 
-    berth = _berth()
-    return _run(runs.run_now(operator(), rule_id, settings=berth.settings,
-                             gateway=berth.gateway))
+    return _run(runs.run_now(operator(), rule_id, berth=_berth()))

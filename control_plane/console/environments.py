@@ -173,7 +173,7 @@ def restore(env_id):
 @blp.get("/backups/<uuid:backup_id>/download/<any(database,filestore,manifest):part>")
 def download_backup(backup_id, part):
     audited_read()
-    urls = backups.download(actor(), backup_id, berth().settings)
+    urls = backups.download(actor(), backup_id, berth())
     return redirect(urls[f"{part}_url"], 303)
 
 
@@ -190,8 +190,7 @@ def add_domain(env_id):
 @blp.post("/environments/<uuid:env_id>/domains/<string:name>/<any(verify,remove):op>")
 def change_domain(env_id, name, op):
     env = access.environment(actor(), env_id, "project.environments.deploy")
-    wake = getattr(berth().gateway, "wake", None)
-    getattr(domains, op)(env, name, berth().settings, wake)
+    getattr(domains, op)(env, name, berth())
     return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
 
 

@@ -41,7 +41,7 @@ def create_webhook():
     body = load(WebhookCreateSchema(), {
         "url": request.form.get("url", "").strip(), "events": request.form.getlist("events"),
         "description": request.form.get("description", "").strip()})
-    webhook, secret = webhooks.create_webhook(actor(), berth().settings, **body)
+    webhook, secret = webhooks.create_webhook(actor(), berth(), **body)
     # The secret is shown on this answer only, never again.
     return render("webhook_created.html", 201, webhook=webhook, secret=secret)
 
@@ -52,7 +52,7 @@ def change_webhook(webhook_id, op):
     if op == "delete":
         webhooks.delete_webhook(actor(), webhook_id)
     else:
-        webhooks.update_webhook(actor(), berth().settings, webhook_id,
+        webhooks.update_webhook(actor(), berth(), webhook_id,
                                 {"is_active": op == "resume"})
     return redirect(url_for("console.webhooks_page"), 303)
 
@@ -118,7 +118,7 @@ def create_rule(project_id):
 def change_rule(rule_id, op):
     rule = rules.get_rule(actor(), rule_id)
     if op == "run":
-        runs.run_now(actor(), rule_id, settings=berth().settings, gateway=berth().gateway)
+        runs.run_now(actor(), rule_id, berth=berth())
     elif op == "delete":
         rules.delete_rule(actor(), rule_id)
     else:

@@ -17,7 +17,7 @@ P = "/api/public/v1"
 
 def finished_with_log(app, world, project, lines=3):
     env = world.environment(project, "running")
-    d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual")
+    d = engine.start(env, "deploy", berth=app.extensions["berth"], trigger="manual")
     engine.on_ack(d.id)
     for i in range(lines):
         TaskLogLine.create(deployment=d.id, seq=i, message=f"step {i}")

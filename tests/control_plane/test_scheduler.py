@@ -66,7 +66,7 @@ def process_env(app, backend):
 def stuck(app, world, project, minutes=31):
     """A deployment queued `minutes` ago whose agent never came."""
     env = world.environment(project, "deploying")  # created with its first deployment
-    d = engine.start(env, "deploy", settings=app.extensions["berth"].settings, trigger="manual",
+    d = engine.start(env, "deploy", berth=app.extensions["berth"], trigger="manual",
                      created=True)
     Deployment.update(created_at=clock.now() - dt.timedelta(minutes=minutes)).where(
         Deployment.id == d.id).execute()

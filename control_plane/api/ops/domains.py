@@ -73,10 +73,8 @@ def _apps():
     return current_app.config["APPS_DOMAIN"]
 
 
-def _wake():
-    """Wakes the gateway for the server whose proxy must route the names anew."""
-    gateway = current_app.extensions["berth"].gateway
-    return gateway.wake if gateway is not None else None
+def _berth():
+    return current_app.extensions["berth"]
 
 
 def _described(domain, env):
@@ -120,7 +118,7 @@ class VerifyDomain(MethodView):
         seen, and the environment's `url` becomes its oldest verified domain.
         A verified domain answers 200 again without a lookup."""
         env = access.environment(current_actor(), env_id, "project.environments.deploy")
-        return _described(svc.verify(env, domain, current_app.config, _wake()), env)
+        return _described(svc.verify(env, domain, _berth()), env)
 
 
 @blp.route("/environments/<uuid:env_id>/domains/<string:domain>")
@@ -133,4 +131,4 @@ class Domain(MethodView):
         The name is free again at once, for any environment; `url` falls back
         to the next verified domain, else the platform subdomain."""
         env = access.environment(current_actor(), env_id, "project.environments.deploy")
-        svc.remove(env, domain, current_app.config, _wake())
+        svc.remove(env, domain, _berth())

@@ -75,7 +75,7 @@ class Export(MethodView):
         `export_in_progress` while an export runs; 404 `export_not_found`
         before one succeeded."""
         audited_read()
-        return svc.export_url(current_actor(), backup_id, _berth().settings, args["expires_in"])
+        return svc.export_url(current_actor(), backup_id, _berth(), args["expires_in"])
 
 
 class ImportSchema(Schema):
@@ -137,7 +137,7 @@ class Imports(MethodView):
         custom-format dump (`pg_dump -Fc`) or a plain SQL dump, uploaded in
         parts: POST …/parts for each part's URL, PUT the part there, then POST
         …/complete with the parts' ETags, then POST …/restore."""
-        return svc.create_import(current_actor(), env_id, settings=_berth().settings, **body)
+        return svc.create_import(current_actor(), env_id, berth=_berth(), **body)
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>")
@@ -160,7 +160,7 @@ class ImportParts(MethodView):
         Valid one hour, for one PUT; asking again for the same part number
         gives a new URL (the last PUT of a number counts)."""
         return svc.part_url(current_actor(), env_id, import_id, body["part_number"],
-                            settings=_berth().settings)
+                            berth=_berth())
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/complete")
@@ -174,7 +174,7 @@ class ImportComplete(MethodView):
         The parts (their numbers and the ETags their PUTs answered) joined
         into the stored file."""
         return svc.complete_import(current_actor(), env_id, import_id, body["parts"],
-                                   settings=_berth().settings)
+                                   berth=_berth())
 
 
 class ImportRestoreBody(ma.Schema):

@@ -158,9 +158,7 @@ def run_rule(rule_id):
     """Run a rule now (full-access key): trigger `manual`, actor the key. The run
     is `skipped` (with the reason) when its environment is busy or not ready; a
     disabled rule is 409 `automation_rule_disabled`. Accepts `X-Idempotency-Key`."""
-    berth = _berth()
-    return run_svc.run_now(current_actor(), rule_id, settings=berth.settings,
-                           gateway=berth.gateway)
+    return run_svc.run_now(current_actor(), rule_id, berth=_berth())
 
 
 @blp.route("/automation-rules/<uuid:rule_id>/runs")

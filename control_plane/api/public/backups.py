@@ -89,5 +89,5 @@ class BackupDownload(MethodView):
         """URLs for the backup's database dump, filestore archive and manifest: a
         plain GET, no auth header, HTTP range requests allowed."""
         audited_read()
-        return svc.download(current_actor(), backup_id,
-                                    current_app.extensions["berth"].settings, args["expires_in"])
+        return svc.download(current_actor(), backup_id, current_app.extensions["berth"],
+                            args["expires_in"])

@@ -27,8 +27,8 @@ def count_mutation():
         svc.count_mutation(current_actor(), current_app.extensions["berth"].limiter)
 
 
-def _settings():
-    return current_app.extensions["berth"].settings
+def _berth():
+    return current_app.extensions["berth"]
 
 
 EVENTS_DOC = ("Event names, 1 to 10, distinct: " + ", ".join(f"`{e}`" for e in SUBSCRIBABLE)
@@ -156,7 +156,7 @@ class Webhooks(MethodView):
         """Create a webhook (full-access key); its `secret` is in this response only.
         At most 100 per organization (409 `webhook_limit_reached`). Event names
         `deployment.*` are stored as their `deploy.*` spelling. Accepts `X-Idempotency-Key`."""
-        webhook, secret = svc.create_webhook(current_actor(), _settings(), **body)
+        webhook, secret = svc.create_webhook(current_actor(), _berth(), **body)
         webhook.secret = secret
         return webhook
 
@@ -172,7 +172,7 @@ class WebhookById(MethodView):
     def patch(self, body, webhook_id):
         """Change a webhook (full-access key); omitted fields stay, `events` replaces
         the list. Answers the updated webhook."""
-        return svc.update_webhook(current_actor(), _settings(), webhook_id, body)
+        return svc.update_webhook(current_actor(), _berth(), webhook_id, body)
 
     @blp.response(204)
     def delete(self, webhook_id):
@@ -185,7 +185,7 @@ class WebhookById(MethodView):
 def test_webhook(webhook_id):
     """Send a `ping` event now and report the receiver's answer (full-access key).
     Writes no delivery entry; works on paused webhooks too."""
-    return svc.ping(current_actor(), _settings(), webhook_id)
+    return svc.ping(current_actor(), _berth(), webhook_id)
 
 
 @blp.route("/webhooks/<uuid:webhook_id>/rotate-secret", methods=["POST"])

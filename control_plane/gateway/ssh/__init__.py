@@ -5,7 +5,7 @@ class per concern, composed by `SshLink` (link.py):
 - `Sessions` (sessions.py): the connections, their bounds and host keys, and
   `invoke` of one `berth-agent` command; live reads go through it (`live`).
 - `Commands` (commands.py): the durable commands, one `berth-agent exec` each.
-- `Installer` (install.py): the agent installed or brought up to date there, or
+- `Installer` (installer.py): the agent installed or brought up to date there, or
   turned into a resident one.
 - `Checks` (checks.py, the scheduler's job): reachable or not, the facts, the
   commands due, the reports.

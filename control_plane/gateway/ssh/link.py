@@ -7,7 +7,7 @@ import asyncio
 from control_plane.agent_link import NotConnected
 from control_plane.gateway.ssh.checks import Checks
 from control_plane.gateway.ssh.commands import Commands
-from control_plane.gateway.ssh.install import Installer
+from control_plane.gateway.ssh.installer import Installer
 from control_plane.gateway.ssh.sessions import Sessions
 from control_plane.infra import config
 from control_plane.services.servers import ssh as servers_ssh

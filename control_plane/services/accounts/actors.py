@@ -1,6 +1,7 @@
 """Who is asking, resolved once at the edge into an `Actor`: the public API's key,
-a user of /api/v1 or the console, an operator with `berth admin`. The services
-and `access.<thing>(actor, id, permission)` take it; none is written per caller.
+a user of /api/v1 or the console, an operator with `berth admin`, the scheduler or
+an automation rule. The services and `access.<thing>(actor, id, permission)` take
+it; none is written per caller.
 
 An actor carries its organization (None: every one, for an operator), what it may
 see (a project-scoped key: one project), whether it may write, a user's
@@ -18,7 +19,7 @@ from control_plane.vocabulary.errors import NotFound, PermissionDenied
 
 @dataclass(frozen=True)
 class Actor:
-    kind: str  # api_key | user | operator
+    kind: str  # api_key | user | operator | scheduler | automation_rule
     organization_id: uuid.UUID | None = None  # None: every organization
     project_id: uuid.UUID | None = None  # a project-scoped key sees only this project
     read_only: bool = False
@@ -47,6 +48,16 @@ class Actor:
     def is_operator(self):
         return self.kind == "operator"
 
+    @property
+    def label(self):
+        """How records and task logs name who asked ("key key_…", "user ana@…",
+        "automation rule 'nightly'")."""
+        if self.kind == "api_key":
+            return f"key {self.public_id}"
+        if self.kind == "user":
+            return f"user {self.email}"
+        return self.name
+
     def require(self, permission, org_id=None):
         """A resource of another organization is 404 (as if it did not exist), then
         a user without the permission is 403 permission_denied."""
@@ -72,6 +83,15 @@ def of_user(user):
 
 
 OPERATOR = Actor("operator", name="an operator, with berth admin", public_id="operator")
+
+
+SCHEDULER = Actor("scheduler", name="the scheduler", public_id="scheduler")
+
+
+def of_rule(rule):
+    """An automation rule acting on its own (a push, a schedule, an event)."""
+    return Actor("automation_rule", rule.organization_id, rule.project_id,
+                 name=f"automation rule {rule.name!r}", public_id=f"automation_rule:{rule.id}")
 
 
 def operator(org_id=None):

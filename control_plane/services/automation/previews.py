@@ -19,6 +19,7 @@ from peewee import fn
 
 from control_plane.infra import clock
 from control_plane.models import Deployment, Environment, Project, Server
+from control_plane.services.accounts import actors
 from control_plane.services.backups import backups
 from control_plane.services.deploys import actions
 from control_plane.services.deploys import environments as envs
@@ -57,36 +58,34 @@ def _room(rule, project):
                       f"of its {server.ram_mb} MB")
 
 
-def start(rule, run, *, settings, gateway, trigger, commit=None):
+def start(rule, run, *, berth, trigger, commit=None):
     """(task id, stage) of the run's next step; the run's `environment_id` is set
     when it makes the environment."""
     if run.stage == "remove":
         env = _active(run.environment_id)
         actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
-        d = engine.start(env, TaskKind.DELETE, settings=settings, gateway=gateway,
+        d = engine.start(env, TaskKind.DELETE, berth=berth,
                          trigger=trigger)
         return d.id, "remove"
     if run.stage == "copy":
         env = _active(run.environment_id)
         source = rule.action["source_environment_id"]
-        d = backups.restore(env, backups.newest_completed(source), actor_id=None,
-                            settings=settings,
-                            gateway=gateway, trigger=trigger,
-                            actor=f"automation rule {rule.name!r}")
+        d = backups.restore(env, backups.newest_completed(source),
+                            actor=actors.of_rule(rule), berth=berth, trigger=trigger)
         return d.id, "copy"
     env = of_branch(rule, run.branch)
     if env is not None:
         actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
         engine.check_allowed(env, TaskKind.DEPLOY)
         Environment.update(last_pushed_at=clock.now()).where(Environment.id == env.id).execute()
-        d = engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway,
+        d = engine.start(env, TaskKind.DEPLOY, berth=berth,
                          trigger=trigger, record={"git_commit": commit})
         run.environment_id = env.id
         return d.id, "deploy"
     project = Project.get_by_id(rule.project_id)
     _room(rule, project)
     env = envs.create_preview(project, name=f"preview-{slug(run.branch)}", branch=run.branch,
-                              settings=settings, gateway=gateway, trigger=trigger,
+                              berth=berth, trigger=trigger, actor=actors.of_rule(rule),
                               preview_rule=rule.id, last_pushed_at=clock.now())
     run.environment_id = env.id
     first = (Deployment.select(Deployment.id).where(Deployment.environment == env.id)

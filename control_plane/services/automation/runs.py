@@ -17,6 +17,7 @@ from control_plane.infra.db import database, for_update
 from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.services import audit
+from control_plane.services.accounts import actors
 from control_plane.services.automation import previews
 from control_plane.services.automation import rules as rule_store
 from control_plane.services.backups import backups
@@ -67,7 +68,7 @@ def finish(rule, run, status, reason=None):
                                  else Name.AUTOMATION_RULE_FAILED, reason)
 
 
-def act(rule, run, *, settings, gateway, commit=None):
+def act(rule, run, *, berth, commit=None):
     """Inside the caller's transaction: the run's action (or its next stage)
     started, once (a conditional update claims it); a refusal ends the run."""
     claimed = AutomationRun.update(action_started=True).where(
@@ -77,7 +78,7 @@ def act(rule, run, *, settings, gateway, commit=None):
         return run
     try:
         with database.atomic():  # a savepoint: a refused start leaves nothing behind
-            task_id, stage = _start(rule, run, settings, gateway, commit)
+            task_id, stage = _start(rule, run, berth, commit)
     except ApiError as exc:
         finish(rule, run, SKIPPED if exc.status == 409 else FAILED, exc.message)
         return run
@@ -96,31 +97,31 @@ def _locked(env_id):
     return env
 
 
-def _start(rule, run, settings, gateway, commit):
+def _start(rule, run, berth, commit):
     """(task id, stage) of the action's next task."""
     action, trigger = rule.action, TASK_TRIGGER[run.trigger_type]
     does = action["type"]
     if does == AutomationAction.PREVIEW:
-        return previews.start(rule, run, settings=settings, gateway=gateway, trigger=trigger,
+        return previews.start(rule, run, berth=berth, trigger=trigger,
                               commit=commit)
     if does == AutomationAction.DEPLOY:
         env = _locked(action["environment_id"])
         actions.refuse_if_busy(env, actions.TASK_IN_PROGRESS)
         engine.check_allowed(env, TaskKind.DEPLOY)
         same_branch = commit and run.branch == (env.branch or env.project.default_branch)
-        d = engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway,
+        d = engine.start(env, TaskKind.DEPLOY, berth=berth,
                          trigger=trigger, record={"git_commit": commit if same_branch else None})
         return d.id, None
     fresh_copy = does == AutomationAction.COPY_DATABASE and action["fresh"]
     if does == AutomationAction.BACKUP or (fresh_copy and run.stage is None):
         env = _locked(action["source_environment_id" if fresh_copy else "environment_id"])
-        backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
+        backup = backups.create(env, actor=actors.of_rule(rule), berth=berth,
                                 trigger=trigger, notes=f"Automation rule {rule.name!r}")
         return backup.task_id, "backup" if fresh_copy else None
     source = run.backup_id or backups.newest_completed(action["source_environment_id"])
     env = _locked(action["environment_id"])
-    d = backups.restore(env, source, actor_id=None, settings=settings, gateway=gateway,
-                        trigger=trigger, actor=f"automation rule {rule.name!r}")
+    d = backups.restore(env, source, actor=actors.of_rule(rule), berth=berth,
+                        trigger=trigger)
     return d.id, "restore"
 
 
@@ -165,7 +166,7 @@ def list_runs(actor, rule_id, *, limit, cursor):
     return RUNS.page(rule.id.hex, limit=limit, cursor=cursor)
 
 
-def run_now(actor, rule_id, *, settings, gateway):
+def run_now(actor, rule_id, *, berth):
     """POST …/run, `berth admin rule run`: the rule fired by the actor (`manual`),
     its action started."""
     with database.atomic():
@@ -176,5 +177,5 @@ def run_now(actor, rule_id, *, settings, gateway):
         audit.record(rule.organization_id, "automation_rule.run", "automation_rule", rule.id,
                      {"run_id": run.id})
         with audit.quiet():  # what the rule does is its run's, recorded there
-            act(rule, run, settings=settings, gateway=gateway)
+            act(rule, run, berth=berth)
     return AutomationRun.get_by_id(run.id)

@@ -37,7 +37,7 @@ def _live():
 
 # --- a push ---------------------------------------------------------------------
 
-def on_push(project, *, branch, commit, deleted, actor, settings, gateway):
+def on_push(project, *, branch, commit, deleted, actor, berth):
     """Inside the push delivery's transaction: the project's git_push rules whose
     glob matches the branch, fired and their actions started. A deleted branch
     fires only the preview rules that made an environment for it (to delete it).
@@ -60,14 +60,14 @@ def on_push(project, *, branch, commit, deleted, actor, settings, gateway):
                 continue
             fields.update(stage="remove", environment_id=env.id)
         run = runs.begin(rule, **fields)
-        runs.act(rule, run, settings=settings, gateway=gateway, commit=commit)
+        runs.act(rule, run, berth=berth, commit=commit)
         fired.append({"rule_id": str(rule.id), "run_id": str(run.id), "status": run.status})
     return fired
 
 
 # --- a schedule -----------------------------------------------------------------
 
-def fire_due(settings, gateway=None, now=None):
+def fire_due(berth, now=None):
     """The scheduler's job: every schedule rule due by now fired once (claimed by
     a conditional update of its next occurrence). Returns the runs started."""
     now = now or clock.now()
@@ -86,7 +86,7 @@ def fire_due(settings, gateway=None, now=None):
                 continue
             rule.next_run_at = following
             run = runs.begin(rule, trigger_type=AutomationTrigger.SCHEDULE, actor=runs.SCHEDULER)
-            started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+            started.append(runs.act(rule, run, berth=berth))
     return started
 
 
@@ -130,7 +130,7 @@ def after_task(d, outcome, parent):
             runs.begin(rule, **fields)
 
 
-def start_pending(settings, gateway=None):
+def start_pending(berth):
     """The scheduler's job: runs whose action (or next stage) has not started yet."""
     pending = list(AutomationRun.select(AutomationRun.id).where(
         AutomationRun.status == runs.RUNNING, ~AutomationRun.action_started)
@@ -140,11 +140,11 @@ def start_pending(settings, gateway=None):
         with database.atomic():
             run = AutomationRun.get_by_id(row.id)
             rule = AutomationRule.get_by_id(run.rule_id)
-            started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+            started.append(runs.act(rule, run, berth=berth))
     return started
 
 
-def expire_previews(settings, gateway=None, now=None):
+def expire_previews(berth, now=None):
     """The scheduler's job: previews whose branch saw no push for their rule's
     ttl_hours, deleted (a run of the rule, trigger `schedule`). Claimed by moving
     the environment's last push time, so a removal that could not start (the
@@ -169,12 +169,11 @@ def expire_previews(settings, gateway=None, now=None):
                 continue
             run = runs.begin(rule, trigger_type=AutomationTrigger.SCHEDULE, actor=runs.SCHEDULER,
                              branch=env.branch, stage="remove", environment_id=env.id)
-            started.append(runs.act(rule, run, settings=settings, gateway=gateway))
+            started.append(runs.act(rule, run, berth=berth))
     return started
 
 
-def run(settings, gateway=None):
+def run(berth):
     """The `automation` job: what events fired, what schedules make due, and the
     previews that outlived their branch's last push."""
-    return (start_pending(settings, gateway), fire_due(settings, gateway),
-            expire_previews(settings, gateway))
+    return start_pending(berth), fire_due(berth), expire_previews(berth)

@@ -39,7 +39,7 @@ ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", EXPORT_OBJECT, IMPORT_OBJECT)
 
 # --- starting ---------------------------------------------------------------
 
-def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MANUAL,
+def create(env, *, actor, berth, backup_type=states.BackupType.MANUAL,
            notes=None, conflict=errors.TaskInProgress, trigger=None):
     """Inside the caller's transaction, `env` locked: the backup (`pending`), its
     task and the agent's command. Returns the Backup."""
@@ -49,14 +49,13 @@ def create(env, *, actor_id, settings, gateway, backup_type=states.BackupType.MA
     # for, unless the caller says (an automation rule's).
     trigger = trigger or (states.Trigger.SCHEDULED if backup_type == states.BackupType.SCHEDULED
                           else states.Trigger.MANUAL)
-    engine.start(env, TaskKind.BACKUP, settings=settings, gateway=gateway, actor_id=actor_id,
+    engine.start(env, TaskKind.BACKUP, berth=berth, actor=actor,
                  trigger=trigger, record={"extra_data": {"backup_id": str(backup_id)}},
                 backup_type=backup_type, notes=notes)
     return Backup.get_by_id(backup_id)
 
 
-def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, actor="an operator",
-            trigger=states.Trigger.MANUAL):
+def restore(env, source_id, *, actor, berth, neutralize=None, trigger=states.Trigger.MANUAL):
     """Inside the caller's transaction, `env` locked: a `restore` task of a
     completed backup of an environment of the same project (404 otherwise, 400
     unless completed), with its safety backup; neutralised unless into production
@@ -70,11 +69,11 @@ def restore(env, source_id, *, actor_id, settings, gateway, neutralize=None, act
             f"Only a completed backup can be restored; this one is {source.status}.")
     require_ready(env, TaskKind.RESTORE)
     wanted = neutralization.decide(env, neutralize)
-    d = engine.start(env, TaskKind.RESTORE, settings=settings, gateway=gateway, trigger=trigger,
-                     actor_id=actor_id, source=source, record={"extra_data": {
+    d = engine.start(env, TaskKind.RESTORE, berth=berth, trigger=trigger,
+                     actor=actor, source=source, record={"extra_data": {
                          "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4()),
                          "neutralize": wanted}})
-    neutralization.record(d, env, neutralize, actor)
+    neutralization.record(d, env, neutralize, actor.label)
     return d
 
 
@@ -156,9 +155,9 @@ def list_backups(actor, env_id, **filters):
     return page(access.environment(actor, env_id), **filters)
 
 
-def download(actor, backup_id, settings, expires_in=3600):
+def download(actor, backup_id, berth, expires_in=3600):
     backup = get_backup(actor, backup_id)
-    urls = download_urls(backup, settings, expires_in)  # refused: no event
+    urls = download_urls(backup, berth.settings, expires_in)  # refused: no event
     audit.record(backup_org(backup), "backup.download", "backup", backup.id,
                  {"environment_id": backup.environment_id, "expires_in": expires_in})
     return urls
@@ -168,19 +167,12 @@ def take(actor, env_id, *, berth, backup_type="manual", comment=None):
     """A manual backup of the environment (permission `project.environments.deploy`)."""
     with database.atomic():
         env = access.environment(actor, env_id, DEPLOY, lock=True)
-        return create(env, actor_id=actor.user_id, settings=berth.settings,
-                      gateway=berth.gateway, backup_type=backup_type, notes=comment)
+        return create(env, actor=actor, berth=berth, backup_type=backup_type, notes=comment)
 
 
 def restore_into(actor, env_id, backup_id, *, berth, neutralize=None):
     """A restore of a backup of the project into the environment."""
     with database.atomic():
         env = access.environment(actor, env_id, DEPLOY, lock=True)
-        return restore(env, backup_id, actor_id=actor.user_id, settings=berth.settings,
-                       gateway=berth.gateway, neutralize=neutralize, actor=describe(actor))
+        return restore(env, backup_id, actor=actor, berth=berth, neutralize=neutralize)
 
-
-def describe(actor):
-    """How the neutralisation record names who asked."""
-    return "an operator, with berth admin" if actor.is_operator else \
-        f"{'user' if actor.email else 'key'} {actor.email or actor.public_id}"

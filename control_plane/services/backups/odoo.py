@@ -69,19 +69,19 @@ def start_export(actor, backup_id, *, berth):
     its environment, which must be running and idle (409)."""
     with database.atomic():
         backup, env = _backup(actor, backup_id, lock=True)
-        task, stale = _export(backup, env, actor.user_id, berth)
+        task, stale = _export(backup, env, actor, berth)
     _abort(stale, berth.settings)
     return task
 
 
-def _export(backup, env, actor_id, berth):
+def _export(backup, env, actor, berth):
     if backup.status != states.BackupStatus.COMPLETED:
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be exported; this one is {backup.status}.")
     require_ready(env, TaskKind.EXPORT)
     stale = _forget_stale_upload(backup)
-    task = engine.start(env, TaskKind.EXPORT, settings=berth.settings, gateway=berth.gateway,
-                        actor_id=actor_id, backup=backup,
+    task = engine.start(env, TaskKind.EXPORT, berth=berth,
+                        actor=actor, backup=backup,
                         record={"extra_data": {"backup_id": str(backup.id)}})
     return task, stale
 
@@ -110,11 +110,11 @@ def _abort(stale, settings):
                         stale[0], exc)
 
 
-def export_url(actor, backup_id, settings, expires_in=URL_SECONDS):
+def export_url(actor, backup_id, berth, expires_in=URL_SECONDS):
     """{url, expires_at, filename, use_streaming} of the backup's Odoo zip; 409
     while an export runs, 404 `export_not_found` before one succeeded."""
     backup, env = _backup(actor, backup_id)
-    url = _export_url(backup, env, settings, expires_in)  # refused: no event
+    url = _export_url(backup, env, berth.settings, expires_in)  # refused: no event
     audit.record(env.project.organization_id, "backup.download", "backup", backup.id,
                  {"environment_id": env.id, "format": "odoo_zip", "expires_in": expires_in})
     return url
@@ -138,14 +138,14 @@ def _export_url(backup, env, settings, expires_in):
 
 # --- import -----------------------------------------------------------------
 
-def create_import(actor, env_id, *, settings, filename=None):
+def create_import(actor, env_id, *, berth, filename=None):
     """A new import of the environment, its multipart upload begun: in storage first,
     outside the transaction (slow storage must not hold SQLite's writers), aborted if
     the import is not recorded after all."""
     env = access.environment(actor, env_id, bk.DEPLOY)
     import_id = uuid.uuid4()
     key = f"imports/{env.id}/{import_id}/{IMPORT_OBJECT}"
-    store = stores.for_settings(settings)
+    store = stores.for_settings(berth.settings)
     upload_id = store.begin_upload(key)
     try:
         with database.atomic():
@@ -176,22 +176,22 @@ def _uploading(imp):
         raise errors.ImportUploaded("The import's upload is complete; nothing more is uploaded.")
 
 
-def part_url(actor, env_id, import_id, part_number, *, settings):
+def part_url(actor, env_id, import_id, part_number, *, berth):
     """{url, expires_at} for an HTTP PUT of one part (at most PART_MAX bytes; all
     but the last at least PART_MIN); its answer's ETag goes to `complete`."""
     imp, _ = _import(actor, env_id, import_id)
     _uploading(imp)
-    url = stores.for_settings(settings).part_url(imp.storage_key, imp.upload_id, part_number,
+    url = stores.for_settings(berth.settings).part_url(imp.storage_key, imp.upload_id, part_number,
                                                  expires=URL_SECONDS)
     return {"part_number": part_number, "url": url,
             "expires_at": clock.now() + dt.timedelta(seconds=URL_SECONDS)}
 
 
-def complete_import(actor, env_id, import_id, parts, *, settings):
+def complete_import(actor, env_id, import_id, parts, *, berth):
     """The parts joined into the stored upload (ascending part numbers). The join runs
     outside any transaction (a large zip takes storage a while; transfers.complete
     says why): the import is checked before it and recorded after it."""
-    store = stores.for_settings(settings)
+    store = stores.for_settings(berth.settings)
     with database.atomic():
         imp, _ = _import(actor, env_id, import_id, lock=True)
         _uploading(imp)
@@ -220,11 +220,11 @@ def restore_import(actor, env_id, import_id, *, berth, neutralize=None):
             raise errors.ImportNotUploaded("Complete the import's upload first.")
         require_ready(env, TaskKind.RESTORE)
         wanted = neutralization.decide(env, neutralize)
-        d = engine.start(env, TaskKind.RESTORE, settings=berth.settings, gateway=berth.gateway,
-                         actor_id=actor.user_id, upload=imp, record={"extra_data": {
+        d = engine.start(env, TaskKind.RESTORE, berth=berth,
+                         actor=actor, upload=imp, record={"extra_data": {
                              "import_id": str(imp.id), "safety_backup_id": str(uuid.uuid4()),
                              "neutralize": wanted}})
-        neutralization.record(d, env, neutralize, bk.describe(actor))
+        neutralization.record(d, env, neutralize, actor.label)
         BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
         imp.task = d.id
         return d
@@ -246,10 +246,10 @@ def import_status(imp):
 
 # --- the agent's read of an import -------------------------------------------
 
-def import_download_url(server, import_id, settings):
+def import_download_url(server, import_id, berth):
     """`{url}` of an uploaded import of an environment on the agent's server."""
     imp = (BackupImport.select().join(Environment)
            .where(BackupImport.id == import_id, Environment.server == server.id).first())
     if imp is None or imp.status == I.UPLOADING:
         raise errors.NotFound("Import not found.")
-    return {"url": stores.for_settings(settings).get_url(imp.storage_key, expires=URL_SECONDS)}
+    return {"url": stores.for_settings(berth.settings).get_url(imp.storage_key, expires=URL_SECONDS)}

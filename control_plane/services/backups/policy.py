@@ -19,6 +19,7 @@ from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
 from control_plane.models import Environment, Project
 from control_plane.services import audit
+from control_plane.services.accounts import actors
 from control_plane.services.backups import backups, retention
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
@@ -96,7 +97,7 @@ def _candidates():
                    Environment.server.is_null(False), _enabled_clause()))
 
 
-def take_due(env_id, *, settings, gateway=None, now=None):
+def take_due(env_id, *, berth, now=None):
     """The environment's scheduled backup if its slot is due and unclaimed, it
     runs and no task is in progress; returns the Backup or None (skipped)."""
     now = now or clock.now()
@@ -116,14 +117,14 @@ def take_due(env_id, *, settings, gateway=None, now=None):
                           | (Environment.backup_scheduled_for < slot)).execute())
         if not claimed:
             return None  # another scheduler took it
-        backup = backups.create(env, actor_id=None, settings=settings, gateway=gateway,
+        backup = backups.create(env, actor=actors.SCHEDULER, berth=berth,
                                 backup_type=states.BackupType.SCHEDULED,
                                 notes=f"Scheduled backup of {slot:%Y-%m-%d %H:%M} UTC")
         retention.refresh_expiry(env)
         return backup
 
 
-def run(settings, gateway=None):
+def run(berth):
     """The scheduler's job: every due environment's scheduled backup."""
     taken = []
     # Read whole first: a SELECT still being stepped holds its snapshot, and on
@@ -131,7 +132,7 @@ def run(settings, gateway=None):
     # written fails at once ("database is locked") instead of waiting its turn.
     for env_id in [row.id for row in _candidates()]:
         try:
-            backup = take_due(env_id, settings=settings, gateway=gateway)
+            backup = take_due(env_id, berth=berth)
         except Exception:
             log.exception("the scheduled backup of environment %s failed to start", env_id)
             continue

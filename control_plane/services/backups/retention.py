@@ -132,7 +132,7 @@ def _remove_prefix(store, prefix):
     store.delete_prefix(prefix)
 
 
-def sweep(settings, now=None):
+def sweep(berth, now=None):
     """The scheduler's job: expired backups deleted; returns their ids."""
     now = now or clock.now()
     _cap_removed()
@@ -143,7 +143,7 @@ def sweep(settings, now=None):
     for backup in expired:
         if _read_by_a_restore(backup):
             continue
-        store = store or stores.for_settings(settings)
+        store = store or stores.for_settings(berth.settings)
         try:
             if delete(backup, store, now):
                 deleted.append(backup.id)
@@ -153,7 +153,7 @@ def sweep(settings, now=None):
     return deleted
 
 
-def sweep_imports(settings, now=None):
+def sweep_imports(berth, now=None):
     """The scheduler's job: imports older than IMPORT_KEEP_DAYS removed from storage
     and forgotten (404 from then on); returns their ids."""
     now = now or clock.now()
@@ -165,7 +165,7 @@ def sweep_imports(settings, now=None):
                 Deployment.id == imp.task_id,
                 Deployment.status.in_(states.DEPLOYMENT_IN_PROGRESS)).exists():
             continue  # a restore is reading it
-        store = store or stores.for_settings(settings)
+        store = store or stores.for_settings(berth.settings)
         try:
             _remove_prefix(store, imp.storage_key.rsplit("/", 1)[0] + "/")
         except Exception:

@@ -62,13 +62,13 @@ def _open(backup, name):
         raise errors.TransferClosed(f"The backup is {backup.status}; nothing more is uploaded.")
 
 
-def part_url(server, backup_id, name, part_number, settings):
+def part_url(server, backup_id, name, part_number, berth):
     """`{url}` for an HTTP PUT of one part (1..10000) of an object of a backup in
     progress; the object's multipart upload begins with its first part."""
     check_object(name, writing=True)
     if not 1 <= part_number <= MAX_PARTS:
         raise errors.Unprocessable(f"part_number: 1 to {MAX_PARTS}.")
-    store = stores.for_settings(settings)
+    store = stores.for_settings(berth.settings)
     key, upload_id = _recorded_upload(server, backup_id, name)
     if not upload_id:
         # Begun outside any transaction, as `complete` joins: storage slow to answer
@@ -105,13 +105,13 @@ def _recorded_upload(server, backup_id, name, begun=None):
         return backup.storage_prefix + name, upload_id
 
 
-def complete(server, backup_id, name, parts, size, sha256, settings):
+def complete(server, backup_id, name, parts, size, sha256, berth):
     """The object's parts joined (ascending part numbers, as the agent's PUTs
     answered them), then the whole object read back from storage and hashed
     here: only an object whose size and SHA-256 match what the agent sent is
     recorded in `Backup.parts`. Returns `{size, sha256}` as read back."""
     check_object(name, writing=True)
-    store = stores.for_settings(settings)
+    store = stores.for_settings(berth.settings)
     key, upload_id = _recorded_upload(server, backup_id, name)
     if upload_id is None:
         raise errors.Conflict("No upload of this object was begun (ask for a part URL).")
@@ -139,19 +139,19 @@ def complete(server, backup_id, name, parts, size, sha256, settings):
     return stored
 
 
-def download_url(server, backup_id, name, settings):
+def download_url(server, backup_id, name, berth):
     """`{url}` for a GET (Range allowed) of an uploaded object of the backup."""
     check_object(name)
     if name == odoo.IMPORT_OBJECT:  # `backup_id` is an import's
-        return odoo.import_download_url(server, backup_id, settings)
+        return odoo.import_download_url(server, backup_id, berth)
     backup = _backup(server, backup_id, reading=True)
     if name not in (backup.parts or {}):
         raise errors.NotFound("This object of the backup was not uploaded.")
-    store = stores.for_settings(settings)
+    store = stores.for_settings(berth.settings)
     return {"url": store.get_url(backup.storage_prefix + name, expires=URL_SECONDS)}
 
 
-def abort_unfinished(settings):
+def abort_unfinished(berth):
     """The scheduler's job: the multipart uploads a backup left open when it ended
     without completing (failed, cancelled) aborted in storage (every one under its
     prefix), then taken off its row. Storage that is unreachable (often why the backup failed) keeps
@@ -160,7 +160,7 @@ def abort_unfinished(settings):
              .where(Backup.uploads.is_null(False), Backup.uploads != {}))
     store, aborted = None, 0
     for backup in ended:
-        store = store or stores.for_settings(settings)
+        store = store or stores.for_settings(berth.settings)
         try:
             for name, upload_id in (backup.uploads or {}).items():
                 store.abort_upload(backup.storage_prefix + name, upload_id)

@@ -46,18 +46,18 @@ def refuse_if_busy(env, conflict):
         raise conflict()
 
 
-def act(env, kind, actor_id, *, berth, conflict, trigger=Trigger.MANUAL, retry=False, **start):
+def act(env, kind, actor, *, berth, conflict, trigger=Trigger.MANUAL, retry=False, **start):
     """A new task of `kind`: the busy check, the environment's table, the rate-limit
     slot, then the task (engine.start: the environment's move, the record and its
     command)."""
     refuse_if_busy(env, conflict)
     engine.check_allowed(env, kind)
     count_requested(berth, env.project.organization_id, retry=retry)
-    return engine.start(env, kind, settings=berth.settings, gateway=berth.gateway,
-                        trigger=trigger, actor_id=actor_id, **start)
+    return engine.start(env, kind, berth=berth,
+                        trigger=trigger, actor=actor, **start)
 
 
-def retry(d, env, actor_id, *, berth, conflict):
+def retry(d, env, actor, *, berth, conflict):
     """A failed deployment again: same kind, branch, commit, image and configuration,
     next version, `extra_data.retry_of`. A retried rollback stays a rollback."""
     if d.status != D.FAILED:
@@ -68,7 +68,7 @@ def retry(d, env, actor_id, *, berth, conflict):
     if not kinds.get(d.kind).is_deployment:
         raise errors.TaskNotRetryable(f"A {d.kind} task is not retried; start a new {d.kind}.")
     extra = {k: v for k, v in d.extra_data.items() if k in ("rollback_to", "rollback_to_version")}
-    return act(env, d.kind, actor_id, berth=berth, conflict=conflict, retry=True,
+    return act(env, d.kind, actor, berth=berth, conflict=conflict, retry=True,
                trigger=Trigger.ROLLBACK if d.trigger == Trigger.ROLLBACK else Trigger.MANUAL,
                record=_repeating(d, rollback_from=d.rollback_from_id,
                                  extra_data={**extra, "retry_of": str(d.id)}))
@@ -89,7 +89,7 @@ def rollbackable(d):
             and bool(get("can_rollback")))
 
 
-def rollback(target, env, actor_id, *, berth, conflict):
+def rollback(target, env, actor, *, berth, conflict):
     """Back TO a successful deployment: its commit, branch, image and configuration
     (data and schema stay as they are). The environment's configuration becomes
     the target's, so that later deployments keep what the rollback restored."""
@@ -99,7 +99,7 @@ def rollback(target, env, actor_id, *, berth, conflict):
                "it is marked as not available for rollback")
         raise errors.RollbackNotAllowed(f"Cannot roll back to this deployment: {why}.")
     configuration.adopt(env, target.config)  # undone with the transaction if refused below
-    return act(env, TaskKind.DEPLOY, actor_id, berth=berth, conflict=conflict,
+    return act(env, TaskKind.DEPLOY, actor, berth=berth, conflict=conflict,
                trigger=Trigger.ROLLBACK, record=_repeating(
                    target, rollback_from=target.id, extra_data={
                        "rollback_to": str(target.id), "rollback_to_version": target.version}))
@@ -136,7 +136,7 @@ def cancel(d, actor):
     return restored
 
 
-def destroy(env, actor_id, *, berth, conflict, delete_data=False):
+def destroy(env, actor, *, berth, conflict, delete_data=False):
     """A `destroy` task (trigger `destroy`) with the environment `destroying`; the
     agent removes the ERP and database containers, the database volume, the
     network and the configuration file, and the environment directory too with
@@ -153,6 +153,6 @@ def destroy(env, actor_id, *, berth, conflict, delete_data=False):
                                        "was destroyed. Try again once its agent is back.")
     engine.check_allowed(env, TaskKind.DESTROY)
     count_requested(berth, env.project.organization_id)
-    return engine.start(env, TaskKind.DESTROY, settings=berth.settings, gateway=berth.gateway,
-                        trigger=Trigger.DESTROY, actor_id=actor_id, delete_data=delete_data,
+    return engine.start(env, TaskKind.DESTROY, berth=berth,
+                        trigger=Trigger.DESTROY, actor=actor, delete_data=delete_data,
                         record={"extra_data": {"delete_data": bool(delete_data)}})

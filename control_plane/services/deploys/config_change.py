@@ -22,7 +22,7 @@ E = states.EnvironmentStatus
 REDEPLOYED = (E.RUNNING, E.STOPPED, E.ERROR, E.FAILED)
 
 
-def update(env, changes, actor_id, *, berth, conflict):
+def update(env, changes, actor, *, berth, conflict):
     """(Inside the caller's transaction, the environment locked.) Returns the new
     `config_update` deployment, or None when nothing changed or the environment
     has no containers to redeploy."""
@@ -35,7 +35,7 @@ def update(env, changes, actor_id, *, berth, conflict):
     task = None
     if env.is_active and env.server_id and env.status in REDEPLOYED:
         with audit.quiet():  # the redeploy is part of the change
-            task = actions.act(env, TaskKind.REDEPLOY, actor_id, berth=berth,
+            task = actions.act(env, TaskKind.REDEPLOY, actor, berth=berth,
                                conflict=conflict, trigger=states.Trigger.CONFIG_UPDATE)
     audit.record(env.project.organization_id, "configuration.update", "environment", env.id,
                  {**changes, "task_id": task.id if task else None})
@@ -52,6 +52,6 @@ def change(actor, env_id, changes, *, berth):
     """Returns (configuration as described, deployment or None)."""
     with database.atomic():
         env = access.environment(actor, env_id, "project.environments.deploy", lock=True)
-        deployment = update(env, changes, actor.user_id, berth=berth,
+        deployment = update(env, changes, actor, berth=berth,
                             conflict=actions.DEPLOYMENT_IN_PROGRESS)
         return configuration.describe(env), deployment

@@ -2,6 +2,7 @@
 containers and URL, on the project's server."""
 
 from control_plane import events
+from control_plane.agent_link import Plain
 from control_plane.infra import clock
 from control_plane.infra.db import database
 from control_plane.models import Deployment, Environment, Project, Server, TaskLogLine
@@ -59,8 +60,8 @@ def update_environment(actor, environment_id, changes):
         return access.update_environment(env, fields)
 
 
-def _create(project, server_id, settings, *, name, branch, environment_type, trigger,
-            triggered_by=None, allocation=None, gateway=None):
+def _create(project, server_id, berth, *, name, branch, environment_type, trigger,
+            actor=None, allocation=None):
     """Inside the caller's transaction: the environment (`deploying`) and its first
     deployment, queued for the server's agent."""
     env = Environment.create(
@@ -69,8 +70,8 @@ def _create(project, server_id, settings, *, name, branch, environment_type, tri
         branch=branch or project.default_branch or "main", updated_at=clock.now(),
         **(allocation or {}))
     events.record_created(env, project.organization_id)
-    engine.start(env, TaskKind.DEPLOY, settings=settings, gateway=gateway, trigger=trigger,
-                 actor_id=triggered_by, created=True)
+    engine.start(env, TaskKind.DEPLOY, berth=berth, trigger=trigger,
+                 actor=actor, created=True)
     return env
 
 
@@ -95,23 +96,22 @@ def create_environment(actor, project_id, *, name, berth, branch=None,
         _check_allocation(allocation, Server.get_by_id(project.server_id))
         actions.count_requested(berth, project.organization_id)
         with audit.quiet():  # its first deployment is part of the creation
-            env = _create(project, project.server_id, berth.settings, name=name, branch=branch,
+            env = _create(project, project.server_id, berth, name=name, branch=branch,
                           environment_type=environment_type, trigger=states.Trigger.MANUAL,
-                          triggered_by=actor.user_id, allocation=allocation,
-                          gateway=berth.gateway)
+                          actor=actor, allocation=allocation)
         audit.record(project.organization_id, "environment.create", "environment", env.id, {
             "name": env.name, "project_id": project.id, "branch": env.branch,
             "environment_type": environment_type, **allocation})
         return env
 
 
-def create_preview(project, *, name, branch, settings, gateway, trigger, **fields):
+def create_preview(project, *, name, branch, berth, trigger, actor=None, **fields):
     """Inside the caller's transaction: a development environment of the project
     for a branch (an automation rule's preview), deployed on its server."""
     if project.server_id is None:
         raise NoServer("The project has no server to deploy on.")
-    return _create(project, project.server_id, settings, name=name, branch=branch,
-                   environment_type="development", trigger=trigger, gateway=gateway,
+    return _create(project, project.server_id, berth, name=name, branch=branch,
+                   environment_type="development", trigger=trigger, actor=actor,
                    allocation=fields)
 
 
@@ -124,7 +124,7 @@ def auto_deploy(spec, server, images):
                                   Project.deleted_at.is_null())
     if project is None:
         return None  # the project went away since the token was made: nothing to deploy
-    return _create(project, server.id, images, name=spec.get("environment_name") or "production",
+    return _create(project, server.id, Plain(images), name=spec.get("environment_name") or "production",
                    branch=spec.get("branch"),
                    environment_type=spec.get("environment_type") or "production",
                    trigger=states.Trigger.AUTO_DEPLOY)
@@ -220,7 +220,7 @@ def act(actor, environment_id, action, *, berth):
     One queued-or-running task per environment (409 task_in_progress)."""
     with database.atomic():
         env = access.environment(actor, environment_id, lock=True)
-        task = actions.act(env, action, actor.user_id, berth=berth,
+        task = actions.act(env, action, actor, berth=berth,
                            conflict=actions.TASK_IN_PROGRESS)
     status = states.task_status(task.status, agent_connected=_agent_connected(env.server_id))
     return {"task_id": task.id, "status": status, "environment_id": env.id,

@@ -43,13 +43,13 @@ def _set_branch(env, git_branch):
 def retry(actor, deployment_id, berth):
     with database.atomic():
         d, env = access.deployment_to_change(actor, deployment_id, DEPLOY)
-        return actions.retry(d, env, actor.user_id, berth=berth, conflict=CONFLICT)
+        return actions.retry(d, env, actor, berth=berth, conflict=CONFLICT)
 
 
 def rollback(actor, deployment_id, berth):
     with database.atomic():
         target, env = access.deployment_to_change(actor, deployment_id, DEPLOY)
-        return actions.rollback(target, env, actor.user_id, berth=berth, conflict=CONFLICT)
+        return actions.rollback(target, env, actor, berth=berth, conflict=CONFLICT)
 
 
 def cancel(actor, deployment_id):
@@ -78,7 +78,7 @@ def deploy_environment(actor, environment_id, *, berth, force=False, git_branch=
                       .order_by(Deployment.version.desc()).first())
             return latest, True
         _set_branch(env, git_branch)
-        return actions.act(env, TaskKind.REDEPLOY if force else TaskKind.DEPLOY, actor.user_id,
+        return actions.act(env, TaskKind.REDEPLOY if force else TaskKind.DEPLOY, actor,
                            berth=berth, conflict=CONFLICT), False
 
 
@@ -91,7 +91,7 @@ def create_deployment(actor, *, project_id, environment_id, berth, git_branch=No
             raise NotFound("The environment is not in this project.")
         actions.refuse_if_busy(env, CONFLICT)
         _set_branch(env, git_branch)
-        return actions.act(env, TaskKind.DEPLOY, actor.user_id, berth=berth, conflict=CONFLICT)
+        return actions.act(env, TaskKind.DEPLOY, actor, berth=berth, conflict=CONFLICT)
 
 
 def update_environment(actor, project_id, environment_id, changes):
@@ -125,7 +125,7 @@ def destroy(actor, environment_id, *, berth, delete_data=False):
     command stays queued and the destroy completes when the agent answers."""
     with database.atomic():
         env = access.environment(actor, environment_id, DEPLOY, lock=True)
-        d = actions.destroy(env, actor.user_id, berth=berth, conflict=CONFLICT,
+        d = actions.destroy(env, actor, berth=berth, conflict=CONFLICT,
                             delete_data=delete_data)
     return _await(d.id, berth.settings.get("DESTROY_WAIT_SECONDS", 60))
 

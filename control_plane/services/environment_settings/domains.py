@@ -136,11 +136,11 @@ def _in_use_here(name, env, holder_id):
                        "of this organization; remove it there first.")
 
 
-def verify(env, raw_name, settings, wake=None):
+def verify(env, raw_name, berth):
     """Mark the domain verified if DNS shows its record (and tell the server's
     proxy to route it); otherwise record what was found and raise
     DomainNotVerified (the record is kept: the check is retried)."""
-    apps_domain = settings["APPS_DOMAIN"]
+    settings, apps_domain = berth.settings, berth.settings["APPS_DOMAIN"]
     domain = _get(env, raw_name, apps_domain)
     if domain.status == DOMAIN.VERIFIED:
         return domain
@@ -152,7 +152,7 @@ def verify(env, raw_name, settings, wake=None):
             _take(domain, env, now)
             audit.record(env.project.organization_id, "domain.verify", "environment", env.id,
                          {"domain": domain.name})
-            routes.changed(env, settings, wake)
+            routes.changed(env, berth)
             return CustomDomain.get_by_id(domain.id)
         CustomDomain.update(checked_at=now, check_error=error).where(
             CustomDomain.id == domain.id).execute()
@@ -197,15 +197,15 @@ def _verified_elsewhere(name, env):
                        "(support can help).")
 
 
-def remove(env, raw_name, settings, wake=None):
-    domain = _get(env, raw_name, settings["APPS_DOMAIN"])
+def remove(env, raw_name, berth):
+    domain = _get(env, raw_name, berth.settings["APPS_DOMAIN"])
     with database.atomic():
         CustomDomain.delete().where(CustomDomain.id == domain.id).execute()
         audit.record(env.project.organization_id, "domain.remove", "environment", env.id,
                      {"domain": domain.name})
         _refresh_url(env.id)
         if domain.status == DOMAIN.VERIFIED:
-            routes.changed(env, settings, wake)
+            routes.changed(env, berth)
 
 
 def prune_pending(now, batch):

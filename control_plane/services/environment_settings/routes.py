@@ -7,7 +7,7 @@ command of its own, so the agent routes the new names without a redeploy."""
 from pathlib import Path
 
 from control_plane.models import CustomDomain
-from control_plane.services.tasks import queue
+from control_plane.services.tasks import engine, queue
 from control_plane.vocabulary import states
 from protocol.kinds import CommandKind
 
@@ -45,16 +45,13 @@ def fields(env, settings):
     return {"proxy": proxy, "hostnames": hostnames(env, settings["APPS_DOMAIN"])}
 
 
-def changed(env, settings, wake=None):
+def changed(env, berth):
     """(Inside the caller's transaction.) The environment's names changed: its
-    server's proxy is told, if it has routes there. `wake(server_id)` after commit."""
-    extra = fields(env, settings)
+    server's proxy is told, if it has routes there, woken once it commits."""
+    extra = fields(env, berth.settings)
     if not extra or env.server_id is None or not env.is_active or env.status not in ROUTED:
         return None
     command = queue.enqueue(env.server_id, CommandKind.ROUTES,
                             {"environment_id": str(env.id), **extra})
-    if wake is not None:
-        from control_plane.infra.db import after_commit
-
-        after_commit(lambda: wake(env.server_id))
+    engine.wake(berth, env.server_id)
     return command

@@ -336,7 +336,7 @@ def _deploy_project(project, repo, push, berth, provider_name, delivery_id):
         if reason:
             result["skipped"].append({**ids, **reason})
             continue
-        d = engine.start(env, TaskKind.DEPLOY, settings=berth.settings, gateway=berth.gateway,
+        d = engine.start(env, TaskKind.DEPLOY, berth=berth,
                          trigger=states.Trigger.GIT_PUSH, record={
                              "git_commit": commit, "extra_data": {"git_push": {
                                  "provider": provider_name, "delivery_id": delivery_id,

@@ -117,5 +117,4 @@ def delete_project(actor, project_id, confirm, *, berth):
         Environment.update(is_active=False, updated_at=now).where(
             Environment.project == project_id).execute()
         for env in remaining:
-            engine.start(env, TaskKind.DELETE, settings=berth.settings, gateway=berth.gateway,
-                         actor_id=actor.user_id)
+            engine.start(env, TaskKind.DELETE, berth=berth, actor=actor)

@@ -105,11 +105,11 @@ def _down(server, now, after):
             and server.last_seen_at <= now - after)
 
 
-def sweep(settings):
+def sweep(berth):
     """The scheduler's job: the events that are due. Returns how many went out."""
     now = clock.now()
-    after = dt.timedelta(seconds=settings["ALERT_UNREACHABLE_SECONDS"])
-    hold = now - dt.timedelta(seconds=settings["ALERT_HOLD_SECONDS"])
+    after = dt.timedelta(seconds=berth.settings["ALERT_UNREACHABLE_SECONDS"])
+    hold = now - dt.timedelta(seconds=berth.settings["ALERT_HOLD_SECONDS"])
     quiet = now - after
     candidates = Server.select().where(
         Server.deleted_at.is_null(), Server.organization.is_null(False),

@@ -175,12 +175,12 @@ def _upsert(table, key, series, rows=0, source=None):
 # --- the scheduler's job ---------------------------------------------------------
 
 
-def sweep(settings, now=None):
+def sweep(berth, now=None):
     """Roll finished hours up, delete rows past their retention. Safe to run in
     several schedulers at once: a roll-up recomputes whole hours and replaces them."""
     now = unix(now or clock.now())
-    keep_minutes = now - int(settings["METRICS_MINUTE_RETENTION_HOURS"]) * HOUR
-    keep_hours = now - int(settings["METRICS_HOUR_RETENTION_DAYS"]) * 86400
+    keep_minutes = now - int(berth.settings["METRICS_MINUTE_RETENTION_HOURS"]) * HOUR
+    keep_hours = now - int(berth.settings["METRICS_HOUR_RETENTION_DAYS"]) * 86400
     hour = now // HOUR * HOUR
     p = database.param
     for table, key, series in KINDS.values():

@@ -23,10 +23,10 @@ from peewee import fn
 from control_plane import __version__
 from control_plane.agent_install import wheelhouse
 from control_plane.infra import clock
-from control_plane.infra.db import after_commit, database
+from control_plane.infra.db import database
 from control_plane.models import AgentCommand, AgentUpgrade, Server
 from control_plane.services import agents
-from control_plane.services.tasks import queue
+from control_plane.services.tasks import engine, queue
 from control_plane.vocabulary.errors import NotFound
 from control_plane.vocabulary.states import CommandStatus, Connection, UpgradeStatus, check
 from protocol.kinds import CommandKind
@@ -91,13 +91,13 @@ def _queue(server):
                                status=check("upgrade", None, U.QUEUED))
 
 
-def roll_out(settings, wake=None):
+def roll_out(berth):
     """One turn of the scheduler's `agent-upgrades` job: settle what agents
     answered, queue automatic upgrades, and send queued ones into free slots."""
-    settle(settings)
-    if settings["AGENT_AUTO_UPGRADE"]:
+    settle(berth.settings)
+    if berth.settings["AGENT_AUTO_UPGRADE"]:
         _queue_behind()
-    return dispatch(settings, wake)
+    return dispatch(berth)
 
 
 def settle(settings):
@@ -141,14 +141,14 @@ def _queue_behind():
                 _queue(server)
 
 
-def dispatch(settings, wake=None):
+def dispatch(berth):
     """Send queued upgrades to connected agents while fewer than the concurrency
     are in flight. Returns the ids sent."""
-    limit = settings["AGENT_UPGRADE_CONCURRENCY"]
+    limit = berth.settings["AGENT_UPGRADE_CONCURRENCY"]
     free = limit - AgentUpgrade.select().where(AgentUpgrade.status == U.SENT).count()
     if free <= 0:
         return []
-    digest = _wheelhouse_digest(settings)
+    digest = _wheelhouse_digest(berth.settings)
     if digest is None:
         return []  # no wheelhouse yet (it is being built): the next turn sends them
     waiting = list(AgentUpgrade.select(AgentUpgrade, Server)  # read whole, as in `settle`
@@ -158,12 +158,12 @@ def dispatch(settings, wake=None):
     for row in waiting:
         if len(sent) >= free:
             break
-        if agents.is_connected(row.server) and _send(row, settings, digest, limit, wake):
+        if agents.is_connected(row.server) and _send(row, berth, digest, limit):
             sent.append(str(row.server_id))
     return sent
 
 
-def _send(row, settings, digest, limit, wake):
+def _send(row, berth, digest, limit):
     """Claim the row, in one conditional UPDATE (one scheduler sends it, and only
     while a slot is free), and queue its command, in one transaction."""
     sent = AgentUpgrade.alias()
@@ -177,11 +177,10 @@ def _send(row, settings, digest, limit, wake):
             return False
         command = queue.enqueue(row.server_id, CommandKind.UPGRADE, {
             "version": row.to_version, "sha256": digest,
-            "url": settings["PUBLIC_URL"].rstrip("/") + "/agent/wheelhouse.tar",
-            "connect_timeout": settings["AGENT_UPGRADE_TIMEOUT"]})
+            "url": berth.settings["PUBLIC_URL"].rstrip("/") + "/agent/wheelhouse.tar",
+            "connect_timeout": berth.settings["AGENT_UPGRADE_TIMEOUT"]})
         AgentUpgrade.update(command=command.id).where(AgentUpgrade.id == row.id).execute()
-        if wake is not None:
-            after_commit(lambda: wake(row.server_id))
+        engine.wake(berth, row.server_id)
     return True
 
 
@@ -191,7 +190,7 @@ _DIGESTS = {}
 def _wheelhouse_digest(settings):
     """The sha256 of the wheelhouse tar the agents download (kept while the file is
     unchanged); None when there is none yet."""
-    path = wheelhouse.tar_path(settings["WHEELHOUSE_DIR"] or settings["DATA_DIR"])
+    path = wheelhouse.tar_path(wheelhouse.directory(settings))
     try:
         stat = os.stat(path)
     except FileNotFoundError:

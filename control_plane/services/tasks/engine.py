@@ -76,10 +76,10 @@ def in_progress(env_id):
 
 # --- starting -------------------------------------------------------------------
 
-def wake(gateway, server_id):
+def wake(berth, server_id):
     """Tell the gateway a command is queued for the server, once it is committed."""
-    if gateway is not None and server_id is not None:
-        after_commit(lambda: gateway.wake(server_id))
+    if server_id is not None:
+        after_commit(lambda: berth.gateway.wake(server_id))
 
 
 def new_record(env, kind, *, trigger, **fields):
@@ -96,7 +96,7 @@ def new_record(env, kind, *, trigger, **fields):
                              status=states.check("deployment", None, D.PENDING), **fields)
 
 
-def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, actor_id=None,
+def start(env, kind, *, berth, trigger=states.Trigger.MANUAL, actor=None,
           record=None, created=False, **params):
     """Every task starts here, inside the caller's transaction (the environment
     locked by the caller): the environment's move (409 when its table refuses),
@@ -114,8 +114,9 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
     begin(env, kind, created=created)
     record = dict(record or {}, environment_status_before=before)
     record["git_branch"] = record.get("git_branch") or env.branch
-    record.update(k.defaults(env, settings, record))
-    task = new_record(env, kind, trigger=trigger, triggered_by=actor_id, **record)
+    record.update(k.defaults(env, berth.settings, record))
+    task = new_record(env, kind, trigger=trigger,
+                      triggered_by=actor.user_id if actor else None, **record)
     if audit.active():  # a task someone asked for (not the scheduler's, nor a rule's)
         audit.record(env.project.organization_id, f"environment.{kind}", "environment", env.id,
                      {"task_id": task.id, "trigger": trigger,
@@ -123,13 +124,13 @@ def start(env, kind, *, settings, gateway=None, trigger=states.Trigger.MANUAL, a
     if env.server_id is None and lifecycle.rule(kind).removes:
         settle(task, Outcome(k.succeeded, result={}))
         return Deployment.get_by_id(task.id)
-    payload = k.payload(task, env, settings, **params)
+    payload = k.payload(task, env, berth.settings, **params)
     limit = int(k.time_limit(payload).total_seconds() // 60)
     if limit != task.time_limit_minutes:
         task.time_limit_minutes = limit
         Deployment.update(time_limit_minutes=limit).where(Deployment.id == task.id).execute()
     queue.enqueue(env.server_id, k.command, payload, deployment_id=task.id)
-    wake(gateway, env.server_id)
+    wake(berth, env.server_id)
     return task
 
 

@@ -49,7 +49,7 @@ SNIPPET = 1000  # characters of the answer kept
 PRUNE_SECONDS = 1.0  # a loop prunes a webhook's delivery log at most this often
 
 
-def run(settings, linger=0.0):
+def run(berth, linger=0.0):
     """The scheduler job: fan out, then deliver what is due, until nothing is left
     (or the turn is long enough). Up to IN_FLIGHT deliveries are claimed and on
     the senders at once; outcomes are recorded in batches as they come back, and
@@ -58,7 +58,7 @@ def run(settings, linger=0.0):
     `linger`, a turn that found work keeps looking every LINGER_POLL seconds until
     it has been idle that long: events that come in a stream go out within tens of
     milliseconds, not at the next turn. Returns the number of attempts made."""
-    delays = retry_delays(settings)  # a bad setting fails here, before any send
+    delays = retry_delays(berth.settings)  # a bad setting fails here, before any send
     inbox = senders.Inbox()
     pruned = Pruned()
     started, attempts, idle_since = time.monotonic(), 0, None
@@ -71,7 +71,7 @@ def run(settings, linger=0.0):
                         if room else (0, []))
         if room - len(jobs) > 0:
             jobs += claim_due(min(IN_FLIGHT // 2, room - len(jobs)))
-        _submit(jobs, settings, inbox)
+        _submit(jobs, berth.settings, inbox)
         done = inbox.take(at_least=BATCH, timeout=LINGER_POLL)
         if done:
             attempts += record(done, delays, paused=inbox.paused, pruned=pruned)

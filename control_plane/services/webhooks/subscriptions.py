@@ -124,10 +124,10 @@ def _project_for(actor, project_id):
     return project.id
 
 
-def create_webhook(actor, settings, *, url, events, description="", project_id=_OWN_PROJECT,
+def create_webhook(actor, berth, *, url, events, description="", project_id=_OWN_PROJECT,
                    is_active=True, format="raw"):
     """Returns (webhook, secret): the secret in clear this once."""
-    url = _check_url(url, settings)
+    url = _check_url(url, berth.settings)
     events = normalize_events(events)
     secret = new_secret()
     with database.atomic():
@@ -146,12 +146,12 @@ def create_webhook(actor, settings, *, url, events, description="", project_id=_
     return webhook, secret
 
 
-def update_webhook(actor, settings, webhook_id, changes):
+def update_webhook(actor, berth, webhook_id, changes):
     """`changes` holds only the fields sent. `is_active: true` on a paused webhook
     re-enables it with failure_count back to 0."""
     fields = {f: changes[f] for f in ("description", "format", "is_active") if f in changes}
     if "url" in changes:
-        fields["url"] = _check_url(changes["url"], settings)
+        fields["url"] = _check_url(changes["url"], berth.settings)
     if "events" in changes:
         fields["events"] = normalize_events(changes["events"])
     with database.atomic():
@@ -229,7 +229,7 @@ def _iso_now():
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def ping(actor, settings, webhook_id):
+def ping(actor, berth, webhook_id):
     """Send one `ping` event now, in the webhook's format, and report how the
     receiver answered. No delivery entry; failure_count and last_triggered_at stay.
     The receiver's body is never repeated back."""
@@ -246,8 +246,8 @@ def ping(actor, settings, webhook_id):
     }
     body, headers = payloads.render(webhook, envelope, secret)
     result = net.post(webhook.url, body, headers, timeout=PING_TIMEOUT,
-                              allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
-                              ca_bundle=settings["WEBHOOK_CA_BUNDLE"])
+                              allow_private=berth.settings["WEBHOOK_ALLOW_PRIVATE"],
+                              ca_bundle=berth.settings["WEBHOOK_CA_BUNDLE"])
     message = None
     if not result.ok:
         message = result.error or f"The receiver answered HTTP {result.status_code}."

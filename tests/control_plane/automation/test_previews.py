@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from control_plane.agent_link import Plain
 from control_plane.models import AutomationRun, Deployment, Environment, Project, Server
 from control_plane.services.automation import rules, triggers
 from control_plane.vocabulary.errors import InvalidAutomationRule
@@ -46,7 +47,7 @@ def test_a_branch_gets_a_preview_until_it_is_deleted(client, bk, store, app, at)
     bk.ack(first.id)
     bk.finish(first.id, result={})
     # Then the source's newest backup, neutralised.
-    triggers.start_pending(settings)
+    triggers.start_pending(Plain(settings))
     run = AutomationRun.get_by_id(run.id)
     copy = Deployment.get_by_id(run.task)
     assert (run.stage, copy.kind, copy.extra_data["backup_id"]) == (
@@ -87,10 +88,10 @@ def test_a_branch_gets_a_preview_until_it_is_deleted(client, bk, store, app, at)
     bk.ack(Deployment.get(Deployment.environment == pay.id).id)
     bk.finish(Deployment.get(Deployment.environment == pay.id).id, result={})
     at(dt.datetime(2026, 6, 2, 11, 59))
-    assert triggers.expire_previews(settings) == []
+    assert triggers.expire_previews(Plain(settings)) == []
     at(dt.datetime(2026, 6, 2, 12, 1))
-    [expired] = triggers.expire_previews(settings)
-    assert triggers.expire_previews(settings) == []
+    [expired] = triggers.expire_previews(Plain(settings))
+    assert triggers.expire_previews(Plain(settings)) == []
     assert (expired.trigger_type, expired.actor, expired.stage) == ("schedule", "scheduler",
                                                                    "remove")
     assert Deployment.get_by_id(expired.task).kind == "delete"

@@ -4,6 +4,7 @@ not production), and `berth admin rule`."""
 
 import pytest
 
+from control_plane.agent_link import Plain
 from control_plane.models import (
     AgentCommand,
     AutomationRun,
@@ -77,7 +78,7 @@ def test_copy_database_restores_the_newest_backup_or_a_fresh_one(client, bk, sto
     bk.ack(backup_task.id)
     bk.finish(backup_task.id)
     assert AutomationRun.get_by_id(run["id"]).status == "running"
-    triggers.start_pending(settings)
+    triggers.start_pending(Plain(settings))
     restore = Deployment.get_by_id(AutomationRun.get_by_id(run["id"]).task)
     assert restore.kind == "restore"
     assert restore.extra_data["backup_id"] == backup_task.extra_data["backup_id"]

@@ -5,6 +5,7 @@ services the gateway calls)."""
 import datetime as dt
 import threading
 
+from control_plane.agent_link import Plain
 from control_plane.models import AutomationRule, AutomationRun, Backup, Deployment, Event
 from control_plane.services.automation import triggers
 from control_plane.services.tasks import engine
@@ -93,7 +94,7 @@ def test_a_schedule_fires_once_per_occurrence_whatever_the_schedulers(client, bk
     rule = create(client, bk, {"type": "schedule", "cron": "30 9 * * *"}, backup_of(bk.env.id))
     assert rule["next_run_at"] == "2026-06-01T09:30:00.000Z"
     at(dt.datetime(2026, 6, 1, 9, 29))
-    assert triggers.fire_due(settings) == []
+    assert triggers.fire_due(Plain(settings)) == []
 
     # Two schedulers at the same moment: one run.
     at(dt.datetime(2026, 6, 1, 9, 30, 5))
@@ -101,7 +102,7 @@ def test_a_schedule_fires_once_per_occurrence_whatever_the_schedulers(client, bk
 
     def scheduler():
         barrier.wait()
-        fired.extend(triggers.fire_due(settings))
+        fired.extend(triggers.fire_due(Plain(settings)))
         app.extensions["berth"].db.close()
     threads = [threading.Thread(target=scheduler) for _ in range(2)]
     for t in threads:
@@ -118,8 +119,8 @@ def test_a_schedule_fires_once_per_occurrence_whatever_the_schedulers(client, bk
 
     # Down for three days: the missed occurrences fire once, not three times.
     at(dt.datetime(2026, 6, 4, 12, 0))
-    assert len(triggers.fire_due(settings)) == 1
-    assert triggers.fire_due(settings) == []
+    assert len(triggers.fire_due(Plain(settings))) == 1
+    assert triggers.fire_due(Plain(settings)) == []
     assert AutomationRule.get_by_id(rule["id"]).next_run_at == dt.datetime(2026, 6, 5, 9, 30)
 
 
@@ -136,7 +137,7 @@ def test_a_local_time_schedule_keeps_across_dst_changes(client, bk, store, at, a
         fired = []
         for step in range(days * 24 * 4):  # a look every 15 minutes
             at(start + dt.timedelta(minutes=15 * step))
-            for run in triggers.fire_due(settings):
+            for run in triggers.fire_due(Plain(settings)):
                 fired.append(start + dt.timedelta(minutes=15 * step))
                 if run.task:
                     bk.ack(run.task)
@@ -156,12 +157,12 @@ def test_event_rules_follow_tasks_and_a_chain_is_cut(client, bk, store, app):
     r2 = create(client, bk, {"type": "event", "event": "backup.completed",
                              "environment_id": str(env.id)},
                 {"type": "deploy", "environment_id": str(env.id)})
-    deploy = engine.start(env, "deploy", settings=settings)
+    deploy = engine.start(env, "deploy", berth=Plain(settings))
     bk.ack(deploy.id)
     bk.finish(deploy.id, result={})
     seen = []
     for _ in range(10):
-        triggers.start_pending(settings)
+        triggers.start_pending(Plain(settings))
         running = list(AutomationRun.select().where(AutomationRun.status == "running",
                                                     AutomationRun.task.is_null(False)))
         if not running:

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from control_plane.agent_link import Plain
 from control_plane.models import Backup, Deployment, Environment
 from control_plane.services.backups import policy
 from tests.control_plane.backups.conftest import V1
@@ -96,9 +97,9 @@ def test_one_scheduled_backup_a_day_once_its_time_has_come(app, bk, at):
     settings = app.extensions["berth"].settings
     prod = production(bk)
     at(DAY.replace(hour=1, minute=59))
-    assert policy.run(settings) == []
+    assert policy.run(Plain(settings)) == []
     at(DAY)
-    [backup] = policy.run(settings)
+    [backup] = policy.run(Plain(settings))
     assert (backup.environment_id, backup.backup_type, backup.status) == (prod.id, "scheduled",
                                                                          "pending")
     task = Deployment.get_by_id(backup.task_id)
@@ -109,9 +110,9 @@ def test_one_scheduled_backup_a_day_once_its_time_has_come(app, bk, at):
     bk.ack(task.id)
     bk.finish(task.id)
     at(DAY + dt.timedelta(hours=5))
-    assert policy.run(settings) == []  # the day's is taken
+    assert policy.run(Plain(settings)) == []  # the day's is taken
     at(DAY + dt.timedelta(days=1))
-    assert len(policy.run(settings)) == 1
+    assert len(policy.run(Plain(settings))) == 1
     assert len(scheduled(prod)) == 2
 
 
@@ -120,15 +121,15 @@ def test_a_busy_or_stopped_environment_is_tried_again_the_same_day(app, bk, at):
     prod = production(bk)
     at(DAY)
     manual = bk.backup_via_api(app.test_client(), prod)  # a task in progress
-    assert policy.run(settings) == [] and scheduled(prod) == []
+    assert policy.run(Plain(settings)) == [] and scheduled(prod) == []
     bk.ack(manual.task_id)
     bk.finish(manual.task_id)
     Environment.update(status="stopped").where(Environment.id == prod.id).execute()
     at(DAY + dt.timedelta(hours=1))
-    assert policy.run(settings) == []
+    assert policy.run(Plain(settings)) == []
     Environment.update(status="running").where(Environment.id == prod.id).execute()
     at(DAY + dt.timedelta(hours=2))
-    assert len(policy.run(settings)) == 1
+    assert len(policy.run(Plain(settings))) == 1
 
 
 def test_disabled_or_not_yet_due_environments_are_left_alone(app, bk, at):
@@ -138,9 +139,9 @@ def test_disabled_or_not_yet_due_environments_are_left_alone(app, bk, at):
     Environment.update(backup_enabled=True, backup_time="23:00").where(
         Environment.id == late.id).execute()
     at(DAY)
-    assert policy.run(settings) == []  # neither; the development bk.env is off by default
+    assert policy.run(Plain(settings)) == []  # neither; the development bk.env is off by default
     at(DAY.replace(hour=23))
-    assert [b.environment_id for b in policy.run(settings)] == [late.id]
+    assert [b.environment_id for b in policy.run(Plain(settings))] == [late.id]
 
 
 def test_two_schedulers_at_once_take_each_due_backup_once(app, bk, at):
@@ -153,7 +154,7 @@ def test_two_schedulers_at_once_take_each_due_backup_once(app, bk, at):
     def scheduler():
         try:
             start.wait()
-            taken.extend(policy.run(settings))
+            taken.extend(policy.run(Plain(settings)))
         except Exception as exc:  # pragma: no cover - reported below
             failures.append(exc)
 
@@ -173,7 +174,7 @@ def test_two_schedulers_at_once_take_each_due_backup_once(app, bk, at):
 
 def take(bk, settings, at, when, ok=True):
     at(when)
-    [backup] = policy.run(settings)
+    [backup] = policy.run(Plain(settings))
     bk.ack(backup.task_id)
     bk.finish(backup.task_id, ok=ok, error=None if ok else "pg_dump failed")
     return backup.id

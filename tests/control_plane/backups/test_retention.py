@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from control_plane import storage
+from control_plane.agent_link import Plain
 from control_plane.models import Backup, BackupImport, Environment
 from control_plane.services.backups import retention
 from tests.control_plane.backups.conftest import V1
@@ -74,8 +75,8 @@ def test_an_expired_backup_leaves_storage_and_the_lists(client, bk, at, real_sto
     kept = stored_backup(client, bk, store)
     assert old.expires_at == DAY + dt.timedelta(days=30)
 
-    assert retention.sweep(settings, now=DAY + dt.timedelta(days=29)) == []
-    assert retention.sweep(settings, now=DAY + dt.timedelta(days=30)) == [old.id]
+    assert retention.sweep(Plain(settings), now=DAY + dt.timedelta(days=29)) == []
+    assert retention.sweep(Plain(settings), now=DAY + dt.timedelta(days=30)) == [old.id]
     for name in NAMES:
         assert store.size(old.storage_prefix + name) is None
         assert store.size(kept.storage_prefix + name) is not None
@@ -88,7 +89,7 @@ def test_an_expired_backup_leaves_storage_and_the_lists(client, bk, at, real_sto
     assert r.status_code == 404
     assert client.get(f"/api/public/v1/backups/{kept.id}/download",
                       headers=bk.key).status_code == 200
-    assert retention.sweep(settings, now=DAY + dt.timedelta(days=31)) == []  # once
+    assert retention.sweep(Plain(settings), now=DAY + dt.timedelta(days=31)) == []  # once
 
 
 def test_failed_backups_go_too_and_running_ones_wait(client, bk, at, real_store):
@@ -102,7 +103,7 @@ def test_failed_backups_go_too_and_running_ones_wait(client, bk, at, real_store)
     running = bk.backup_via_api(client)
     bk.ack(running.task_id)
     Backup.update(expires_at=DAY).where(Backup.id == running.id).execute()
-    assert retention.sweep(settings, now=DAY + dt.timedelta(days=31)) == [failed.id]
+    assert retention.sweep(Plain(settings), now=DAY + dt.timedelta(days=31)) == [failed.id]
     assert store.size(failed.storage_prefix + "database.dump") is None
     assert Backup.get_by_id(running.id).deleted_at is None
 
@@ -119,11 +120,11 @@ def test_a_removed_environment_s_backups_are_kept_30_days_at_most(app, client, b
     Environment.update(is_active=False, status="deleted", updated_at=removed).where(
         Environment.id == bk.env.id).execute()
     at(removed)
-    assert retention.sweep(settings) == []
+    assert retention.sweep(Plain(settings)) == []
     assert Backup.get_by_id(manual.id).expires_at == DAY + dt.timedelta(days=30)  # its own
     assert Backup.get_by_id(long_kept.id).expires_at == removed + dt.timedelta(days=30)
-    assert retention.sweep(settings, now=DAY + dt.timedelta(days=30)) == [manual.id]
-    assert retention.sweep(settings, now=removed + dt.timedelta(days=30)) == [long_kept.id]
+    assert retention.sweep(Plain(settings), now=DAY + dt.timedelta(days=30)) == [manual.id]
+    assert retention.sweep(Plain(settings), now=removed + dt.timedelta(days=30)) == [long_kept.id]
 
 
 def test_imports_are_kept_a_week_then_leave_storage_and_the_api(client, bk, at, real_store):
@@ -146,8 +147,8 @@ def test_imports_are_kept_a_week_then_leave_storage_and_the_api(client, bk, at, 
     at(DAY + dt.timedelta(days=3))
     young = new_import(True)
 
-    assert retention.sweep_imports(settings, now=DAY + dt.timedelta(days=6)) == []
-    removed = retention.sweep_imports(settings, now=DAY + dt.timedelta(days=7))
+    assert retention.sweep_imports(Plain(settings), now=DAY + dt.timedelta(days=6)) == []
+    removed = retention.sweep_imports(Plain(settings), now=DAY + dt.timedelta(days=7))
     assert sorted(removed) == sorted([done.id, unfinished.id])
     assert store.size(done.storage_key) is None
     assert not open_uploads(store, unfinished.storage_key, unfinished.upload_id)
@@ -159,7 +160,7 @@ def test_imports_are_kept_a_week_then_leave_storage_and_the_api(client, bk, at, 
     assert r.status_code == 200 and r.json["status"] == "uploaded"
     bk.ack(restoring.task_id)
     bk.finish(restoring.task_id)
-    assert retention.sweep_imports(settings, now=DAY + dt.timedelta(days=8)) == [read.id]
+    assert retention.sweep_imports(Plain(settings), now=DAY + dt.timedelta(days=8)) == [read.id]
 
 
 def test_a_failed_backup_s_uploads_are_all_aborted_even_one_never_recorded(client, bk,
@@ -179,7 +180,7 @@ def test_a_failed_backup_s_uploads_are_all_aborted_even_one_never_recorded(clien
     bk.ack(failed.task_id)
     bk.finish(failed.task_id, ok=False, error="storage went away")
 
-    assert transfers.abort_unfinished(settings) == 2
+    assert transfers.abort_unfinished(Plain(settings)) == 2
     assert not open_uploads(store, failed.storage_prefix + "filestore.tar.zst", recorded)
     assert not open_uploads(store, failed.storage_prefix + "database.dump", lost)
     assert open_uploads(store, other.storage_prefix + "database.dump", running)

@@ -54,7 +54,7 @@ def test_a_scheduled_backup_carries_the_scheduled_trigger(app, client, bk, at):
     Environment.update(environment_type="production").where(
         Environment.id == bk.env.id).execute()
     at(DAY)
-    [backup] = policy.run(app.extensions["berth"].settings)
+    [backup] = policy.run(app.extensions["berth"])
     task = record(client, bk, backup.task_id)
     assert (task["kind"], task["trigger"], task["version"]) == ("backup", "scheduled", None)
     manual = bk.completed_backup

@@ -212,10 +212,10 @@ def test_uploads_left_open_by_a_failed_backup_are_aborted(client, store, bk):
     assert row.status == "failed" and row.uploads == {"filestore.tar.zst": "up-0"}
 
     store.unreachable = True  # often why the backup failed: kept for the next run
-    assert transfers.abort_unfinished(client.application.extensions["berth"].settings) == 0
+    assert transfers.abort_unfinished(client.application.extensions["berth"]) == 0
     assert Backup.get_by_id(backup.id).uploads == {"filestore.tar.zst": "up-0"}
     store.unreachable = False
-    assert transfers.abort_unfinished(client.application.extensions["berth"].settings) == 1
+    assert transfers.abort_unfinished(client.application.extensions["berth"]) == 1
     assert store.aborted == [(f"{backup.storage_prefix}filestore.tar.zst", "up-0")]
     assert Backup.get_by_id(backup.id).uploads == {}
     assert Backup.get_by_id(running.id).uploads == {"database.dump": "up-1"}

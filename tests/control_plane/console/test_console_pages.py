@@ -158,7 +158,7 @@ def test_a_failing_receiver_is_visible_on_the_webhooks_page(app, world, member, 
     receiver.respond(then=500, path="/failing")
     for _ in range(20):
         event(org, project)
-    delivery.run(app.extensions["berth"].settings)
+    delivery.run(app.extensions["berth"])
     receiver.wait_for(40)
     page = _text(b.get("/webhooks"))
     row = _webhook_row(page, failing.url)

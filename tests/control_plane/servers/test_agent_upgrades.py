@@ -1,7 +1,7 @@
 """Agent upgrades at the service level, where the scheduler's `agent-upgrades` job
 and `berth admin agents upgrade` call them: who is upgraded and why not, the
 rollout's concurrency, the command's payload, and how the agent's answer settles
-it. (Real agents upgrading and rolling back: tests/agent/test_agent_upgrade.py.)"""
+it. (Real agents upgrading and rolling back: tests/e2e/servers/test_agent_upgrade.py.)"""
 
 import datetime as dt
 import hashlib
@@ -9,6 +9,7 @@ import hashlib
 import pytest
 
 from control_plane import __version__
+from control_plane.agent_link import Plain
 from control_plane.infra import clock
 from control_plane.models import AgentCommand, AgentUpgrade, Server
 from control_plane.services.servers import upgrades
@@ -62,12 +63,19 @@ def test_who_is_upgraded_and_why_not(world, settings):
     assert AgentUpgrade.select().count() == 1  # the refused request changed nothing
 
 
+class Woken:
+    """A gateway that records whom it was asked to wake."""
+
+    def __init__(self, woken):
+        self.wake = woken.append
+
+
 def test_at_most_the_concurrency_is_in_flight_and_answers_settle(world, settings):
     org = world.org()
     servers = [agent_server(world, org) for _ in range(3)]
     upgrades.request([s.id for s in servers])
     woken = []
-    sent = upgrades.roll_out(settings, woken.append)
+    sent = upgrades.roll_out(Plain(settings, Woken(woken)))
     assert sent == [str(s.id) for s in servers[:2]] and status(servers[2]) == "queued"
     assert sorted(map(str, woken)) == sorted(sent)  # the gateway is told after commit
 
@@ -76,17 +84,17 @@ def test_at_most_the_concurrency_is_in_flight_and_answers_settle(world, settings
     assert command.kind == "upgrade" and command.payload == {
         "version": __version__, "url": "https://cp.example.com/agent/wheelhouse.tar",
         "sha256": hashlib.sha256(b"the agent's packages").hexdigest(), "connect_timeout": 120}
-    assert upgrades.roll_out(settings) == []  # no free slot
+    assert upgrades.roll_out(Plain(settings)) == []  # no free slot
 
     engine.record_result(servers[0].id, command.id, True,
                          {"from_version": OLD, "to_version": __version__})
-    assert upgrades.roll_out(settings) == [str(servers[2].id)]
+    assert upgrades.roll_out(Plain(settings)) == [str(servers[2].id)]
     assert status(servers[0]) == "succeeded"
 
     second = AgentUpgrade.get(AgentUpgrade.server == servers[1].id)
     engine.record_result(servers[1].id, second.command, False, None,
                          f"berth-agent {__version__} did not connect within 120 s: rolled back")
-    upgrades.roll_out(settings)
+    upgrades.roll_out(Plain(settings))
     second = AgentUpgrade.get_by_id(second.id)
     assert second.status == "failed" and "rolled back" in second.error
     assert second.finished_at is not None
@@ -97,23 +105,23 @@ def test_an_upgrade_waits_for_its_agent_and_for_a_wheelhouse(world, settings, tm
     away = agent_server(world, org, connected=False)
     Server.update(agent_version=OLD).where(Server.id == away.id).execute()
     upgrades.request([away.id])
-    assert upgrades.roll_out(settings) == [] and status(away) == "queued"
+    assert upgrades.roll_out(Plain(settings)) == [] and status(away) == "queued"
 
     here = agent_server(world, org)
     upgrades.request([here.id])
     (tmp_path / "wheelhouse.tar").unlink()  # still being built
-    assert upgrades.roll_out(settings) == [] and status(here) == "queued"
+    assert upgrades.roll_out(Plain(settings)) == [] and status(here) == "queued"
     (tmp_path / "wheelhouse.tar").write_bytes(b"built")
-    assert upgrades.roll_out(settings) == [str(here.id)]
+    assert upgrades.roll_out(Plain(settings)) == [str(here.id)]
 
 
 def test_a_sent_upgrade_never_answered_fails(world, settings):
     server = agent_server(world, world.org())
     upgrades.request([server.id])
-    upgrades.roll_out(settings)
+    upgrades.roll_out(Plain(settings))
     long_ago = clock.now() - upgrades.GIVE_UP - dt.timedelta(seconds=121)
     AgentUpgrade.update(sent_at=long_ago).execute()
-    upgrades.roll_out(settings)
+    upgrades.roll_out(Plain(settings))
     row = AgentUpgrade.get(AgentUpgrade.server == server.id)
     assert (row.status, row.error) == ("failed", "no answer from the agent")
 
@@ -122,13 +130,13 @@ def test_automatic_upgrades_try_each_version_once(world, settings):
     org = world.org()
     behind = agent_server(world, org)
     agent_server(world, org, __version__)
-    assert upgrades.roll_out(settings) == []  # off by default
+    assert upgrades.roll_out(Plain(settings)) == []  # off by default
     settings["AGENT_AUTO_UPGRADE"] = True
-    assert upgrades.roll_out(settings) == [str(behind.id)]
+    assert upgrades.roll_out(Plain(settings)) == [str(behind.id)]
     row = AgentUpgrade.get(AgentUpgrade.server == behind.id)
     engine.record_result(behind.id, row.command, False, None, "rolled back")
-    upgrades.roll_out(settings)
-    upgrades.roll_out(settings)
+    upgrades.roll_out(Plain(settings))
+    upgrades.roll_out(Plain(settings))
     assert [r.status for r in AgentUpgrade.select()] == ["failed"]  # not tried again
 
 

@@ -1,10 +1,11 @@
 """Fleet alerts, at the service level where the gateway and the SSH checks hand
 them what a server said (the end to end with a real agent and real containers is
-tests/agent/test_fleet_alerts.py): each event once per transition, after its
+tests/e2e/servers/test_fleet_alerts.py): each event once per transition, after its
 delay, with hysteresis, and once among several schedulers."""
 
 import pytest
 
+from control_plane.agent_link import Plain
 from control_plane.models import Event, Server
 from control_plane.services.servers import alerts, monitoring
 
@@ -44,12 +45,12 @@ def test_a_full_disk_held_two_minutes_alerts_once_per_episode(fleet):
     org, server, clock = fleet
     watch = alerts.Watch()
     alerts.record_changes(server.id, watch.observe(healthy(disk_percent=93.0), []))
-    assert alerts.sweep(SETTINGS) == 0  # not held long enough
+    assert alerts.sweep(Plain(SETTINGS)) == 0  # not held long enough
     clock.advance(seconds=119)
-    assert alerts.sweep(SETTINGS) == 0
+    assert alerts.sweep(Plain(SETTINGS)) == 0
     clock.advance(seconds=2)
-    assert alerts.sweep(SETTINGS) == 1
-    assert alerts.sweep(SETTINGS) == 0  # a second scheduler, or the next turn: nothing
+    assert alerts.sweep(Plain(SETTINGS)) == 1
+    assert alerts.sweep(Plain(SETTINGS)) == 0  # a second scheduler, or the next turn: nothing
     assert names(org) == ["server.disk_critical"]
     event = Event.select().where(Event.organization == org.id).get()
     assert event.project_id is None and event.data["server_id"] == str(server.id)
@@ -57,17 +58,17 @@ def test_a_full_disk_held_two_minutes_alerts_once_per_episode(fleet):
 
     # Back under 85 %: the episode ends; the next one alerts again.
     alerts.record_changes(server.id, watch.observe(healthy(disk_percent=80.0), []))
-    alerts.sweep(SETTINGS)
+    alerts.sweep(Plain(SETTINGS))
     assert not Server.get_by_id(server.id).disk_alerted
     alerts.record_changes(server.id, watch.observe(healthy(disk_percent=95.0), []))
     clock.advance(seconds=121)
-    alerts.sweep(SETTINGS)
+    alerts.sweep(Plain(SETTINGS))
     assert names(org) == ["server.disk_critical", "server.disk_critical"]
     # Memory alike, at its own threshold.
     alerts.record_changes(server.id, watch.observe(healthy(disk_percent=95, memory_percent=96),
                                                    []))
     clock.advance(seconds=121)
-    alerts.sweep(SETTINGS)
+    alerts.sweep(Plain(SETTINGS))
     assert names(org)[-1] == "server.memory_critical"
 
 
@@ -76,22 +77,22 @@ def test_an_agent_unheard_of_is_unreachable_once_then_recovered_once(fleet):
     now = clock()
     Server.update(last_seen_at=now, connected_since=None).where(Server.id == server.id).execute()
     clock.advance(seconds=89)
-    assert alerts.sweep(SETTINGS) == 0
+    assert alerts.sweep(Plain(SETTINGS)) == 0
     clock.advance(seconds=2)
-    assert alerts.sweep(SETTINGS) == 1
+    assert alerts.sweep(Plain(SETTINGS)) == 1
     clock.advance(seconds=600)
-    assert alerts.sweep(SETTINGS) == 0  # still down: one event for the outage
+    assert alerts.sweep(Plain(SETTINGS)) == 0  # still down: one event for the outage
     clock.advance(seconds=1)
     Server.update(last_seen_at=clock(), connected_since=clock()).where(
         Server.id == server.id).execute()
-    assert alerts.sweep(SETTINGS) == 1
-    assert alerts.sweep(SETTINGS) == 0
+    assert alerts.sweep(Plain(SETTINGS)) == 1
+    assert alerts.sweep(Plain(SETTINGS)) == 0
     assert names(org) == ["server.unreachable", "server.recovered"]
     # A server never reached says nothing.
     quiet = Server.create(organization=org, name="new", provider="p", cpu_cores=1, ram_mb=1,
                           disk_gb=1)
     clock.advance(seconds=3600)
-    alerts.sweep(SETTINGS)
+    alerts.sweep(Plain(SETTINGS))
     assert all(e.data["server_id"] != str(quiet.id)
                for e in Event.select().where(Event.organization == org.id))
 
@@ -102,11 +103,11 @@ def test_an_ssh_server_failing_its_checks_is_unreachable(fleet, world):
                            disk_gb=1, connection="ssh", last_seen_at=clock(),
                            ssh_checked_at=clock(), unreachable_since=clock())
     clock.advance(seconds=91)
-    assert alerts.sweep(SETTINGS) == 1
+    assert alerts.sweep(Plain(SETTINGS)) == 1
     clock.advance(seconds=30)
     Server.update(unreachable_since=None, ssh_checked_at=clock()).where(
         Server.id == server.id).execute()
-    assert alerts.sweep(SETTINGS) == 1
+    assert alerts.sweep(Plain(SETTINGS)) == 1
     assert names(org) == ["server.unreachable", "server.recovered"]
     assert {e.data["connection"] for e in Event.select()} == {"ssh"}
 
@@ -168,6 +169,6 @@ def test_nothing_to_send_writes_nothing(fleet, monkeypatch):
             return database.atomic()
     from control_plane.infra.db import database
     monkeypatch.setattr(alerts, "database", Counting())
-    alerts.sweep(SETTINGS)
+    alerts.sweep(Plain(SETTINGS))
     alerts.record_changes(server.id, alerts.Watch().observe(healthy(), []))
     assert opened == []

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from control_plane.agent_link import Plain
 from control_plane.gateway.server import Gateway
 from control_plane.infra import clock
 from control_plane.models.metrics import SERVER_SERIES
@@ -166,7 +167,7 @@ def test_hours_are_rolled_up_and_old_points_pruned(client, world, app):
     now = {"t": base + dt.timedelta(hours=1, minutes=5)}
     clock.set_source(lambda: now["t"])
     try:
-        history.sweep(settings)
+        history.sweep(Plain(settings))
         span = {"from": (base - dt.timedelta(hours=1)).isoformat() + "Z",
                 "to": (base + dt.timedelta(hours=2)).isoformat() + "Z"}
         points = _history(client, raw, f"servers/{server.id}", step="1h", **span)["points"]
@@ -178,7 +179,7 @@ def test_hours_are_rolled_up_and_old_points_pruned(client, world, app):
 
         # Two days on, the minutes are gone and the hour stays.
         now["t"] = base + dt.timedelta(hours=50)
-        history.sweep(settings)
+        history.sweep(Plain(settings))
         assert len(_history(client, raw, f"servers/{server.id}", step="1h",
                             **span)["points"]) == 2  # 11:00 rolled up before it went
         span_6h = dict(span, step="6h")
@@ -186,7 +187,7 @@ def test_hours_are_rolled_up_and_old_points_pruned(client, world, app):
         assert point["cpu_percent"]["max"] == 90.0 and point["cpu_percent"]["min"] == 0.0
 
         now["t"] = base + dt.timedelta(days=91)
-        history.sweep(settings)
+        history.sweep(Plain(settings))
         assert _history(client, raw, f"servers/{server.id}", step="1d",
                         **{"from": (base - dt.timedelta(days=1)).isoformat() + "Z",
                            "to": (base + dt.timedelta(days=2)).isoformat() + "Z"}

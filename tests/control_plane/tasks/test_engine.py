@@ -5,6 +5,7 @@ nothing above it."""
 import grimp
 import pytest
 
+from control_plane.agent_link import Plain
 from control_plane.infra.db import database
 from control_plane.models import AgentCommand
 from control_plane.services.tasks import engine
@@ -25,12 +26,12 @@ def test_the_gateway_is_woken_on_commit_only(app, world):
     env, other = world.environment(project, "running"), world.environment(project, "running")
     settings, gateway = app.extensions["berth"].settings, Gateway()
     with database.atomic():
-        engine.start(env, "deploy", settings=settings, trigger="manual", gateway=gateway)
+        engine.start(env, "deploy", berth=Plain(settings, gateway), trigger="manual")
         assert gateway.woken == []  # the command is not visible to the gateway yet
     assert gateway.woken == [env.server_id]
 
     with pytest.raises(RuntimeError), database.atomic():
-        engine.start(other, "deploy", settings=settings, trigger="manual", gateway=gateway)
+        engine.start(other, "deploy", berth=Plain(settings, gateway), trigger="manual")
         raise RuntimeError("the request failed after queueing")
     assert gateway.woken == [env.server_id]  # rolled back: nothing to send, no wake
     assert AgentCommand.select().count() == 1

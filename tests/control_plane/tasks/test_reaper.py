@@ -30,7 +30,7 @@ def queued(app, world, project, kind="deploy", env_status=None):
     `env_status`: the environment's status afterwards, whatever the task made it."""
     during = lifecycle.rule(kind).during  # created there: no move of its own to see
     env = world.environment(project, during or "running")
-    d = engine.start(env, kind, settings=app.extensions["berth"].settings, trigger="manual",
+    d = engine.start(env, kind, berth=app.extensions["berth"], trigger="manual",
                      created=bool(during))
     if env_status:
         Environment.update(status=env_status).where(Environment.id == env.id).execute()

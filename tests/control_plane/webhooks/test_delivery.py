@@ -15,6 +15,7 @@ import pytest
 import standardwebhooks
 
 from control_plane import events
+from control_plane.agent_link import Plain
 from control_plane.infra import config, secretbox
 from control_plane.infra.db import database
 from control_plane.models import Event, Webhook, WebhookDelivery
@@ -73,7 +74,7 @@ def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_
     project = world.project(org)
     w, secret = hook(org, receiver.url + "/in")
     ev = event(org, project)
-    assert delivery.run(settings) == 1
+    assert delivery.run(Plain(settings)) == 1
     (got,) = receiver.wait_for(1)
     assert got.path == "/in" and got.method == "POST"
     assert got.headers["Content-Type"] == "application/json"
@@ -98,7 +99,7 @@ def test_raw_delivery_carries_the_envelope_and_both_signatures(app, world, fake_
     w = Webhook.get_by_id(w.id)
     assert w.failure_count == 0 and w.last_triggered_at == fake_clock.now
     assert Event.get_by_id(ev.id).fanned_out
-    assert delivery.run(settings) == 0  # nothing twice
+    assert delivery.run(Plain(settings)) == 0  # nothing twice
 
 
 def test_deploy_flow_events_carry_their_documented_data(app, world, settings, receiver):
@@ -108,10 +109,10 @@ def test_deploy_flow_events_carry_their_documented_data(app, world, settings, re
     hook(org, receiver.url, events=["deploy.started", "deploy.completed",
                                     "environment.status_changed"])
     with database.atomic():
-        d = engine.start(env, "redeploy", settings=settings, trigger="manual")
+        d = engine.start(env, "redeploy", berth=Plain(settings), trigger="manual")
     engine.on_ack(d.id)
     engine.on_result(d.id, True, {}, None)
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     got = collections.defaultdict(list)
     for b in map(body, receiver.wait_for(4)):
         got[b["event"]].append(b["data"])
@@ -139,7 +140,7 @@ def test_chat_formats_have_their_layout_and_colour(app, world, settings, receive
     for fmt in ("blocks", "cards", "embed"):
         hook(org, f"{receiver.url}/{fmt}", events=[name], fmt=fmt)
     ev = event(org, project, name, status=name.split(".")[1])
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     got = {r.path.strip("/"): r for r in receiver.wait_for(3)}
     assert set(got) == {"blocks", "cards", "embed"}
     for r in got.values():
@@ -181,7 +182,7 @@ def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
     receiver.respond(500, 500, 500, then=200)
     delays = []
     for attempt, nominal in enumerate((30, 300, 1800), start=1):
-        delivery.run(settings)
+        delivery.run(Plain(settings))
         assert len(receiver.wait_for(attempt)) == attempt
         d = delivery_of(w)
         assert (d.status, d.attempt_count, d.response_status) == ("retrying", attempt, 500)
@@ -190,9 +191,9 @@ def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
         assert nominal * 0.9 <= delay <= nominal * 1.1
         delays.append(delay)
         fake_clock.advance(seconds=nominal * 0.85)  # not yet due
-        assert delivery.run(settings) == 0
+        assert delivery.run(Plain(settings)) == 0
         fake_clock.advance(seconds=delay - nominal * 0.85)
-    assert delivery.run(settings) == 1
+    assert delivery.run(Plain(settings)) == 1
     got = receiver.wait_for(4)
     assert len(got) == 4
     assert {body(r)["event_id"] for r in got} == {str(ev.event_id)}
@@ -205,7 +206,7 @@ def test_failed_attempts_are_retried_on_the_schedule_with_one_event_id(
 
 
 def _round(settings, fake_clock, hours=3):
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     fake_clock.advance(hours=hours)
 
 
@@ -221,7 +222,7 @@ def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
         _round(settings, fake_clock)
     late = event(org, project)  # still has attempts left when the webhook pauses
     assert Webhook.get_by_id(w.id).failure_count == 0
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     assert len(receiver.wait_for(51)) == 51
     rows = list(WebhookDelivery.select().where(WebhookDelivery.webhook == w.id))
     failed = [r for r in rows if r.event_id != late.id]
@@ -233,7 +234,7 @@ def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
     # Paused: the pending retry waits, and a new event is not queued for it.
     fake_clock.advance(hours=3)
     unsent = event(org, project)
-    assert delivery.run(settings) == 0
+    assert delivery.run(Plain(settings)) == 0
     assert len(receiver.requests) == 51
     assert not WebhookDelivery.select().where(WebhookDelivery.event == unsent.id).exists()
     # Re-enabled by PATCH: the pending one goes out, and succeeds.
@@ -241,7 +242,7 @@ def test_ten_failed_deliveries_pause_the_webhook_until_patched_active(
     raw, _key = world.key(org)
     r = client.patch(f"{P}/webhooks/{w.id}", headers=auth(raw), json={"is_active": True})
     assert r.status_code == 200, r.json
-    assert delivery.run(settings) == 1
+    assert delivery.run(Plain(settings)) == 1
     assert body(receiver.wait_for(52)[-1])["event_id"] == str(late.event_id)
     w = Webhook.get_by_id(w.id)
     assert (w.is_active, w.failure_count) == (True, 0)
@@ -254,7 +255,7 @@ def test_a_redirect_is_a_failure_and_is_not_followed(app, world, settings, recei
     w, _ = hook(org, receiver.url + "/old")
     receiver.redirect(receiver.url + "/new", path="/old")
     event(org, project)
-    delivery.run(settings)  # returns once the receiver answered: its requests are in
+    delivery.run(Plain(settings))  # returns once the receiver answered: its requests are in
     assert [r.path for r in receiver.wait_for(1)] == ["/old"]
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, 302)
@@ -271,7 +272,7 @@ def test_a_receiver_slower_than_the_timeout_is_a_failure(app, world, settings, r
     receiver.hang(8)
     event(org, project)
     started = time.monotonic()
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     assert time.monotonic() - started < 5
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
@@ -293,7 +294,7 @@ def test_two_workers_racing_send_each_delivery_once_per_due_time(app, world, fak
         def worker():
             try:
                 barrier.wait()
-                delivery.run(settings)
+                delivery.run(Plain(settings))
             except Exception as exc:  # surfaced below
                 errors.append(exc)
             finally:
@@ -322,9 +323,9 @@ def test_a_lapsed_claim_is_taken_over(app, world, fake_clock, settings, receiver
     event(org, project)
     fanout.fan_out()
     assert len(delivery.claim_due()) == 1  # a worker that died holding it
-    assert delivery.run(settings) == 0
+    assert delivery.run(Plain(settings)) == 0
     fake_clock.advance(seconds=delivery.CLAIM_SECONDS + 1)
-    assert delivery.run(settings) == 1
+    assert delivery.run(Plain(settings)) == 1
     assert delivery_of(w).status == "delivered"
 
 
@@ -339,7 +340,7 @@ def test_webhooks_get_the_events_they_match_only(app, world, settings, receiver)
     hook(org, receiver.url + "/alias", events=["deployment.completed"])
     hook(other_org, receiver.url + "/other-org")
     event(org, a)
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     assert sorted(r.path for r in receiver.wait_for(3)) == ["/alias", "/org-wide", "/project-a"]
 
 
@@ -349,10 +350,10 @@ def test_delivery_log_keeps_the_50_most_recent(app, client, world, fake_clock, s
     project = world.project(org)
     w, _ = hook(org, receiver.url)
     first = [event(org, project) for _ in range(30)]
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     fake_clock.advance(minutes=1)
     second = [event(org, project) for _ in range(30)]
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     assert len(receiver.wait_for(60)) == 60
     kept = {d.event_id for d in WebhookDelivery.select().where(WebhookDelivery.webhook == w.id)}
     assert len(kept) == 50
@@ -406,7 +407,7 @@ def test_a_stream_of_events_goes_out_without_waiting_for_the_next_turn(app, worl
     org = world.org()
     project = world.project(org)
     hook(org, receiver.url)
-    loop = Scheduler(jobs(settings)).start_in_thread()
+    loop = Scheduler(jobs(Plain(settings))).start_in_thread()
     try:
         event(org, project)  # the turn that sends it goes on looking
         receiver.wait_for(1, timeout=10)
@@ -433,7 +434,7 @@ def test_a_burst_keeps_the_newest_50_deliveries_in_event_order(app, client, worl
     burst = [event(org, project) for _ in range(60)]
     assert [e.created_at for e in burst] == sorted({e.created_at for e in burst})
     assert fanout.fan_out() == 60  # one turn
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     assert len(receiver.wait_for(60)) == 60
     event_of = {d.id: d.event_id for d in WebhookDelivery.select()}
     assert sorted(event_of.values()) == sorted(e.id for e in burst[10:])
@@ -457,7 +458,7 @@ def test_a_name_resolving_to_a_private_address_is_refused_when_sending(
     assert urls.check_url(url) == url
     w, _ = hook(org, url)
     event(org, project)
-    assert delivery.run(settings) == 1
+    assert delivery.run(Plain(settings)) == 1
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.response_status) == ("retrying", 1, None)
     assert d.error_reason == ("refused: rebind.example.test resolves to 127.0.0.1 "
@@ -482,7 +483,7 @@ def test_bad_retry_delays_fail_at_load_and_before_any_send(app, world, settings,
     for bad in ("30,-1", "nan", "30,,300", "soon"):
         settings["WEBHOOK_RETRY_DELAYS"] = bad
         with pytest.raises(ValueError, match="CP_WEBHOOK_RETRY_DELAYS"):
-            delivery.run(settings)
+            delivery.run(Plain(settings))
     assert receiver.wait_for(1, timeout=0.3) == []  # and none comes
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.claimed_until) == ("retrying", 0, None)
@@ -504,7 +505,7 @@ def test_a_slow_receiver_holds_its_own_share_of_the_senders_only(app, world, set
         for _ in range(12):
             event(org, project)
         started = time.monotonic()
-        worker = threading.Thread(target=delivery.run, args=(settings,))
+        worker = threading.Thread(target=delivery.run, args=(Plain(settings),))
         worker.start()
         assert len(fast.wait_for(12, timeout=10)) == 12
         fast_done = time.monotonic() - started
@@ -536,7 +537,7 @@ def test_a_delivery_whose_claim_would_lapse_during_the_send_is_given_back_unsent
     assert receiver.wait_for(1, timeout=0.3) == []
     d = delivery_of(w)
     assert (d.status, d.attempt_count, d.claimed_until) == ("retrying", 0, None)
-    assert delivery.run(settings) == 1  # the next claim sends it at once
+    assert delivery.run(Plain(settings)) == 1  # the next claim sends it at once
     assert len(receiver.wait_for(1)) == 1 and delivery_of(w).status == "delivered"
 
 
@@ -553,7 +554,7 @@ def test_deliveries_waiting_their_turn_are_not_sent_once_the_webhook_is_paused(
     fanout.fan_out()
     WebhookDelivery.update(attempt_count=4).execute()  # the fifth attempt is the last
     receiver.hang(0.5, then=503)
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     sent = len(receiver.requests)
     assert 10 <= sent < 20, sent
     w = Webhook.get_by_id(w.id)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from control_plane import events
+from control_plane.agent_link import Plain
 from control_plane.infra import secretbox
 from control_plane.infra.db import database
 from control_plane.models import Webhook
@@ -42,7 +43,7 @@ def test_the_documented_receiver_code_verifies_a_real_delivery(app, world, https
         ev = events.record_event(org.id, project.id, "environment.created",
                                       {"environment_id": "e", "project_id": str(project.id),
                                        "name": "staging"})
-    delivery.run(settings)
+    delivery.run(Plain(settings))
     (got,) = https_receiver.wait_for(1)
     headers = dict(got.headers.items())
 

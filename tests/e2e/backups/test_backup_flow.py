@@ -16,6 +16,7 @@ import os
 
 import requests
 
+from control_plane.agent_link import Plain
 from control_plane.models import Backup, Environment
 from control_plane.services.backups import transfers
 from tests.support.agents import wait_for
@@ -159,7 +160,7 @@ def test_backups_end_to_end(client, stand):
     assert left_open and set(left_open) <= {"database.dump", "filestore.tar.zst"}, left_open
     s.proxy.heal()
     assert open_uploads(s, cut)
-    assert transfers.abort_unfinished(s.settings) >= 1
+    assert transfers.abort_unfinished(Plain(s.settings)) >= 1
     assert open_uploads(s, cut) == [] and Backup.get_by_id(cut["id"]).uploads == {}
     r = client.get(f"{P}/backups/{cut['id']}/download", headers=s.reader)
     assert r.status_code == 400 and r.json["error"] == "backup_not_completed"

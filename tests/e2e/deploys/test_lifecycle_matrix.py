@@ -228,7 +228,7 @@ def over_ssh_stand(app, client, ssh, tmp_path, erp_image, postgres_image,  # noq
     Project.update(git_repo_url=s.repo).where(Project.id == s.project.id).execute()
     s.user = auth(orgs.issue_user_token(ssh.world.user(
         s.org, permissions=("project.environments.deploy", "project.deployments.cancel")).id))
-    scheduler = Scheduler([j for j in jobs(ssh.settings, ssh.berth) if j.name == "ssh-servers"])
+    scheduler = Scheduler([j for j in jobs(ssh.berth) if j.name == "ssh-servers"])
     threading.Thread(target=scheduler.run, daemon=True).start()
     yield s
     scheduler.stop() if hasattr(scheduler, "stop") else scheduler.stopping.set()

@@ -24,6 +24,7 @@ from werkzeug.serving import make_server
 
 from control_plane import __version__
 from control_plane.agent_install import wheelhouse
+from control_plane.agent_link import Plain
 from control_plane.models import AgentUpgrade, Server
 from control_plane.services.servers import upgrades
 from tests.support.agents import wait_for
@@ -79,7 +80,7 @@ def stand(app, world, gateway, agents, tmp_path, erp_image, postgres_image, dock
 
 def _install(s, wheelhouse_dir):
     script = s.box / "install.sh"
-    script.write_text((resources.files("control_plane") / "install.sh").read_text())
+    script.write_text((resources.files("control_plane.agent_install") / "install.sh").read_text())
     env = {**os.environ, "BERTH_PREFIX": str(s.prefix),
            "BERTH_BIN_LINK": str(s.box / "bin" / "berth-agent"),
            "BERTH_CONFIG_DIR": str(s.box / "etc"), "BERTH_DATA_DIR": str(s.box / "var"),
@@ -103,7 +104,7 @@ def _started(s, credential, agents, wheelhouse_dir):
 def _rolled_out(s, timeout):
     """The scheduler's job, turn after turn, until the upgrade has settled."""
     def settled():
-        upgrades.roll_out(s.settings, s.gateway.wake)
+        upgrades.roll_out(Plain(s.settings, s.gateway))
         row = AgentUpgrade.get(AgentUpgrade.server == s.server.id)
         return row if row.status in ("succeeded", "failed") else None
     return wait_for(settled, timeout=timeout, interval=1, what="the upgrade settled")
@@ -191,7 +192,7 @@ def test_an_upgrade_that_cannot_connect_rolls_back_by_itself(client, stand, agen
     assert "rolled back from" in (agent.dir / "data" / "upgrade.log").read_text()
     # Automatic upgrades do not try that version again by themselves.
     s.set(AGENT_AUTO_UPGRADE=True)
-    upgrades.roll_out(s.settings)
+    upgrades.roll_out(Plain(s.settings))
     assert AgentUpgrade.select().where(AgentUpgrade.server == s.server.id).count() == 1
 
 

@@ -5,6 +5,7 @@ scheduler's job (alerts.sweep) is run as the scheduler runs it. An agent killed 
 that keeps crashing is `environment.crash_loop`, from the agent's heartbeat; a server
 reached over SSH says the same at its checks."""
 
+from control_plane.agent_link import Plain
 from control_plane.models import Event, Server
 from control_plane.services.servers import alerts
 from tests.support.agents import registered_server
@@ -24,25 +25,25 @@ def test_an_agent_killed_is_unreachable_once_then_recovered_once(app, world, gat
     server, credential = registered_server(org)
     agent = agents(server, credential)
     wait_for(lambda: str(server.id) in gateway.sessions, what="agent connected")
-    assert alerts.sweep(settings) == 0
+    assert alerts.sweep(Plain(settings)) == 0
     agent.kill()
     wait_for(lambda: str(server.id) not in gateway.sessions, what="stream released")
     fake_clock.advance(seconds=quiet + 1)
 
     def swept(name):
-        alerts.sweep(settings)
+        alerts.sweep(Plain(settings))
         return name in names(org)
     wait_for(lambda: swept("server.unreachable"), timeout=30, interval=0.5,
              what="server.unreachable")
     for _ in range(3):  # later turns of the job: nothing more for this outage
         fake_clock.advance(minutes=5)
-        alerts.sweep(settings)
+        alerts.sweep(Plain(settings))
     assert names(org) == ["server.unreachable"]
 
     agents(server, credential)
     wait_for(lambda: swept("server.recovered"), timeout=30, interval=0.5,
              what="server.recovered")
-    alerts.sweep(settings)
+    alerts.sweep(Plain(settings))
     assert names(org) == ["server.unreachable", "server.recovered"]
     event = Event.select().where(Event.name == "server.unreachable").get()
     assert event.data["server_id"] == str(server.id) and event.data["connection"] == "agent"

@@ -219,7 +219,7 @@ def over_ssh(ssh, tmp_path, erp_image, postgres_image, docker_client, client):
     Project.update(git_repo_url=_repo(tmp_path)).where(Project.id == s.project.id).execute()
     s.user = auth(orgs.issue_user_token(s.world.user(s.org, permissions=PERMISSIONS).id))
     # The scheduler's job for SSH servers, every second.
-    scheduler = Scheduler([j for j in jobs(s.settings, s.berth) if j.name == "ssh-servers"])
+    scheduler = Scheduler([j for j in jobs(s.berth) if j.name == "ssh-servers"])
     thread = threading.Thread(target=scheduler.run, daemon=True)
     thread.start()
     s.created = []

@@ -14,9 +14,9 @@ import asyncio
 import json
 import logging
 import shlex
-from importlib import resources
-from pathlib import Path
 
+from control_plane.agent_install import script
+from control_plane.agent_install import wheelhouse as wh
 from control_plane.agent_link import NotConnected
 from control_plane.gateway.ssh.sessions import as_root
 from control_plane.services.servers import ssh as servers_ssh
@@ -26,7 +26,7 @@ WORK = "/var/tmp/berth-install"  # made mode 0700, removed afterwards
 
 
 def wheelhouse(settings):
-    path = Path(settings["WHEELHOUSE_DIR"] or settings["DATA_DIR"]) / "wheelhouse.tar"
+    path = wh.tar_path(wh.directory(settings))
     if not path.is_file():
         raise NotConnected("the agent's wheelhouse is not built yet (`berth wheelhouse`, or "
                            "`berth serve` builds it at start)")
@@ -34,8 +34,7 @@ def wheelhouse(settings):
 
 
 def installer(settings):
-    text = (resources.files("control_plane") / "install.sh").read_text()
-    return text.replace("__BERTH_CONTROL_PLANE__", settings["PUBLIC_URL"].rstrip("/"))
+    return script.text(settings["PUBLIC_URL"])
 
 
 class Installer:
