@@ -3,6 +3,7 @@ import itertools
 import os
 import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -28,8 +29,10 @@ def pytest_addoption(parser):
                           "processes, no long flows")
 
 
-# What the fast lane leaves out: tests marked slow, and those that need the Docker
-# engine, its images or agent processes (a fixture of these, directly or not).
+# What the fast lane leaves out: the end-to-end flows (tests/e2e/), tests marked slow,
+# and those that need the Docker engine, its images or agent processes (a fixture of
+# these, directly or not).
+E2E = Path(__file__).parent / "e2e"
 NOT_FAST = frozenset({"docker_client", "test_image", "erp_image", "postgres_image",
                       "proxy_image", "labeled_container", "module_labeled_container",
                       "agents", "agent_wheelhouse", "pebble", "proxied", "stand"})
@@ -41,7 +44,9 @@ def pytest_collection_modifyitems(config, items):
     kept, left = [], []
     for item in items:
         needs = set(getattr(item, "fixturenames", ()))
-        (left if item.get_closest_marker("slow") or needs & NOT_FAST else kept).append(item)
+        out = (item.get_closest_marker("slow") or needs & NOT_FAST
+               or item.path.is_relative_to(E2E))
+        (left if out else kept).append(item)
     items[:] = kept
     config.hook.pytest_deselected(items=left)
 

@@ -13,6 +13,10 @@ import pytest
 
 from tests.conftest import auth
 
+# A console script started per command (an interpreter and the app each time): out of
+# the fast lane, in `make test`.
+pytestmark = pytest.mark.slow
+
 BERTH = str(Path(sys.executable).parent / "berth")
 P = "/api/public/v1"
 

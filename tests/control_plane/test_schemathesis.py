@@ -191,6 +191,7 @@ def test_schemathesis_checks_all_pass_against_berth_serve(live, surface):
     assert result.returncode == 0, result.stdout[-20000:] + result.stderr[-3000:]
 
 
+@pytest.mark.slow  # each starts a berth serve
 def test_idempotent_replay_of_another_operation_is_documented(live):
     """Rule 5: an action given the key of an earlier project creation answers that
     201 (replayed), which the action's document declares, body and headers."""
@@ -221,6 +222,7 @@ def test_idempotent_replay_of_another_operation_is_documented(live):
     schema["/api/public/v1/webhooks"]["POST"].validate_response(webhook)
 
 
+@pytest.mark.slow
 def test_text_the_server_refuses_is_a_documented_400(live):
     """A NUL or an unpaired surrogate anywhere in a body is a 400 (decisions: hostile
     input). The fuzzer draws NULs, which the string patterns exclude; surrogates it

@@ -32,6 +32,7 @@ def test_quick_start_lists_projects_with_the_bootstrap_key(served):
     assert served.admin("bootstrap") == {"created": False}
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_writers_on_sqlite(served):
     org = served.boot["organization_id"]
     server = served.admin("server", "create", "--name", "s", "--provider", "p", "--cpu-cores", "2",
