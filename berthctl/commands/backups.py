@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from berthctl.commands import ID
 from berthctl.errors import SERVER, CliError
 from berthctl.output import echo, emit, human_bytes, printable
 from berthctl.tasks import echo_for, follow
@@ -27,7 +28,7 @@ def backups():
 
 
 @backups.command("list")
-@click.argument("env_id")
+@click.argument("env_id", type=ID)
 @click.option("--status", type=click.Choice(["pending", "running", "completed", "failed",
                                              "cancelled"]))
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100))
@@ -39,7 +40,7 @@ def list_(state, env_id, status, limit):
 
 
 @backups.command()
-@click.argument("env_id")
+@click.argument("env_id", type=ID)
 @click.option("--comment", help="Kept as the backup's notes.")
 @click.option("--wait", is_flag=True, help="Follow the backup task until it ends.")
 @click.pass_obj
@@ -57,8 +58,8 @@ def create(state, env_id, comment, wait):
 
 
 @backups.command()
-@click.argument("env_id")
-@click.argument("backup_id")
+@click.argument("env_id", type=ID)
+@click.argument("backup_id", type=ID)
 @click.option("--neutralize/--no-neutralize", default=None, help="Whether the restored "
               "database is neutralised (default: yes, except into production).")
 @click.option("--wait", is_flag=True, help="Follow the restore task until it ends.")
@@ -78,7 +79,7 @@ def restore(state, env_id, backup_id, neutralize, wait):
 
 
 @backups.command()
-@click.argument("backup_id")
+@click.argument("backup_id", type=ID)
 @click.option("-o", "--out", "out", metavar="PATH", help="All parts: a directory (default "
               "the current one). One part: the file (default named after it), - for stdout.")
 @click.option("--part", type=click.Choice(["all", *PARTS]), default="all", show_default=True)

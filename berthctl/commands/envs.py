@@ -4,6 +4,7 @@ import sys
 
 import click
 
+from berthctl.commands import ID
 from berthctl.errors import CliError
 from berthctl.output import echo, emit, printable
 from berthctl.pages import all_pages
@@ -26,7 +27,7 @@ def envs():
 
 
 @envs.command("list")
-@click.option("--project", "project_id", metavar="ID", help="Only this project's.")
+@click.option("--project", "project_id", metavar="ID", type=ID, help="Only this project's.")
 @click.option("--status", help="Only environments in this status.")
 @click.pass_obj
 def list_(state, project_id, status):
@@ -40,7 +41,7 @@ def list_(state, project_id, status):
 
 
 @envs.command()
-@click.argument("env_id")
+@click.argument("env_id", type=ID)
 @click.pass_obj
 def show(state, env_id):
     """An environment."""
@@ -48,7 +49,7 @@ def show(state, env_id):
 
 
 @envs.command()
-@click.argument("env_id")
+@click.argument("env_id", type=ID)
 @click.pass_obj
 def status(state, env_id):
     """An environment's status snapshot (its last deployment, proxy, certificates)."""
@@ -56,7 +57,7 @@ def status(state, env_id):
 
 
 @envs.command()
-@click.argument("project_id")
+@click.argument("project_id", type=ID)
 @click.argument("name")
 @click.option("--branch", help="Default: the project's default branch.")
 @click.option("--type", "environment_type", default="development", show_default=True,
@@ -87,7 +88,7 @@ def create(state, project_id, name, branch, environment_type, cpu_cores, ram_mb,
 
 
 def _action(name):
-    @click.argument("env_id")
+    @click.argument("env_id", type=ID)
     @wait_option
     @click.pass_obj
     def command(state, env_id, wait):
@@ -103,7 +104,7 @@ for _name in ACTIONS:
 
 
 @envs.command()
-@click.argument("env_id")
+@click.argument("env_id", type=ID)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @wait_option
 @click.pass_obj
@@ -123,8 +124,8 @@ def destroy(state, env_id, yes, wait):
 
 
 @envs.command()
-@click.argument("env_id")
-@click.option("--to", "target", metavar="DEPLOYMENT_ID", help="The deployment to return to "
+@click.argument("env_id", type=ID)
+@click.option("--to", "target", metavar="DEPLOYMENT_ID", type=ID, help="The deployment to return to "
               "(default: the successful one before the current).")
 @wait_option
 @click.pass_obj

@@ -5,6 +5,7 @@ import time
 
 import click
 
+from berthctl.commands import ID
 from berthctl.errors import ApiError
 from berthctl.output import echo
 from berthctl.tasks import overlap
@@ -16,7 +17,7 @@ FOLLOW_LINES = 1000  # the most one call returns: the widest overlap between two
 
 
 @click.command()
-@click.argument("env_id")
+@click.argument("env_id", type=ID)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
 @click.option("--source", default="erp", show_default=True,
               type=click.Choice(["erp", "postgres"]), help="Which container.")

@@ -5,6 +5,7 @@ import json
 
 import click
 
+from berthctl.commands import ID
 from berthctl.output import echo, human_bytes, sparkline
 
 ENV_SERIES = [("ERP CPU", "erp_cpu_percent", "%"), ("ERP memory", "erp_memory_used_bytes", "B"),
@@ -15,8 +16,8 @@ SERVER_SERIES = [("CPU", "cpu_percent", "%"), ("Memory", "memory_percent", "%"),
 
 
 @click.command()
-@click.argument("env_id", required=False)
-@click.option("--server", "server_id", metavar="ID", help="A server's host metrics instead.")
+@click.argument("env_id", required=False, type=ID)
+@click.option("--server", "server_id", metavar="ID", type=ID, help="A server's host metrics instead.")
 @click.option("--minutes", default=60, show_default=True, type=click.IntRange(5, 2880),
               help="How far back (one point a minute).")
 @click.pass_obj

@@ -2,6 +2,7 @@
 
 import click
 
+from berthctl.commands import ID
 from berthctl.output import emit
 from berthctl.pages import all_pages
 
@@ -19,7 +20,7 @@ def rules():
 
 
 @rules.command("list")
-@click.argument("project_id")
+@click.argument("project_id", type=ID)
 @click.pass_obj
 def rules_list(state, project_id):
     """A project's automation rules."""
@@ -28,7 +29,7 @@ def rules_list(state, project_id):
 
 
 @rules.command("show")
-@click.argument("rule_id")
+@click.argument("rule_id", type=ID)
 @click.pass_obj
 def rules_show(state, rule_id):
     """A rule."""
@@ -36,7 +37,7 @@ def rules_show(state, rule_id):
 
 
 @rules.command("run")
-@click.argument("rule_id")
+@click.argument("rule_id", type=ID)
 @click.pass_obj
 def rules_run(state, rule_id):
     """Run a rule now (its run may be `skipped`, with the reason)."""
@@ -44,7 +45,7 @@ def rules_run(state, rule_id):
 
 
 @rules.command("runs")
-@click.argument("rule_id")
+@click.argument("rule_id", type=ID)
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.pass_obj
 def rules_runs(state, rule_id, limit):

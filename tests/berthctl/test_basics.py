@@ -118,6 +118,21 @@ def test_an_api_error_prints_its_message_and_code(served, tmp_path):
     no_traceback(r)
 
 
+@pytest.mark.parametrize("command", [
+    ("envs", "show", "../projects"), ("envs", "status", "x/../../projects"),
+    ("backups", "list", "%2e%2e"), ("rules", "show", "../servers"),
+    ("envs", "list", "--project", "../../projects"), ("metrics", "--server", "a?b"),
+    ("envs", "rollback", str(uuid.uuid4()), "--to", "../x")])
+def test_an_id_that_is_no_uuid_is_a_usage_error_before_any_request(served, tmp_path, command):
+    """An id goes into the request's path: one that is no UUID could name another
+    resource (`../projects`), so it is refused before any request."""
+    env = clean_env(tmp_path, BERTH_URL=served.url, BERTH_API_KEY=served.keys["read_only"])
+    r = berthctl(*command, env=env)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)  # usage: before any request
+    assert "is not a valid UUID" in r.stderr and r.stdout == ""
+    no_traceback(r)
+
+
 def test_json_output_parses(served, tmp_path):
     env = clean_env(tmp_path, BERTH_URL=served.url, BERTH_API_KEY=served.keys["read_only"])
     r = berthctl("--output", "json", "audit", "--limit", "5", "--since", "1h", env=env)

@@ -80,8 +80,8 @@ def hostile():
 
 
 def test_an_error_message_is_shown_with_escapes(hostile, tmp_path):
-    r = berthctl("envs", "show", "x", env=clean_env(tmp_path, BERTH_URL=hostile,
-                                                     BERTH_API_KEY="svc_live_ro_x"))
+    r = berthctl("envs", "show", "00000000-0000-4000-8000-000000000000",
+                 env=clean_env(tmp_path, BERTH_URL=hostile, BERTH_API_KEY="svc_live_ro_x"))
     assert r.returncode == 4
     assert r.stderr == ("berthctl: error: Gone\\x1b]0;pwned\\x07\\x9b2J "
                         "(not_found\\x1b[8m) [HTTP 404]\n")
