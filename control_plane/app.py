@@ -72,8 +72,10 @@ def create_app(config=None):
     database = db_mod.init(settings)
     from control_plane.gateway.ssh import SshLink
 
-    app.extensions["berth"] = Berth(settings, database, RateLimiter(settings["REDIS_URL"]),
-                                    ssh=SshLink(settings))
+    # One dict of settings: Flask's config is what the services read too, so a
+    # setting changed at run time (tests do) is seen by views and services alike.
+    app.extensions["berth"] = Berth(app.config, database, RateLimiter(settings["REDIS_URL"]),
+                                    ssh=SshLink(app.config))
     if settings["REDIS_URL"]:
         # Until a gateway runs in this process, live requests go through Redis.
         from control_plane.gateway.relay import RedisRelay

@@ -15,15 +15,9 @@ V1 = "/api/v1"
 DEPLOY = ("project.environments.deploy",)
 
 
-def configure(app, **changes):
-    """Settings changed as at the app's start: Flask's config and the services' own."""
-    for settings in (app.config, app.extensions["berth"].settings):
-        settings.update(changes)
-
-
 @pytest.fixture
 def dns(app, loopback_dns):
-    configure(app, DNS_RESOLVER=loopback_dns.address, DNS_TIMEOUT=2)
+    app.config.update(DNS_RESOLVER=loopback_dns.address, DNS_TIMEOUT=2)
     loopback_dns.clear()
     yield loopback_dns
     loopback_dns.clear()
@@ -151,7 +145,7 @@ def test_names_no_certificate_authority_would_sign_are_refused(client, m, dns, n
 
 
 def test_names_under_the_platform_apps_domain_are_refused(app, client, m, dns):
-    configure(app, APPS_DOMAIN="apps.berth.example.io")  # a public apps domain
+    app.config["APPS_DOMAIN"] = "apps.berth.example.io"  # a public apps domain
     for name in ("apps.berth.example.io", "x.apps.berth.example.io"):
         r = client.post(m.domains(), headers=m.h, json={"domain": name})
         assert r.status_code == 422 and "platform" in r.json["message"], r.json
@@ -301,7 +295,8 @@ def test_an_environment_has_at_most_20_domains(client, m, dns):
 def test_a_resolver_that_does_not_answer_is_502_and_decides_nothing(app, client, m, dns):
     assert client.post(m.domains(), headers=m.h, json={"domain": "erp.example.io"}) \
         .status_code == 201
-    configure(app, DNS_RESOLVER="127.0.0.1:9", DNS_TIMEOUT=0.5)
+    # Changed in the app's config: the services read the same settings.
+    app.config["DNS_RESOLVER"], app.config["DNS_TIMEOUT"] = "127.0.0.1:9", 0.5
     r = client.post(f"{m.domains()}/erp.example.io/verify", headers=m.h)
     assert r.status_code == 502 and r.json["error"] == "dns_unavailable", r.json
     d = CustomDomain.get()
