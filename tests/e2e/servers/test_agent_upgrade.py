@@ -218,7 +218,8 @@ def test_the_previous_release_is_upgraded_by_running_the_installer_again(
         "server_id": str(s.server.id), "credential": credential}))
     old_script = s.box / "install-0.1.0.sh"
     with zipfile.ZipFile(PREVIOUS) as wheel:
-        old_script.write_bytes(wheel.read("control_plane/agent_install/install.sh"))
+        # The previous release kept the script at the package's top.
+        old_script.write_bytes(wheel.read("control_plane/install.sh"))
     done = subprocess.run(["sh", str(old_script)], env=env, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
