@@ -12,16 +12,19 @@ starts the server, any other command is run as is. Run as `odoo` it is the serve
        [--proxy-mode] [-i MODULES] [-u MODULES] [--stop-after-init]
   odoo neutralize [the same options] -d DB [--stdout]
 
-`neutralize` is Odoo's (16+): base's data/neutralize.sql on the existing database
-DB (the outgoing mail servers off and a dummy one added, every scheduled action
-off but the autovacuum, `database.is_neutralized` set); `--stdout` prints the SQL
+`neutralize` is Odoo's (16+): the modules' data/neutralize.sql on the existing
+database DB (outgoing mail servers off and a dummy one added, every scheduled action
+off but the autovacuum, incoming mail servers off, payment providers and carriers
+out of live mode, `database.is_neutralized` set); `--stdout` prints the SQL
 instead. Exit 1, saying the database is not neutralized, when it cannot.
 
 The config file (-c, else $ODOO_RC) must be readable and hold [options]; otherwise it
 exits 1 with the reason. It waits up to 30 s for PostgreSQL, creates the database
-(db_name, default "odoo") when missing with four of Odoo's tables (ir_config_parameter
-holding database.uuid, ir_module_module, ir_cron holding the autovacuum and the
-mail queue, ir_mail_server), installs (-i) and updates (-u, `all` for every installed
+(db_name, default "odoo") when missing with Odoo's tables in the shape the platform touches
+(ir_config_parameter holding database.uuid, ir_module_module, ir_model_data, ir_cron
+holding the autovacuum and the mail queue, ir_mail_server, fetchmail_server,
+payment_provider, delivery_carrier, res_partner and res_users holding the
+administrator, res_users_apikeys, mail_message), installs (-i) and updates (-u, `all` for every installed
 module) the add-ons: an update of a module whose version rose runs its migration
 scripts (migrations/<version>/{pre,post,end}-*.py, `migrate(cr, version)`) in one
 transaction with the version change, and exits 1 with the traceback if one raises;
@@ -163,14 +166,41 @@ def find_addons(addons_path):
 
 
 AUTOVACUUM = "Base: Auto-vacuum internal data"  # the one scheduled action left on
-# base's data/neutralize.sql, for the tables the stand-in models.
-NEUTRALIZE_SQL = f"""UPDATE ir_cron SET active = false WHERE name <> '{AUTOVACUUM}';
+# The installed modules' data/neutralize.sql (base, mail, payment, delivery) as Odoo 17
+# ships them, for the tables the stand-in models: the autovacuum is found by its
+# external id, as Odoo finds it.
+NEUTRALIZE_SQL = """UPDATE ir_cron SET active = false WHERE id NOT IN (SELECT res_id
+    FROM ir_model_data WHERE model = 'ir.cron' AND name = 'autovacuum_job');
 UPDATE ir_mail_server SET active = false;
 INSERT INTO ir_mail_server (name, smtp_host, smtp_port, active)
-    VALUES ('neutralization - disable emails', 'invalid', 25, true);
+    VALUES ('neutralization - disable emails', 'invalid', 1025, true);
+UPDATE fetchmail_server SET active = false;
+UPDATE payment_provider SET state = 'disabled' WHERE state NOT IN ('test', 'disabled');
+UPDATE delivery_carrier SET prod_environment = false;
 INSERT INTO ir_config_parameter (key, value) VALUES ('database.is_neutralized', true)
     ON CONFLICT (key) DO UPDATE SET value = true;
 """
+# The rest of the tables the stand-in models, in Odoo's shape (the columns a copy's
+# safety and anonymisation touch): created when missing.
+TABLES = {
+    "ir_model_data": "id serial PRIMARY KEY, module varchar NOT NULL, name varchar NOT NULL,"
+                     " model varchar NOT NULL, res_id integer",
+    "res_partner": "id serial PRIMARY KEY, name varchar, email varchar, phone varchar,"
+                   " mobile varchar, street varchar, street2 varchar, zip varchar,"
+                   " city varchar, vat varchar, comment text",
+    "res_users": "id serial PRIMARY KEY, login varchar NOT NULL UNIQUE, password varchar,"
+                 " partner_id integer NOT NULL, active boolean DEFAULT true, signature text",
+    "res_users_apikeys": "id serial PRIMARY KEY, name varchar NOT NULL,"
+                         " user_id integer NOT NULL, key varchar NOT NULL",
+    "mail_message": "id serial PRIMARY KEY, subject varchar, body text, email_from varchar,"
+                    " record_name varchar, author_id integer",
+    "fetchmail_server": "id serial PRIMARY KEY, name varchar NOT NULL, server varchar,"
+                        " \"user\" varchar, password varchar, active boolean DEFAULT true",
+    "payment_provider": "id serial PRIMARY KEY, name varchar NOT NULL, code varchar,"
+                        " state varchar NOT NULL DEFAULT 'disabled', secret_key varchar",
+    "delivery_carrier": "id serial PRIMARY KEY, name varchar NOT NULL, delivery_type varchar,"
+                        " prod_environment boolean DEFAULT false, api_password varchar",
+}
 
 
 def create_tables(cr):
@@ -180,6 +210,18 @@ def create_tables(cr):
                " (key varchar PRIMARY KEY, value text NOT NULL)")
     cr.execute("CREATE TABLE IF NOT EXISTS ir_module_module (id serial PRIMARY KEY,"
                " name varchar UNIQUE NOT NULL, state varchar NOT NULL, latest_version varchar)")
+    cr.execute("SELECT to_regclass('ir_model_data') IS NULL")
+    new = cr.fetchone()[0]
+    for table, columns in TABLES.items():
+        cr.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
+    if new:  # base's records: the administrator and their partner
+        cr.execute("INSERT INTO res_partner (name, email) VALUES"
+                   " ('Administrator', 'admin@example.com') RETURNING id")
+        partner = cr.fetchone()[0]
+        cr.execute("INSERT INTO res_users (login, partner_id) VALUES ('admin', %s)"
+                   " RETURNING id", (partner,))
+        cr.execute("INSERT INTO ir_model_data (module, name, model, res_id) VALUES"
+                   " ('base', 'user_admin', 'res.users', %s)", (cr.fetchone()[0],))
     cr.execute("SELECT to_regclass('ir_cron') IS NULL")
     new_cron = cr.fetchone()[0]
     cr.execute("CREATE TABLE IF NOT EXISTS ir_cron (id serial PRIMARY KEY,"
@@ -187,9 +229,14 @@ def create_tables(cr):
     if new_cron:
         cr.execute("INSERT INTO ir_cron (name) VALUES (%s), ('Mail: Email Queue Manager')",
                    (AUTOVACUUM,))
+    cr.execute("INSERT INTO ir_model_data (module, name, model, res_id) SELECT 'base',"
+               " 'autovacuum_job', 'ir.cron', id FROM ir_cron WHERE name = %s AND NOT EXISTS"
+               " (SELECT 1 FROM ir_model_data WHERE name = 'autovacuum_job')", (AUTOVACUUM,))
     cr.execute("CREATE TABLE IF NOT EXISTS ir_mail_server (id serial PRIMARY KEY,"
                " name varchar NOT NULL, smtp_host varchar NOT NULL, smtp_port integer,"
                " active boolean NOT NULL DEFAULT true)")
+    cr.execute("ALTER TABLE ir_mail_server ADD COLUMN IF NOT EXISTS smtp_user varchar,"
+               " ADD COLUMN IF NOT EXISTS smtp_pass varchar")
 
 
 def adapt_version(version):
