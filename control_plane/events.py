@@ -159,13 +159,17 @@ def record_restore_started(d, org_id):
     return record_event(org_id, d.project_id, Name.RESTORE_STARTED, _restore_data(d))
 
 
-def record_restore_finished(d, org_id, ok, error=None, neutralized=None):
-    """`restore.completed` (with whether the restored database is neutralised:
-    true, false or null when unknown) or `restore.failed` (with the reason)."""
+def record_restore_finished(d, org_id, ok, error=None, copy=None):
+    """`restore.completed` (with whether the restored database is neutralised and
+    anonymised, true, false or null when unknown, and the neutralisation profile
+    checked) or `restore.failed` (with the reason)."""
     if ok:
+        copy = copy or {}
         return record_event(org_id, d.project_id, Name.RESTORE_COMPLETED,
                             {**_restore_data(d), "status": TaskStatus.COMPLETED,
-                             "neutralized": neutralized})
+                             "neutralized": copy.get("neutralized"),
+                             "anonymized": copy.get("anonymized"),
+                             "neutralize_profile": copy.get("profile")})
     return record_event(org_id, d.project_id, Name.RESTORE_FAILED,
                         {**_restore_data(d), "status": TaskStatus.FAILED, "error_message": error})
 

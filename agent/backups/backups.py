@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 
-from agent.backups import archive, databases, exec_stream, ondisk
+from agent.backups import archive, databases, exec_stream, ondisk, safe_copy
 from agent.backups.databases import DB, REPLACED, STAGED
 from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
@@ -216,9 +216,9 @@ class Backups:
         rollback = {"environment_id": env_id, "safety_transfer_url": payload["safety"]["transfer_url"],
                     "safety_database": safety["manifest"]["database"],
                     "staging": False, "stopped": False, "database": False}
-        neutralize = bool(payload.get("neutralize"))
+        safety_of_copy = _CopySafety(payload) if payload.get("neutralize") else None
         try:
-            self._restore(source, n, db, rollback, log, neutralize)
+            self._restore(source, n, db, rollback, log, safety_of_copy)
         except Exception as exc:
             log("error", f"the restore failed: {exc}; putting the safety backup back")
             try:
@@ -235,9 +235,10 @@ class Backups:
                          name="berth-drop-replaced").start()
         log("info", f"restored {source.name}")
         return {"safety": safety, "restored_from": source.id,
-                "neutralized": is_neutralized(self.api, db)}
+                "neutralized": is_neutralized(self.api, db),
+                "safe_copy": safety_of_copy and safety_of_copy.record}
 
-    def _restore(self, source, n, db, rollback, log, neutralize=False):
+    def _restore(self, source, n, db, rollback, log, safety_of_copy=None):
         self.progress(phase="restore: unpacking the filestore", bytes_done=0)
         staged = isinstance(source, _Stored)
         if staged:
@@ -247,9 +248,9 @@ class Backups:
             # copy goes first, alone: the load after it is the longer branch.
             _step(n, rollback, "staging")  # an agent stop from here: the staging undone
             source.stage(db, log, alongside=lambda: source.unpack(n["dir"], log))
-            if neutralize:  # the copy is made safe before anything of the live one stops
+            if safety_of_copy:  # the copy is made safe before anything of the live one stops
                 self.progress(phase="restore: neutralising the database")
-                neutralize_database(self.envs, rollback["environment_id"], STAGED, log)
+                safety_of_copy.apply(self, rollback["environment_id"], db, STAGED, log)
         else:
             source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
@@ -260,9 +261,9 @@ class Backups:
             log("info", "restore: the restored database is in place")
         else:
             source.load(db, log)
-            if neutralize:  # the ERP is stopped: nothing has used the copy yet
+            if safety_of_copy:  # the ERP is stopped: nothing has used the copy yet
                 self.progress(phase="restore: neutralising the database")
-                neutralize_database(self.envs, rollback["environment_id"], DB, log)
+                safety_of_copy.apply(self, rollback["environment_id"], db, DB, log)
         if (n["dir"] / "filestore.new").exists():  # a bare dump import brings no filestore
             _swap(n["dir"])
         self._start_erp(rollback["environment_id"], log)
@@ -485,6 +486,22 @@ def _both(first, second):
     thread.join()
     if failed:
         raise min(failed, key=lambda f: f[0])[1]
+
+
+class _CopySafety:
+    """A restore's neutralisation as the payload asks it: `odoo neutralize`, then the
+    profile's clearing and checks and the anonymisation (safe_copy.py); `record`:
+    what ran."""
+
+    def __init__(self, payload):
+        self.profile = payload.get("neutralize_profile") or "standard"
+        self.anonymize = bool(payload.get("anonymize"))
+        self.record = None
+
+    def apply(self, backups, env_id, db, database, log):
+        neutralize_database(backups.envs, env_id, database, log)
+        self.record = safe_copy.make_safe(backups.api, db, database, profile=self.profile,
+                                          anonymize=self.anonymize, log=log)
 
 
 class _Summed:

@@ -62,15 +62,22 @@ def create(state, env_id, comment, wait):
 @click.argument("backup_id", type=ID)
 @click.option("--neutralize/--no-neutralize", default=None, help="Whether the restored "
               "database is neutralised (default: yes, except into production).")
+@click.option("--profile", type=click.Choice(["standard", "strict"]), default=None,
+              help="How the neutralised copy is checked (default: the environment's copy "
+                   "policy; never weaker).")
+@click.option("--anonymize", is_flag=True, default=None,
+              help="Rewrite the copy's personal data, irreversibly.")
 @click.option("--wait", is_flag=True, help="Follow the restore task until it ends.")
 @click.pass_obj
-def restore(state, env_id, backup_id, neutralize, wait):
+def restore(state, env_id, backup_id, neutralize, profile, anonymize, wait):
     """Restore BACKUP_ID into ENV_ID (operations API: needs a user token). A safety
     backup is taken first and put back if the restore fails."""
     client = state.client
     body = {"backup_id": backup_id}
-    if neutralize is not None:
-        body["neutralize"] = neutralize
+    for field, value in (("neutralize", neutralize), ("neutralize_profile", profile),
+                         ("anonymize", anonymize)):
+        if value is not None:
+            body[field] = value
     task = client.ops("POST", f"/environments/{env_id}/restore", body=body)
     if wait:
         echo(f"Restore task {task['id']}:", err=True)

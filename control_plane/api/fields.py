@@ -259,3 +259,11 @@ def Neutralized():  # noqa: N802
         "mail servers and scheduled actions off, payments in test mode), as its server's "
         "agent read it after the last restore; null until a restore, or when it could not "
         "be read")})
+
+
+def Anonymized():  # noqa: N802
+    """An environment's `anonymized`: read-only, true, false or null."""
+    return ma.fields.Boolean(required=True, allow_none=True, metadata={"description": (
+        "Whether the last restore rewrote the copy's personal data (its copy policy's or "
+        "the request's `anonymize`), as its server's agent reported it; null until a "
+        "restore, or when the agent could not say")})

@@ -59,18 +59,27 @@ def backup_create(env_id, comment):
 @click.option("--no-neutralize", "keep_live", is_flag=True,
               help="Into staging or development: do not neutralise the restored database "
                    "(it keeps its mail servers, scheduled actions and payments live)")
-def backup_restore(env_id, backup_id, keep_live):
+@click.option("--profile", type=click.Choice(["standard", "strict"]), default=None,
+              help="How the neutralised copy is checked (default: the environment's copy "
+                   "policy; never weaker)")
+@click.option("--anonymize", is_flag=True, default=None,
+              help="Rewrite the copy's personal data, irreversibly")
+def backup_restore(env_id, backup_id, keep_live, profile, anonymize):
     """Restore a backup into the environment (a task; a safety backup first).
-    Into staging or development the restored database is neutralised."""
+    Into staging or development the restored database is neutralised and checked."""
     from control_plane.models import Backup
     from control_plane.services.backups import backups
 
     d = backups.restore_into(operator(), env_id, backup_id, berth=_berth(),
-                             neutralize=False if keep_live else None)
+                             neutralize=False if keep_live else None, profile=profile,
+                             anonymize=anonymize)
     safety = Backup.get(Backup.task == d.id)
+    extra = d.extra_data
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
             "environment_id": str(d.environment_id), "backup_id": str(backup_id),
-            "neutralize": d.extra_data.get("neutralize", False), "safety_backup": _backup(safety)}
+            "neutralize": extra.get("neutralize", False),
+            "neutralize_profile": extra.get("profile"), "anonymize": extra.get("anonymize"),
+            "safety_backup": _backup(safety)}
 
 
 @command(backup, "export")

@@ -55,6 +55,12 @@ class Environment(BaseModel):
     # `database.is_neutralized` as the agent read it after the last restore
     # (services/backups/neutralize.py); None: not known.
     neutralized = peewee.BooleanField(null=True)
+    # What a copy restored into this environment must be (services/backups/
+    # neutralize.py): its profile (None: standard) and whether it is anonymised
+    # (None: no); and whether the last restore anonymised it (None: not known).
+    copy_profile = peewee.CharField(max_length=16, null=True)
+    anonymize_copies = peewee.BooleanField(null=True)
+    anonymized = peewee.BooleanField(null=True)
     # A deploy whose module update fails reverts to the previous code and the
     # pre-deploy backup (agent/deploy/updates.py), unless turned off (False; None: on).
     auto_revert = peewee.BooleanField(null=True)

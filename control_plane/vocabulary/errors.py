@@ -292,6 +292,10 @@ class TransferClosed(Conflict):
     code = "transfer_closed"  # the backup is no longer pending or running
 
 
+class AgentUpgradeRequired(Conflict):
+    code = "agent_upgrade_required"  # the server's agent is too old for what was asked
+
+
 class ExportInProgress(Conflict):
     code = "export_in_progress"  # the backup's Odoo zip is being written
 

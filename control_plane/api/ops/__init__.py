@@ -34,13 +34,14 @@ def register(app):
         backup_policy,
         backups,
         configuration,
+        copy_policy,
         deployments,
         domains,
         git_webhooks,
         odoo_backups,
     )
 
-    for module in (deployments, backups, backup_policy, odoo_backups, domains, configuration,
-                   git_webhooks):
+    for module in (deployments, backups, backup_policy, copy_policy, odoo_backups, domains,
+                   configuration, git_webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -20,10 +20,12 @@ ERRORS = {
     403: "The user lacks `project.environments.deploy` (`permission_denied`)",
     404: "Environment or backup not found, in another organization, or (a restore) a backup "
          "of another project (`not_found`)",
-    409: "A task is pending or running for the environment (`task_in_progress`), or it is "
-         "not running (`environment_not_ready`)",
+    409: "A task is pending or running for the environment (`task_in_progress`), it is "
+         "not running (`environment_not_ready`), or a strict or anonymised copy was asked of "
+         "an agent older than the control plane (`agent_upgrade_required`)",
     422: "Invalid fields (`validation_error`): `backup_type` other than `manual`; "
-         "`neutralize: true` for a production environment",
+         "`neutralize: true`, a profile or `anonymize: true` for a production environment; "
+         "a copy less safe than the environment's copy policy",
 }
 
 
@@ -50,11 +52,30 @@ NEUTRALIZE = ("Whether the restored database is neutralised (Odoo's `odoo neutra
               "asked.")
 
 
-class RestoreBody(ma.Schema):
+PROFILE = ("How the neutralised copy is checked (every profile fails the restore when "
+           "something is still live after neutralising): `standard` (outgoing mail servers, "
+           "scheduled actions, payment providers, carriers, known credential parameters) or "
+           "`strict` (also incoming mail servers, credential columns, parameters named like "
+           "credentials, users' API keys, all cleared first). Default: the environment's copy "
+           "policy; a weaker one is a 422.")
+ANONYMIZE = ("Rewrite personal data in the copy, irreversibly (partners' names, e-mails, "
+             "phones and addresses; users' logins but base's own; message bodies). Default: "
+             "the environment's copy policy; `false` where it anonymises is a 422.")
+
+
+class CopyFields(ma.Schema):
+    """What a restore does with the copy: the same fields for a backup and an import."""
+
+    neutralize = Boolean(load_default=None, metadata={"description": NEUTRALIZE})
+    neutralize_profile = ma.fields.String(load_default=None, validate=ma.validate.OneOf(
+        ["standard", "strict"]), metadata={"description": PROFILE})
+    anonymize = Boolean(load_default=None, metadata={"description": ANONYMIZE})
+
+
+class RestoreBody(CopyFields):
     backup_id = ma.fields.UUID(required=True, metadata={
         "description": "A completed backup of this environment or of another environment "
                        "of the same project"})
-    neutralize = Boolean(load_default=None, metadata={"description": NEUTRALIZE})
 
 
 def _berth():
@@ -98,8 +119,9 @@ class Restore(MethodView):
         A `restore` task (its log like a deployment's): a safety backup of the
         environment first (its notes name the restore), then the database and
         filestore of the chosen backup (into a staging or development
-        environment, neutralised: `neutralize`), the ERP restarted and its
-        health checked; on any failure the safety backup is put back. Answers at once with the
+        environment, neutralised and checked: `neutralize`, `neutralize_profile`,
+        `anonymize`), the ERP restarted and its health checked; on any failure the safety backup is put back. Answers at once with the
         task (permission `project.environments.deploy`)."""
         return svc.restore_into(current_actor(), env_id, body["backup_id"], berth=_berth(),
-                                    neutralize=body["neutralize"])
+                                neutralize=body["neutralize"],
+                                profile=body["neutralize_profile"], anonymize=body["anonymize"])

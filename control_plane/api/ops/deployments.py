@@ -6,6 +6,7 @@ from flask import current_app
 from flask.views import MethodView
 
 from control_plane.api.fields import (
+    Anonymized,
     Boolean,
     Branch,
     EnvironmentStatus,
@@ -175,6 +176,7 @@ class OpsEnvironmentSchema(Schema):
     created_at = UTCDateTime(required=True)
     updated_at = UTCDateTime(allow_none=True, required=True)
     neutralized = Neutralized()
+    anonymized = Anonymized()
 
 
 @blp.route("/deployments/<uuid:deployment_id>/retry")

@@ -7,9 +7,9 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
-from control_plane.api.fields import Boolean, Schema, UTCDateTime
+from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import audited_read, current_actor, init_blueprint
-from control_plane.api.ops.backups import NEUTRALIZE
+from control_plane.api.ops.backups import CopyFields
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import DownloadArgs
 from control_plane.api.smorest import Blueprint, error_responses
@@ -28,9 +28,11 @@ ERRORS = {
     409: "A task is pending or running for the environment (`task_in_progress`), it is not "
          "running (`environment_not_ready`), the export is running (`export_in_progress`), "
          "or the import's upload is not complete (`import_not_uploaded`) or already is "
-         "(`import_uploaded`)",
-    422: "Invalid fields (`validation_error`); for …/restore, `neutralize: true` for a "
-         "production environment",
+         "(`import_uploaded`); for …/restore, a strict or anonymised copy asked of an agent "
+         "older than the control plane (`agent_upgrade_required`)",
+    422: "Invalid fields (`validation_error`); for …/restore, `neutralize: true`, a profile "
+         "or `anonymize: true` for a production environment, or a copy less safe than the "
+         "environment's copy policy",
 }
 
 
@@ -177,8 +179,8 @@ class ImportComplete(MethodView):
                                    berth=_berth())
 
 
-class ImportRestoreBody(ma.Schema):
-    neutralize = Boolean(load_default=None, metadata={"description": NEUTRALIZE})
+class ImportRestoreBody(CopyFields):
+    pass
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/restore")
@@ -199,5 +201,6 @@ class ImportRestore(MethodView):
         environment the restored database is neutralised (`neutralize`). The
         body is optional."""
         return svc.restore_import(current_actor(), env_id, import_id, berth=_berth(),
-                                  neutralize=body["neutralize"])
+                                  neutralize=body["neutralize"],
+                                  profile=body["neutralize_profile"], anonymize=body["anonymize"])
 

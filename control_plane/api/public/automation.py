@@ -49,6 +49,12 @@ class AutomationActionSchema(ma.Schema):
                                              "first and restore that one (default false)"})
     allow_production = Boolean(metadata={"description": (
         "`copy_database`: required true when the target is a production environment")})
+    neutralize_profile = ma.fields.String(metadata={"enum": ["standard", "strict"], "description": (
+        "`copy_database` and `preview`: how the copy is checked after neutralising "
+        "(default: the target's copy policy; never weaker)")})
+    anonymize = Boolean(metadata={"description": (
+        "`copy_database` and `preview`: rewrite the copy's personal data, irreversibly "
+        "(default: the target's copy policy)")})
     ttl_hours = ma.fields.Integer(metadata={"description": (
         "`preview`: a preview whose branch sees no push for this long is deleted "
         "(1 to 8760, default 168)")})

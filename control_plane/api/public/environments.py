@@ -7,6 +7,7 @@ from flask.views import MethodView
 
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import (
+    Anonymized,
     Branch,
     EnvironmentStatus,
     Name,
@@ -50,6 +51,7 @@ class EnvironmentSchema(Schema):
     created_at = UTCDateTime(required=True)
     updated_at = UTCDateTime(allow_none=True)
     neutralized = Neutralized()
+    anonymized = Anonymized()
 
 
 class EnvironmentCreateSchema(ma.Schema):
@@ -121,6 +123,7 @@ class StatusSchema(Schema):
     http_ok = ma.fields.Boolean(required=True, metadata={
         "description": "Best effort: true when status is running"})
     neutralized = Neutralized()
+    anonymized = Anonymized()
     last_deploy = ma.fields.Nested(LastDeploySchema, allow_none=True, required=True)
     proxy = ma.fields.Nested(ProxySchema, allow_none=True, required=True, metadata={
         "description": "The server's HTTPS proxy as its agent last reported it; null before "

@@ -71,7 +71,9 @@ def start(rule, run, *, berth, trigger, commit=None):
         env = _active(run.environment_id)
         source = rule.action["source_environment_id"]
         d = backups.restore(env, backups.newest_completed(source),
-                            actor=actors.of_rule(rule), berth=berth, trigger=trigger)
+                            actor=actors.of_rule(rule), berth=berth, trigger=trigger,
+                            profile=rule.action.get("neutralize_profile"),
+                            anonymize=rule.action.get("anonymize"))
         return d.id, "copy"
     env = of_branch(rule, run.branch)
     if env is not None:

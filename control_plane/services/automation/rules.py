@@ -20,7 +20,7 @@ from control_plane.models import AutomationRule, AutomationRun, Environment, Pro
 from control_plane.services import audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.automation import schedules
-from control_plane.services.backups.neutralize import PRODUCTION
+from control_plane.services.backups.neutralize import PRODUCTION, PROFILES
 from control_plane.vocabulary.errors import (
     AutomationRuleLimitReached,
     InvalidAutomationRule,
@@ -102,7 +102,7 @@ def _action(project, given, problems):
             for name in _ENV_FIELDS[kind]}
     out = {"type": kind, **{name: env and str(env.id) for name, env in envs.items()}}
     if kind == AutomationAction.PREVIEW:
-        return _preview(project, given, out, problems)
+        return _copy_safety(given, _preview(project, given, out, problems), problems)
     if kind == AutomationAction.COPY_DATABASE:
         source, target = envs["source_environment_id"], envs["environment_id"]
         out["fresh"] = bool(given.get("fresh", False))
@@ -114,6 +114,27 @@ def _action(project, given, problems):
             problems["action.allow_production"] = [
                 "Copying a database into production replaces its data: say "
                 "\"allow_production\": true to mean it."]
+        _copy_safety(given, out, problems, production=target is not None
+                     and target.environment_type == PRODUCTION)
+    return out
+
+
+def _copy_safety(given, out, problems, production=False):
+    """A copying action's `neutralize_profile` and `anonymize`, kept when given: they
+    raise the target's copy policy (services/backups/neutralize.py)."""
+    if given.get("neutralize_profile") is not None:
+        if given["neutralize_profile"] not in PROFILES:
+            problems["action.neutralize_profile"] = [f"One of {', '.join(PROFILES)}."]
+        out["neutralize_profile"] = given["neutralize_profile"]
+    if given.get("anonymize") is not None:
+        if not isinstance(given["anonymize"], bool):
+            problems["action.anonymize"] = ["A JSON boolean."]
+        out["anonymize"] = given["anonymize"]
+    if production:
+        for field in ("neutralize_profile", "anonymize"):
+            if out.get(field):
+                problems[f"action.{field}"] = [
+                    "A copy into production is neither neutralised nor anonymised."]
     return out
 
 

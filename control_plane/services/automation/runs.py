@@ -121,7 +121,8 @@ def _start(rule, run, berth, commit):
     source = run.backup_id or backups.newest_completed(action["source_environment_id"])
     env = _locked(action["environment_id"])
     d = backups.restore(env, source, actor=actors.of_rule(rule), berth=berth,
-                        trigger=trigger)
+                        trigger=trigger, profile=action.get("neutralize_profile"),
+                        anonymize=action.get("anonymize"))
     return d.id, "restore"
 
 

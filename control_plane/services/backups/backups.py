@@ -55,11 +55,13 @@ def create(env, *, actor, berth, backup_type=states.BackupType.MANUAL,
     return Backup.get_by_id(backup_id)
 
 
-def restore(env, source_id, *, actor, berth, neutralize=None, trigger=states.Trigger.MANUAL):
+def restore(env, source_id, *, actor, berth, neutralize=None, profile=None, anonymize=None,
+            trigger=states.Trigger.MANUAL):
     """Inside the caller's transaction, `env` locked: a `restore` task of a
     completed backup of an environment of the same project (404 otherwise, 400
-    unless completed), with its safety backup; neutralised unless into production
-    or `neutralize` is False (neutralize.py). Returns the task."""
+    unless completed), with its safety backup; neutralised (by `profile`, and
+    anonymised if asked) unless into production or `neutralize` is False
+    (neutralize.py). Returns the task."""
     source = Backup.get_or_none(Backup.id == source_id, Backup.deleted_at.is_null())
     source_env = source and Environment.get_or_none(Environment.id == source.environment_id)
     if source_env is None or source_env.project_id != env.project_id:
@@ -68,11 +70,11 @@ def restore(env, source_id, *, actor, berth, neutralize=None, trigger=states.Tri
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be restored; this one is {source.status}.")
     require_ready(env, TaskKind.RESTORE)
-    wanted = neutralization.decide(env, neutralize)
+    wanted = neutralization.decide(env, neutralize, profile, anonymize)
     d = engine.start(env, TaskKind.RESTORE, berth=berth, trigger=trigger,
                      actor=actor, source=source, record={"extra_data": {
                          "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4()),
-                         "neutralize": wanted}})
+                         **wanted}})
     neutralization.record(d, env, neutralize, actor.label)
     return d
 
@@ -170,9 +172,11 @@ def take(actor, env_id, *, berth, backup_type="manual", comment=None):
         return create(env, actor=actor, berth=berth, backup_type=backup_type, notes=comment)
 
 
-def restore_into(actor, env_id, backup_id, *, berth, neutralize=None):
+def restore_into(actor, env_id, backup_id, *, berth, neutralize=None, profile=None,
+                 anonymize=None):
     """A restore of a backup of the project into the environment."""
     with database.atomic():
         env = access.environment(actor, env_id, DEPLOY, lock=True)
-        return restore(env, backup_id, actor=actor, berth=berth, neutralize=neutralize)
+        return restore(env, backup_id, actor=actor, berth=berth, neutralize=neutralize,
+                       profile=profile, anonymize=anonymize)
 

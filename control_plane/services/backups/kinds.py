@@ -186,7 +186,7 @@ def _restore_payload(task, env, settings, *, source=None, upload=None):
                         uuid.UUID(task.extra_data["safety_backup_id"]), source)
     payload = {"environment_id": str(env.id),
                "safety": agent_payload(env, safety, settings), "health_timeout": HEALTH_TIMEOUT,
-               "neutralize": bool(task.extra_data.get("neutralize"))}
+               **neutralize.payload(task.extra_data)}
     if source is not None:
         payload.update(backup_id=str(source.id), transfer_url=transfer_url(settings, source.id))
     else:
@@ -204,10 +204,9 @@ def _restore_started(d, org_id, now):
 def _restore_settled(d, outcome, org_id, now, env_status):
     _rows_settled(d, outcome, now, (outcome.result or {}).get("safety") or {}, own=False,
                   unverified="the safety backup was not verified")
-    neutralized = neutralize.settled(d, outcome.result) if outcome.ok else None
+    copy = neutralize.settled(d, outcome.result) if outcome.ok else None
     if outcome.status != D.CANCELLED:
-        events.record_restore_finished(d, org_id, outcome.ok, outcome.error,
-                                       neutralized=neutralized)
+        events.record_restore_finished(d, org_id, outcome.ok, outcome.error, copy=copy)
 
 
 # --- export ---------------------------------------------------------------------

@@ -211,7 +211,8 @@ def complete_import(actor, env_id, import_id, parts, *, berth):
         return imp
 
 
-def restore_import(actor, env_id, import_id, *, berth, neutralize=None):
+def restore_import(actor, env_id, import_id, *, berth, neutralize=None, profile=None,
+                   anonymize=None):
     """A `restore` task from the upload (409 `import_not_uploaded` before it is
     complete), with its safety backup; neutralised as a backup's restore is."""
     with database.atomic():
@@ -219,11 +220,11 @@ def restore_import(actor, env_id, import_id, *, berth, neutralize=None):
         if imp.status == I.UPLOADING:
             raise errors.ImportNotUploaded("Complete the import's upload first.")
         require_ready(env, TaskKind.RESTORE)
-        wanted = neutralization.decide(env, neutralize)
+        wanted = neutralization.decide(env, neutralize, profile, anonymize)
         d = engine.start(env, TaskKind.RESTORE, berth=berth,
                          actor=actor, upload=imp, record={"extra_data": {
                              "import_id": str(imp.id), "safety_backup_id": str(uuid.uuid4()),
-                             "neutralize": wanted}})
+                             **wanted}})
         neutralization.record(d, env, neutralize, actor.label)
         BackupImport.update(task=d.id).where(BackupImport.id == imp.id).execute()
         imp.task = d.id

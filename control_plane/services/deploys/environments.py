@@ -140,7 +140,7 @@ def status_snapshot(actor, environment_id, apps_domain):
             .order_by(Deployment.version.desc()).first())
     return {"environment_id": env.id, "status": env.status, "url": url_of(env, apps_domain),
             "container_running": up, "db_ready": running, "http_ok": running,
-            "neutralized": env.neutralized, "last_deploy": None if last is None else {
+            "neutralized": env.neutralized, "anonymized": env.anonymized, "last_deploy": None if last is None else {
                 "id": last.id, "status": states.snapshot_task_status(
                     last.status, agent_connected=_agent_connected(env.server_id)),
                 "outcome": states.task_outcome(last.status),

@@ -89,6 +89,35 @@ def test_copy_database_restores_the_newest_backup_or_a_fresh_one(client, bk, sto
     assert AgentCommand.select().where(AgentCommand.deployment == restore.id).count() == 1
 
 
+def test_a_copy_rule_may_ask_for_a_safer_copy(client, bk):
+    staging = bk.environment()
+    Environment.update(environment_type="staging").where(Environment.id == staging.id).execute()
+    Environment.update(environment_type="production").where(Environment.id == bk.env.id).execute()
+    bk.completed_backup(client)
+    copy = {"type": "copy_database", "source_environment_id": str(bk.env.id),
+            "environment_id": str(staging.id)}
+    for bad, field in (({"neutralize_profile": "lenient"}, "neutralize_profile"),
+                       ({"anonymize": "yes"}, "anonymize")):
+        r = client.post(rules_url(bk), headers=bk.key, json={
+            "name": "bad", "trigger": {"type": "schedule", "cron": "0 4 * * *"},
+            "action": {**copy, **bad}})
+        assert r.status_code == 422 and field in str(r.json["details"]), r.json
+    r = client.post(rules_url(bk), headers=bk.key, json={
+        "name": "into production", "trigger": {"type": "schedule", "cron": "0 4 * * *"},
+        "action": {**copy, "environment_id": str(bk.env.id), "source_environment_id":
+                   str(staging.id), "allow_production": True, "anonymize": True}})
+    assert r.status_code == 422 and "action.anonymize" in r.json["details"], r.json
+    rule = client.post(rules_url(bk), headers=bk.key, json={
+        "name": "anonymised staging", "trigger": {"type": "schedule", "cron": "0 4 * * *"},
+        "action": {**copy, "neutralize_profile": "strict", "anonymize": True}}).json
+    assert (rule["action"]["neutralize_profile"], rule["action"]["anonymize"]) == (
+        "strict", True)
+    run = client.post(f"{P}/automation-rules/{rule['id']}/run", headers=bk.key).json
+    payload = AgentCommand.get(AgentCommand.deployment == run["task_id"]).payload
+    assert (payload["neutralize"], payload["neutralize_profile"], payload["anonymize"]) == (
+        True, "strict", True)
+
+
 def test_admin_rule_commands(tmp_path, backend):
     """`berth admin rule list|create|run`, on a data directory of its own."""
     if backend != "sqlite":

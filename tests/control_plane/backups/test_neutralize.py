@@ -6,7 +6,14 @@ in tests/e2e/backups/test_neutralize_flow.py.)"""
 
 import pytest
 
-from control_plane.models import AgentCommand, Deployment, Environment, Event, TaskLogLine
+from control_plane.models import (
+    AgentCommand,
+    Deployment,
+    Environment,
+    Event,
+    Server,
+    TaskLogLine,
+)
 from control_plane.services.tasks import engine
 from tests.control_plane.backups.conftest import RESULT, V1, P
 from tests.control_plane.test_admin_cli import data_dir, ok  # noqa: F401 - fixture
@@ -22,6 +29,10 @@ def _env(bk, environment_type):
 def _restore(client, bk, env, source, **body):
     return client.post(f"{V1}/environments/{env.id}/restore", headers=bk.h,
                        json={"backup_id": str(source.id), **body})
+
+
+CHECKED = {"profile": "standard", "cleared": {}, "checked": ["active outgoing mail server"],
+           "anonymized": None}
 
 
 def _payload(task_id):
@@ -88,10 +99,12 @@ def test_what_the_agent_read_is_shown_and_sent(client, bk):
     task = _restore(client, bk, env, source).json["id"]
     bk.ack(task)
     bk.finish(task, result={"safety": RESULT, "restored_from": str(source.id),
-                            "neutralized": True})
+                            "neutralized": True, "safe_copy": CHECKED})
     assert Deployment.get_by_id(task).status == "success"
     assert {k: v["neutralized"] for k, v in _shown(client, bk, env).items()} == \
         {"public": True, "status": True, "ops": True}
+    assert {k: v["anonymized"] for k, v in _shown(client, bk, env).items()} == \
+        {"public": False, "status": False, "ops": False}
     event = Event.select().where(Event.name == "restore.completed").order_by(
         Event.created_at.desc()).first()
     assert event.data["neutralized"] is True and event.data["task_id"] == task
@@ -186,3 +199,120 @@ def test_the_admin_cli(data_dir):  # noqa: F811
         {"safety": RESULT, "restored_from": created["id"], "neutralized": False})
     safe = ok(data_dir, "backup", "restore", "--environment", env.id, "--backup", created["id"])
     assert safe["neutralize"] is True and _payload(safe["task_id"])["neutralize"] is True
+    assert (safe["neutralize_profile"], safe["anonymize"]) == ("standard", False)
+    engine.record_result(env.server_id, AgentCommand.get(
+        AgentCommand.deployment == safe["task_id"]).id, True,
+        {"safety": RESULT, "restored_from": created["id"], "neutralized": True})
+    strict = ok(data_dir, "backup", "restore", "--environment", env.id, "--backup",
+                created["id"], "--profile", "strict", "--anonymize")
+    assert (strict["neutralize_profile"], strict["anonymize"]) == ("strict", True)
+    payload = _payload(strict["task_id"])
+    assert (payload["neutralize_profile"], payload["anonymize"]) == ("strict", True)
+
+
+# --- profiles, anonymisation and the environment's copy policy -----------------
+
+def _policy(client, bk, env, **body):
+    return client.put(f"{V1}/environments/{env.id}/copy-policy", headers=bk.h, json=body)
+
+
+def test_the_copy_policy_is_read_and_changed(client, bk):
+    env = _env(bk, "staging")
+    url = f"{V1}/environments/{env.id}/copy-policy"
+    assert client.get(url, headers=bk.h).json == {
+        "environment_id": str(env.id), "profile": "standard", "anonymize": False}
+    for bad in ({"profile": "lenient"}, {"profile": None}, {"anonymize": "yes"},
+                {"anonymize": 1}, {"other": True}):
+        r = _policy(client, bk, env, **bad)
+        assert r.status_code == 422 and r.json["error"] == "validation_error", (bad, r.json)
+    assert client.get(url, headers=bk.h).json["profile"] == "standard"  # nothing changed
+    r = _policy(client, bk, env, profile="strict")
+    assert r.status_code == 200 and r.json["profile"] == "strict" and not r.json["anonymize"]
+    r = _policy(client, bk, env, anonymize=True)
+    assert r.json == {"environment_id": str(env.id), "profile": "strict", "anonymize": True}
+    assert client.get(url, headers=bk.h).json == r.json
+    prod = _env(bk, "production")
+    r = _policy(client, bk, prod, profile="strict")
+    assert r.status_code == 422 and "profile" in r.json["details"], r.json
+    assert _policy(client, bk, prod).status_code == 200  # nothing asked, nothing refused
+
+
+@pytest.mark.parametrize(("policy", "body", "sent"), [
+    ({}, {}, ("standard", False)),
+    ({}, {"neutralize_profile": "strict"}, ("strict", False)),
+    ({}, {"anonymize": True}, ("standard", True)),
+    ({"profile": "strict"}, {}, ("strict", False)),
+    ({"profile": "strict"}, {"neutralize_profile": "strict", "anonymize": True}, ("strict", True)),
+    ({"anonymize": True}, {}, ("standard", True)),
+    ({"anonymize": True}, {"neutralize_profile": "strict"}, ("strict", True)),
+])
+def test_a_request_raises_the_policy(client, bk, policy, body, sent):
+    source = bk.completed_backup(client)
+    env = _env(bk, "staging")
+    assert _policy(client, bk, env, **policy).status_code == 200
+    r = _restore(client, bk, env, source, **body)
+    assert r.status_code == 202, r.json
+    payload = _payload(r.json["id"])
+    assert (payload["neutralize_profile"], payload["anonymize"]) == sent
+    assert payload["neutralize"] is True
+
+
+@pytest.mark.parametrize(("environment_type", "policy", "body", "field"), [
+    ("staging", {"profile": "strict"}, {"neutralize_profile": "standard"}, "neutralize_profile"),
+    ("staging", {"profile": "strict"}, {"neutralize": False}, "neutralize"),
+    ("staging", {"anonymize": True}, {"anonymize": False}, "anonymize"),
+    ("staging", {"anonymize": True}, {"neutralize": False}, "neutralize"),
+    ("development", {}, {"neutralize": False, "anonymize": True}, "neutralize"),
+    ("development", {}, {"neutralize": False, "neutralize_profile": "strict"}, "neutralize"),
+    ("production", {}, {"anonymize": True}, "anonymize"),
+    ("production", {}, {"neutralize_profile": "standard"}, "neutralize_profile"),
+])
+def test_a_less_safe_copy_is_refused(client, bk, environment_type, policy, body, field):
+    source = bk.completed_backup(client)
+    env = _env(bk, environment_type)
+    Environment.update(copy_profile=policy.get("profile"),
+                       anonymize_copies=policy.get("anonymize")).where(
+        Environment.id == env.id).execute()
+    before = Deployment.select().count()
+    r = _restore(client, bk, env, source, **body)
+    assert r.status_code == 422 and r.json["error"] == "validation_error", r.json
+    assert field in r.json["details"], r.json
+    assert Deployment.select().count() == before  # nothing started
+    r = _restore(client, bk, env, source, neutralize_profile="lenient")
+    assert r.status_code == 422 and "neutralize_profile" in r.json["details"]["json"]
+
+
+def test_an_older_agent_is_not_asked_for_what_it_would_skip(client, bk):
+    source = bk.completed_backup(client)
+    env = _env(bk, "staging")
+    Server.update(agent_version="0.1.0").where(Server.id == env.server_id).execute()
+    for body in ({"neutralize_profile": "strict"}, {"anonymize": True}):
+        r = _restore(client, bk, env, source, **body)
+        assert r.status_code == 409 and r.json["error"] == "agent_upgrade_required", r.json
+        assert "0.1.0" in r.json["message"] and "upgrade" in r.json["message"]
+    assert _restore(client, bk, env, source).status_code == 202  # standard: it warns after
+
+
+def test_what_an_anonymised_copy_records(client, bk):
+    source = bk.completed_backup(client)
+    env = _env(bk, "staging")
+    task = _restore(client, bk, env, source, anonymize=True,
+                    neutralize_profile="strict").json["id"]
+    bk.ack(task)
+    made = {**CHECKED, "profile": "strict", "anonymized": {"res_partner": 12, "res_users": 3}}
+    bk.finish(task, result={"safety": RESULT, "restored_from": str(source.id),
+                            "neutralized": True, "safe_copy": made})
+    assert {k: v["anonymized"] for k, v in _shown(client, bk, env).items()} == \
+        {"public": True, "status": True, "ops": True}
+    event = Event.select().where(Event.name == "restore.completed").order_by(
+        Event.created_at.desc()).first()
+    assert (event.data["anonymized"], event.data["neutralize_profile"]) == (True, "strict")
+    assert _log(task) == []
+    # A result without the record (an agent before the checks): not known, and said.
+    task = _restore(client, bk, env, source).json["id"]
+    bk.ack(task)
+    bk.finish(task, result={"safety": RESULT, "restored_from": str(source.id),
+                            "neutralized": True})
+    assert _shown(client, bk, env)["public"]["anonymized"] is None
+    [(level, message)] = _log(task)
+    assert level == "warning" and "did not check" in message

@@ -16,7 +16,8 @@ def test_a_restore_is_a_task_with_a_safety_backup(app, client, bk):
     assert safety.status == "pending" and safety.source_backup_id == source.id
     assert str(task.id) in safety.notes and str(source.id) in safety.notes
     assert task.extra_data == {"backup_id": str(source.id), "safety_backup_id": str(safety.id),
-                               "neutralize": True}  # a development environment
+                               "neutralize": True, "profile": "standard",
+                               "anonymize": False}  # a development environment
     command = AgentCommand.get(AgentCommand.deployment == task.id)
     base = app.config["PUBLIC_URL"].rstrip("/") + "/agent/v1/transfers/"
     assert command.kind == "restore" and command.payload == {
@@ -26,7 +27,8 @@ def test_a_restore_is_a_task_with_a_safety_backup(app, client, bk):
                    "transfer_url": base + str(safety.id),
                    "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
                    "erp_version": "17.0", "git_commit": None, "addon_commits": {}},
-        "health_timeout": 120, "neutralize": True}
+        "health_timeout": 120, "neutralize": True, "neutralize_profile": "standard",
+        "anonymize": False}
     r = client.post(f"{V1}/environments/{bk.env.id}/backups", headers=bk.h, json={})
     assert r.status_code == 409 and r.json["error"] == "task_in_progress"
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from control_plane.models import Backup, Deployment
+from control_plane.models import Backup, Deployment, Environment
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.conftest import auth
@@ -98,6 +98,20 @@ def test_the_status_panel_says_the_last_deployment_once(world, member, fake_cloc
     panel = _text(b.get(f"/environments/{env.id}/status-panel"))
     (line,) = re.findall(r"Last deployment:[^<]*", panel)
     assert line.split()[2:5] == ["deploy,", "running", "since"], line
+
+
+@pytest.mark.parametrize(("neutralized", "anonymized", "said"), [
+    (None, None, None), (False, False, None),
+    (True, False, "Neutralized (mail and scheduled jobs off)."),
+    (True, True, "Neutralized (mail and scheduled jobs off), and anonymized (personal data "
+                 "rewritten).")])
+def test_the_status_panel_says_what_the_copy_is(world, member, neutralized, anonymized, said):
+    org, b = member
+    env = world.environment(world.project(org))
+    Environment.update(neutralized=neutralized, anonymized=anonymized).where(
+        Environment.id == env.id).execute()
+    panel = _text(b.get(f"/environments/{env.id}/status-panel"))
+    assert re.findall(r"Neutralized[^<]*", panel) == ([said] if said else [])
 
 
 def _backup(b, env, comment=None):

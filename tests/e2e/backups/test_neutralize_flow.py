@@ -119,3 +119,121 @@ def test_restored_copies_are_neutralised(client, stand):
     assert client.get(f"{P}/environments/{staging}", headers=s.reader).json["status"] == \
         "running"
     assert shown(client, s, staging) is False  # the failed restore changed nothing shown
+
+
+# --- copies that check themselves, by profile, and anonymised copies -------------
+
+PEOPLE = [("Ada Lovelace", "ada@analytical.example", "+44 20 7946 0001", "12 St James Square"),
+          ("Grace Hopper", "grace@cobol.example", "+1 202 555 0143", "1 Navy Yard")]
+SECRETS = ["gmail-client-secret-7f3a", "module-api-token-91c2", "smtp-password-55d0",
+           "imap-password-2b8e", "stripe-secret-key-c0de", "carrier-password-a11e",
+           "user-api-key-9e9e"]
+
+
+def _live_production(s, prod):
+    """Production with people in it, every kind of live integration and credentials."""
+    people = " ".join(
+        f"WITH p AS (INSERT INTO res_partner (name, email, phone, street, city) VALUES "
+        f"('{name}', '{email}', '{phone}', '{street}', 'London') RETURNING id) "
+        f"INSERT INTO res_users (login, partner_id, password) SELECT '{email}', id, "
+        f"'$pbkdf2$hash' FROM p;" for name, email, phone, street in PEOPLE)
+    psql(s, prod, people + f"""
+        INSERT INTO mail_message (subject, body, email_from, record_name) VALUES
+            ('Invoice for {PEOPLE[0][0]}', '<p>Dear {PEOPLE[0][0]}, ...</p>',
+             '{PEOPLE[0][1]}', '{PEOPLE[1][0]}');
+        INSERT INTO ir_mail_server (name, smtp_host, smtp_user, smtp_pass) VALUES
+            ('customers', 'smtp.example.com', 'billing', '{SECRETS[2]}');
+        INSERT INTO fetchmail_server (name, server, "user", password) VALUES
+            ('inbox', 'imap.example.com', 'billing', '{SECRETS[3]}');
+        INSERT INTO payment_provider (name, code, state, secret_key) VALUES
+            ('Stripe', 'stripe', 'enabled', '{SECRETS[4]}');
+        INSERT INTO delivery_carrier (name, delivery_type, prod_environment, api_password)
+            VALUES ('DHL', 'dhl', true, '{SECRETS[5]}');
+        INSERT INTO res_users_apikeys (name, user_id, key) SELECT 'ci', id, '{SECRETS[6]}'
+            FROM res_users WHERE login = '{PEOPLE[0][1]}';
+        INSERT INTO ir_config_parameter (key, value) VALUES
+            ('google_gmail_client_secret', '{SECRETS[0]}'),
+            ('my_module.api_token', '{SECRETS[1]}'),
+            ('database.secret', 'production-secret'),
+            ('auth_signup.reset_password', 'True');""")
+
+
+def _dump(s, env_id):
+    """Every row of every table of the environment's database, as text."""
+    db = s.envs._container(s.envs._names(env_id)["db"])
+    code, out = db.exec_run(["pg_dump", "-U", "odoo", "--data-only", "odoo"])
+    assert code == 0, out
+    return out.decode()
+
+
+def _param(s, env_id, key):
+    return psql(s, env_id, f"SELECT coalesce((SELECT value FROM ir_config_parameter"
+                           f" WHERE key = '{key}'), 'absent')")
+
+
+@pytest.mark.parametrize("stand", ["local"], indirect=True)
+def test_copies_check_themselves_by_profile_and_can_be_anonymised(client, stand):
+    s = stand
+    prod, staging = production_and_staging(client, s)
+    set_notes(s, prod, LIVE)
+    _live_production(s, prod)
+    source = _dump(s, prod)
+    needles = [n for person in PEOPLE for n in person] + SECRETS
+    assert all(n in source for n in needles)  # the scan below finds what is there
+    backup = completed_backup(client, s, prod)["id"]
+
+    # 1. standard (the default): Odoo's neutralisation, checked; known credentials
+    # cleared and the copy's own database.secret; personal data kept.
+    done = restore(client, s, staging, backup)
+    assert done["status"] == "success", done
+    assert psql(s, staging, "SELECT state FROM payment_provider") == "disabled"
+    assert psql(s, staging, "SELECT prod_environment FROM delivery_carrier") == "f"
+    assert psql(s, staging, "SELECT active FROM fetchmail_server") == "f"
+    assert _param(s, staging, "google_gmail_client_secret") == "absent"
+    assert _param(s, staging, "my_module.api_token") == SECRETS[1]  # strict's, not standard's
+    assert _param(s, staging, "database.secret") not in ("production-secret", "absent")
+    assert _param(s, staging, "auth_signup.reset_password") == "True"  # a setting, kept
+    log = task_log(client, s, staging, done["id"])
+    assert "profile standard" in log and "checked the copy: nothing live" in log
+    copy = _dump(s, staging)
+    assert PEOPLE[0][1] in copy and SECRETS[6] in copy
+    env = client.get(f"{P}/environments/{staging}", headers=s.reader).json
+    assert (env["neutralized"], env["anonymized"]) == (True, False)
+
+    # 2. The staging environment's policy: strict and anonymised, for every copy.
+    r = client.put(f"{V1}/environments/{staging}/copy-policy", headers=s.user,
+                   json={"profile": "strict", "anonymize": True})
+    assert r.status_code == 200, r.json
+    done = restore(client, s, staging, backup)
+    assert done["status"] == "success", done
+    copy = _dump(s, staging)
+    found = [n for n in needles if n in copy]
+    assert found == [], f"the anonymised strict copy still holds {found}"
+    assert psql(s, staging, "SELECT login FROM res_users ORDER BY id").splitlines()[0] == "admin"
+    assert psql(s, staging, "SELECT count(*) FROM res_partner WHERE email LIKE "
+                            "'partner-%@example.invalid'") == "3"
+    log = task_log(client, s, staging, done["id"])
+    assert "profile strict" in log and "anonymised the copy (irreversible)" in log
+    assert "res_partner (3 rows)" in log
+    env = client.get(f"{P}/environments/{staging}", headers=s.reader).json
+    assert (env["neutralized"], env["anonymized"]) == (True, True)
+    event = Event.select().where(Event.name == "restore.completed").order_by(
+        Event.created_at.desc()).first()
+    assert (event.data["anonymized"], event.data["neutralize_profile"]) == (True, "strict")
+    assert notes(s, staging) == notes(s, prod)  # the rest of the data is the copy's
+
+    # 3. Something live left after Odoo's neutralisation (a custom module's trigger keeps
+    # its mail server on): the strict copy fails, staging is put back and serves.
+    psql(s, prod, "CREATE FUNCTION keep_on() RETURNS trigger LANGUAGE plpgsql AS "
+                  "$$ BEGIN NEW.active := true; RETURN NEW; END $$; "
+                  "CREATE TRIGGER keep_on BEFORE UPDATE ON ir_mail_server FOR EACH ROW "
+                  "WHEN (NEW.smtp_host = 'smtp.example.com') EXECUTE FUNCTION keep_on()")
+    leaky = completed_backup(client, s, prod)["id"]
+    set_notes(s, staging, STAGING)
+    done = restore(client, s, staging, leaky)
+    assert done["status"] == "failed", done
+    assert "still live" in done["error_message"] and "active outgoing mail server (1)" in \
+        done["error_message"] and "put back" in done["error_message"]
+    assert notes(s, staging) == STAGING and _dump(s, staging).count(PEOPLE[0][1]) == 0
+    assert client.get(f"{P}/environments/{staging}", headers=s.reader).json["status"] == \
+        "running"
