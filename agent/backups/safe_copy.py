@@ -65,7 +65,9 @@ ANONYMIZE = {  # table: (which rows, {column: new value})
     "mail_tracking_value": ("true", dict.fromkeys(("old_value_char", "new_value_char",
                                                    "old_value_text", "new_value_text"),
                                                   "NULL")),
-    "res_partner_bank": ("true", {"acc_number": "'ANON-' || id", "acc_holder_name": "NULL"}),
+    "res_partner_bank": ("true", {"acc_number": "'ANON-' || id",
+                                  "sanitized_acc_number": "'ANON' || id",
+                                  "acc_holder_name": "NULL"}),
 }
 TEXT = ("character varying", "text")
 

@@ -183,6 +183,11 @@ def policy_refusals_are_policy(ctx, response, case):
         if body.get("error") != "invalid_automation_rule":
             raise AssertionError(f"valid automation rule refused: {body}")
         return
+    if case.operation.path.endswith("/environments"):
+        # The capacity of the server the project is on.
+        if body.get("error") != "exceeds_server_capacity":
+            raise AssertionError(f"valid environment refused: {body}")
+        return
     if not case.operation.path.endswith("/config"):
         return
     problems = [why for whys in (body.get("details") or {}).values() for why in whys]

@@ -56,8 +56,11 @@ STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)
 # strings are host names and public keys for an SSH server (`invalid_ssh_server`;
 # the servers' list, at the same path, may answer a 400 `invalid_cursor`). A range
 # of metric history relates its parameters: `from` before `to`, at most 90 days, at
-# most 1,500 points of its step, minutes only while they are kept.
+# most 1,500 points of its step, minutes only while they are kept. An environment
+# may ask for more than the server its project is on has (`exceeds_server_capacity`):
+# a server the run itself registers has no cores until its agent reports them.
 POLICY_422 = (r"^/api/v1/environments/\{env_id\}/(domains|config)$"
+              r"|^/api/public/v1/projects/\{project_id\}/environments$"
               r"|^/api/public/v1/(servers|environments)/\{[a-z_]+\}/metrics/history$"
               r"|^/api/public/v1/webhooks(/\{webhook_id\})?$"
               r"|^/api/public/v1/servers$"

@@ -174,6 +174,15 @@ def test_an_import_restore_decides_the_same_way(client, store, bk):
     r = client.post(f"{uploaded(other)}/restore", headers=bk.h, json={"neutralize": False})
     assert r.status_code == 202 and _payload(r.json["id"])["neutralize"] is False
     assert bk.user.email in _log(r.json["id"])[0][1]
+    r = client.post(f"{uploaded(_env(bk, 'staging'))}/restore", headers=bk.h,
+                    json={"neutralize_profile": "strict", "anonymize": True})
+    assert r.status_code == 202, r.json
+    payload = _payload(r.json["id"])
+    assert (payload["neutralize"], payload["neutralize_profile"], payload["anonymize"]) == (
+        True, "strict", True)
+    r = client.post(f"{uploaded(_env(bk, 'production'))}/restore", headers=bk.h,
+                    json={"anonymize": True})
+    assert r.status_code == 422 and "anonymize" in r.json["details"]
 
 
 def test_the_admin_cli(data_dir):  # noqa: F811
