@@ -39,7 +39,8 @@ def test_list_create_restore(data_dir):  # noqa: F811
 
     restored = ok(data_dir, "backup", "restore", "--environment", env.id, "--backup",
                   created["id"], keys={"task_id", "kind", "status", "environment_id",
-                                       "backup_id", "neutralize", "safety_backup"})
+                                       "backup_id", "neutralize", "neutralize_profile",
+                                       "anonymize", "safety_backup"})
     assert restored["kind"] == "restore" and restored["status"] == "pending"
     assert restored["safety_backup"]["notes"].startswith("Safety backup before restore")
     assert Backup.select().count() == 2
