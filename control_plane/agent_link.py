@@ -30,6 +30,14 @@ class AgentLink(Protocol):
         connected (else the gateway's poll or the next connection does)."""
 
 
+def current_berth():
+    """The running app's `Berth` (app.py), the Context of views and admin commands:
+    those run inside a Flask app context (a request's, a CLI command's)."""
+    from flask import current_app
+
+    return current_app.extensions["berth"]
+
+
 class Context(Protocol):
     """What a service is given besides its arguments, one way, as `berth`: the
     settings, the way to the agents and the shared rate limiter. The app's `Berth`

@@ -93,16 +93,17 @@ detect_system() {
     say "system: $OS, $ARCH, init: $INIT"
 }
 
+python_ok() {  # Python 3.11 or newer, with venv and ensurepip
+    python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
+}
+
 need_python() {
-    if python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-        return 0
-    fi
+    python_ok && return 0
     if command -v apt-get >/dev/null 2>&1; then
         say "installing python3 and python3-venv"
         apt_install python3 python3-venv || true
     fi
-    python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
-        || die "Python 3.11 or newer with the venv module is required"
+    python_ok || die "Python 3.11 or newer with the venv module is required"
 }
 
 need_git() {  # deployments check out the project's add-ons

@@ -4,8 +4,9 @@ agent gets the URLs to upload a backup's objects and read them back
 documents: only agents call it."""
 
 import marshmallow as ma
-from flask import Blueprint, current_app, request
+from flask import Blueprint, request
 
+from control_plane.agent_link import current_berth
 from control_plane.services import agents
 from control_plane.services.backups import transfers
 from control_plane.vocabulary import errors
@@ -56,15 +57,12 @@ def _body(schema):
         raise errors.Unprocessable("Invalid fields.", details=exc.messages) from None
 
 
-def _berth():
-    return current_app.extensions["berth"]
-
 
 @blp.post("/<uuid:backup_id>/parts")
 def part(backup_id):
     server = _server()
     body = _body(PartBody)
-    return transfers.part_url(server, backup_id, body["object"], body["part_number"], _berth())
+    return transfers.part_url(server, backup_id, body["object"], body["part_number"], current_berth())
 
 
 @blp.post("/<uuid:backup_id>/complete")
@@ -72,11 +70,11 @@ def complete(backup_id):
     server = _server()
     body = _body(CompleteBody)
     return transfers.complete(server, backup_id, body["object"], body["parts"], body["size"],
-                              body["sha256"], _berth())
+                              body["sha256"], current_berth())
 
 
 @blp.post("/<uuid:backup_id>/download")
 def download(backup_id):
     server = _server()
     body = _body(ObjectBody)
-    return transfers.download_url(server, backup_id, body["object"], _berth())
+    return transfers.download_url(server, backup_id, body["object"], current_berth())

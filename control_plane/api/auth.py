@@ -4,6 +4,7 @@ every response it gets, errors included."""
 
 from flask import current_app, g, request
 
+from control_plane.agent_link import current_berth
 from control_plane.infra import ratelimit
 from control_plane.services import audit
 from control_plane.services.accounts import actors, keys
@@ -48,7 +49,7 @@ def authenticate_request():
     except Unauthorized as exc:
         _name_refused(ctx, exc)
         raise
-    ctx.rate_state = current_app.extensions["berth"].limiter.hit(
+    ctx.rate_state = current_berth().limiter.hit(
         ratelimit.PER_KEY[key.key_type], "key", key.public_id)
     keys.authorize_method(key, req.method)
     if req.method not in ("GET", "HEAD"):  # what it changes is the key's (services/audit.py)
@@ -63,7 +64,7 @@ def _name_refused(ctx, exc, state=None):
     key = getattr(exc, "key", None)
     if key is not None:
         ctx.refused_key = key
-        ctx.rate_state = state or current_app.extensions["berth"].limiter.window(
+        ctx.rate_state = state or current_berth().limiter.window(
             ratelimit.PER_KEY[key.key_type], "key", key.public_id)
 
 

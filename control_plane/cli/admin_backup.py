@@ -3,6 +3,7 @@ restore, and Odoo's zip: export, export-url)."""
 
 import click
 
+from control_plane.agent_link import current_berth
 from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
 from control_plane.vocabulary import states
 
@@ -17,11 +18,6 @@ def _backup(b):
             **{name: getattr(b, name) for name in FIELDS},
             **{name: _iso(getattr(b, name)) for name in TIMES}}
 
-
-def _berth():
-    from flask import current_app
-
-    return current_app.extensions["berth"]
 
 
 @admin.group()
@@ -49,7 +45,7 @@ def backup_create(env_id, comment):
     """Take a manual backup (a task for the environment's agent)."""
     from control_plane.services.backups import backups
 
-    return _backup(backups.take(operator(), env_id, berth=_berth(), comment=comment))
+    return _backup(backups.take(operator(), env_id, berth=current_berth(), comment=comment))
 
 
 @command(backup, "restore")
@@ -70,7 +66,7 @@ def backup_restore(env_id, backup_id, keep_live, profile, anonymize):
     from control_plane.models import Backup
     from control_plane.services.backups import backups
 
-    d = backups.restore_into(operator(), env_id, backup_id, berth=_berth(),
+    d = backups.restore_into(operator(), env_id, backup_id, berth=current_berth(),
                              neutralize=False if keep_live else None, profile=profile,
                              anonymize=anonymize)
     safety = Backup.get(Backup.task == d.id)
@@ -90,7 +86,7 @@ def backup_export(backup_id):
     `export-url` gives the zip's download URL."""
     from control_plane.services.backups import odoo
 
-    d = odoo.start_export(operator(), backup_id, berth=_berth())
+    d = odoo.start_export(operator(), backup_id, berth=current_berth())
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
             "environment_id": str(d.environment_id), "backup_id": str(backup_id)}
 
@@ -103,5 +99,5 @@ def backup_export_url(backup_id, expires_in):
     """The exported zip's download URL (a plain GET, no auth header)."""
     from control_plane.services.backups import odoo
 
-    link = odoo.export_url(operator(), backup_id, _berth(), expires_in)
+    link = odoo.export_url(operator(), backup_id, current_berth(), expires_in)
     return {**link, "expires_at": _iso(link["expires_at"])}

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from control_plane.agent_link import current_berth
 from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
 
 
@@ -59,7 +60,6 @@ def config_set(env_id, variables, secret_names, unset_var, erp_options, unset_er
                pg_settings, unset_pg_setting):
     """Change only what is named; an environment with containers is redeployed
     (trigger config_update), and the new deployment is printed with it."""
-    from flask import current_app
 
     from control_plane.services.deploys import config_change
 
@@ -81,7 +81,7 @@ def config_set(env_id, variables, secret_names, unset_var, erp_options, unset_er
     changes["postgres_settings"] = {**_pairs(pg_settings, "--pg-setting"),
                                     **dict.fromkeys(unset_pg_setting)}
     shown, d = config_change.change(operator(), env_id, changes,
-                                 berth=current_app.extensions["berth"])
+                                 berth=current_berth())
     return {"configuration": _shown(shown),
             "deployment": d and {"id": str(d.id), "version": d.version, "trigger": d.trigger,
                                  "status": d.status}}

@@ -3,13 +3,8 @@
 
 import click
 
+from control_plane.agent_link import current_berth
 from control_plane.cli.admin import UUID_T, _iso, admin, command
-
-
-def _berth():
-    from flask import current_app
-
-    return current_app.extensions["berth"]
 
 
 def _environment(env_id):
@@ -22,7 +17,7 @@ def _environment(env_id):
 def _domain(d, env):
     from control_plane.services.environment_settings import domains
 
-    out = domains.describe(d, env, _berth().settings["APPS_DOMAIN"])
+    out = domains.describe(d, env, current_berth().settings["APPS_DOMAIN"])
     return {**out, "environment_id": str(env.id),
             **{name: _iso(out[name]) for name in ("created_at", "verified_at", "checked_at")}}
 
@@ -50,7 +45,7 @@ def domain_add(env_id, name):
     from control_plane.services.environment_settings import domains
 
     env = _environment(env_id)
-    return _domain(domains.add(env, name, _berth().settings["APPS_DOMAIN"]), env)
+    return _domain(domains.add(env, name, current_berth().settings["APPS_DOMAIN"]), env)
 
 
 @command(domain, "verify")
@@ -61,7 +56,7 @@ def domain_verify(env_id, name):
     from control_plane.services.environment_settings import domains
 
     env = _environment(env_id)
-    return _domain(domains.verify(env, name, _berth()), env)
+    return _domain(domains.verify(env, name, current_berth()), env)
 
 
 @command(domain, "remove")
@@ -72,5 +67,5 @@ def domain_remove(env_id, name):
     from control_plane.services.environment_settings import domains
 
     env = _environment(env_id)
-    domains.remove(env, name, _berth())
+    domains.remove(env, name, current_berth())
     return {"removed": name, "environment_id": str(env.id)}

@@ -3,16 +3,12 @@ create, run now), with the same checks as the public API."""
 
 import click
 
+from control_plane.agent_link import current_berth
 from control_plane.cli.admin import UUID_T, _iso, admin, command, operator
 from control_plane.services.automation.rules import ACTIONS, EVENTS
 
 TRIGGERS = {"push": "git_push", "schedule": "schedule", "event": "event"}
 
-
-def _berth():
-    from flask import current_app
-
-    return current_app.extensions["berth"]
 
 
 def _run(run):
@@ -89,4 +85,4 @@ def rule_run(rule_id):
     """Run a rule now (trigger manual, actor operator); prints the run."""
     from control_plane.services.automation import runs
 
-    return _run(runs.run_now(operator(), rule_id, berth=_berth()))
+    return _run(runs.run_now(operator(), rule_id, berth=current_berth()))

@@ -54,7 +54,7 @@ def http_app(app):
 
     server = make_server("127.0.0.1", 0, closing(app), threaded=True)
     url = f"http://127.0.0.1:{server.server_port}"
-    app.extensions["berth"].settings["PUBLIC_URL"] = app.config["PUBLIC_URL"] = url
+    app.config["PUBLIC_URL"] = url  # the services' settings too: one dict
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield url

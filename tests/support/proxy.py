@@ -120,8 +120,7 @@ def proxied(app, pebble, proxy_image, erp_image, postgres_image, loopback_dns, d
     changes = dict(ERP_IMAGE=erp_image, POSTGRES_IMAGE=postgres_image, PROXY_IMAGE=proxy_image,
                    ACME_DIRECTORY_URL=pebble.directory, ACME_CA_ROOTS=pebble.ca_file,
                    APPS_DOMAIN=APPS_DOMAIN, DNS_RESOLVER=loopback_dns.address, DNS_TIMEOUT=2)
-    for settings in (app.extensions["berth"].settings, app.config):  # as the app's start-up
-        settings.update(changes)
+    app.config.update(changes)  # as the app's start-up; the services' settings are this dict
     loopback_dns.clear()
     _remove_proxy(docker_client)  # one an interrupted run left behind
     agent_env = {"BERTH_AGENT_PROXY_HTTP": f"127.0.0.1:{pebble.http_port}",

@@ -2,9 +2,9 @@
 POST: a manual backup) and a restore (POST .../restore), both tasks."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.fields import Boolean
 from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
@@ -78,9 +78,6 @@ class RestoreBody(CopyFields):
                        "of the same project"})
 
 
-def _berth():
-    return current_app.extensions["berth"]
-
 
 @blp.route("/environments/<uuid:env_id>/backups")
 class EnvironmentBackups(MethodView):
@@ -105,7 +102,7 @@ class EnvironmentBackups(MethodView):
         uploaded and verified by the server's agent. Answers at once with the
         backup (`pending`); it becomes `completed` or `failed` (permission
         `project.environments.deploy`)."""
-        return svc.take(current_actor(), env_id, berth=_berth(), **body)
+        return svc.take(current_actor(), env_id, berth=current_berth(), **body)
 
 
 @blp.route("/environments/<uuid:env_id>/restore")
@@ -122,6 +119,6 @@ class Restore(MethodView):
         environment, neutralised and checked: `neutralize`, `neutralize_profile`,
         `anonymize`), the ERP restarted and its health checked; on any failure the safety backup is put back. Answers at once with the
         task (permission `project.environments.deploy`)."""
-        return svc.restore_into(current_actor(), env_id, body["backup_id"], berth=_berth(),
+        return svc.restore_into(current_actor(), env_id, body["backup_id"], berth=current_berth(),
                                 neutralize=body["neutralize"],
                                 profile=body["neutralize_profile"], anonymize=body["anonymize"])

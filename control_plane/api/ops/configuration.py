@@ -2,9 +2,9 @@
 variables, ERP options and PostgreSQL settings, read and changed."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
@@ -114,5 +114,5 @@ class Configuration(MethodView):
         not deployed yet takes the configuration at its next deployment (200).
         Permission `project.environments.deploy`."""
         config, deployment = svc.change(current_actor(), env_id, body,
-                                        berth=current_app.extensions["berth"])
+                                        berth=current_berth())
         return {"configuration": config, "deployment": deployment}, 201 if deployment else 200

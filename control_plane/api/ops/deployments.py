@@ -2,9 +2,9 @@
 deployments, the deployment list, and per-environment settings."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.fields import (
     Anonymized,
     Boolean,
@@ -46,9 +46,6 @@ ERRORS = {
 
 errors = error_responses(blp, ERRORS)
 
-
-def _berth():
-    return current_app.extensions["berth"]
 
 
 class DeploymentSchema(Schema):
@@ -189,7 +186,7 @@ class Retry(MethodView):
         A new `pending` record with the same branch, commit, image and configuration,
         the next version and `extra_data.retry_of` (permission
         `project.environments.deploy`)."""
-        return svc.retry(current_actor(), deployment_id, _berth())
+        return svc.retry(current_actor(), deployment_id, current_berth())
 
 
 @blp.route("/deployments/<uuid:deployment_id>/cancel")
@@ -214,7 +211,7 @@ class Rollback(MethodView):
         The target must be `success` with `can_rollback`. A new `pending` record,
         trigger `rollback`, `rollback_from_id` the target, with the target's commit,
         image and configuration (permission `project.environments.deploy`)."""
-        return svc.rollback(current_actor(), deployment_id, _berth())
+        return svc.rollback(current_actor(), deployment_id, current_berth())
 
 
 @blp.route("/environments/<uuid:environment_id>/deploy")
@@ -231,7 +228,7 @@ class Deploy(MethodView):
         environment whose branch does not change is skipped (200); with `force`, a
         new `redeploy` replaces the ERP container and keeps the database and
         filestore (201). A given `git_branch` becomes the environment's branch."""
-        d, skipped = svc.deploy_environment(current_actor(), environment_id, berth=_berth(),
+        d, skipped = svc.deploy_environment(current_actor(), environment_id, berth=current_berth(),
                                             **body)
         if skipped:
             return {"message": "The environment is already running; nothing was deployed "
@@ -252,7 +249,7 @@ class Destroy(MethodView):
         Removes the ERP and database containers, the database volume, the network
         and the configuration; with `delete_data=true` also the environment
         directory. Waits for the server (permission `project.environments.deploy`)."""
-        return svc.destroy(current_actor(), environment_id, berth=_berth(), **args)
+        return svc.destroy(current_actor(), environment_id, berth=current_berth(), **args)
 
 
 @blp.route("/deployments")
@@ -277,7 +274,7 @@ class Deployments(MethodView):
         Trigger `manual`, for an environment of the project (permission
         `project.environments.deploy`). A given `git_branch` becomes the
         environment's branch."""
-        return svc.create_deployment(current_actor(), berth=_berth(), **body)
+        return svc.create_deployment(current_actor(), berth=current_berth(), **body)
 
 
 @blp.route("/deployments/<uuid:deployment_id>")

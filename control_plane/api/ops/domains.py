@@ -5,6 +5,7 @@ import marshmallow as ma
 from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.smorest import Blueprint, error_responses
@@ -73,9 +74,6 @@ def _apps():
     return current_app.config["APPS_DOMAIN"]
 
 
-def _berth():
-    return current_app.extensions["berth"]
-
 
 def _described(domain, env):
     return svc.describe(domain, env, _apps())
@@ -118,7 +116,7 @@ class VerifyDomain(MethodView):
         seen, and the environment's `url` becomes its oldest verified domain.
         A verified domain answers 200 again without a lookup."""
         env = access.environment(current_actor(), env_id, "project.environments.deploy")
-        return _described(svc.verify(env, domain, _berth()), env)
+        return _described(svc.verify(env, domain, current_berth()), env)
 
 
 @blp.route("/environments/<uuid:env_id>/domains/<string:domain>")
@@ -131,4 +129,4 @@ class Domain(MethodView):
         The name is free again at once, for any environment; `url` falls back
         to the next verified domain, else the platform subdomain."""
         env = access.environment(current_actor(), env_id, "project.environments.deploy")
-        svc.remove(env, domain, _berth())
+        svc.remove(env, domain, current_berth())

@@ -2,8 +2,9 @@
 authenticated by an HMAC signature with the project's secret."""
 
 import marshmallow as ma
-from flask import current_app, request
+from flask import request
 
+from control_plane.agent_link import current_berth
 from control_plane.api.fields import TEXT_PATTERN
 from control_plane.api.smorest import Blueprint, ErrorSchema
 from control_plane.infra import ratelimit
@@ -136,7 +137,7 @@ def receive_push(args, git_provider):
     automation rules whose branch glob matches fire too (`automation_runs`); the
     deletion of a branch fires only preview rules, which delete its environment."""
     body = request.get_data(cache=True)  # the raw bytes: the signature covers exactly them
-    berth = current_app.extensions["berth"]
+    berth = current_berth()
 
     def automation(project, push):  # the project's git_push rules, in the same transaction
         return triggers.on_push(project, branch=push.branch, commit=push.commit,

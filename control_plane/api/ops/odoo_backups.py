@@ -4,9 +4,9 @@ into an environment as a restore (/environments/{id}/imports …). The
 protocol is in services/backups/odoo.py and docs/decisions.md."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.ops.auth import audited_read, current_actor, init_blueprint
 from control_plane.api.ops.backups import CopyFields
@@ -39,9 +39,6 @@ ERRORS = {
 errors = error_responses(blp, ERRORS, always=(401, 403, 404))
 
 
-def _berth():
-    return current_app.extensions["berth"]
-
 
 class ExportSchema(Schema):
     url = ma.fields.String(required=True, metadata={
@@ -65,7 +62,7 @@ class Export(MethodView):
         the zip Odoo's database manager and Odoo.sh restore, streamed into
         storage beside the backup. Answers at once with the task; GET this path
         once it succeeded."""
-        return svc.start_export(current_actor(), backup_id, berth=_berth())
+        return svc.start_export(current_actor(), backup_id, berth=current_berth())
 
     @errors(409, 422)
     @blp.arguments(DownloadArgs, location="query")
@@ -77,7 +74,7 @@ class Export(MethodView):
         `export_in_progress` while an export runs; 404 `export_not_found`
         before one succeeded."""
         audited_read()
-        return svc.export_url(current_actor(), backup_id, _berth(), args["expires_in"])
+        return svc.export_url(current_actor(), backup_id, current_berth(), args["expires_in"])
 
 
 class ImportSchema(Schema):
@@ -139,7 +136,7 @@ class Imports(MethodView):
         custom-format dump (`pg_dump -Fc`) or a plain SQL dump, uploaded in
         parts: POST …/parts for each part's URL, PUT the part there, then POST
         …/complete with the parts' ETags, then POST …/restore."""
-        return svc.create_import(current_actor(), env_id, berth=_berth(), **body)
+        return svc.create_import(current_actor(), env_id, berth=current_berth(), **body)
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>")
@@ -162,7 +159,7 @@ class ImportParts(MethodView):
         Valid one hour, for one PUT; asking again for the same part number
         gives a new URL (the last PUT of a number counts)."""
         return svc.part_url(current_actor(), env_id, import_id, body["part_number"],
-                            berth=_berth())
+                            berth=current_berth())
 
 
 @blp.route("/environments/<uuid:env_id>/imports/<uuid:import_id>/complete")
@@ -176,7 +173,7 @@ class ImportComplete(MethodView):
         The parts (their numbers and the ETags their PUTs answered) joined
         into the stored file."""
         return svc.complete_import(current_actor(), env_id, import_id, body["parts"],
-                                   berth=_berth())
+                                   berth=current_berth())
 
 
 class ImportRestoreBody(CopyFields):
@@ -200,7 +197,7 @@ class ImportRestore(MethodView):
         backup put back on any failure. Into a staging or development
         environment the restored database is neutralised (`neutralize`). The
         body is optional."""
-        return svc.restore_import(current_actor(), env_id, import_id, berth=_berth(),
+        return svc.restore_import(current_actor(), env_id, import_id, berth=current_berth(),
                                   neutralize=body["neutralize"],
                                   profile=body["neutralize_profile"], anonymize=body["anonymize"])
 

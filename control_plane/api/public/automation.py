@@ -2,9 +2,9 @@
 /automation-rules/{id}, running one now and its runs."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
@@ -113,9 +113,6 @@ RulePage = cursor_page_schema(AutomationRuleSchema, "AutomationRulePage")
 RunPage = cursor_page_schema(AutomationRunSchema, "AutomationRunPage")
 
 
-def _berth():
-    return current_app.extensions["berth"]
-
 
 @blp.route("/projects/<uuid:project_id>/automation-rules")
 class Rules(MethodView):
@@ -164,7 +161,7 @@ def run_rule(rule_id):
     """Run a rule now (full-access key): trigger `manual`, actor the key. The run
     is `skipped` (with the reason) when its environment is busy or not ready; a
     disabled rule is 409 `automation_rule_disabled`. Accepts `X-Idempotency-Key`."""
-    return run_svc.run_now(current_actor(), rule_id, berth=_berth())
+    return run_svc.run_now(current_actor(), rule_id, berth=current_berth())
 
 
 @blp.route("/automation-rules/<uuid:rule_id>/runs")

@@ -2,9 +2,9 @@
 /backups/{id}/download (URLs for a plain GET). Read-only keys welcome."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import audited_read, current_actor
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.pagination import PageArgs
@@ -89,5 +89,5 @@ class BackupDownload(MethodView):
         """URLs for the backup's database dump, filestore archive and manifest: a
         plain GET, no auth header, HTTP range requests allowed."""
         audited_read()
-        return svc.download(current_actor(), backup_id, current_app.extensions["berth"],
+        return svc.download(current_actor(), backup_id, current_berth(),
                             args["expires_in"])

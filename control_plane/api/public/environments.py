@@ -5,6 +5,7 @@ import marshmallow as ma
 from flask import current_app, request
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import (
     Anonymized,
@@ -199,7 +200,7 @@ class Environments(MethodView):
     def post(self, body, project_id):
         """Create an environment (status `deploying`); its first deployment is queued."""
         return svc.create_environment(current_actor(), project_id,
-                                      berth=current_app.extensions["berth"], **body)
+                                      berth=current_berth(), **body)
 
 
 @blp.route("/environments/<uuid:env_id>")
@@ -222,7 +223,7 @@ class EnvironmentById(MethodView):
         containers, database and filestore."""
         return svc.delete_environment(current_actor(), env_id,
                                       request.headers.get("X-Confirm-Delete"),
-                                      berth=current_app.extensions["berth"])
+                                      berth=current_berth())
 
 
 @blp.route("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
@@ -232,7 +233,7 @@ class EnvironmentAction(MethodView):
     @blp.response(202, TaskAcceptedSchema)
     def post(self, env_id, action):
         """Run an action as a task (full-access key; accepts `X-Idempotency-Key`)."""
-        return svc.act(current_actor(), env_id, action, berth=current_app.extensions["berth"])
+        return svc.act(current_actor(), env_id, action, berth=current_berth())
 
 
 @blp.route("/environments/<uuid:env_id>/status")

@@ -2,9 +2,9 @@
 /environments/{id}/runtime-logs (read-only keys welcome)."""
 
 import marshmallow as ma
-from flask import current_app
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import Schema, UTCDateTime
 from control_plane.api.smorest import Blueprint, ErrorSchema
@@ -31,9 +31,6 @@ def live_errors(*responses):
         return view
     return decorate
 
-
-def _berth():
-    return current_app.extensions["berth"]
 
 
 class ServerMetricsSchema(Schema):
@@ -100,7 +97,7 @@ class ServerMetrics(MethodView):
     @blp.response(200, ServerMetricsSchema)
     def get(self, server_id):
         """Live host metrics of a server the organization owns (6 per minute per server)."""
-        return svc.server_metrics(current_actor(), server_id, _berth())
+        return svc.server_metrics(current_actor(), server_id, current_berth())
 
 
 @blp.route("/environments/<uuid:env_id>/metrics")
@@ -109,7 +106,7 @@ class EnvironmentMetrics(MethodView):
     @blp.response(200, EnvironmentMetricsSchema)
     def get(self, env_id):
         """Live metrics of the environment's own containers."""
-        return svc.environment_metrics(current_actor(), env_id, _berth())
+        return svc.environment_metrics(current_actor(), env_id, current_berth())
 
 
 @blp.route("/environments/<uuid:env_id>/runtime-logs")
@@ -123,4 +120,4 @@ class RuntimeLogs(MethodView):
     @blp.response(200, RuntimeLogSchema)
     def get(self, args, env_id):
         """The last lines a container printed, read live from the server."""
-        return svc.runtime_logs(current_actor(), env_id, args["source"], args["lines"], _berth())
+        return svc.runtime_logs(current_actor(), env_id, args["source"], args["lines"], current_berth())

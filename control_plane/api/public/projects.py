@@ -1,9 +1,10 @@
 """Projects: /projects and /projects/{project_id}."""
 
 import marshmallow as ma
-from flask import current_app, request
+from flask import request
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import current_actor, key_checked_by_page
 from control_plane.api.fields import (
     Branch,
@@ -104,4 +105,4 @@ class ProjectById(MethodView):
     def delete(self, project_id):
         """Soft-delete a project (full-access, organization-scoped key; `X-Confirm-Delete: true`)."""
         svc.delete_project(current_actor(), project_id, request.headers.get("X-Confirm-Delete"),
-                           berth=current_app.extensions["berth"])
+                           berth=current_berth())

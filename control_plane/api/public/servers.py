@@ -1,9 +1,10 @@
 """Servers: /servers."""
 
 import marshmallow as ma
-from flask import current_app, request
+from flask import request
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import current_actor, key_checked_by_page
 from control_plane.api.fields import Name, Schema, UTCDateTime
 from control_plane.api.pagination import CursorArgs, cursor_page_schema
@@ -159,12 +160,12 @@ class InstallAgent(MethodView):
         the install is done; a failure shows in `ssh.error`)."""
         actor = current_actor()
         server = ssh_svc.resident_agent(actor, server_id)
-        current_app.extensions["berth"].ssh.install_resident(server.id)
+        current_berth().ssh.install_resident(server.id)
         return svc.one(actor, server.id)
 
 
 def _wake_check():
     """A new or accepted server is checked now, not at the next turn."""
-    ssh = current_app.extensions["berth"].ssh
+    ssh = current_berth().ssh
     if ssh is not None:
         ssh.check_all()

@@ -2,9 +2,10 @@
 and delivery log."""
 
 import marshmallow as ma
-from flask import current_app, request
+from flask import request
 from flask.views import MethodView
 
+from control_plane.agent_link import current_berth
 from control_plane.api.auth import current_actor
 from control_plane.api.fields import Boolean, Schema, UTCDateTime
 from control_plane.api.idempotency import idempotent
@@ -24,11 +25,8 @@ blp = Blueprint(
 @blp.before_request
 def count_mutation():
     if request.method in ("POST", "PATCH", "DELETE"):
-        svc.count_mutation(current_actor(), current_app.extensions["berth"].limiter)
+        svc.count_mutation(current_actor(), current_berth().limiter)
 
-
-def _berth():
-    return current_app.extensions["berth"]
 
 
 EVENTS_DOC = ("Event names, 1 to 10, distinct: " + ", ".join(f"`{e}`" for e in SUBSCRIBABLE)
@@ -156,7 +154,7 @@ class Webhooks(MethodView):
         """Create a webhook (full-access key); its `secret` is in this response only.
         At most 100 per organization (409 `webhook_limit_reached`). Event names
         `deployment.*` are stored as their `deploy.*` spelling. Accepts `X-Idempotency-Key`."""
-        webhook, secret = svc.create_webhook(current_actor(), _berth(), **body)
+        webhook, secret = svc.create_webhook(current_actor(), current_berth(), **body)
         webhook.secret = secret
         return webhook
 
@@ -172,7 +170,7 @@ class WebhookById(MethodView):
     def patch(self, body, webhook_id):
         """Change a webhook (full-access key); omitted fields stay, `events` replaces
         the list. Answers the updated webhook."""
-        return svc.update_webhook(current_actor(), _berth(), webhook_id, body)
+        return svc.update_webhook(current_actor(), current_berth(), webhook_id, body)
 
     @blp.response(204)
     def delete(self, webhook_id):
@@ -185,7 +183,7 @@ class WebhookById(MethodView):
 def test_webhook(webhook_id):
     """Send a `ping` event now and report the receiver's answer (full-access key).
     Writes no delivery entry; works on paused webhooks too."""
-    return svc.ping(current_actor(), _berth(), webhook_id)
+    return svc.ping(current_actor(), current_berth(), webhook_id)
 
 
 @blp.route("/webhooks/<uuid:webhook_id>/rotate-secret", methods=["POST"])

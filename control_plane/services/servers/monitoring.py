@@ -37,8 +37,6 @@ def _ask(berth, read, *args, unreachable, timed_out=None):
     """One live read through the agent link (`read`: one of agent_link's). `unreachable`
     is raised when the agent cannot be asked; `timed_out` (default: the same) when
     it is too slow."""
-    if berth.gateway is None:
-        raise unreachable
     try:
         return read(berth.gateway, *args)
     except HostKeyChanged:  # `args[0]`: the server; the same error, saying what to do
