@@ -37,6 +37,7 @@ class AgentErrorCode(StrEnum):
     BACKUP_FAILED = "backup_failed"
     RESTORE_FAILED = "restore_failed"
     EXPORT_FAILED = "export_failed"
+    DRILL_FAILED = "drill_failed"  # a restore drill's copy did not restore, serve or check
     ARCHIVE_FAILED = "archive_failed"
     TRANSFER_FAILED = "transfer_failed"
     DOWNLOAD_FAILED = "download_failed"

@@ -23,6 +23,7 @@ class CommandKind(StrEnum):
     BACKUP = "backup"
     RESTORE = "restore"
     EXPORT = "export"  # a completed backup written as Odoo's backup zip
+    DRILL = "drill"  # a backup restored into a throwaway copy, checked, then removed
     UPGRADE = "upgrade"  # the agent installs the control plane's version and restarts into it
 
 
@@ -37,6 +38,7 @@ class TaskKind(StrEnum):
     BACKUP = "backup"
     RESTORE = "restore"
     EXPORT = "export"
+    DRILL = "drill"
 
 
 class Phase(StrEnum):

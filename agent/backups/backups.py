@@ -44,6 +44,9 @@ MANIFEST_MAX = 1024 * 1024
 TRASH = "filestore.trash-"  # a previous filestore being deleted (_discard)
 DUMP_FILE = "/tmp/berth-restore.dump"  # in the database container, while it loads
 MAX_JOBS = 8  # pg_restore's parallel jobs: one per core, up to this
+# The rows of each table's COPY data in a plain dump: "<table> <rows>" per table.
+COUNT_ROWS = ('/^COPY /{t=$0; sub(/^COPY /, "", t); sub(/ \\(.*\\) FROM stdin;$/, "", t); '
+              'n=0; c=1; next} c && /^\\\\\\.$/{print t, n; c=0; next} c{n++}')
 
 
 class BackupError(AgentError):
@@ -355,7 +358,8 @@ class Backups:
             early.close()
         _same(fs["object"], fs, chunks, RestoreError)
 
-    def _load_database(self, transfer, expected, db, log, label, database=DB, alongside=None):
+    def _load_database(self, transfer, expected, db, log, label, database=DB, alongside=None,
+                       count_rows=False):
         """Drop and recreate `database`, copy the dump from storage into the database
         container (DUMP_FILE; checked against the manifest before anything loads), and
         pg_restore it from there with one job per core (restore_jobs()), the file
@@ -369,7 +373,11 @@ class Backups:
         A restore's staged database is loaded with asynchronous commits: pg_restore
         commits each table, index and constraint on its own (thousands in an ERP's
         database), and each would wait for a flush of the WAL; the rename that puts
-        it in place commits synchronously, which flushes all of it first."""
+        it in place commits synchronously, which flushes all of it first.
+
+        With `count_rows` (a drill), the rows of each table in the dump are counted
+        from the file after the load (COPY data is one line per row) and returned:
+        {table as pg_dump names it: rows}."""
         self.progress(phase=f"{label}: loading the database", bytes_done=0)
         log("info", f"{label}: recreating the database from {expected['object']}")
         staged = database == STAGED
@@ -394,16 +402,23 @@ class Backups:
             db, database, also_drop=(REPLACED,) if staged else ()))
         jobs = restore_jobs()
 
+        counted = {}
+
         def load():
-            exec_stream.run(self.api, db.id, [
+            out = exec_stream.run(self.api, db.id, [
                 "sh", "-c", 'pg_restore -U "$1" -d "$2" --no-owner --exit-on-error --jobs="$3"'
-                            ' "$0"; code=$?; rm -f "$0"; exit $code', DUMP_FILE, DB, database,
-                str(jobs)], what="pg_restore",
+                            ' "$0"; code=$?; [ $code = 0 ] && [ "$4" = count ] && '
+                            f"pg_restore --data-only -f - \"$0\" | awk '{COUNT_ROWS}'; "
+                            'rm -f "$0"; exit $code', DUMP_FILE, DB, database, str(jobs),
+                "count" if count_rows else "load"], what="pg_restore",
                 environment={"PGOPTIONS": "-c synchronous_commit=off"} if staged else None)
+            counted.update((t, int(n)) for t, n in (line.rsplit(" ", 1) for line in
+                                                     out.splitlines() if " " in line))
             log("info", f"{label}: the database is loaded ({chunks.size} bytes of dump copied "
                         f"in {copied['in']}, restored by {jobs} jobs; {_since(started)} in all)")
 
         _both(load, alongside or (lambda: None))
+        return counted if count_rows else None
 
     def _recreate_database(self, db, database=DB, also_drop=()):
         databases.recreate(self.api, db, database, also_drop)

@@ -1,7 +1,8 @@
 """The backup commands: backup (also a deploy's pre-deploy backup, through the
-registry), restore (of a backup, or of an import in Odoo's format) and export
-(a backup written as Odoo's zip). While one runs, `berth-agent status` shows
-its progress (the status file)."""
+registry), restore (of a backup, or of an import in Odoo's format), export (a
+backup written as Odoo's zip) and drill (a backup restored into a throwaway copy
+and checked). While one runs, `berth-agent status` shows its progress (the
+status file)."""
 
 import contextlib
 
@@ -63,3 +64,12 @@ def export(agent, payload, log):
 
     with _backups(agent, payload, CommandKind.EXPORT, f"export {payload['backup_id']}") as backups:
         return odoo_transfer.export(backups, payload, log)
+
+
+@handles(CommandKind.DRILL)
+def drill(agent, payload, log):
+    """A backup restored into a throwaway copy, checked, removed (agent/backups/drills.py)."""
+    from agent.backups import drills
+
+    with _backups(agent, payload, CommandKind.DRILL, f"drill {payload['backup_id']}") as backups:
+        return drills.drill(backups, payload, log)

@@ -20,9 +20,11 @@ class NeutralizeError(AgentError):
     code = AgentErrorCode.RESTORE_FAILED
 
 
-def neutralize(envs, env_id, database, log):
+def neutralize(envs, env_id, database, log, *, network_of=None, db_host=None, volumes=None):
     """`odoo neutralize` on `database` (a database name on the environment's
-    PostgreSQL); raises NeutralizeError with the command's last lines when it fails."""
+    PostgreSQL; or, with `network_of`, `db_host` and `volumes`, on the PostgreSQL of
+    that container's network namespace with those mounts: a drill's copy); raises
+    NeutralizeError with the command's last lines when it fails."""
     erp = envs._container(envs._names(env_id)["erp"])
     if erp is None:
         raise NeutralizeError("the environment has no ERP container to neutralise with")
@@ -31,9 +33,11 @@ def neutralize(envs, env_id, database, log):
     try:
         code, _ = one_off.run(
             envs, env_id, "neutralize", config.get("Image") or erp.image.id,
-            ["odoo", "neutralize", "-c", CONFIG, "-d", database],
-            volumes=(erp.attrs.get("HostConfig") or {}).get("Binds") or [],
-            environment=config.get("Env") or [], timeout=TIMEOUT, log=log, tail=LOG_TAIL)
+            ["odoo", "neutralize", "-c", CONFIG, "-d", database,
+             *(["--db_host", db_host] if db_host else [])],
+            volumes=volumes or (erp.attrs.get("HostConfig") or {}).get("Binds") or [],
+            environment=config.get("Env") or [], timeout=TIMEOUT, log=log, tail=LOG_TAIL,
+            network_of=network_of)
     except AgentError as exc:
         raise NeutralizeError(f"odoo neutralize did not finish: {exc}") from exc
     if code != 0:

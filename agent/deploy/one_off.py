@@ -10,10 +10,12 @@ import contextlib
 from agent.errors import AgentError, engine_errors
 
 
-def run(envs, env_id, role, image, args, *, volumes, environment, timeout, log, tail):
+def run(envs, env_id, role, image, args, *, volumes, environment, timeout, log, tail,
+        network_of=None):
     """(exit code, output lines). A container of the same name left by an agent
     stopped while one ran goes first. Raises AgentError when the engine fails or
-    the command outlives `timeout` seconds."""
+    the command outlives `timeout` seconds. `network_of`: the container whose
+    network namespace it joins, if not the environment's database container."""
     n = envs._names(env_id)
     name = f"{n['erp']}-{role}"
     leftover = envs._container(name)
@@ -22,7 +24,7 @@ def run(envs, env_id, role, image, args, *, volumes, environment, timeout, log, 
             leftover.remove(force=True)
     with engine_errors():
         container = envs.docker.containers.run(
-            image, args, name=name, detach=True, network_mode=f"container:{n['db']}",
+            image, args, name=name, detach=True, network_mode=f"container:{network_of or n['db']}",
             labels=envs._labels(env_id, role), environment=environment, volumes=volumes)
     try:
         with engine_errors(timeout):

@@ -20,12 +20,12 @@ instead. Exit 1, saying the database is not neutralized, when it cannot.
 
 The config file (-c, else $ODOO_RC) must be readable and hold [options]; otherwise it
 exits 1 with the reason. It waits up to 30 s for PostgreSQL, creates the database
-(db_name, default "odoo") when missing with Odoo's tables in the shape the platform touches
-(ir_config_parameter holding database.uuid, ir_module_module, ir_model_data, ir_cron
-holding the autovacuum and the mail queue, ir_mail_server, fetchmail_server,
-payment_provider, delivery_carrier, res_partner and res_users holding the
-administrator, res_users_apikeys, mail_message), installs (-i) and updates (-u, `all` for every installed
-module) the add-ons: an update of a module whose version rose runs its migration
+(db_name, default "odoo") when missing with Odoo's tables in the shape the
+platform touches (ir_config_parameter holding database.uuid, ir_module_module,
+ir_model_data, ir_attachment, ir_cron holding the autovacuum and the mail queue,
+ir_mail_server, fetchmail_server, payment_provider, delivery_carrier, res_partner
+and res_users holding the administrator, res_users_apikeys, mail_message),
+installs (-i) and updates (-u, `all` for every installed module) the add-ons: an update of a module whose version rose runs its migration
 scripts (migrations/<version>/{pre,post,end}-*.py, `migrate(cr, version)`) in one
 transaction with the version change, and exits 1 with the traceback if one raises;
 versions are kept as Odoo keeps them ('1.2' is '17.0.1.2'), then creates the filestore under data_dir, then
@@ -185,6 +185,10 @@ INSERT INTO ir_config_parameter (key, value) VALUES ('database.is_neutralized', 
 TABLES = {
     "ir_model_data": "id serial PRIMARY KEY, module varchar NOT NULL, name varchar NOT NULL,"
                      " model varchar NOT NULL, res_id integer",
+    # A stored attachment's file: <data_dir>/filestore/<db>/<store_fname>, named by its
+    # SHA-1 (`checksum`) as Odoo names it.
+    "ir_attachment": "id serial PRIMARY KEY, name varchar NOT NULL, store_fname varchar,"
+                     " checksum varchar(40), file_size integer, mimetype varchar",
     "res_partner": "id serial PRIMARY KEY, name varchar, email varchar, phone varchar,"
                    " mobile varchar, street varchar, street2 varchar, zip varchar,"
                    " city varchar, vat varchar, comment text",

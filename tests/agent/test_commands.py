@@ -25,7 +25,8 @@ class FakeAgent:
 
 def test_every_kind_has_one_handler():
     assert set(commands.load()) == {"ping", "deploy", "start", "stop", "restart", "destroy",
-                                    "backup", "restore", "export", "routes", "upgrade"}
+                                    "backup", "restore", "export", "drill", "routes",
+                                    "upgrade"}
 
 
 def test_a_kind_cannot_have_two_handlers():

@@ -212,7 +212,7 @@ def test_the_agents_codes_keep_their_wire_values():
         "import_zip_bomb", "import_unrecognised", "import_bad_manifest",
         "import_version_mismatch", "import_missing_dump", "import_not_a_dump",
         "deploy_failed", "pre_backup_failed", "requirements_failed", "module_update_failed",
-        "backup_failed", "restore_failed", "export_failed", "archive_failed",
+        "backup_failed", "restore_failed", "export_failed", "drill_failed", "archive_failed",
         "transfer_failed", "download_failed", "exec_failed", "proxy_failed"])
 
 
