@@ -42,7 +42,9 @@ Throughput is (database size + filestore size) / time. The agent's RSS is
 sampled (psutil, every 20 ms) during each Berth operation; its growth is the
 peak less the RSS just before. Targets: Berth within 1.5x of the baseline's
 time for backup and for restore (median of the rounds), agent RSS growth
-under 30 MB (the largest of the rounds). Exits 1 on FAIL.
+under 30 MB (the largest of the rounds). Then one restore drill of the last backup
+(`POST /api/v1/environments/{id}/drills`): its time to restore, printed; it must
+pass. Exits 1 on FAIL.
 
     python benchmarks/backup_restore.py [--rounds 3] [--small] [--json]
 """
@@ -288,6 +290,15 @@ class BackupBench(Bench):
             raise SystemExit(f"the restore failed: {task.get('error_message')}")
         return task_id, self._task_seconds(task_id), rss, self._restore_span(task_id)
 
+    def berth_drill(self, backup_id):
+        """A restore drill of the backup: the drill as listed (status, time to restore)."""
+        self.settle()
+        drill = self._ops("POST", f"/environments/{self.env_id}/drills",
+                          json={"backup_id": backup_id})
+        self._wait(lambda: self._task_done(drill["id"]), 1800, "the drill", every=WAIT_POLL)
+        listed = self.read(f"/environments/{self.env_id}/drills?page_size=5")["items"]
+        return next(d for d in listed if d["id"] == drill["id"])
+
     def _task_done(self, task_id):
         t = self.read(f"/deployments/{task_id}")
         return t if t["status"] in ("completed", "failed", "cancelled") else None
@@ -412,6 +423,8 @@ def main():
             say(f"round {n + 1}: " + "  ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items())
                 + f"  rss +{rss['backup'][-1]:.1f}/+{rss['restore'][-1]:.1f} MB")
         compressed = backup["compressed_size"]
+        drill = bench.berth_drill(backup["id"])
+        say(f"drill: {drill['status']}, time to restore {drill['restore_seconds']} s")
         steps = bench.steps(tasks) if args.steps else None
         last_restore = bench.log_lines(task_id) if args.steps else None
     finally:
@@ -425,12 +438,15 @@ def main():
     rss_peak = {k: max(v) for k, v in rss.items()}
     passed = {"backup": ratios["backup"] <= TARGET_RATIO,
               "restore": ratios["restore"] <= TARGET_RATIO,
-              "rss": max(rss_peak.values()) < TARGET_RSS_MB}
+              "rss": max(rss_peak.values()) < TARGET_RSS_MB,
+              "drill": drill["status"] == "passed"}
     report = {"rounds": args.rounds, "filestore_bytes": fs_bytes, "database_bytes": db_bytes,
               "compressed_bytes": compressed, "median_seconds": med,
               "samples": {k: [round(s, 2) for s in v] for k, v in times.items()},
               "machine_cpu_seconds": {k: statistics.median(v) for k, v in cpu.items()},
               "ratios": ratios, "rss_growth_mb": rss_peak, "pass": passed,
+              "drill": {k: drill[k] for k in ("status", "restore_seconds", "tables", "rows",
+                                               "attachments", "error_message")},
               **({"steps": steps} if steps else {})}
     if args.json:
         print(json.dumps(report, indent=2))
@@ -452,6 +468,10 @@ def main():
         for what in ("backup", "restore"):
             print(f"{what:7} ratio berth/baseline {ratios[what]:.2f} (target <= {TARGET_RATIO}) "
                   f"{'PASS' if passed[what] else 'FAIL'}")
+        print(f"restore drill of the last backup: {drill['status']}, time to restore "
+              f"{drill['restore_seconds']} s (into a throwaway copy, its ERP answering), "
+              f"{drill['tables']} tables, {drill['rows']} rows "
+              f"{'PASS' if passed['drill'] else 'FAIL: ' + str(drill['error_message'])}")
         print(f"agent RSS growth: backup +{rss_peak['backup']:.1f} MB, restore "
               f"+{rss_peak['restore']:.1f} MB (target < {TARGET_RSS_MB:g} MB) "
               f"{'PASS' if passed['rss'] else 'FAIL'}")

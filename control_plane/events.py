@@ -34,6 +34,8 @@ class Name(StrEnum):
     RESTORE_STARTED = "restore.started", "Restore started"
     RESTORE_COMPLETED = "restore.completed", "Restore completed"
     RESTORE_FAILED = "restore.failed", "Restore failed"
+    BACKUP_DRILL_COMPLETED = "backup.drill_completed", "Restore drill passed"
+    BACKUP_DRILL_FAILED = "backup.drill_failed", "Restore drill failed"
     AUTOMATION_RULE_TRIGGERED = "automation_rule.triggered", "Automation rule triggered"
     AUTOMATION_RULE_COMPLETED = "automation_rule.completed", "Automation rule completed"
     AUTOMATION_RULE_FAILED = "automation_rule.failed", "Automation rule failed"
@@ -172,6 +174,21 @@ def record_restore_finished(d, org_id, ok, error=None, copy=None):
                              "neutralize_profile": copy.get("profile")})
     return record_event(org_id, d.project_id, Name.RESTORE_FAILED,
                         {**_restore_data(d), "status": TaskStatus.FAILED, "error_message": error})
+
+
+def record_drill_finished(d, org_id, ok, error=None):
+    """`backup.drill_completed` (what the drill proved, its time to restore) or
+    `backup.drill_failed` (with the reason and what it measured before)."""
+    extra = d.extra_data or {}
+    data = {"environment_id": str(d.environment_id), "project_id": str(d.project_id),
+            "task_id": str(d.id), "backup_id": extra.get("backup_id"),
+            "trigger": d.trigger, **{k: extra.get(k) for k in (
+                "restore_seconds", "tables", "rows", "attachments")}}
+    if ok:
+        return record_event(org_id, d.project_id, Name.BACKUP_DRILL_COMPLETED,
+                            {**data, "status": TaskStatus.COMPLETED})
+    return record_event(org_id, d.project_id, Name.BACKUP_DRILL_FAILED,
+                        {**data, "status": TaskStatus.FAILED, "error_message": error})
 
 
 def record_automation(rule, run, name, reason=None):

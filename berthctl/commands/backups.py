@@ -1,5 +1,5 @@
-"""`berthctl backups`: list and download (public API), create and restore (the
-operations API: the public one has no such endpoints)."""
+"""`berthctl backups`: list, download and drills (public API), create, restore and
+drill (the operations API: the public one has no such endpoints)."""
 
 import hashlib
 import json
@@ -20,6 +20,11 @@ COLUMNS = [("ID", "id"), ("STATUS", "status"), ("TYPE", "backup_type"),
            ("CREATED", "created_at"), ("NOTES", "notes")]
 CHUNK = 1 << 16
 PARTS = ("database", "filestore", "manifest")
+DRILL_COLUMNS = [("ID", "id"), ("STATUS", "status"), ("TRIGGER", "trigger"),
+                 ("BACKUP", "backup_id"),
+                 ("RESTORE", lambda d: f"{d['restore_seconds']:.1f} s"
+                  if d.get("restore_seconds") is not None else "-"),
+                 ("CREATED", "created_at"), ("ERROR", "error_message")]
 
 
 @click.group()
@@ -188,3 +193,37 @@ def _check(label, size, sha256, total, expected):
 
 
 COMMANDS = [backups]
+
+
+@backups.command()
+@click.argument("env_id", type=ID)
+@click.option("--backup", "backup_id", type=ID, help="A completed backup of the environment "
+              "(default: its newest).")
+@click.option("--wait", is_flag=True, help="Follow the drill until it ends.")
+@click.pass_obj
+def drill(state, env_id, backup_id, wait):
+    """Restore a backup into a throwaway copy and prove it (operations API: needs a user
+    token). The environment serves on, untouched."""
+    client = state.client
+    body = {"backup_id": backup_id} if backup_id else {}
+    shown = client.ops("POST", f"/environments/{env_id}/drills", body=body)
+    if wait:
+        echo(f"Drill {shown['id']} of backup {shown['backup_id']}:", err=True)
+        try:
+            follow(client, env_id, shown["id"], echo_for(state))
+        finally:
+            page = client.get(f"/environments/{env_id}/drills", page_size=20)
+            shown = next((d for d in page["items"] if d["id"] == shown["id"]), shown)
+            emit(state, shown, DRILL_COLUMNS)
+        return
+    emit(state, shown, DRILL_COLUMNS)
+
+
+@backups.command()
+@click.argument("env_id", type=ID)
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100))
+@click.pass_obj
+def drills(state, env_id, limit):
+    """An environment's restore drills, newest first: passed or failed, time to restore."""
+    page = state.client.get(f"/environments/{env_id}/drills", page_size=limit)
+    emit(state, page, DRILL_COLUMNS, rows=page["items"])

@@ -1,5 +1,5 @@
 """An environment's page: status, actions, task history with the live task log,
-runtime logs, charts, backups, domains and configuration."""
+runtime logs, charts, backups and restore drills, domains and configuration."""
 
 import uuid
 
@@ -17,7 +17,7 @@ from control_plane.console import (
     json_field,
     render,
 )
-from control_plane.services.backups import backups
+from control_plane.services.backups import backups, drills
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
 from control_plane.services.environment_settings import access, domains
@@ -74,6 +74,7 @@ def environment(env_id):
     return render("environment.html", env=env, status=_status(env_id), tasks=tasks,
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
+                  drills=drills.page(actor(), env_id, page_size=5)["items"],
                   domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
                            for d in domains.list_of(env)],
                   config=config_change.read(actor(), env_id))
@@ -156,6 +157,12 @@ def create_backup(env_id):
     comment = request.form.get("comment", "").strip()[:500] or None
     backup = backups.take(actor(), env_id, berth=berth(), comment=comment)
     return redirect(url_for("console.environment", env_id=env_id, task=backup.task_id), 303)
+
+
+@blp.post("/environments/<uuid:env_id>/drills")
+def drill(env_id):
+    d = drills.drill_now(actor(), env_id, berth=berth())
+    return redirect(url_for("console.environment", env_id=env_id, task=d.id), 303)
 
 
 @blp.post("/environments/<uuid:env_id>/restore")

@@ -45,6 +45,10 @@ class Environment(BaseModel):
     backup_keep_weekly = peewee.IntegerField(default=4)
     backup_keep_monthly = peewee.IntegerField(default=3)
     backup_scheduled_for = DateTimeField(null=True)
+    # Weekly restore drills (services/backups/drills.py): on or off (None: on for
+    # production), and when the last scheduled one was started.
+    drill_enabled = peewee.BooleanField(null=True)
+    drill_scheduled_for = DateTimeField(null=True)
     # The configuration (services/environment_settings/configuration.py): variables by name
     # ({value, secret}; a secret's value sealed), ERP options and PostgreSQL
     # settings by key, from their allow-lists.

@@ -113,6 +113,10 @@ RULES = {rule.kind: rule for rule in (
          why="only a running environment is restored", **_DATA),
     Rule(K.EXPORT, frozenset({E.RUNNING}), why="only a running environment is exported",
          **_DATA),
+    # A drill restores a backup into a throwaway copy beside the environment, from
+    # its images and configuration: the environment itself serves on, untouched.
+    Rule(K.DRILL, frozenset({E.RUNNING}), why="only a running environment is drilled",
+         **_DATA),
 )}
 
 # What the console offers, in its order: the actions a person starts there.

@@ -131,7 +131,7 @@ def test_nothing_leaves_deleted_and_every_status_is_reachable():
 
 SHOWN = (E.PENDING, E.RUNNING, E.STOPPED, E.PAUSED, E.FAILED, E.ERROR, E.DESTROYED)
 EVENTS = {K.DEPLOY: "deploy.*", K.REDEPLOY: "deploy.*", K.BACKUP: "backup.*",
-          K.RESTORE: "restore.*", K.EXPORT: "none"}
+          K.RESTORE: "restore.*", K.EXPORT: "none", K.DRILL: "backup.drill_*"}
 
 
 def _cell(kind, status):

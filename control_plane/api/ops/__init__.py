@@ -37,11 +37,12 @@ def register(app):
         copy_policy,
         deployments,
         domains,
+        drills,
         git_webhooks,
         odoo_backups,
     )
 
-    for module in (deployments, backups, backup_policy, copy_policy, odoo_backups, domains,
-                   configuration, git_webhooks):
+    for module in (deployments, backups, backup_policy, copy_policy, drills, odoo_backups,
+                   domains, configuration, git_webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -40,6 +40,14 @@ class PolicySchema(Schema):
         "description": "The last daily slot a scheduled backup was started for"})
     next_run_at = UTCDateTime(required=True, allow_none=True, metadata={
         "description": "When the next scheduled backup is due (null when disabled)"})
+    drills_enabled = ma.fields.Boolean(required=True, metadata={
+        "description": "A restore drill of the newest completed backup runs weekly "
+                       "(default: on for `production` environments, off for the others)"})
+    last_drill_scheduled_for = UTCDateTime(required=True, allow_none=True, metadata={
+        "description": "When the last scheduled drill was started"})
+    next_drill_at = UTCDateTime(required=True, allow_none=True, metadata={
+        "description": "When the next scheduled drill is due (null when drills are off); it "
+                       "starts once the environment runs, is idle and has a completed backup"})
 
 
 class PolicyBody(ma.Schema):
@@ -52,6 +60,7 @@ class PolicyBody(ma.Schema):
     keep_daily = _keep("daily", 7)
     keep_weekly = _keep("weekly", 4)
     keep_monthly = _keep("monthly", 3)
+    drills_enabled = Boolean(metadata={"description": "A JSON boolean: weekly restore drills"})
 
 
 errors = error_responses(blp, ERRORS)

@@ -48,6 +48,7 @@ def register(app):
         automation,
         backups,
         changelog,
+        drills,
         environments,
         metric_history,
         monitoring,
@@ -59,7 +60,7 @@ def register(app):
     )
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
-    for module in (projects, environments, backups, servers, registration_tokens, monitoring,
+    for module in (projects, environments, backups, drills, servers, registration_tokens, monitoring,
                    metric_history, tickets, changelog, webhooks, automation, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -2,4 +2,5 @@
 (tasks.py), starting them on every surface (backups.py), Odoo's zip format both
 ways (odoo.py), the backup policy and scheduled backups (policy.py), retention
 (retention.py), the agents' transfers of objects to and from storage
-(transfers.py, through stores.py), and restored copies neutralised (neutralize.py)."""
+(transfers.py, through stores.py), restored copies neutralised (neutralize.py)
+and restore drills (drills.py)."""

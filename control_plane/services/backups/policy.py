@@ -10,7 +10,8 @@ The scheduler's `run` takes one `scheduled` backup a day per enabled
 environment: once the day's time has come, the environment running and no task
 in progress (otherwise it tries again at its next turn, until the day ends).
 Each day's slot is claimed by a conditional UPDATE of `backup_scheduled_for`,
-so that several schedulers take it once."""
+so that several schedulers take it once. The policy also says whether the
+environment has weekly restore drills (`drills_enabled`; drills.py)."""
 
 import datetime as dt
 import logging
@@ -20,7 +21,7 @@ from control_plane.infra.db import database, for_update
 from control_plane.models import Environment, Project
 from control_plane.services import audit
 from control_plane.services.accounts import actors
-from control_plane.services.backups import backups, retention
+from control_plane.services.backups import backups, drills, retention
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.vocabulary import states
@@ -56,7 +57,10 @@ def next_run_at(env, now=None):
 def describe(env):
     return {"environment_id": env.id, "enabled": enabled(env),
             **{name: getattr(env, column) for name, column in FIELDS.items()},
-            "last_scheduled_for": env.backup_scheduled_for, "next_run_at": next_run_at(env)}
+            "last_scheduled_for": env.backup_scheduled_for, "next_run_at": next_run_at(env),
+            "drills_enabled": drills.enabled(env),
+            "last_drill_scheduled_for": env.drill_scheduled_for,
+            "next_drill_at": drills.next_run_at(env)}
 
 
 def get(actor, env_id):
@@ -71,6 +75,8 @@ def update(actor, env_id, changes):
         columns = {FIELDS[name]: value for name, value in changes.items() if name in FIELDS}
         if "enabled" in changes:
             columns["backup_enabled"] = bool(changes["enabled"])
+        if "drills_enabled" in changes:
+            columns["drill_enabled"] = bool(changes["drills_enabled"])
         if columns:
             columns["updated_at"] = clock.now()
             Environment.update(**columns).where(Environment.id == env.id).execute()
@@ -125,7 +131,8 @@ def take_due(env_id, *, berth, now=None):
 
 
 def run(berth):
-    """The scheduler's job: every due environment's scheduled backup."""
+    """The scheduler's job: every due environment's scheduled backup, then its
+    weekly restore drill (drills.py) where one is due."""
     taken = []
     # Read whole first: a SELECT still being stepped holds its snapshot, and on
     # SQLite a transaction begun on that connection after another scheduler has
@@ -138,4 +145,5 @@ def run(berth):
             continue
         if backup is not None:
             taken.append(backup)
+    drills.run_due(berth)
     return taken

@@ -20,6 +20,8 @@ def url(env):
 
 
 def production(bk, **fields):
+    """A production environment; its weekly drills off unless asked (test_drills.py)."""
+    fields.setdefault("drill_enabled", False)
     env = bk.environment()
     Environment.update(environment_type="production", **fields).where(
         Environment.id == env.id).execute()
@@ -30,14 +32,17 @@ def production(bk, **fields):
 
 def test_defaults_are_odoo_sh_s_and_on_for_production_only(client, bk, at):
     at(DAY)
-    prod = production(bk)
+    prod = production(bk, drill_enabled=None)
     r = client.get(url(prod), headers=bk.h)
     assert r.status_code == 200, r.json
     assert r.json == {"environment_id": str(prod.id), "enabled": True, "time_of_day": "02:00",
                       "keep_daily": 7, "keep_weekly": 4, "keep_monthly": 3,
-                      "last_scheduled_for": None, "next_run_at": "2026-11-02T02:01:00.000Z"}
+                      "last_scheduled_for": None, "next_run_at": "2026-11-02T02:01:00.000Z",
+                      "drills_enabled": True, "last_drill_scheduled_for": None,
+                      "next_drill_at": "2026-11-02T02:01:00.000Z"}
     r = client.get(url(bk.env), headers=bk.h)  # a development environment
     assert r.json["enabled"] is False and r.json["next_run_at"] is None
+    assert r.json["drills_enabled"] is False and r.json["next_drill_at"] is None
     assert r.json["keep_daily"] == 7
 
 

@@ -151,6 +151,28 @@ def test_a_backups_size_is_what_is_stored_beside_its_data_in_1024_based_units(wo
     assert " MB" not in server_page and " GB" not in server_page
 
 
+def test_a_drill_is_started_and_its_result_shown(world, member):
+    org, b = member
+    env = world.environment(world.project(org, world.server(org)))
+    section = _backups_section(b, env)
+    assert "No restore drill yet" in section and "Drill the newest backup" not in section
+    backup = _backup(b, env)
+    Backup.update(status="completed").where(Backup.id == backup.id).execute()
+    Deployment.update(status="success").where(Deployment.id == backup.task_id).execute()
+    assert "Drill the newest backup" in _backups_section(b, env)
+    r = b.post(f"/environments/{env.id}/drills", {})
+    assert r.status_code == 303, _text(r)
+    drill = Deployment.get(Deployment.kind == "drill")
+    assert drill.extra_data["backup_id"] == str(backup.id)
+    Deployment.update(status="failed", error_message="the drill failed: <tampered>",
+                      extra_data={**drill.extra_data, "tables": 3, "rows": 9}).where(
+        Deployment.id == drill.id).execute()
+    drills = _backups_section(b, env).split('id="drills-h"')[1]
+    row = re.search(r"<tr><td>[^<]*UTC</td><td>manual</td>.*?</tr>", drills, re.S).group(0)
+    assert 'class="error">failed: the drill failed: &lt;tampered&gt;' in row
+    assert "3 tables, 9 rows" in row and "<td>—</td>" in row  # no time to restore
+
+
 @pytest.fixture
 def receiver(app, https_receiver, trust_ca):  # noqa: F811 - fixtures by name
     settings = app.extensions["berth"].settings
