@@ -263,6 +263,26 @@ def test_backup_create_and_download_exact_bytes(stand, created, tmp_path):
     assert backup["id"] in [b["id"] for b in json.loads(listed.stdout)["items"]]
 
 
+def test_a_drill_with_wait_and_the_drills_listed(stand, created, tmp_path):
+    env_id = created[1]["id"]
+    env = stand.env(tmp_path, BERTH_USER_TOKEN=stand.user_token)
+    run = berthctl("--output", "json", "backups", "create", env_id, "--wait", env=env)
+    assert run.returncode == 0, run.stderr
+    backup = json.loads(run.stdout)
+    run = berthctl("--output", "json", "backups", "drill", env_id, "--backup", backup["id"],
+                   "--wait", env=env)
+    assert run.returncode == 0, run.stderr
+    no_traceback(run)
+    drill = json.loads(run.stdout)  # the drill as listed once it ended; its log on stderr
+    assert (drill["status"], drill["backup_id"]) == ("passed", backup["id"])
+    assert drill["restore_seconds"] > 0 and "drill: the copy is removed" in run.stderr
+    listed = berthctl("backups", "drills", env_id, env=stand.env(tmp_path, "read_only"))
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line for line in listed.stdout.splitlines() if drill["id"] in line]
+    assert "passed" in row and f"{drill['restore_seconds']:.1f} s" in row
+    assert stand.get(f"/environments/{env_id}")["status"] == "running"
+
+
 def test_backup_create_without_a_user_token_says_so(stand, created, tmp_path):
     run = berthctl("backups", "create", created[1]["id"], env=stand.env(tmp_path))
     assert run.returncode == 3
