@@ -162,7 +162,7 @@ def create_backup(env_id):
 @blp.post("/environments/<uuid:env_id>/drills")
 def drill(env_id):
     d = drills.drill_now(actor(), env_id, berth=berth())
-    return redirect(url_for("console.environment", env_id=env_id, task=d.id), 303)
+    return redirect(url_for("console.environment", env_id=env_id, task=d["id"]), 303)
 
 
 @blp.post("/environments/<uuid:env_id>/restore")

@@ -67,6 +67,12 @@ def connected(connected_since, last_seen_at):
             and clock.now() - last_seen_at < STALE_AFTER)
 
 
+def env_agent_behind(env):
+    """Whether the environment's server runs an agent older than the control plane
+    (False when unknown or without a server)."""
+    return bool(env.server_id) and bool(behind(env.server.agent_version))
+
+
 def behind(agent_version):
     """Whether an agent's version is older than the control plane's (None: unknown)."""
     if not agent_version:

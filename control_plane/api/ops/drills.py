@@ -59,5 +59,5 @@ class Drills(MethodView):
         it. The environment serves on, untouched. Answers at once; the drill
         becomes `passed` or `failed` (`backup.drill_completed`,
         `backup.drill_failed`). Permission `project.environments.deploy`."""
-        return svc.describe(svc.drill_now(current_actor(), env_id, berth=current_berth(),
-                                          backup_id=body["backup_id"]))
+        return svc.drill_now(current_actor(), env_id, berth=current_berth(),
+                             backup_id=body["backup_id"])

@@ -66,7 +66,7 @@ def start(env, *, berth, actor, backup_id=None, trigger=states.Trigger.MANUAL):
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be drilled; this one is {backup.status}.")
     require_ready(env, TaskKind.DRILL)
-    if _agent_too_old(env):
+    if agents.env_agent_behind(env):
         raise errors.AgentUpgradeRequired(
             f"The server's agent ({env.server.agent_version}) cannot run restore drills: "
             "upgrade it first.")
@@ -74,14 +74,10 @@ def start(env, *, berth, actor, backup_id=None, trigger=states.Trigger.MANUAL):
                         backup=backup, record={"extra_data": {"backup_id": str(backup.id)}})
 
 
-def _agent_too_old(env):
-    return bool(env.server_id) and bool(agents.behind(env.server.agent_version))
-
-
 def drill_now(actor, env_id, *, berth, backup_id=None):
     with database.atomic():
         env = access.environment(actor, env_id, DEPLOY, lock=True)
-        return start(env, berth=berth, actor=actor, backup_id=backup_id)
+        return describe(start(env, berth=berth, actor=actor, backup_id=backup_id))
 
 
 def describe(d):
@@ -152,7 +148,7 @@ def take_due(env_id, *, berth, now=None):
             return None
         if env.status != states.EnvironmentStatus.RUNNING or engine.in_progress(env.id):
             return None
-        if _agent_too_old(env):
+        if agents.env_agent_behind(env):
             return None  # the server's upgrade comes first; its next turn drills
         if not Backup.select().where(Backup.environment == env.id, Backup.deleted_at.is_null(),
                                      Backup.status == states.BackupStatus.COMPLETED).exists():
@@ -166,15 +162,8 @@ def take_due(env_id, *, berth, now=None):
         return start(env, berth=berth, actor=actors.SCHEDULER, trigger=states.Trigger.SCHEDULED)
 
 
-def run_due(berth, now=None):
+def run_due(berth, each_due, now=None):
+    """`each_due`: policy.each_due, the scheduler's way through due environments."""
     now = now or clock.now()
-    started = []
-    for env_id in [row.id for row in _candidates(now)]:
-        try:
-            task = take_due(env_id, berth=berth, now=now)
-        except Exception:
-            log.exception("the scheduled drill of environment %s failed to start", env_id)
-            continue
-        if task is not None:
-            started.append(task)
-    return started
+    return each_due(_candidates(now), lambda env_id: take_due(env_id, berth=berth, now=now),
+                    "drill")

@@ -72,8 +72,7 @@ def decide(env, requested, profile=None, anonymize=None):
         raise _refused("anonymize", "The environment's copy policy anonymises every copy.")
     wanted = {"neutralize": True, "profile": profile or floor["profile"],
               "anonymize": bool(anonymize or floor["anonymize"])}
-    if (wanted["profile"] != PROFILES[0] or wanted["anonymize"]) and env.server_id \
-            and agents.behind(env.server.agent_version):
+    if (wanted["profile"] != PROFILES[0] or wanted["anonymize"]) and agents.env_agent_behind(env):
         raise errors.AgentUpgradeRequired(
             f"The server's agent ({env.server.agent_version}) would not make this copy "
             f"{wanted['profile']}" + (" nor anonymise it" if wanted["anonymize"] else "")

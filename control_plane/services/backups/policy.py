@@ -130,20 +130,26 @@ def take_due(env_id, *, berth, now=None):
         return backup
 
 
+def each_due(candidates, take, what):
+    """take(env_id) for each candidate; what was started. Read whole first: a SELECT
+    still being stepped holds its snapshot, and on SQLite a transaction begun on that
+    connection after another scheduler has written fails at once ("database is
+    locked") instead of waiting its turn. One environment's failure is logged."""
+    started = []
+    for env_id in [row.id for row in candidates]:
+        try:
+            done = take(env_id)
+        except Exception:
+            log.exception("the scheduled %s of environment %s failed to start", what, env_id)
+            continue
+        if done is not None:
+            started.append(done)
+    return started
+
+
 def run(berth):
     """The scheduler's job: every due environment's scheduled backup, then its
-    weekly restore drill (drills.py) where one is due."""
-    taken = []
-    # Read whole first: a SELECT still being stepped holds its snapshot, and on
-    # SQLite a transaction begun on that connection after another scheduler has
-    # written fails at once ("database is locked") instead of waiting its turn.
-    for env_id in [row.id for row in _candidates()]:
-        try:
-            backup = take_due(env_id, berth=berth)
-        except Exception:
-            log.exception("the scheduled backup of environment %s failed to start", env_id)
-            continue
-        if backup is not None:
-            taken.append(backup)
-    drills.run_due(berth)
+    weekly restore drill (drills.py) where one is due. Returns the backups."""
+    taken = each_due(_candidates(), lambda env_id: take_due(env_id, berth=berth), "backup")
+    drills.run_due(berth, each_due)
     return taken
