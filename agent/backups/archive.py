@@ -178,3 +178,52 @@ class _Listing:
                 finished(previous)
         self.thread = threading.Thread(target=follow, name="berth-tar-listing", daemon=True)
         self.thread.start()
+
+
+class Decompressed:
+    """A readable plain-tar stream of a compressed archive's chunks: a decompressor
+    fed on a thread, started by the first read (an export reads it after the dump:
+    the download would otherwise wait on a full pipe that long). Read to its end,
+    it raises `error` if the archive or its download failed."""
+
+    def __init__(self, chunks, kind, error=ArchiveError):
+        self.chunks, self.kind, self.proc, self.failed = chunks, kind, None, []
+        self.error = error
+
+    def _start(self):
+        self.proc = _spawn(_compressor(self.kind, decompress=True),
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        _widen(self.proc.stdin, self.proc.stdout)
+        self.err = _Tail(self.proc.stderr)
+        self.feeder = threading.Thread(target=self._feed, name="berth-decompress", daemon=True)
+        self.feeder.start()
+
+    def _feed(self):
+        try:
+            for chunk in self.chunks:
+                self.proc.stdin.write(chunk)
+        except BrokenPipeError:
+            pass
+        except BaseException as exc:  # noqa: BLE001  (raised on the reading side)
+            self.failed.append(exc)
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+
+    def read(self, n=-1):
+        if self.proc is None:
+            self._start()
+        data = self.proc.stdout.read(n)
+        if not data and n != 0:
+            if self.proc.wait() != 0:
+                raise self.error(f"the filestore archive could not be decompressed "
+                                 f"({self.kind}): {self.err}")
+            if self.failed:
+                raise self.error(f"reading the filestore archive failed: {self.failed[0]}")
+        return data
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.stdout.close()
+            self.proc.wait()
+            self.feeder.join(30)

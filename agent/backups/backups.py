@@ -28,7 +28,7 @@ import subprocess
 import threading
 import time
 
-from agent.backups import archive, databases, exec_stream, ondisk, safe_copy
+from agent.backups import archive, databases, exec_stream, objects, ondisk, safe_copy
 from agent.backups.databases import DB, REPLACED, STAGED
 from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
@@ -36,6 +36,7 @@ from agent.backups.transfer import Buffers, Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
+from protocol import filestore_objects as fo
 from protocol.errors import AgentErrorCode
 
 FORMAT = "berth-backup/1"
@@ -137,6 +138,20 @@ class Backups:
             facts.update(pg_version=self._pg_version(db), modules=self._modules(db))
 
         def files():
+            if payload.get("filestore_layout") == fo.LAYOUT:  # the project's objects, once
+                log("info", f"{label} {backup_id}: the filestore's new objects ({kind})")
+                self.progress(phase=f"{label}: filestore objects")
+                layout = objects.back_up(
+                    transfer, filestore, n["dir"] / objects.HASHES, kind,
+                    lambda name, chunks, deferred=False: transfer.upload(
+                        name, chunks, counters.new(), pool, deferred=deferred), log)
+                names["filestore"] = layout["object"]
+                parts[layout["object"]] = {k: layout[k] for k in ("size", "sha256")}
+                sizes.update(filestore=layout["raw_size"], filestore_layout=layout)
+                log("info", f"uploaded {layout['new_objects']} new objects in "
+                            f"{len(layout['packs'])} pack(s) ({layout['uploaded_bytes']} bytes) "
+                            f"and the map of {layout['files']} files, as read back from storage")
+                return
             log("info", f"{label} {backup_id}: archiving the filestore ({kind})")
             sizes["filestore"] = archive.raw_size(filestore)
             upload("filestore", archive.pack(filestore, kind))
@@ -156,14 +171,16 @@ class Backups:
             "modules": facts["modules"],
             "database": {"object": names["database"], **parts[names["database"]],
                          "raw_size": db_size},
-            "filestore": {"object": names["filestore"], **parts[names["filestore"]],
-                          "raw_size": fs_size, "compression": kind},
+            "filestore": sizes.get("filestore_layout") or {
+                "object": names["filestore"], **parts[names["filestore"]], "raw_size": fs_size,
+                "compression": kind},
             "started_at": started, "finished_at": now_iso()}
         upload("manifest", [json.dumps(manifest, indent=2, sort_keys=True).encode()])
         log("info", f"{label}: verified {', '.join(parts)} in storage")
         return {"database_size": db_size, "filestore_size": fs_size,
                 "total_size": db_size + fs_size,
-                "compressed_size": sum(p["size"] for p in parts.values()),
+                "compressed_size": sum(p["size"] for p in parts.values())
+                + manifest["filestore"].get("uploaded_bytes", 0),
                 "verified": True, "manifest": manifest, "parts": parts}
 
     def _list_dump(self, transfer, db, name, label):
@@ -349,6 +366,14 @@ class Backups:
         if st is not None:
             os.chown(new, st.st_uid, st.st_gid)
             os.chmod(new, st.st_mode & 0o7777)
+        if fs.get("layout") == fo.LAYOUT:
+            early = ondisk.Early(new)  # as below: the disk writes files as they come
+            try:
+                objects.unpack(transfer, fs, new, self._counter(), finished=early.finished,
+                               hashes_file=env_dir / objects.HASHES)
+            finally:
+                early.close()
+            return
         kind = fs.get("compression") or ("gzip" if fs["object"].endswith(".gz") else "zstd")
         chunks = Checked(transfer.download(fs["object"]), self._counter())
         early = ondisk.Early(new)  # the disk writes the first files while the rest unpack

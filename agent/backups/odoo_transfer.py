@@ -20,13 +20,13 @@ import os
 import queue
 import shutil
 import socket
-import subprocess
 import threading
 
-from agent.backups import archive, exec_stream, odoo_zip
+from agent.backups import archive, exec_stream, objects, odoo_zip
 from agent.backups.odoo_zip import ImportRefused, RangeFile
 from agent.backups.transfer import Checked
 from agent.errors import AgentError
+from protocol import filestore_objects as fo
 from protocol.errors import AgentErrorCode
 
 EXPORT_OBJECT = "odoo-export.zip"
@@ -53,8 +53,12 @@ def export(backups, payload, log):
     backups.progress(phase="export: writing the zip", bytes_done=0)
     dump = _plain_sql(backups.api, db.id, _checked(transfer, manifest["database"]))
     fs = manifest["filestore"]
-    kind = fs.get("compression") or ("gzip" if fs["object"].endswith(".gz") else "zstd")
-    summary, tar = {}, _Decompressed(_checked(transfer, fs), kind)
+    if fs.get("layout") == fo.LAYOUT:  # composed from the project's objects
+        tar = objects.tar_stream(transfer, fs)
+    else:
+        kind = fs.get("compression") or ("gzip" if fs["object"].endswith(".gz") else "zstd")
+        tar = archive.Decompressed(_checked(transfer, fs), kind, ExportError)
+    summary = {}
 
     def write(out):
         version = payload.get("erp_version") or manifest.get("erp_version")
@@ -109,55 +113,6 @@ def _plain_sql(api, container_id, custom_dump):
     if failed:
         raise ExportError(f"reading the backup's dump failed: {failed[0]}")
     ex.check()
-
-
-class _Decompressed:
-    """A readable plain-tar stream of a compressed archive: a decompressor fed on
-    a thread, started by the first read (after the dump: the download would
-    otherwise wait on a full pipe that long). Read to its end, it raises if the
-    archive or its download failed."""
-
-    def __init__(self, chunks, kind):
-        self.chunks, self.kind, self.proc, self.failed = chunks, kind, None, []
-
-    def _start(self):
-        self.proc = archive._spawn(archive._compressor(self.kind, decompress=True),
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        archive._widen(self.proc.stdin, self.proc.stdout)
-        self.err = archive._Tail(self.proc.stderr)
-        self.feeder = threading.Thread(target=self._feed, name="berth-export-filestore",
-                                       daemon=True)
-        self.feeder.start()
-
-    def _feed(self):
-        try:
-            for chunk in self.chunks:
-                self.proc.stdin.write(chunk)
-        except BrokenPipeError:
-            pass
-        except BaseException as exc:  # noqa: BLE001  (raised on the reading side)
-            self.failed.append(exc)
-        with contextlib.suppress(OSError):
-            self.proc.stdin.close()
-
-    def read(self, n=-1):
-        if self.proc is None:
-            self._start()
-        data = self.proc.stdout.read(n)
-        if not data and n != 0:
-            if self.proc.wait() != 0:
-                raise ExportError(f"the filestore archive could not be decompressed "
-                                  f"({self.kind}): {self.err}")
-            if self.failed:
-                raise ExportError(f"reading the filestore archive failed: {self.failed[0]}")
-        return data
-
-    def close(self):
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.stdout.close()
-            self.proc.wait()
-            self.feeder.join(30)
 
 
 def _produced(write):

@@ -87,6 +87,13 @@ class Transfer:
                                 f"({stored!r}; sent {sent})")
         return sent
 
+    def known(self, hashes):
+        """{sha256: pack} of the given filestore objects the project already holds."""
+        found = self._call("objects", {"sha256": list(hashes)}, attempts=URL_ATTEMPTS)
+        if not isinstance(found, dict) or not isinstance(found.get("known"), dict):
+            raise TransferError(f"the transfer API's answer on objects is not one: {found!r}")
+        return found["known"]
+
     def download_url(self, name):
         return self._call("download", {"object": name}, attempts=URL_ATTEMPTS)["url"]
 
@@ -112,14 +119,16 @@ class Transfer:
                 raise TransferError(f"the storage gave no ETag for part {part_number} of {name}")
             return etag.strip().strip('"')
 
-    def upload(self, name, chunks, progress=None, pool=None):
+    def upload(self, name, chunks, progress=None, pool=None, deferred=False):
         """Upload an object from an iterable of byte chunks; returns {size, sha256},
         confirmed by the control plane's read-back of the stored object.
         Parts are filled in buffers of `pool` (a Buffers; two of its own when
         none is given): one is PUT on a thread while the next fills, so the
         producer (pg_dump, tar | zstd) is not stalled for the length of each
         PUT; uploads running at once that share a pool share its memory bound.
-        `progress(bytes)` after each part."""
+        `progress(bytes)` after each part. `deferred`: the parts are sent, and a
+        function that completes the upload is returned instead (the control plane's
+        read-back of one object may then overlap the next one's upload)."""
         pool = pool or Buffers(2, self.part_size)
         parts, size, digest = [], 0, hashlib.sha256()
         state = {"buf": pool.get(), "fill": 0, "number": 0, "in_flight": None}
@@ -160,7 +169,10 @@ class Transfer:
                 state["in_flight"].join()
             if state["buf"] is not None:
                 pool.put(state["buf"])
-        return self.complete(name, parts, size, digest.hexdigest())
+        sha256 = digest.hexdigest()
+        if deferred:
+            return lambda: self.complete(name, parts, size, sha256)
+        return self.complete(name, parts, size, sha256)
 
     def download(self, name):
         """The object's bytes, READ_SIZE at a time."""

@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -109,6 +110,9 @@ def download(state, backup_id, out, part):
     names = {"database": _object(manifest, "database", "database.dump"),
              "filestore": _object(manifest, "filestore", "filestore.tar.zst"),
              "manifest": "manifest.json"}
+    objects = (manifest.get("filestore") or {}).get("layout") == "objects"
+    if objects:  # the project's objects, composed into one tar by the control plane
+        names["filestore"] = "filestore.tar"
     wanted = PARTS if part == "all" else (part,)
     written = []
     for name in wanted:
@@ -118,6 +122,8 @@ def download(state, backup_id, out, part):
         else:
             dest = None if out == "-" else Path(out or filename)
         expected = manifest.get(name) if name != "manifest" else None
+        if name == "filestore" and objects:
+            expected = {"files": manifest["filestore"].get("files")}
         if name == "manifest":
             _write(dest, [manifest_bytes], len(manifest_bytes), filename)
         else:
@@ -169,6 +175,9 @@ def _write(dest, chunks, total, label, expected=None):
                 size += len(chunk)
                 bar.update(len(chunk))
         _check(label, size, digest.hexdigest(), total, expected)
+        if tmp and (expected or {}).get("files") is not None:
+            target.flush()
+            _check_tar(label, tmp, expected["files"])
         if tmp:
             target.flush()
             os.fsync(target.fileno())
@@ -190,6 +199,17 @@ def _check(label, size, sha256, total, expected):
     if expected.get("sha256") and sha256 != expected["sha256"]:
         raise CliError(f"{label}: SHA-256 {sha256} differs from the manifest's "
                        f"{expected['sha256']}.", SERVER)
+
+
+def _check_tar(label, path, files):
+    """A composed filestore: a whole tar (read to its end) with the manifest's files."""
+    try:
+        with tarfile.open(path) as tar:
+            found = sum(1 for member in tar if member.isfile())
+    except (tarfile.TarError, OSError) as exc:
+        raise CliError(f"{label}: not a whole tar archive ({exc}).", SERVER) from None
+    if found != files:
+        raise CliError(f"{label}: {found} files, the manifest says {files}.", SERVER)
 
 
 COMMANDS = [backups]

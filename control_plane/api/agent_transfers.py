@@ -1,5 +1,6 @@
-"""/agent/v1/transfers/<backup_id>/{parts,complete,download}: where a server's
-agent gets the URLs to upload a backup's objects and read them back
+"""/agent/v1/transfers/<backup_id>/{parts,complete,download,objects}: where a server's
+agent gets the URLs to upload a backup's objects and read them back, and learns
+which filestore objects its project already holds
 (`Authorization: Bearer <agent credential>`). Not part of either API surface's
 documents: only agents call it."""
 
@@ -14,15 +15,26 @@ from control_plane.vocabulary import errors
 blp = Blueprint("agent_transfers", __name__, url_prefix="/agent/v1/transfers")
 
 SHA256 = ma.validate.Regexp(r"^[0-9a-f]{64}$")
+MAX_ASKED = 10_000  # hashes in one question (the agent asks 5,000 at a time)
+
+
+def _object_name(name):
+    if not transfers.known_name(name):
+        raise ma.ValidationError("Unknown backup object.")
 
 
 class ObjectBody(ma.Schema):
-    object = ma.fields.String(required=True, validate=ma.validate.OneOf(transfers.ALLOWED_OBJECTS))
+    object = ma.fields.String(required=True, validate=_object_name)
 
 
 class PartBody(ObjectBody):
     part_number = ma.fields.Integer(required=True, strict=True,
                                     validate=ma.validate.Range(1, transfers.MAX_PARTS))
+
+
+class ObjectsBody(ma.Schema):
+    sha256 = ma.fields.List(ma.fields.String(validate=SHA256), required=True,
+                            validate=ma.validate.Length(max=MAX_ASKED))
 
 
 class CompletedPart(ma.Schema):
@@ -78,3 +90,11 @@ def download(backup_id):
     server = _server()
     body = _body(ObjectBody)
     return transfers.download_url(server, backup_id, body["object"], current_berth())
+
+
+@blp.post("/<uuid:backup_id>/objects")
+def known_objects(backup_id):
+    """Which of the filestore objects the backup's project already holds."""
+    server = _server()
+    body = _body(ObjectsBody)
+    return transfers.known(server, backup_id, body["sha256"])

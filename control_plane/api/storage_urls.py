@@ -3,10 +3,11 @@ object (Range requests resume a download), PUT stores one part of an upload.
 No auth header: the token is the permission, and the only thing of the request
 that names what is read or written (control_plane/storage/tokens.py)."""
 
-from flask import Blueprint, current_app, request, send_file
+from flask import Blueprint, Response, current_app, request, send_file, stream_with_context
 from werkzeug.exceptions import RequestedRangeNotSatisfiable
 
 from control_plane import storage
+from control_plane.services.backups import objects
 from control_plane.storage import SPOOLED, tokens
 from control_plane.storage.local import LocalStorage
 from control_plane.vocabulary.errors import NotFound, PartTooLarge, RangeNotSatisfiable
@@ -43,6 +44,15 @@ def download(token):
     response.headers["Accept-Ranges"] = "bytes"
     response.headers["Cache-Control"] = "private, no-store"
     return response
+
+
+@blp.get(tokens.PATH + "filestore/<token>")
+def filestore_archive(token):
+    """A backup's filestore as one tar, composed from its project's objects."""
+    chunks, filename = objects.archive(token, current_app.config)
+    return Response(stream_with_context(chunks), mimetype="application/x-tar", headers={
+        "Content-Disposition": f'attachment; filename="{filename or "filestore.tar"}"',
+        "Cache-Control": "private, no-store"})
 
 
 def _whole_for_long_suffix(size):

@@ -6,6 +6,7 @@ from control_plane.models.automation import AutomationRule, AutomationRun
 from control_plane.models.backup import Backup, BackupImport
 from control_plane.models.domain import CustomDomain
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
+from control_plane.models.filestore import BackupPack, FilestoreObject, FilestorePack
 from control_plane.models.git import AddonRepository, GitDelivery, GitWebhookSecret
 from control_plane.models.idempotency import IdempotencyRecord
 from control_plane.models.metrics import EnvironmentMetric, ServerMetric
@@ -22,7 +23,7 @@ ALL_MODELS = [
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
     AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
-    AuditEvent, WebSession,
+    AuditEvent, WebSession, FilestorePack, FilestoreObject, BackupPack,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

@@ -7,14 +7,17 @@ backend is moto's server. Both reach the network through a proxy
 helpers that write and read an environment's rows and files, and drive the API."""
 
 import hashlib
+import io
 import json
 import os
+import tarfile
 import threading
 import urllib.request
 import uuid
 
 import boto3
 import pytest
+import zstandard
 from werkzeug.serving import make_server
 
 from agent.deploy.environments import Environments, erp_address
@@ -228,3 +231,37 @@ def restore(client, s, env_id, backup_id):
                     json={"backup_id": backup_id})
     assert r.status_code == 202, r.json
     return r.json["id"]
+
+
+# --- storage, behind the control plane's back -----------------------------------------
+
+def stored(s, key):
+    if s.kind == "s3":
+        return s.s3.get_object(Bucket=s.bucket, Key=f"berth/{key}")["Body"].read()
+    return (s.root.parent / "data" / "storage" / "objects" / key).read_bytes()
+
+
+def store_over(s, key, data):
+    if s.kind == "s3":
+        s.s3.put_object(Bucket=s.bucket, Key=f"berth/{key}", Body=data)
+    else:
+        (s.root.parent / "data" / "storage" / "objects" / key).write_bytes(data)
+
+
+def spoil_an_object(s, backup):
+    """The backup's first filestore pack rewritten in storage with one byte of its
+    last object changed: a valid pack still, only the object's hash tells."""
+    from control_plane.models import FilestorePack
+    from control_plane.services.backups.objects import project_of
+
+    name = backup.manifest["filestore"]["packs"][0]
+    row = FilestorePack.get(FilestorePack.project == project_of(backup), FilestorePack.name == name)
+    store_over(s, row.key, _changed_inside(stored(s, row.key)))
+
+
+def _changed_inside(packed):
+    plain = bytearray(zstandard.ZstdDecompressor().stream_reader(io.BytesIO(packed)).read())
+    with tarfile.open(fileobj=io.BytesIO(bytes(plain))) as tar:
+        last = [m for m in tar if m.isfile() and m.size][-1]
+    plain[last.offset_data] ^= 1
+    return zstandard.ZstdCompressor().compress(bytes(plain))

@@ -19,7 +19,7 @@ from control_plane.infra.pagination import page_page
 from control_plane.models import Backup, Environment, Project
 from control_plane.services import audit
 from control_plane.services.backups import neutralize as neutralization
-from control_plane.services.backups import stores
+from control_plane.services.backups import objects, stores
 from control_plane.services.backups.kinds import (
     EXPORT_OBJECT,
     IMPORT_OBJECT,
@@ -29,12 +29,13 @@ from control_plane.services.backups.kinds import (
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.vocabulary import errors, states
+from protocol import filestore_objects as fo
 from protocol.kinds import TaskKind
 
 B = states.BackupStatus
 # Every object name the transfer API accepts (the agent falls back to gzip without zstd;
 # an export adds Odoo's zip; an import's one object is read, never written, by the agent).
-ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", EXPORT_OBJECT, IMPORT_OBJECT)
+ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", fo.MAP_OBJECT, EXPORT_OBJECT, IMPORT_OBJECT)
 
 
 # --- starting ---------------------------------------------------------------
@@ -70,6 +71,7 @@ def restore(env, source_id, *, actor, berth, neutralize=None, profile=None, anon
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be restored; this one is {source.status}.")
     require_ready(env, TaskKind.RESTORE)
+    objects.require_reader(env, source)
     wanted = neutralization.decide(env, neutralize, profile, anonymize)
     d = engine.start(env, TaskKind.RESTORE, berth=berth, trigger=trigger,
                      actor=actor, source=source, record={"extra_data": {
@@ -139,8 +141,10 @@ def download_urls(backup, settings, expires_in=3600):
         return store.get_url(backup.storage_prefix + name, expires=expires_in,
                              filename=f"{stem}-{name}")
 
+    filestore_url = (objects.archive_url(backup, settings, expires_in, f"{stem}-filestore.tar")
+                     if objects.is_objects(backup) else url(filestore_object(backup)))
     return {"backup_id": backup.id, "database_url": url("database.dump"),
-            "filestore_url": url(filestore_object(backup)), "manifest_url": url("manifest.json"),
+            "filestore_url": filestore_url, "manifest_url": url("manifest.json"),
             "expires_in": expires_in,
             "expires_at": clock.now() + dt.timedelta(seconds=expires_in),
             "use_streaming": bool(store.streaming)}

@@ -20,9 +20,10 @@ import uuid
 
 from control_plane import events
 from control_plane.models import Backup, Deployment
-from control_plane.services.backups import neutralize
+from control_plane.services.backups import neutralize, objects
 from control_plane.services.tasks import engine, kinds
 from control_plane.vocabulary import errors, states
+from protocol import filestore_objects as fo
 from protocol.kinds import CommandKind, TaskKind
 
 B, D = states.BackupStatus, states.DeploymentStatus
@@ -88,6 +89,7 @@ def agent_payload(env, backup, settings):
     git_commit, addon_commits = deployed_code(env)
     return {"environment_id": str(env.id), "backup_id": str(backup.id),
             "transfer_url": transfer_url(settings, backup.id), "objects": list(OBJECTS),
+            "filestore_layout": fo.LAYOUT,
             "erp_version": env.project.effective_erp_version, "git_commit": git_commit,
             "addon_commits": addon_commits}
 
@@ -139,11 +141,14 @@ def _rows_settled(d, outcome, now, result, *, own, unverified, ended=None):
         if outcome.status == D.CANCELLED:
             _move(backup, B.CANCELLED, **timing)
             continue
-        if result.get("verified") is True and (outcome.ok or not own):
+        unstored = objects.unstored(backup, result.get("manifest"))
+        if result.get("verified") is True and (outcome.ok or not own) and not unstored:
             if _move(backup, B.COMPLETED, **timing, **_completed_fields(backup, result, now)):
+                objects.link(backup)
                 ended and ended(backup, True)
             continue
-        reason = outcome.error or (f"the {d.kind} failed" if not outcome.ok else unverified)
+        reason = outcome.error or (f"the {d.kind} failed" if not outcome.ok else None) \
+            or unstored or unverified
         # Its open multipart uploads stay listed for transfers.abort_unfinished.
         if _move(backup, B.FAILED, error_message=reason[:2000], **timing):
             ended and ended(backup, False)

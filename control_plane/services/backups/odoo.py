@@ -25,7 +25,7 @@ from control_plane.models import Backup, BackupImport, Deployment, Environment
 from control_plane.services import audit
 from control_plane.services.backups import backups as bk
 from control_plane.services.backups import neutralize as neutralization
-from control_plane.services.backups import stores
+from control_plane.services.backups import objects, stores
 from control_plane.services.backups.kinds import EXPORT_OBJECT, IMPORT_OBJECT, require_ready
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
@@ -79,6 +79,7 @@ def _export(backup, env, actor, berth):
         raise errors.BackupNotCompleted(
             f"Only a completed backup can be exported; this one is {backup.status}.")
     require_ready(env, TaskKind.EXPORT)
+    objects.require_reader(env, backup)
     stale = _forget_stale_upload(backup)
     task = engine.start(env, TaskKind.EXPORT, berth=berth,
                         actor=actor, backup=backup,

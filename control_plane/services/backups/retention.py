@@ -29,7 +29,7 @@ import logging
 
 from control_plane.infra import clock
 from control_plane.models import Backup, BackupImport, Deployment, Environment
-from control_plane.services.backups import stores
+from control_plane.services.backups import objects, stores, transfers
 from control_plane.vocabulary import states
 
 log = logging.getLogger("berth.backups")
@@ -117,7 +117,7 @@ def delete(backup, store, now):
     False when another sweep marked it first."""
     for name, upload_id in (backup.uploads or {}).items():
         try:
-            store.abort_upload(backup.storage_prefix + name, upload_id)
+            store.abort_upload(transfers.storage_key(backup, name), upload_id)
         except Exception:  # gone already: the prefix's deletion removes what is left
             log.warning("aborting upload %s of backup %s failed", name, backup.id, exc_info=True)
     if backup.storage_prefix:
@@ -150,6 +150,9 @@ def sweep(berth, now=None):
         except Exception:
             log.exception("deleting expired backup %s failed; the next sweep tries again",
                           backup.id)
+    collected = objects.collect(store or stores.for_settings(berth.settings), now)
+    if collected:
+        log.info("deleted %d filestore pack(s) no kept backup needs", collected)
     return deleted
 
 

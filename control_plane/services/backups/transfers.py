@@ -11,19 +11,25 @@ import logging
 from control_plane import storage
 from control_plane.infra.db import database, for_update
 from control_plane.models import Backup, Deployment, Environment
-from control_plane.services.backups import odoo, stores
+from control_plane.services.backups import objects, odoo, stores
 from control_plane.services.backups.backups import ALLOWED_OBJECTS
 from control_plane.services.tasks import engine
 from control_plane.vocabulary import errors, states
+from protocol import filestore_objects as fo
 
 log = logging.getLogger("berth.backups")
 URL_SECONDS = 3600
 MAX_PARTS = 10_000  # S3's limit
 
 
+def known_name(name):
+    return name in ALLOWED_OBJECTS or fo.is_pack(name)
+
+
 def check_object(name, writing=False):
-    if name not in ALLOWED_OBJECTS:
-        raise errors.Unprocessable(f"Unknown backup object; one of: {', '.join(ALLOWED_OBJECTS)}.")
+    if not known_name(name):
+        raise errors.Unprocessable(f"Unknown backup object; one of: {', '.join(ALLOWED_OBJECTS)}"
+                                   ", or packs/<uuid>.tar.zst.")
     if writing and name == odoo.IMPORT_OBJECT:
         raise errors.Unprocessable("An import is uploaded by its user, not by an agent.")
     return name
@@ -98,11 +104,22 @@ def _recorded_upload(server, backup_id, name, begun=None):
         backup = _backup(server, backup_id, lock=True)
         _open(backup, name)
         upload_id = (backup.uploads or {}).get(name)
+        if not upload_id and fo.is_pack(name) and objects.recorded(backup, name):
+            # Other backups of the project count on it: a pack is never written twice.
+            raise errors.Conflict("This pack is stored already.")
         if not upload_id and begun:
             upload_id = begun
             Backup.update(uploads={**(backup.uploads or {}), name: begun}).where(
                 Backup.id == backup.id).execute()
-        return backup.storage_prefix + name, upload_id
+        return storage_key(backup, name), upload_id
+
+
+def storage_key(backup, name):
+    """Where storage keeps a backup's object: a pack under its project, the rest
+    under the backup's prefix."""
+    if fo.is_pack(name):
+        return objects.pack_key(objects.project_of(backup), name)
+    return backup.storage_prefix + name
 
 
 def complete(server, backup_id, name, parts, size, sha256, berth):
@@ -126,7 +143,11 @@ def complete(server, backup_id, name, parts, size, sha256, berth):
         if uploads.get(name) == upload_id:  # no longer open in storage
             del uploads[name]
             Backup.update(uploads=uploads).where(Backup.id == backup.id).execute()
-    stored = storage.read_back(store, key)
+    members = None
+    if fo.is_pack(name):  # every object in it hashed against its name, too
+        stored, members = objects.read_back(store, key, name)
+    else:
+        stored = storage.read_back(store, key)
     if stored != {"size": size, "sha256": sha256}:
         raise errors.Unprocessable(
             f"{name} in storage does not match what was sent: {stored['size']} bytes, sha256 "
@@ -134,8 +155,11 @@ def complete(server, backup_id, name, parts, size, sha256, berth):
     with database.atomic():
         backup = _backup(server, backup_id, lock=True)
         _open(backup, name)
-        Backup.update(parts={**(backup.parts or {}), name: stored}).where(
-            Backup.id == backup.id).execute()
+        if members is not None:  # the project's, not the backup's
+            objects.record(backup, name, key, stored, members)
+        else:
+            Backup.update(parts={**(backup.parts or {}), name: stored}).where(
+                Backup.id == backup.id).execute()
     return stored
 
 
@@ -145,10 +169,22 @@ def download_url(server, backup_id, name, berth):
     if name == odoo.IMPORT_OBJECT:  # `backup_id` is an import's
         return odoo.import_download_url(server, backup_id, berth)
     backup = _backup(server, backup_id, reading=True)
-    if name not in (backup.parts or {}):
+    if fo.is_pack(name):
+        if objects.pack(objects.project_of(backup), name) is None:
+            raise errors.NotFound("The backup's project holds no such pack.")
+    elif name not in (backup.parts or {}):
         raise errors.NotFound("This object of the backup was not uploaded.")
     store = stores.for_settings(berth.settings)
-    return {"url": store.get_url(backup.storage_prefix + name, expires=URL_SECONDS)}
+    return {"url": store.get_url(storage_key(backup, name), expires=URL_SECONDS)}
+
+
+def known(server, backup_id, hashes):
+    """{known: {sha256: pack}}: which of the filestore objects the backup's project
+    holds, for the backup in progress."""
+    backup = _backup(server, backup_id)
+    if backup.status not in states.BACKUP_IN_PROGRESS:
+        raise errors.TransferClosed(f"The backup is {backup.status}; nothing more is uploaded.")
+    return objects.known(backup, hashes)
 
 
 def abort_unfinished(berth):
@@ -163,7 +199,7 @@ def abort_unfinished(berth):
         store = store or stores.for_settings(berth.settings)
         try:
             for name, upload_id in (backup.uploads or {}).items():
-                store.abort_upload(backup.storage_prefix + name, upload_id)
+                store.abort_upload(storage_key(backup, name), upload_id)
                 aborted += 1
             if backup.status != states.BackupStatus.COMPLETED:
                 # Also one begun in storage whose answer was lost (its id never

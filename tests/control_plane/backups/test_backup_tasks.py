@@ -35,6 +35,7 @@ def test_a_backup_is_queued_as_a_task_with_the_agreed_command(app, client, bk):
         "environment_id": str(bk.env.id), "backup_id": body["id"],
         "transfer_url": f"{public_url}/agent/v1/transfers/{body['id']}",
         "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
+        "filestore_layout": "objects",
         "erp_version": "17.0", "git_commit": "c" * 40, "addon_commits": {"acme-tools": "a" * 40}}
     backup = Backup.get_by_id(body["id"])
     assert backup.storage_prefix == f"backups/{bk.env.id}/{backup.id}/"

@@ -47,6 +47,7 @@ def test_a_redeploy_takes_a_pre_deploy_backup_first(app, client, bk, at):
         "environment_id": str(bk.env.id), "backup_id": str(backup.id),
         "transfer_url": f"{public_url}/agent/v1/transfers/{backup.id}",
         "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
+        "filestore_layout": "objects",
         "erp_version": "17.0", "git_commit": "a" * 40, "addon_commits": {}}
     bk.ack(d.id)
     assert pre_backup_of(d).status == "running"

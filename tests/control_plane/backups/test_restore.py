@@ -26,6 +26,7 @@ def test_a_restore_is_a_task_with_a_safety_backup(app, client, bk):
         "safety": {"environment_id": str(bk.env.id), "backup_id": str(safety.id),
                    "transfer_url": base + str(safety.id),
                    "objects": ["database.dump", "filestore.tar.zst", "manifest.json"],
+                   "filestore_layout": "objects",
                    "erp_version": "17.0", "git_commit": None, "addon_commits": {}},
         "health_timeout": 120, "neutralize": True, "neutralize_profile": "standard",
         "anonymize": False}

@@ -11,14 +11,16 @@ stopped, storage cut mid-upload, the agent killed mid-backup and mid-restore, a
 restore that fails and is put back from its safety backup)."""
 
 import hashlib
+import io
 import json
 import os
+import tarfile
 
 import requests
 
 from control_plane.agent_link import Plain
 from control_plane.models import Backup, Environment
-from control_plane.services.backups import transfers
+from control_plane.services.backups import objects, transfers
 from tests.support.agents import wait_for
 from tests.support.backup_flow import (
     V1,
@@ -45,14 +47,17 @@ STAGED_COUNT = "SELECT count(*) FROM pg_database WHERE datname = 'odoo_restore'"
 
 
 def open_uploads(s, b):
-    """The multipart uploads storage still holds for the backup's objects."""
+    """The multipart uploads storage still holds for the backup's objects (its own,
+    and the filestore packs it was uploading for its project)."""
     row = Backup.get_by_id(b["id"])
+    prefixes = (row.storage_prefix, f"objects/{objects.project_of(row)}/")
     if s.kind == "s3":
-        listing = s.s3.list_multipart_uploads(Bucket=s.bucket, Prefix=f"berth/{row.storage_prefix}")
-        return [u["Key"] for u in listing.get("Uploads", [])]
+        listing = s.s3.list_multipart_uploads(Bucket=s.bucket, Prefix="berth/")
+        return [u["Key"] for u in listing.get("Uploads", [])
+                if u["Key"].removeprefix("berth/").startswith(prefixes)]
     uploads = s.root.parent / "data" / "storage" / "uploads"
     return [d.name for d in uploads.iterdir()
-            if (d / "key").exists() and (d / "key").read_text().startswith(row.storage_prefix)
+            if (d / "key").exists() and (d / "key").read_text().startswith(prefixes)
             ] if uploads.is_dir() else []
 
 
@@ -106,12 +111,31 @@ def test_backups_end_to_end(client, stand):
     manifest = json.loads(got["manifest"].content)
     assert hashlib.sha256(got["manifest"].content).hexdigest() == \
         row.parts["manifest.json"]["sha256"]
-    for name in ("database", "filestore"):
-        assert hashlib.sha256(got[name].content).hexdigest() == manifest[name]["sha256"]
-        assert len(got[name].content) == manifest[name]["size"]
+    assert hashlib.sha256(got["database"].content).hexdigest() == manifest["database"]["sha256"]
+    assert len(got["database"].content) == manifest["database"]["size"]
+    # The filestore: kept as objects of the project, downloaded as one tar composed
+    # from them, holding every file.
+    assert manifest["filestore"]["layout"] == "objects"
+    assert manifest["filestore"]["files"] >= len(original_files)
+    with tarfile.open(fileobj=io.BytesIO(got["filestore"].content)) as tar:
+        inside = {m.name.removeprefix("filestore/odoo/"): hashlib.sha256(
+            tar.extractfile(m).read()).hexdigest() for m in tar
+            if m.isfile() and m.name.startswith("filestore/odoo/")}
+    assert inside == original_files
     for bad in (299, 86401):
         r = client.get(f"{P}/backups/{b['id']}/download?expires_in={bad}", headers=s.reader)
         assert r.status_code == 422, bad
+
+    # 2b. The project's objects, once: a backup after 1 % of a hundred files changed
+    # uploads only the one new object.
+    write_files(s, prod, {f"{i:02x}/bulk{i}": os.urandom(10_000) for i in range(100)})
+    full = Backup.get_by_id(completed_backup(client, s, prod)["id"]).manifest["filestore"]
+    assert (full["new_objects"], full["new_bytes"]) == (100, 1_000_000), full
+    write_files(s, prod, {"00/bulk0": os.urandom(10_000)})
+    again = Backup.get_by_id(completed_backup(client, s, prod)["id"]).manifest["filestore"]
+    assert (again["new_objects"], again["new_bytes"]) == (1, 10_000), again
+    assert again["uploaded_bytes"] < 0.02 * full["uploaded_bytes"], (again, full)
+    assert again["files"] == full["files"] and set(full["packs"]) < set(again["packs"])
 
     # 3. Changed, then restored: the original rows and files are back; the safety
     # backup holds the changed state, its notes naming the restore.
@@ -135,6 +159,9 @@ def test_backups_end_to_end(client, stand):
     done = settled(client, s, restore(client, s, staging, b["id"]))
     assert done["status"] == "success", done
     assert notes(s, staging) == ORIGINAL and files(s, staging) == original_files
+    # The copy's files are the project's objects already: its backup uploads none.
+    copy = Backup.get_by_id(completed_backup(client, s, staging)["id"]).manifest["filestore"]
+    assert copy["new_objects"] == 0 and copy["uploaded_bytes"] == 0, copy
 
     # 5. Refused: a busy environment, a backup not completed, a never deployed one.
     pending = backup(client, s, staging)
@@ -155,9 +182,10 @@ def test_backups_end_to_end(client, stand):
     cut = finished_backup(client, s, prod, backup(client, s, prod)["id"])
     assert cut["status"] == "failed" and cut["error_message"], cut
     # The dump and the archive upload at once: the cut may reach either first.
-    assert "database.dump" in cut["error_message"] or "filestore" in cut["error_message"]
+    assert "database.dump" in cut["error_message"] or "packs/" in cut["error_message"]
     left_open = list(Backup.get_by_id(cut["id"]).uploads)
-    assert left_open and set(left_open) <= {"database.dump", "filestore.tar.zst"}, left_open
+    assert left_open and all(n == "database.dump" or n.startswith("packs/")
+                             for n in left_open), left_open
     s.proxy.heal()
     assert open_uploads(s, cut)
     assert transfers.abort_unfinished(Plain(s.settings)) >= 1

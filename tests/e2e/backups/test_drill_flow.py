@@ -23,6 +23,7 @@ from tests.support.backup_flow import (
     psql,
     set_notes,
     settled,
+    spoil_an_object,
     task_log,
     wait_running,
     write_files,
@@ -101,15 +102,9 @@ def test_a_drill_proves_a_backup_and_fails_on_one_spoiled(client, stand):
     assert drill["tables"] >= 10 and drill["restore_seconds"] > 0
     _no_copy_left(s, prod)
 
-    # 3. The first backup's filestore changed in storage: the drill fails and alerts.
-    spoiled = Backup.get_by_id(backup)
-    key = spoiled.storage_prefix + spoiled.manifest["filestore"]["object"]
-    if s.kind == "s3":
-        body = s.s3.get_object(Bucket=s.bucket, Key=f"berth/{key}")["Body"].read()
-        s.s3.put_object(Bucket=s.bucket, Key=f"berth/{key}", Body=body[:-1] + b"\0")
-    else:
-        path = s.root.parent / "data" / "storage" / "objects" / key
-        path.write_bytes(path.read_bytes()[:-1] + b"\0")
+    # 3. An object of the first backup's filestore changed in storage (its pack still
+    # a valid archive): the drill fails and alerts.
+    spoil_an_object(s, Backup.get_by_id(backup))
     drill = _drill(client, s, prod, backup_id=backup)
     assert drill["status"] == "failed" and "filestore" in drill["error_message"], drill
     event = _event("backup.drill_failed")
