@@ -17,11 +17,14 @@ to the kernel are put on disk and PostgreSQL takes a checkpoint, so that none
 pays for another's: the baseline leaves about a gigabyte to the writeback):
   berth backup    - `POST /api/v1/environments/{id}/backups` on the operations
                     surface until the backup is `completed`: the agent's pg_dump
-                    streamed over the engine socket, tar | zstd of the filestore,
-                    both uploaded in parts over HTTP to the control plane's
-                    signed storage URLs; each object read back and hashed by the
-                    control plane where it is stored, and the stored dump's
-                    table of contents listed by `pg_restore --list`
+                    streamed over the engine socket, the filestore hashed and
+                    packed (tar | zstd) as objects of the project, both uploaded
+                    in parts over HTTP to the control plane's signed storage URLs;
+                    each object read back and hashed by the control plane where
+                    it is stored (every file in a pack too), and the stored
+                    dump's table of contents listed by `pg_restore --list`. Each
+                    round's is a full backup: before it, the control plane's
+                    record of the project's objects is cleared in its SQLite
   baseline backup - `pg_dump -Fc > file` inside the PostgreSQL container, and
                     `tar -cf - . | zstd -T0 -3 > file` of the filestore, on the
                     same disk
@@ -42,7 +45,10 @@ Throughput is (database size + filestore size) / time. The agent's RSS is
 sampled (psutil, every 20 ms) during each Berth operation; its growth is the
 peak less the RSS just before. Targets: Berth within 1.5x of the baseline's
 time for backup and for restore (median of the rounds), agent RSS growth
-under 30 MB (the largest of the rounds). Then one restore drill of the last backup
+under 30 MB (the largest of the rounds). Then new files of 1 % of the filestore's
+bytes are written and a second backup taken: its filestore's part (task log, from
+its start to its objects and map uploaded) must take at most 10 % of the last
+full backup's, and upload at most 2 % of its bytes. Then one restore drill of the last backup
 (`POST /api/v1/environments/{id}/drills`): its time to restore, printed; it must
 pass. Exits 1 on FAIL.
 
@@ -72,6 +78,8 @@ from deploy_time import Bench  # noqa: E402
 
 MB = 1024 * 1024
 TARGET_RATIO, TARGET_RSS_MB = 1.5, 30.0
+# A second backup after a 1 % change, against a full one: its filestore's time, its bytes.
+TARGET_SECOND_TIME, TARGET_SECOND_BYTES = 0.10, 0.02
 # Seconds between the script's looks at a running task: each is a request the
 # control plane answers on the machine being measured. Berth's times are the
 # control plane's own records (the task's creation to its end), not when a look
@@ -259,6 +267,42 @@ class BackupBench(Bench):
             raise SystemExit(f"the backup failed: {backup.get('error_message')}")
         return backup, self._task_seconds(backup["task_id"]), rss
 
+    def forget_objects(self):
+        """The project's filestore objects forgotten by the control plane (its packs
+        marked removed in its SQLite), so that the next backup uploads the whole
+        filestore, as a project's first does: each round compares a full backup."""
+        with self._db() as db:
+            db.execute("UPDATE filestore_pack SET deleted_at = CURRENT_TIMESTAMP "
+                       "WHERE deleted_at IS NULL")
+
+    def change_one_percent(self):
+        """New random files of 1 % of the filestore's bytes, as the ERP writes them."""
+        fs, rng = self.env_dir / "filestore", random.Random(7)
+        st, written = fs.stat(), 0
+        while written < self.filestore_bytes / 100:
+            name = uuid.UUID(int=rng.getrandbits(128)).hex
+            path = fs / "odoo" / name[:2] / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(os.urandom(min(MB, int(self.filestore_bytes / 100) - written + 1)))
+            os.chown(path, st.st_uid, st.st_gid)
+            written += path.stat().st_size
+        return written
+
+    def filestore_part(self, backup):
+        """(seconds from the filestore's start to its objects and map uploaded, as the
+        task log has them; the manifest's filestore) of a completed backup."""
+        from deploy_time import _ts
+
+        with self._db() as db:
+            manifest, = db.execute("SELECT manifest FROM backup WHERE id = ?",
+                                   (uuid.UUID(backup["id"]).hex,)).fetchone()
+            rows = db.execute("SELECT message, created_at FROM task_log_line WHERE "
+                              "deployment_id = ? ORDER BY seq",
+                              (uuid.UUID(backup["task_id"]).hex,)).fetchall()
+        start = next(_ts(at) for m, at in rows if "the filestore's new objects" in m)
+        end = next(_ts(at) for m, at in rows if " new objects in " in m)
+        return end - start, json.loads(manifest)["filestore"]
+
     def _task_seconds(self, task_id):
         """From the task's creation to its end, as the control plane recorded them."""
         from deploy_time import _ts
@@ -397,6 +441,7 @@ def main():
             berth_first = n % 2 == 0
             for step in (("berth", "base") if berth_first else ("base", "berth")):
                 if step == "berth":
+                    bench.forget_objects()
                     backup, took, grew = bench.berth_backup()
                     times["berth_backup"].append(took)
                     cpu["berth_backup"].append(machine_cpu.spans[-1])
@@ -423,6 +468,13 @@ def main():
             say(f"round {n + 1}: " + "  ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items())
                 + f"  rss +{rss['backup'][-1]:.1f}/+{rss['restore'][-1]:.1f} MB")
         compressed = backup["compressed_size"]
+        full_fs = bench.filestore_part(backup)
+        changed = bench.change_one_percent()
+        second, second_took, _ = bench.berth_backup()
+        tasks.append(second["task_id"])
+        second_fs = bench.filestore_part(second)
+        say(f"second backup after a 1 % change ({changed / MB:.1f} MB of new files): "
+            f"{second_took:.1f} s in all, its filestore {second_fs[0]:.2f} s")
         drill = bench.berth_drill(backup["id"])
         say(f"drill: {drill['status']}, time to restore {drill['restore_seconds']} s")
         steps = bench.steps(tasks) if args.steps else None
@@ -435,16 +487,25 @@ def main():
     data_mb = (fs_bytes + db_bytes) / MB
     ratios = {"backup": med["berth_backup"] / med["base_backup"],
               "restore": med["berth_restore"] / med["base_restore"]}
+    incremental = {"changed_bytes": changed, "full_filestore_seconds": full_fs[0],
+                   "second_filestore_seconds": second_fs[0], "second_backup_seconds": second_took,
+                   "full_uploaded_bytes": full_fs[1]["uploaded_bytes"],
+                   "second_uploaded_bytes": second_fs[1]["uploaded_bytes"]}
+    ratios["second_time"] = second_fs[0] / full_fs[0]
+    ratios["second_bytes"] = second_fs[1]["uploaded_bytes"] / full_fs[1]["uploaded_bytes"]
     rss_peak = {k: max(v) for k, v in rss.items()}
     passed = {"backup": ratios["backup"] <= TARGET_RATIO,
               "restore": ratios["restore"] <= TARGET_RATIO,
               "rss": max(rss_peak.values()) < TARGET_RSS_MB,
-              "drill": drill["status"] == "passed"}
+              "drill": drill["status"] == "passed",
+              "second_time": ratios["second_time"] <= TARGET_SECOND_TIME,
+              "second_bytes": ratios["second_bytes"] <= TARGET_SECOND_BYTES}
     report = {"rounds": args.rounds, "filestore_bytes": fs_bytes, "database_bytes": db_bytes,
               "compressed_bytes": compressed, "median_seconds": med,
               "samples": {k: [round(s, 2) for s in v] for k, v in times.items()},
               "machine_cpu_seconds": {k: statistics.median(v) for k, v in cpu.items()},
               "ratios": ratios, "rss_growth_mb": rss_peak, "pass": passed,
+              "incremental": incremental,
               "drill": {k: drill[k] for k in ("status", "restore_seconds", "tables", "rows",
                                                "attachments", "error_message")},
               **({"steps": steps} if steps else {})}
@@ -468,6 +529,14 @@ def main():
         for what in ("backup", "restore"):
             print(f"{what:7} ratio berth/baseline {ratios[what]:.2f} (target <= {TARGET_RATIO}) "
                   f"{'PASS' if passed[what] else 'FAIL'}")
+        print(f"second backup after a 1 % change ({changed / MB:.1f} MB of new files): its "
+              f"filestore {second_fs[0]:.2f} s against a full backup's {full_fs[0]:.2f} s, ratio "
+              f"{ratios['second_time']:.3f} (target <= {TARGET_SECOND_TIME}) "
+              f"{'PASS' if passed['second_time'] else 'FAIL'}; uploaded "
+              f"{second_fs[1]['uploaded_bytes'] / MB:.1f} MB against "
+              f"{full_fs[1]['uploaded_bytes'] / MB:.1f} MB, ratio {ratios['second_bytes']:.3f} "
+              f"(target <= {TARGET_SECOND_BYTES}) {'PASS' if passed['second_bytes'] else 'FAIL'};"
+              f" the whole backup {second_took:.1f} s (its database dumped in full)")
         print(f"restore drill of the last backup: {drill['status']}, time to restore "
               f"{drill['restore_seconds']} s (into a throwaway copy, its ERP answering), "
               f"{drill['tables']} tables, {drill['rows']} rows "
