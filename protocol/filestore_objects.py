@@ -223,18 +223,24 @@ def compose(entries, open_pack, ahead=8):
 
 
 class Chunks:
-    """A readable over an iterable of byte chunks (what tarfile reads)."""
+    """A readable over an iterable of byte chunks (what tarfile reads). A read
+    returns at most the rest of the current chunk: no copy of what is left over."""
 
     def __init__(self, chunks):
-        self.chunks, self.buf = iter(chunks), b""
+        self.chunks, self.buf, self.at = iter(chunks), b"", 0
 
     def read(self, n=-1):
-        while n < 0 or len(self.buf) < n:
+        if n < 0:  # all of it
+            rest = b"".join([self.buf[self.at:], *self.chunks])
+            self.buf, self.at = b"", 0
+            return rest
+        while self.at >= len(self.buf):
             chunk = next(self.chunks, None)
             if chunk is None:
-                break
-            self.buf += chunk
-        data, self.buf = (self.buf, b"") if n < 0 else (self.buf[:n], self.buf[n:])
+                return b""
+            self.buf, self.at = chunk, 0
+        data = self.buf[self.at:self.at + n]
+        self.at += len(data)
         return data
 
     def close(self):

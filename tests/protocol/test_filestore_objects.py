@@ -99,3 +99,11 @@ def test_a_composed_archive_holds_every_path_or_is_cut_short():
     packs = {PACK: tar_of({sha(b"one"): b"one", sha(b"two"): b"tw0"})}
     with pytest.raises(fo.LayoutError):
         b"".join(fo.compose(files, opener(packs)))
+
+
+def test_chunks_read_back_as_they_came():
+    chunks = fo.Chunks([b"abc", b"", b"defg"])
+    assert [chunks.read(2), chunks.read(2), chunks.read(10), chunks.read(10)] == \
+        [b"ab", b"c", b"defg", b""]
+    whole = fo.Chunks([b"x" * 5, b"y" * 3])
+    assert whole.read(2) == b"xx" and whole.read() == b"xxxyyy" and whole.read() == b""
