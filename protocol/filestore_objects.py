@@ -128,7 +128,7 @@ def in_pack(pack, objects, open_pack):
             if size != found[0][SIZE]:
                 raise LayoutError(f"object {name} in {pack} is {size} bytes, "
                                   f"not {found[0][SIZE]}")
-            hashed = _Hashed(body)
+            hashed = Hashed(body)
             yield found, hashed
             hashed.finish(name, size)
             if not objects:
@@ -289,7 +289,9 @@ class _Member:
             raise LayoutError("the pack ends inside an object")
 
 
-class _Hashed:
+class Hashed:
+    """A readable whose bytes are counted and hashed (SHA-256) as they are read."""
+
     def __init__(self, f):
         self.f, self.digest, self.size = f, hashlib.sha256(), 0
 
@@ -299,10 +301,16 @@ class _Hashed:
         self.size += len(data)
         return data
 
+    def readable(self):
+        return True
+
+    def close(self):
+        self.f.close()
+
     def finish(self, name, size):
+        """The rest read; LayoutError unless it was `size` bytes hashing to `name`."""
         while self.read(CHUNK):
             pass
         if self.size != size or self.digest.hexdigest() != name:
             raise LayoutError(f"object {name} does not hash right: {self.size} bytes, "
                               f"sha256 {self.digest.hexdigest()}")
-

@@ -80,7 +80,7 @@ def read_back(store, key, name):
     """({size, sha256} of the stored pack, [(sha256, size)] of its members), every
     member hashed against its name: a pack that is not what its name says raises
     422, as an object that does not match what the agent sent does."""
-    raw = _Hashing(store.open(key))
+    raw = fo.Hashed(store.open(key))
     members = []
     try:
         with contextlib.closing(raw), _plain(raw, name) as plain:
@@ -200,8 +200,12 @@ def compose(backup, store):
     """The backup's filestore as plain tar bytes, composed from its packs (every
     object hashed on the way: an archive cut short if one does not check)."""
     project_id = project_of(backup)
-    with contextlib.closing(store.open(backup.storage_prefix + fo.MAP_OBJECT)) as body:
-        entries = fo.decode_map(body.read(fo.MAP_MAX))
+    try:
+        with contextlib.closing(store.open(backup.storage_prefix + fo.MAP_OBJECT)) as body:
+            entries = fo.decode_map(body.read(fo.MAP_MAX))
+    except (OSError, fo.LayoutError) as exc:  # storage no longer holds what it was given
+        raise errors.StorageUnavailable(
+            f"The backup's filestore map cannot be read from storage: {exc}") from None
 
     def open_pack(name):
         row = pack(project_id, name)
@@ -223,20 +227,3 @@ class _Closing:
     def __exit__(self, *exc):
         self.plain.close()
         self.raw.close()
-
-
-class _Hashing:
-    def __init__(self, body):
-        self.body, self.digest, self.size = body, hashlib.sha256(), 0
-
-    def read(self, n=-1):
-        data = self.body.read(n)
-        self.digest.update(data)
-        self.size += len(data)
-        return data
-
-    def readable(self):
-        return True
-
-    def close(self):
-        self.body.close()

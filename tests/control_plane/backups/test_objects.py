@@ -228,3 +228,17 @@ def test_an_older_agent_is_not_asked_to_read_objects(client, bk, store):
     r = client.post(f"{V1}/environments/{bk.env.id}/restore", headers=bk.h,
                     json={"backup_id": str(archived.id)})
     assert r.status_code == 202, r.json
+
+
+def test_a_map_gone_bad_in_storage_is_a_storage_error_not_a_crash(client, bk, store):
+    """The composed download reads the backup's map first: one that storage no longer
+    holds as written is 502 storage_unavailable in the API's error shape."""
+    backup = bk.backup_via_api(client)
+    name, data = pack([b"alpha"])
+    assert send(client, bk, backup, store, name, data).status_code == 200
+    backup = finish_after_map(client, bk, backup, store, {"a": b"alpha"}, {b"alpha": name})
+    url = urlparse(client.get(f"{P}/backups/{backup.id}/download", headers=bk.key)
+                   .json["filestore_url"])
+    store.delete_prefix(backup.storage_prefix + fo.MAP_OBJECT)
+    r = client.get(url.path)
+    assert r.status_code == 502 and r.json["error"] == "storage_unavailable", r.data[:300]
