@@ -106,6 +106,7 @@ def create_app(config=None):
                 "grpc_tls": bool(app.config["GRPC_TLS_CERT"]), "revision": REVISION}
 
     from control_plane.api.agent_transfers import blp as agent_transfers
+    from control_plane.api.agent_wal import blp as agent_wal
     from control_plane.api.installer import blp as installer
     from control_plane.api.ops import register as register_ops
     from control_plane.api.public import register as register_public
@@ -117,6 +118,7 @@ def create_app(config=None):
     app.register_blueprint(installer)
     app.register_blueprint(storage_urls)
     app.register_blueprint(agent_transfers)
+    app.register_blueprint(agent_wal)
     register_console(app)  # the web console, at `/`
     return app
 

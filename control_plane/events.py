@@ -36,6 +36,8 @@ class Name(StrEnum):
     RESTORE_FAILED = "restore.failed", "Restore failed"
     BACKUP_DRILL_COMPLETED = "backup.drill_completed", "Restore drill passed"
     BACKUP_DRILL_FAILED = "backup.drill_failed", "Restore drill failed"
+    BACKUP_ARCHIVING_FAILED = "backup.archiving_failed", "WAL archiving failing"
+    BACKUP_ARCHIVING_RECOVERED = "backup.archiving_recovered", "WAL archiving working again"
     AUTOMATION_RULE_TRIGGERED = "automation_rule.triggered", "Automation rule triggered"
     AUTOMATION_RULE_COMPLETED = "automation_rule.completed", "Automation rule completed"
     AUTOMATION_RULE_FAILED = "automation_rule.failed", "Automation rule failed"
@@ -189,6 +191,16 @@ def record_drill_finished(d, org_id, ok, error=None):
                             {**data, "status": TaskStatus.COMPLETED})
     return record_event(org_id, d.project_id, Name.BACKUP_DRILL_FAILED,
                         {**data, "status": TaskStatus.FAILED, "error_message": error})
+
+
+def record_archiving(env, org_id, reason):
+    """`backup.archiving_failed` (with the reason) as an environment's WAL archiving
+    starts failing; `backup.archiving_recovered` (reason None) as it works again."""
+    data = {"environment_id": str(env.id), "project_id": str(env.project_id)}
+    if reason:
+        return record_event(org_id, env.project_id, Name.BACKUP_ARCHIVING_FAILED,
+                            {**data, "error_message": reason})
+    return record_event(org_id, env.project_id, Name.BACKUP_ARCHIVING_RECOVERED, data)
 
 
 def record_automation(rule, run, name, reason=None):

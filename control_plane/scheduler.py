@@ -24,6 +24,7 @@ class Job:
 
 BACKUP_SCHEDULE_SECONDS = 60  # a scheduled backup starts within a minute of its time
 BACKUP_RETENTION_SECONDS = 3600
+WAL_WATCH_SECONDS = 30  # archiving that fails is alerted within this of being seen
 AUTOMATION_SECONDS = 5  # event runs start, and schedules fire, within this of being due
 UPGRADE_SECONDS = 5  # a free rollout slot is filled within this
 ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)
@@ -35,7 +36,7 @@ def jobs(berth):
     `berth`: the services' context (agent_link.Context), the app's or a plain one."""
     from control_plane.services import housekeeping
     from control_plane.services.automation import triggers
-    from control_plane.services.backups import policy, retention, transfers
+    from control_plane.services.backups import policy, retention, transfers, wal
     from control_plane.services.servers import alerts, history, upgrades
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
@@ -49,6 +50,8 @@ def jobs(berth):
         Job("backup-uploads", 300, lambda: transfers.abort_unfinished(berth)),
         Job("backup-schedule", BACKUP_SCHEDULE_SECONDS, lambda: policy.run(berth)),
         Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(berth)),
+        Job("wal-watch", WAL_WATCH_SECONDS, lambda: wal.watch(berth)),
+        Job("wal-retention", BACKUP_RETENTION_SECONDS, lambda: wal.sweep(berth)),
         Job("import-retention", BACKUP_RETENTION_SECONDS,
             lambda: retention.sweep_imports(berth)),
         Job("automation", AUTOMATION_SECONDS, lambda: triggers.run(berth)),

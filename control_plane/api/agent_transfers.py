@@ -50,7 +50,7 @@ class CompleteBody(ObjectBody):
     sha256 = ma.fields.String(required=True, validate=SHA256)
 
 
-def _server():
+def calling_server():
     header = request.headers.get("Authorization", "")
     scheme, _, credential = header.partition(" ")
     server = agents.server_for_credential(credential.strip()) if scheme == "Bearer" else None
@@ -59,7 +59,7 @@ def _server():
     return server
 
 
-def _body(schema):
+def loaded(schema):
     data = request.get_json(silent=True)
     if not isinstance(data, dict):
         raise errors.Unprocessable("A JSON object is required.")
@@ -69,32 +69,31 @@ def _body(schema):
         raise errors.Unprocessable("Invalid fields.", details=exc.messages) from None
 
 
-
 @blp.post("/<uuid:backup_id>/parts")
 def part(backup_id):
-    server = _server()
-    body = _body(PartBody)
+    server = calling_server()
+    body = loaded(PartBody)
     return transfers.part_url(server, backup_id, body["object"], body["part_number"], current_berth())
 
 
 @blp.post("/<uuid:backup_id>/complete")
 def complete(backup_id):
-    server = _server()
-    body = _body(CompleteBody)
+    server = calling_server()
+    body = loaded(CompleteBody)
     return transfers.complete(server, backup_id, body["object"], body["parts"], body["size"],
                               body["sha256"], current_berth())
 
 
 @blp.post("/<uuid:backup_id>/download")
 def download(backup_id):
-    server = _server()
-    body = _body(ObjectBody)
+    server = calling_server()
+    body = loaded(ObjectBody)
     return transfers.download_url(server, backup_id, body["object"], current_berth())
 
 
 @blp.post("/<uuid:backup_id>/objects")
 def known_objects(backup_id):
     """Which of the filestore objects the backup's project already holds."""
-    server = _server()
-    body = _body(ObjectsBody)
+    server = calling_server()
+    body = loaded(ObjectsBody)
     return transfers.known(server, backup_id, body["sha256"])

@@ -15,6 +15,7 @@ from control_plane.models.project import Project
 from control_plane.models.release import Release
 from control_plane.models.server import AgentUpgrade, OrgSshKey, RegistrationToken, Server
 from control_plane.models.ticket import Ticket, TicketComment
+from control_plane.models.wal import WalFile
 from control_plane.models.webhook import Event, Webhook, WebhookDelivery
 
 ALL_MODELS = [
@@ -23,7 +24,7 @@ ALL_MODELS = [
     Backup, BackupImport, Ticket, TicketComment, Release, IdempotencyRecord,
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
     AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
-    AuditEvent, WebSession, FilestorePack, FilestoreObject, BackupPack,
+    AuditEvent, WebSession, FilestorePack, FilestoreObject, BackupPack, WalFile,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

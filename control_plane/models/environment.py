@@ -49,6 +49,11 @@ class Environment(BaseModel):
     # production), and when the last scheduled one was started.
     drill_enabled = peewee.BooleanField(null=True)
     drill_scheduled_for = DateTimeField(null=True)
+    # WAL archiving (services/backups/wal.py): the agent's last report, and since
+    # when the archiving has been alerted as failing (None: it is not).
+    wal_report = JSONField(null=True)
+    wal_reported_at = DateTimeField(null=True)
+    wal_alerted_at = DateTimeField(null=True)
     # The configuration (services/environment_settings/configuration.py): variables by name
     # ({value, secret}; a secret's value sealed), ERP options and PostgreSQL
     # settings by key, from their allow-lists.

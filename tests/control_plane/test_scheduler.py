@@ -19,7 +19,8 @@ from tests.support.serve import BERTH, Served
 
 RUNNING = ("scheduler running (reaper every 1 s, webhooks every 0.25 s, housekeeping every 3600 s, "
            "backup-uploads every 300 s, backup-schedule every 60 s, "
-           "backup-retention every 3600 s, import-retention every 3600 s, automation every 5 s, "
+           "backup-retention every 3600 s, wal-watch every 30 s, wal-retention every 3600 s, "
+           "import-retention every 3600 s, automation every 5 s, "
            "fleet-alerts every 15 s, metric-history every 300 s, agent-upgrades every 5 s, ssh-servers every 30 s)")
 
 

@@ -40,9 +40,10 @@ def register(app):
         drills,
         git_webhooks,
         odoo_backups,
+        wal_archive,
     )
 
     for module in (deployments, backups, backup_policy, copy_policy, drills, odoo_backups,
-                   domains, configuration, git_webhooks):
+                   wal_archive, domains, configuration, git_webhooks):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -1,0 +1,272 @@
+"""Continuous WAL archiving (protocol/wal.py): an environment whose backups are on
+archives its PostgreSQL's write-ahead log to backup storage, through its
+server's agent, from its next deploy on.
+
+The agent uploads each finished WAL file as an object of the environment's
+cluster (`<system identifier>/<file>.zst`) through the transfer API
+(/agent/v1/wal/<environment>/...); the control plane reads each one back, checks
+its size and SHA-256 and only then records it (`WalFile.stored_at`). A name is
+stored once: PostgreSQL gives a name one content within a cluster.
+
+The agent reports the archiving every 30 s; `watch` (a scheduler job) alerts
+once when it fails (`backup.archiving_failed`: an upload or PostgreSQL's
+`archive_command` failing, a finished file waiting over ALERT_AFTER, or no
+report for as long) and once when it works again (`backup.archiving_recovered`).
+`sweep` keeps the WAL of the policy's window (`keep_daily` days) from the
+backup it starts from on, and removes what is behind that backup."""
+
+import datetime as dt
+import logging
+
+from control_plane import events
+from control_plane.infra import clock
+from control_plane.infra.db import database, for_update
+from control_plane.models import Backup, Environment, WalFile
+from control_plane.services.backups import policy, stores
+from control_plane.services.environment_settings import access
+from control_plane.vocabulary import errors, states
+from protocol import wal
+
+log = logging.getLogger("berth.backups")
+URL_SECONDS = 3600
+ALERT_AFTER = 300  # seconds a finished WAL file may wait, or the agent stay silent
+ABANDONED = dt.timedelta(days=1)  # an upload never completed is dropped after this
+
+
+def enabled(env):
+    """Archiving follows the environment's backups."""
+    return policy.enabled(env)
+
+
+def agent_fields(env, settings):
+    """The deploy payload's `wal_archiving`: where the agent ships the WAL to and
+    PostgreSQL's `archive_timeout`; None turns archiving off."""
+    if not enabled(env):
+        return {"wal_archiving": None}
+    base = settings["PUBLIC_URL"].rstrip("/")
+    return {"wal_archiving": {"transfer_url": f"{base}/agent/v1/wal/{env.id}",
+                              "archive_timeout": wal.ARCHIVE_TIMEOUT}}
+
+
+def check_name(name):
+    system_id, _, file = (name or "").partition("/")
+    if not (system_id.isdigit() and len(system_id) <= 20 and wal.is_object_name(file)):
+        raise errors.Unprocessable("object: <system identifier>/<WAL file name>.zst or .gz.")
+    return name
+
+
+def key_of(env_id, name):
+    return f"wal/{env_id}/{name}"
+
+
+def _environment(server, env_id, lock=False):
+    query = Environment.select().where(Environment.id == env_id,
+                                       Environment.server == server.id)
+    env = (for_update(query) if lock else query).first()
+    if env is None:
+        raise errors.NotFound("Environment not found.")
+    return env
+
+
+def _file(env, name, begun=None):
+    """The name's row, made with the upload `begun` unless one was begun first."""
+    row = for_update(WalFile.select().where(WalFile.environment == env.id,
+                                            WalFile.name == name)).first()
+    if row is None and begun:
+        row = WalFile.create(environment=env.id, name=name, key=key_of(env.id, name),
+                             upload_id=begun)
+    return row
+
+
+def known(server, env_id, names):
+    """{stored: [names]}: which of the names are stored already (the agent drops
+    those from its spool instead of sending them again)."""
+    env = _environment(server, env_id)
+    for name in names:
+        check_name(name)
+    stored = (WalFile.select(WalFile.name)
+              .where(WalFile.environment == env.id, WalFile.name.in_(list(names)),
+                     WalFile.stored_at.is_null(False)))
+    return {"stored": sorted(r.name for r in stored)}
+
+
+def part_url(server, env_id, name, part_number, berth):
+    check_name(name)
+    store = stores.for_settings(berth.settings)
+    with database.atomic():
+        row = _file(_environment(server, env_id, lock=True), name)
+    if row is not None and row.stored_at is not None:
+        raise errors.Conflict("This WAL file is stored already.")
+    if row is None or not row.upload_id:
+        begun = store.begin_upload(key_of(env_id, name))
+        with database.atomic():
+            env = _environment(server, env_id, lock=True)
+            row = _file(env, name, begun=begun)
+            if not row.upload_id:
+                WalFile.update(upload_id=begun).where(WalFile.id == row.id).execute()
+                row.upload_id = begun
+        if row.upload_id != begun:
+            store.abort_upload(row.key, begun)
+    return {"url": store.part_url(row.key, row.upload_id, part_number, expires=URL_SECONDS)}
+
+
+def complete(server, env_id, name, parts, size, sha256, berth):
+    """The file joined in storage, read back and recorded when it matches what the
+    agent sent. Returns {size, sha256} as read back."""
+    from control_plane import storage
+
+    check_name(name)
+    store = stores.for_settings(berth.settings)
+    with database.atomic():
+        row = _file(_environment(server, env_id, lock=True), name)
+    if row is None or not row.upload_id:
+        raise errors.Conflict("No upload of this WAL file was begun (ask for a part URL).")
+    store.complete_upload(row.key, row.upload_id,
+                          sorted((p["part_number"], p["etag"]) for p in parts))
+    stored = storage.read_back(store, row.key)
+    if stored != {"size": size, "sha256": sha256}:
+        WalFile.update(upload_id=None).where(WalFile.id == row.id).execute()
+        raise errors.Unprocessable(
+            f"{name} in storage does not match what was sent: {stored['size']} bytes, sha256 "
+            f"{stored['sha256']}; sent {size} bytes, sha256 {sha256}.")
+    WalFile.update(upload_id=None, stored_at=clock.now(), **stored).where(
+        WalFile.id == row.id).execute()
+    return stored
+
+
+def report(server, env_id, body):
+    """The agent's report of the environment's archiving, kept as it came."""
+    with database.atomic():
+        env = _environment(server, env_id, lock=True)
+        Environment.update(wal_report=body, wal_reported_at=clock.now()).where(
+            Environment.id == env.id).execute()
+    return {}
+
+
+# --- what users see ------------------------------------------------------------------
+
+def problem(env, now=None):
+    """Why the environment's archiving is failing, or None."""
+    report, now = env.wal_report or {}, now or clock.now()
+    if env.wal_reported_at is None:
+        return None  # not deployed with archiving yet
+    silent = (now - env.wal_reported_at).total_seconds()
+    if silent > ALERT_AFTER:
+        return f"the server's agent has not reported the WAL archiving for {int(silent)} s"
+    if report.get("error"):
+        return f"uploading WAL failed: {report['error']}"
+    archiver = report.get("archiver") or {}
+    if archiver.get("last_failed_at") and (archiver.get("last_archived_at") or "") < \
+            archiver["last_failed_at"]:
+        return (f"PostgreSQL's archive_command failed on {archiver.get('last_failed_wal')} "
+                f"({archiver.get('failed_count')} failures)")
+    waited = lag_seconds(env, now)
+    if waited > ALERT_AFTER:
+        return f"a finished WAL file has waited {int(waited)} s to be uploaded"
+    return None
+
+
+def lag_seconds(env, now=None):
+    """How long the oldest finished WAL file not yet stored has waited (0: none)."""
+    oldest = _parsed((env.wal_report or {}).get("oldest_pending_at"))
+    return max(0, int(((now or clock.now()) - oldest).total_seconds())) if oldest else 0
+
+
+def describe(env, now=None):
+    now = now or clock.now()
+    files = WalFile.select().where(WalFile.environment == env.id,
+                                   WalFile.stored_at.is_null(False))
+    newest = files.order_by(WalFile.stored_at.desc(), WalFile.name.desc()).first()
+    oldest = files.order_by(WalFile.stored_at).first()
+    report = env.wal_report or {}
+    trouble = problem(env, now)
+    status = ("off" if not enabled(env) else "starting" if env.wal_reported_at is None
+              else "failing" if trouble else "archiving")
+    return {"environment_id": env.id, "enabled": enabled(env), "status": status,
+            "error_message": trouble, "archive_timeout_seconds": wal.ARCHIVE_TIMEOUT,
+            "files": files.count(), "bytes": sum(f.size or 0 for f in files),
+            "oldest_stored_at": oldest and oldest.stored_at,
+            "newest_file": newest and newest.name.partition("/")[2].rsplit(".", 1)[0],
+            "newest_stored_at": newest and newest.stored_at,
+            "pending": int(report.get("pending") or 0), "lag_seconds": lag_seconds(env, now),
+            "reported_at": env.wal_reported_at, "alerted_at": env.wal_alerted_at}
+
+
+def get(actor, env_id):
+    return describe(access.environment(actor, env_id))
+
+
+# --- scheduler jobs ------------------------------------------------------------------
+
+def watch(berth=None):
+    """One `backup.archiving_failed` as an environment's archiving starts failing,
+    one `backup.archiving_recovered` as it works again (conditional updates: several
+    schedulers send each once). Returns how many events went out."""
+    now, sent = clock.now(), 0
+    watched = Environment.select().where(Environment.wal_reported_at.is_null(False),
+                                         Environment.is_active == True)  # noqa: E712
+    for env in watched:
+        trouble = problem(env, now) if enabled(env) else None
+        if bool(trouble) == (env.wal_alerted_at is not None):
+            continue
+        with database.atomic():
+            done = Environment.update(wal_alerted_at=now if trouble else None).where(
+                Environment.id == env.id, Environment.wal_alerted_at == env.wal_alerted_at
+                if env.wal_alerted_at else Environment.wal_alerted_at.is_null()).execute()
+            if done:
+                events.record_archiving(env, env.project.organization_id, trouble)
+                sent += 1
+    return sent
+
+
+def sweep(berth):
+    """Each environment's WAL behind its base (`base_of`) removed from storage (an
+    environment keeping no backup keeps its WAL), and uploads never completed
+    dropped. Returns how many files went."""
+    store, removed = None, 0
+    for env in Environment.select().where(
+            Environment.id.in_(WalFile.select(WalFile.environment).distinct())):
+        base = base_of(env)
+        if base is None:
+            continue
+        for row in WalFile.select().where(WalFile.environment == env.id,
+                                          WalFile.stored_at < base.created_at):
+            store = store or stores.for_settings(berth.settings)
+            removed += _remove(store, row)
+    stale = WalFile.select().where(WalFile.stored_at.is_null(),
+                                   WalFile.created_at < clock.now() - ABANDONED)
+    for row in stale:
+        store = store or stores.for_settings(berth.settings)
+        removed += _remove(store, row)
+    return removed
+
+
+def base_of(env, now=None):
+    """The backup the archive's window starts from: the newest kept backup taken
+    at or before the window's start (`keep_daily` days back, as the policy keeps
+    daily copies), else the oldest kept one. WAL written before it serves no
+    point in the window; None: no backup is kept."""
+    window_start = (now or clock.now()) - dt.timedelta(days=env.backup_keep_daily or 0)
+    kept = Backup.select().where(Backup.environment == env.id, Backup.deleted_at.is_null(),
+                                 Backup.status == states.BackupStatus.COMPLETED)
+    return (kept.where(Backup.created_at <= window_start).order_by(Backup.created_at.desc())
+            .first() or kept.order_by(Backup.created_at).first())
+
+
+def _remove(store, row):
+    try:
+        if row.upload_id:
+            store.abort_upload(row.key, row.upload_id)
+        if row.stored_at is not None:
+            store.delete_prefix(row.key)
+    except Exception as exc:  # storage unreachable: the next sweep tries again
+        log.warning("removing WAL file %s failed: %s", row.key, exc)
+        return 0
+    return WalFile.delete().where(WalFile.id == row.id).execute()
+
+
+def _parsed(value):
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+    except (AttributeError, ValueError):
+        return None

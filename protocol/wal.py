@@ -1,0 +1,35 @@
+"""Continuous archiving of an environment's PostgreSQL write-ahead log, as the
+agent ships it and the control plane keeps it.
+
+PostgreSQL's `archive_command` copies each finished WAL file into a spool
+folder the agent watches (SPOOL, a folder of the environment's on the server);
+the agent compresses each one and uploads it as `<name>.zst` (`.gz` from a
+server without zstd) through the control plane's WAL transfer API, which reads
+it back, checks it and records it. `archive_timeout` bounds how long written
+WAL waits for its file to finish: ARCHIVE_TIMEOUT seconds."""
+
+import re
+
+SPOOL = "/var/lib/berth/wal"  # the spool folder as the database container sees it
+ARCHIVE_TIMEOUT = 30  # seconds: PostgreSQL switches to a new WAL file at least this often
+POSTGRES_UID = 999  # the official postgres image's user, who writes the spool
+# A segment (timeline, log, segment), a timeline's history, a base backup's label.
+FILE_NAME = re.compile(r"[0-9A-F]{24}|[0-9A-F]{8}\.history|[0-9A-F]{24}\.[0-9A-F]{8}\.backup")
+OBJECT_NAME = re.compile(rf"(?:{FILE_NAME.pattern})\.(?:zst|gz)")
+
+
+def is_file_name(name):
+    return isinstance(name, str) and FILE_NAME.fullmatch(name) is not None
+
+
+def is_object_name(name):
+    return isinstance(name, str) and OBJECT_NAME.fullmatch(name) is not None
+
+
+def settings(timeout=ARCHIVE_TIMEOUT):
+    """PostgreSQL's settings for archiving into SPOOL. The copy goes through a
+    temporary name, so the agent never ships half a file; a file copied again
+    (PostgreSQL retries after a crash) has the same content."""
+    copy = (f"cp %p {SPOOL}/%f.tmp && mv {SPOOL}/%f.tmp {SPOOL}/%f")
+    return [("wal_level", "replica"), ("archive_mode", "on"),
+            ("archive_timeout", str(int(timeout))), ("archive_command", copy)]
