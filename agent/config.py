@@ -15,6 +15,9 @@ DEFAULT_DATA_DIR = "/var/lib/berth-agent"
 # In an environment's directory while a restore may have changed the environment:
 # what an agent restarted mid-restore needs to put the safety backup back.
 RESTORE_JOURNAL = ".restore.json"
+# In an environment's folder while its WAL is archived: where the shipper sends it
+# (agent/deploy/archiving.py; the daemon looks for it without loading the shipper).
+WAL_ARCHIVING = "wal-archiving.json"
 
 
 def config_path():

@@ -25,6 +25,7 @@ from protocol.v1 import agent_pb2_grpc as pb_grpc
 
 log = logging.getLogger("berth.agent")
 SAMPLE_S = 60.0  # the environments' figures in heartbeats: once a minute
+WAL_PASS_SECONDS = 5  # how often archived WAL waiting in the spools is looked for
 SAMPLE_SLACK_S = 5.0  # heartbeats drift: one due within this is taken
 SAMPLE_MAX_AGE_S = 300.0  # CPU since the previous sample, if it is younger than this
 
@@ -133,6 +134,7 @@ class Agent(Host):
         self._start_disk_meter()
         self._resume_restores()
         self._start_proxy_watch()
+        self._start_wal_shipper()
         attempt = 0
         while not self.stop.is_set():
             established = self._session()
@@ -338,6 +340,29 @@ class Agent(Host):
             except Exception:
                 log.exception("rolling back interrupted restores failed")
         threading.Thread(target=resume, name="berth-resume-restores", daemon=True).start()
+
+    def _start_wal_shipper(self):
+        """Each environment's archived WAL to backup storage (agent/backups/wal.py),
+        a pass every WAL_PASS_SECONDS on a thread of its own. The shipper (and the
+        engine's client it loads) only once an environment archives."""
+        from agent.config import WAL_ARCHIVING
+        from agent.metrics.disk import env_root
+
+        def ship():
+            root, shipper = Path(env_root()), None
+            while not self.stop.wait(WAL_PASS_SECONDS):
+                if not any(root.glob(f"*/{WAL_ARCHIVING}")):
+                    continue
+                try:
+                    if shipper is None:
+                        from agent.backups.wal import Shipper
+                        from agent.deploy.environments import Environments
+                        shipper = Shipper(Environments(None, root=root),
+                                          self.config.credential, self.docker)
+                    shipper.run_once()
+                except Exception:  # the next pass tries again; the report says why
+                    log.exception("a WAL shipping pass failed")
+        threading.Thread(target=ship, name="berth-wal", daemon=True).start()
 
     # --- durable commands --------------------------------------------------
 

@@ -69,7 +69,9 @@ class _Copy:
         (self.dir / "pgdata").mkdir(parents=True)
         with engine_errors():
             db = self.envs.docker.containers.run(
-                config.get("Image") or self.live_db.image.id, config.get("Cmd"),
+                config.get("Image") or self.live_db.image.id,
+                # A throwaway copy archives no WAL (the environment's spool is not its).
+                [*(config.get("Cmd") or ["postgres"]), "-c", "archive_mode=off"],
                 name=self.db_name, detach=True, network_mode="none",
                 environment=config.get("Env") or [],
                 labels=self.envs._labels(self.env_id, "drill"),

@@ -71,6 +71,10 @@ class Transfer:
                 continue
             return json.loads(data) if data.strip() else None
 
+    def call(self, action, body):
+        """Another action of the same API (the WAL shipper's `status`)."""
+        return self._call(action, body, attempts=URL_ATTEMPTS)
+
     def part_url(self, name, part_number):
         return self._call("parts", {"object": name, "part_number": part_number},
                           attempts=URL_ATTEMPTS)["url"]

@@ -15,10 +15,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from agent.deploy import archiving as archiving_setup
 from agent.deploy import git as git_cmd
 from agent.deploy import requirements, updates
 from agent.deploy.git import DeployError
 from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
+from protocol import wal
 
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
 SETTINGS_LABEL = "berth.postgres_settings"  # the settings the database container runs with
@@ -243,6 +245,12 @@ class Environments:
         """The database container, made again (its volume kept) when its settings
         change: PostgreSQL reads them at start, from its command line."""
         settings = postgres_arguments(spec.get("postgres_settings"))
+        volumes = {n["volume"]: {"bind": "/var/lib/postgresql/data", "mode": "rw"}}
+        archiving = archiving_setup.configure(n["dir"], spec.get("wal_archiving"))
+        if archiving:  # in the label too: turning it on or off makes the container again
+            settings += [a for k, v in wal.settings(archiving["archive_timeout"])
+                         for a in ("-c", f"{k}={v}")]
+            volumes[str(n["dir"] / archiving_setup.SPOOL_DIR)] = {"bind": wal.SPOOL, "mode": "rw"}
         db = self._container(n["db"])
         if db is not None and db.labels.get(SETTINGS_LABEL, "") != " ".join(settings):
             db.stop(timeout=30)
@@ -263,7 +271,7 @@ class Environments:
                 restart_policy={"Name": "unless-stopped"}, command=["postgres", *settings],
                 environment={"POSTGRES_USER": "odoo", "POSTGRES_PASSWORD": password,
                              "POSTGRES_DB": "odoo"},
-                volumes={n["volume"]: {"bind": "/var/lib/postgresql/data", "mode": "rw"}})
+                volumes=volumes)
             db.reload()
             log("info", f"started PostgreSQL ({spec['postgres_image']})")
         return db
@@ -454,6 +462,9 @@ class Environments:
                 log("info", f"removed image {', '.join(image.tags) or image.short_id}")
         for name in ("odoo.conf", "db.secret"):
             (n["dir"] / name).unlink(missing_ok=True)
+        # Its database is gone: nothing more of its WAL is shipped.
+        archiving_setup.configure(n["dir"], None)
+        _discard_tree(n["dir"] / archiving_setup.SPOOL_DIR)
         if delete_data:
             shutil.rmtree(n["dir"], ignore_errors=True)
             log("info", "removed the environment directory")

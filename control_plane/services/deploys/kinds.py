@@ -12,6 +12,7 @@ and gets the longer time limit of the tasks that move whole databases."""
 from control_plane import events
 from control_plane.models import Environment
 from control_plane.services.backups import kinds as backup_kinds
+from control_plane.services.backups import wal
 from control_plane.services.environment_settings import configuration, routes
 from control_plane.services.projects import addon_repositories
 from control_plane.services.tasks import kinds
@@ -51,6 +52,7 @@ def _payload(task, env, settings, *, delete_data=False):
         "install_modules": env.install_modules or [],
         **configuration.agent_fields(config),  # secret values sealed until delivery
         **routes.fields(env, settings),  # the proxy and the host names it routes here
+        **wal.agent_fields(env, settings),  # where its database archives its WAL
     }
 
 

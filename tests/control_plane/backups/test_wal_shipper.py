@@ -1,0 +1,121 @@
+"""The agent's WAL shipper against the real control plane over HTTP and its real
+local storage: finished WAL files leave the spool oldest first, each stored as
+it was; one the control plane holds already is only dropped; a failure stops
+the pass at that file, which waits (nothing after it is skipped ahead), and the
+report says why. The database's side (its system identifier, its archiver
+figures) is the e2e test's (tests/e2e/backups/test_wal_flow.py): here the
+shipper is told the identifier and reads no archiver."""
+
+import os
+
+import pytest
+import zstandard
+
+from agent.backups import wal as shipper
+from agent.deploy import archiving
+from agent.deploy.environments import Environments
+from control_plane.models import Environment, WalFile
+from control_plane.services.backups import stores
+from tests.control_plane.backups.conftest import V1
+
+SYSTEM = "7301234567890123456"
+
+
+class NoDatabase(shipper.Shipper):
+    """The shipper with its two reads of the database answered here."""
+
+    def _system_id(self, env_id):
+        return SYSTEM
+
+    def _archiver(self, env_id):
+        return None
+
+
+@pytest.fixture
+def spooled(bk, http_app, tmp_path, monkeypatch):
+    Environment.update(environment_type="production").where(
+        Environment.id == bk.env.id).execute()
+    monkeypatch.setattr(os, "chown", lambda *a: None)  # the spool's owner: not ours here
+    env_dir = tmp_path / str(bk.env.id)
+    env_dir.mkdir()
+    archiving.configure(env_dir, {"transfer_url": f"{http_app}/agent/v1/wal/{bk.env.id}"})
+    return env_dir / archiving.SPOOL_DIR
+
+
+def _write(spool, names, at=1_700_000_000):
+    for i, name in enumerate(names):
+        path = spool / name
+        path.write_bytes(name.encode() * 1000)
+        os.utime(path, (at + i, at + i))
+
+
+def _shipper(bk, tmp_path, credential=None):
+    token = (credential or bk.credential)["Authorization"].split()[1]
+    return NoDatabase(Environments(None, root=tmp_path), token, docker=None)
+
+
+def _stored():
+    return [w.name.split("/")[1] for w in
+            WalFile.select().where(WalFile.stored_at.is_null(False)).order_by(WalFile.stored_at)]
+
+
+def test_files_leave_the_spool_oldest_first_each_as_it_was(client, bk, spooled, tmp_path):
+    names = ["000000010000000000000002", "000000010000000000000001", "00000002.history"]
+    _write(spooled, names)
+    (spooled / "000000010000000000000003.tmp").write_bytes(b"half copied")  # not finished
+    _shipper(bk, tmp_path).run_once()
+    assert _stored() == [f"{n}.zst" for n in names]
+    assert sorted(p.name for p in spooled.iterdir()) == ["000000010000000000000003.tmp"]
+    row = WalFile.get(WalFile.name == f"{SYSTEM}/{names[0]}.zst")
+    store = stores.for_settings(client.application.extensions["berth"].settings)
+    with store.open(row.key) as stored:
+        assert zstandard.ZstdDecompressor().decompress(stored.read(), max_output_size=1 << 20) == \
+            names[0].encode() * 1000
+    r = client.get(f"{V1}/environments/{bk.env.id}/wal-archive", headers=bk.h)
+    assert (r.json["status"], r.json["files"], r.json["pending"]) == ("archiving", 3, 0)
+
+
+def test_a_file_held_already_is_dropped_and_a_failure_waits(client, bk, spooled, tmp_path):
+    first = "000000010000000000000001"
+    _write(spooled, [first])
+    _shipper(bk, tmp_path).run_once()
+    _write(spooled, [first, "000000010000000000000002"])  # PostgreSQL copied it again
+    stranger = bk.new_server()[1]
+    _shipper(bk, tmp_path, credential=stranger).run_once()  # refused: not its server's
+    assert sorted(p.name for p in spooled.iterdir()) == [first, "000000010000000000000002"]
+    assert _stored() == [f"{first}.zst"]
+    _shipper(bk, tmp_path).run_once()
+    assert list(spooled.iterdir()) == []
+    assert _stored() == [f"{first}.zst", "000000010000000000000002.zst"]
+
+
+def test_an_upload_that_fails_stops_the_pass_and_is_reported(client, bk, spooled, tmp_path,
+                                                             monkeypatch):
+    names = ["000000010000000000000001", "000000010000000000000002"]
+    _write(spooled, names)
+    ship = _shipper(bk, tmp_path)
+    real, calls = ship._upload, []
+
+    def failing_second(transfer, path, name):
+        calls.append(path.name)
+        if path.name == names[1]:
+            raise OSError("the disk went away")
+        return real(transfer, path, name)
+    monkeypatch.setattr(ship, "_upload", failing_second)
+    ship.run_once()
+    assert _stored() == [f"{names[0]}.zst"] and [p.name for p in spooled.iterdir()] == [names[1]]
+    r = client.get(f"{V1}/environments/{bk.env.id}/wal-archive", headers=bk.h)
+    assert r.json["status"] == "failing" and "the disk went away" in r.json["error_message"]
+    assert r.json["pending"] == 1
+    monkeypatch.setattr(ship, "_upload", real)
+    ship.run_once()
+    r = client.get(f"{V1}/environments/{bk.env.id}/wal-archive", headers=bk.h)
+    assert (r.json["status"], r.json["files"], r.json["pending"]) == ("archiving", 2, 0)
+
+
+def test_archiving_off_removes_the_shippers_config(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "chown", lambda *a: None)
+    archiving.configure(tmp_path, {"transfer_url": "http://127.0.0.1:1/agent/v1/wal/x"})
+    assert archiving.read(tmp_path)["archive_timeout"] == 30
+    archiving.configure(tmp_path, None)
+    assert archiving.read(tmp_path) is None

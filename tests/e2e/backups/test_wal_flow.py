@@ -1,0 +1,90 @@
+"""WAL archiving end to end (the stand of tests/support/backup_flow.py, on local
+storage and on S3: a real control plane over HTTP, a real `berth-agent run`, a
+real PostgreSQL container).
+
+A production environment's PostgreSQL archives its WAL: a finished WAL file
+reaches storage, checked, as the very segment the database wrote (its header
+names the cluster), and the archive's status says so. When PostgreSQL cannot
+archive, the control plane alerts once, and once more when it can again."""
+
+import struct
+
+import pytest
+import zstandard
+
+from control_plane.models import Event, WalFile
+from control_plane.services.backups import wal
+from tests.support.backup_flow import V1, deployed, psql, set_notes, stored, wait_running
+from tests.support.waiting import wait_for
+
+SEGMENT_SIZE = 16 * 1024 * 1024
+WAL_MAGIC_15 = 0xD110  # PostgreSQL 15's XLOG_PAGE_MAGIC
+ROWS = [(i, f"order {i}") for i in range(1, 201)]
+
+
+def _archive(client, s, env_id):
+    r = client.get(f"{V1}/environments/{env_id}/wal-archive", headers=s.user)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
+def _switched(s, env_id):
+    """The WAL file being written, finished now (the rows of `set_notes` in it)."""
+    name = psql(s, env_id, "SELECT pg_walfile_name(pg_current_wal_lsn())")
+    psql(s, env_id, "SELECT pg_switch_wal()")
+    return name
+
+
+def _stored_file(name):
+    return WalFile.select().where(WalFile.name.endswith(f"/{name}.zst"),
+                                  WalFile.stored_at.is_null(False)).first()
+
+
+@pytest.mark.parametrize("stand", ["local", "s3"], indirect=True)
+def test_production_archives_its_wal_and_failures_alert(client, stand):
+    s = stand
+    prod = deployed(client, s, "Production", "production")
+    wait_running(client, s, prod)
+    assert psql(s, prod, "SHOW archive_mode") == "on"
+    assert psql(s, prod, "SHOW archive_timeout") == "30s"
+
+    set_notes(s, prod, ROWS)
+    name = _switched(s, prod)
+    row = wait_for(lambda: _stored_file(name), timeout=60, what=f"{name} in storage",
+                   detail=lambda: _archive(client, s, prod))
+    segment = zstandard.ZstdDecompressor().decompress(stored(s, row.key),
+                                                      max_output_size=SEGMENT_SIZE)
+    system_id = psql(s, prod, "SELECT system_identifier FROM pg_control_system()")
+    magic, = struct.unpack_from("<H", segment, 0)
+    sysid, = struct.unpack_from("<Q", segment, 24)  # XLogLongPageHeaderData.xlp_sysid
+    assert (len(segment), magic, str(sysid)) == (SEGMENT_SIZE, WAL_MAGIC_15, system_id)
+    assert row.name == f"{system_id}/{name}.zst"
+    assert b"order 200" in segment  # the rows written before the switch
+    assert not (s.root / prod / "wal" / name).exists()  # shipped: gone from the spool
+
+    shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "archiving" and a,
+                     timeout=60, what="the agent's report")
+    assert shown["files"] >= 1 and shown["newest_file"] >= name and shown["lag_seconds"] < 60
+    if s.kind == "s3":
+        return  # the failure below is the database's, whatever the storage
+
+    # PostgreSQL can no longer write the spool: its archive_command fails, and says so.
+    spool = s.root / prod / "wal"
+    spool.chmod(0o500)
+    try:
+        set_notes(s, prod, ROWS[:10])
+        failing = _switched(s, prod)
+        shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "failing" and a,
+                         timeout=90, what="the archiving failing")
+        assert f"archive_command failed on {failing}" in shown["error_message"]
+        assert wal.watch() == 1
+        alert = Event.get(Event.name == "backup.archiving_failed")
+        assert alert.data["environment_id"] == prod
+    finally:
+        spool.chmod(0o700)
+    # PostgreSQL tries again on its own; the file arrives and the alert ends.
+    wait_for(lambda: _stored_file(failing), timeout=120, what=f"{failing} in storage")
+    wait_for(lambda: _archive(client, s, prod)["status"] == "archiving", timeout=60,
+             what="the archiving working again")
+    assert wal.watch() == 1
+    assert Event.select().where(Event.name == "backup.archiving_recovered").count() == 1
