@@ -17,7 +17,7 @@ from control_plane.console import (
     json_field,
     render,
 )
-from control_plane.services.backups import backups, drills
+from control_plane.services.backups import backups, drills, wal
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
 from control_plane.services.environment_settings import access, domains
@@ -75,6 +75,7 @@ def environment(env_id):
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
                   drills=drills.page(actor(), env_id, page_size=5)["items"],
+                  wal=wal.get(actor(), env_id),
                   domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
                            for d in domains.list_of(env)],
                   config=config_change.read(actor(), env_id))

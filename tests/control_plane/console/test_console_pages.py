@@ -4,6 +4,7 @@ panel, backups' comments and sizes, webhooks whose receiver fails, a page that
 does not exist, and a task id that is not one. (test_console.py: signing in and
 the guards of every request; test_console_browser.py: the pages in a real browser.)"""
 
+import datetime as dt
 import re
 
 import pytest
@@ -261,3 +262,26 @@ def test_the_page_offers_only_the_actions_the_lifecycle_allows(world, member):
                       status="running")
     page = _text(b.get(f"/environments/{running.id}"))
     assert _actions(page) == [] and "No action can start while a task is in progress" in page
+
+
+def test_wal_archiving_is_shown_and_its_failure_stands_out(world, member, fake_clock):
+    org, b = member
+    env = world.environment(world.project(org, world.server(org)))
+
+    def archiving():
+        section = _backups_section(b, env)
+        return section[section.index('id="wal-h"'):section.index('id="drills-h"')]
+    assert "Off: the database" in archiving()
+    Environment.update(environment_type="production").where(Environment.id == env.id).execute()
+    assert "from the next deploy" in archiving()
+    now = fake_clock.now
+    waiting = (now - dt.timedelta(seconds=40)).isoformat() + "Z"
+    Environment.update(wal_reported_at=now, wal_report={
+        "pending": 2, "oldest_pending_at": waiting}).where(
+        Environment.id == env.id).execute()
+    shown = archiving()
+    assert "Archiving: 0 WAL files" in shown and "2 waiting on the server for 40 s" in shown
+    Environment.update(wal_report={"pending": 1, "error": "000000010000000000000003: <HTTP 503>"}
+                       ).where(Environment.id == env.id).execute()
+    assert ('class="error" role="alert">Failing: uploading WAL failed: '
+            "000000010000000000000003: &lt;HTTP 503&gt;") in archiving()
