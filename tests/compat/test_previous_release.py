@@ -3,7 +3,7 @@
 README.md here), installed in a virtualenv of its own.
 
 - Its agent (protocol revision 0) connects to this control plane, deploys an
-  environment, runs an environment command that agents of this release receive
+  environment (ignoring the WAL archiving its command asks for), runs an environment command that agents of this release receive
   as a typed message, reports its disk figures, answers live metrics requests,
   takes a verified backup and restores it into staging (it does not neutralise:
   the copy is shown as unknown, its task log says so).
@@ -26,6 +26,7 @@ from werkzeug.serving import make_server
 
 from agent.deploy.environments import Environments
 from control_plane.models import Environment, Server
+from control_plane.services.backups import wal
 from tests.conftest import auth
 from tests.support.agents import AGENT, wait_for
 from tests.support.backup_flow import (
@@ -88,6 +89,11 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
 
         env_id = deployed(client, s, "Production", "production")
         wait_running(client, s, env_id)
+        # It knows nothing of WAL archiving: the deploy works, nothing is archived,
+        # and the status waits for an agent that does (no alert meanwhile).
+        r = client.get(f"/api/v1/environments/{env_id}/wal-archive", headers=s.user)
+        assert (r.json["status"], r.json["files"]) == ("starting", 0), r.json
+        assert wal.watch() == 0
         # An environment command: a typed message for this release's agents, JSON for it.
         r = client.post(f"{P}/environments/{env_id}/actions/restart", headers=s.key)
         assert r.status_code == 202, r.json

@@ -18,6 +18,8 @@ backup it starts from on, and removes what is behind that backup."""
 import datetime as dt
 import logging
 
+from peewee import fn
+
 from control_plane import events
 from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
@@ -176,6 +178,7 @@ def describe(env, now=None):
     now = now or clock.now()
     files = WalFile.select().where(WalFile.environment == env.id,
                                    WalFile.stored_at.is_null(False))
+    count, size = files.select(fn.COUNT(WalFile.id), fn.SUM(WalFile.size)).scalar(as_tuple=True)
     newest = files.order_by(WalFile.stored_at.desc(), WalFile.name.desc()).first()
     oldest = files.order_by(WalFile.stored_at).first()
     report = env.wal_report or {}
@@ -184,7 +187,7 @@ def describe(env, now=None):
               else "failing" if trouble else "archiving")
     return {"environment_id": env.id, "enabled": enabled(env), "status": status,
             "error_message": trouble, "archive_timeout_seconds": wal.ARCHIVE_TIMEOUT,
-            "files": files.count(), "bytes": sum(f.size or 0 for f in files),
+            "files": count or 0, "bytes": int(size or 0),
             "oldest_stored_at": oldest and oldest.stored_at,
             "newest_file": newest and newest.name.partition("/")[2].rsplit(".", 1)[0],
             "newest_stored_at": newest and newest.stored_at,
