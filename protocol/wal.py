@@ -12,6 +12,7 @@ import re
 
 SPOOL = "/var/lib/berth/wal"  # the spool folder as the database container sees it
 ARCHIVE_TIMEOUT = 30  # seconds: PostgreSQL switches to a new WAL file at least this often
+BASE_OBJECT = "base.tar.zst"  # a backup's physical copy of the cluster, for the WAL
 POSTGRES_UID = 999  # the official postgres image's user, who writes the spool
 # A segment (timeline, log, segment), a timeline's history, a base backup's label.
 FILE_NAME = re.compile(r"[0-9A-F]{24}|[0-9A-F]{8}\.history|[0-9A-F]{24}\.[0-9A-F]{8}\.backup")

@@ -34,9 +34,11 @@ from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
 from agent.backups.transfer import Buffers, Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
+from agent.deploy import archiving
 from agent.errors import AgentError, engine_errors
 from agent.status import now_iso
 from protocol import filestore_objects as fo
+from protocol import wal
 from protocol.errors import AgentErrorCode
 
 FORMAT = "berth-backup/1"
@@ -136,6 +138,8 @@ class Backups:
             self._list_dump(transfer, db, names["database"], label)
             sizes["database"] = int(self._psql(db, f"SELECT pg_database_size('{DB}')"))
             facts.update(pg_version=self._pg_version(db), modules=self._modules(db))
+            if archiving.read(n["dir"]):  # its WAL is archived: a base to replay it onto
+                facts["base"] = self._base_backup(db, upload, names, label, backup_id, log)
 
         def files():
             if payload.get("filestore_layout") == fo.LAYOUT:  # the project's objects, once
@@ -175,6 +179,8 @@ class Backups:
                 "object": names["filestore"], **parts[names["filestore"]], "raw_size": fs_size,
                 "compression": kind},
             "started_at": started, "finished_at": now_iso()}
+        if facts.get("base"):
+            manifest["base"] = {"object": names["base"], **parts[names["base"]], **facts["base"]}
         upload("manifest", [json.dumps(manifest, indent=2, sort_keys=True).encode()])
         log("info", f"{label}: verified {', '.join(parts)} in storage")
         return {"database_size": db_size, "filestore_size": fs_size,
@@ -182,6 +188,23 @@ class Backups:
                 "compressed_size": sum(p["size"] for p in parts.values())
                 + manifest["filestore"].get("uploaded_bytes", 0),
                 "verified": True, "manifest": manifest, "parts": parts}
+
+    def _base_backup(self, db, upload, names, label, backup_id, log):
+        """A physical copy of the environment's cluster (`pg_basebackup`, a tar
+        compressed by the server), for its archived WAL to be replayed onto. It
+        needs the WAL from before it began (`start_lsn`) to after it ended
+        (`end_lsn`); PostgreSQL has those archived when it returns."""
+        log("info", f"{label} {backup_id}: a base backup of the cluster, for its archived WAL")
+        names["base"] = wal.BASE_OBJECT
+        start = self._psql(db, "SELECT pg_current_wal_lsn()")
+        upload("base", exec_stream.Exec(self.api, db.id, [
+            "pg_basebackup", "-U", DB, "-D", "-", "-F", "tar", "-X", "none", "-c", "fast",
+            "--no-manifest", "--compress=server-zstd:1"], what="pg_basebackup").output())
+        row = self._psql(db, "SELECT pg_current_wal_lsn(), system_identifier, timeline_id "
+                             "FROM pg_control_system(), pg_control_checkpoint()")
+        end, system_id, timeline = row.split("|")
+        return {"start_lsn": start, "end_lsn": end, "system_identifier": system_id,
+                "timeline": int(timeline), "compression": "zstd"}
 
     def _list_dump(self, transfer, db, name, label):
         """The stored dump's table of contents read by `pg_restore --list`, to know

@@ -30,12 +30,14 @@ from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.vocabulary import errors, states
 from protocol import filestore_objects as fo
+from protocol import wal
 from protocol.kinds import TaskKind
 
 B = states.BackupStatus
 # Every object name the transfer API accepts (the agent falls back to gzip without zstd;
 # an export adds Odoo's zip; an import's one object is read, never written, by the agent).
-ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", fo.MAP_OBJECT, EXPORT_OBJECT, IMPORT_OBJECT)
+ALLOWED_OBJECTS = OBJECTS + ("filestore.tar.gz", fo.MAP_OBJECT, wal.BASE_OBJECT, EXPORT_OBJECT,
+                             IMPORT_OBJECT)
 
 
 # --- starting ---------------------------------------------------------------

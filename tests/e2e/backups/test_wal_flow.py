@@ -5,16 +5,31 @@ real PostgreSQL container).
 A production environment's PostgreSQL archives its WAL: a finished WAL file
 reaches storage, checked, as the very segment the database wrote (its header
 names the cluster), and the archive's status says so. When PostgreSQL cannot
-archive, the control plane alerts once, and once more when it can again."""
+archive, the control plane alerts once, and once more when it can again. A
+backup holds a base the archived WAL replays onto: recovered by hand to a point
+in time, the database holds what was written before it and nothing after."""
 
+import io
 import struct
+import subprocess
+import tarfile
+import time
 
 import pytest
 import zstandard
 
-from control_plane.models import Event, WalFile
+from control_plane.models import Backup, Event, WalFile
 from control_plane.services.backups import wal
-from tests.support.backup_flow import V1, deployed, psql, set_notes, stored, wait_running
+from tests.support.backup_flow import (
+    V1,
+    completed_backup,
+    deployed,
+    psql,
+    set_notes,
+    stored,
+    task_log,
+    wait_running,
+)
 from tests.support.waiting import wait_for
 
 SEGMENT_SIZE = 16 * 1024 * 1024
@@ -88,3 +103,72 @@ def test_production_archives_its_wal_and_failures_alert(client, stand):
              what="the archiving working again")
     assert wal.watch() == 1
     assert Event.select().where(Event.name == "backup.archiving_recovered").count() == 1
+
+
+def _recovered(s, tmp_path, backup, target_time):
+    """The backup's base and the archived WAL, recovered by hand as an operator
+    would (PostgreSQL's own recovery, `recovery_target_time`) in a container of the
+    environment's image with no network: the notes it holds."""
+    base = backup.manifest["base"]
+    data, wal_dir = tmp_path / "pgdata", tmp_path / "wal"
+    data.mkdir(mode=0o700)
+    wal_dir.mkdir()
+    raw = zstandard.ZstdDecompressor().stream_reader(
+        io.BytesIO(stored(s, backup.storage_prefix + base["object"])))
+    with tarfile.open(fileobj=raw, mode="r|") as tar:
+        tar.extractall(data, filter="fully_trusted")
+    for row in WalFile.select().where(WalFile.environment == backup.environment_id,
+                                      WalFile.name.startswith(base["system_identifier"] + "/")):
+        name = row.name.split("/")[1].removesuffix(".zst")
+        (wal_dir / name).write_bytes(zstandard.ZstdDecompressor().decompress(
+            stored(s, row.key), max_output_size=SEGMENT_SIZE))
+    (data / "recovery.signal").touch()
+    with (data / "postgresql.auto.conf").open("a") as conf:
+        conf.write(f"restore_command = 'cp /wal/%f %p'\nrecovery_target_time = '{target_time}'\n"
+                   "recovery_target_action = 'promote'\n")
+    subprocess.run(["chown", "-R", "999:999", str(data)], check=True)
+    db = s.envs.docker.containers.run(
+        s.settings["POSTGRES_IMAGE"], ["postgres"], detach=True, network_mode="none",
+        environment={"POSTGRES_PASSWORD": "x"},
+        volumes={str(data): {"bind": "/var/lib/postgresql/data", "mode": "rw"},
+                 str(wal_dir): {"bind": "/wal", "mode": "ro"}})
+    try:
+        def promoted():
+            code, out = db.exec_run(["psql", "-X", "-tA", "-U", "odoo", "-d", "odoo", "-c",
+                                     "SELECT pg_is_in_recovery()"])
+            return code == 0 and out.decode().strip() == "f"
+        wait_for(promoted, timeout=90, what="the recovery to end",
+                 detail=lambda: db.logs(tail=30).decode(errors="replace"))
+        code, out = db.exec_run(["psql", "-X", "-tA", "-U", "odoo", "-d", "odoo", "-c",
+                                 "SELECT id FROM notes ORDER BY id"])
+        assert code == 0, out
+        return [int(i) for i in out.decode().split()]
+    finally:
+        db.remove(force=True, v=True)
+
+
+@pytest.mark.parametrize("stand", ["local", "s3"], indirect=True)
+def test_a_backups_base_and_the_archived_wal_recover_to_a_point_in_time(client, stand, tmp_path):
+    """Rows at T1 (before the backup), T2 and T3: recovered to a moment between T2
+    and T3, the database has T1's and T2's rows and not T3's."""
+    s = stand
+    prod = deployed(client, s, "Production", "production")
+    wait_running(client, s, prod)
+    psql(s, prod, "CREATE TABLE notes (id int PRIMARY KEY, body text); "
+                  "INSERT INTO notes VALUES (1, 'T1')")
+    done = completed_backup(client, s, prod)
+    backup = Backup.get_by_id(done["id"])
+    base = backup.manifest["base"]
+    assert base["object"] == "base.tar.zst" and base["size"] == backup.parts["base.tar.zst"]["size"]
+    assert base["system_identifier"] == psql(
+        s, prod, "SELECT system_identifier FROM pg_control_system()")
+    assert "a base backup of the cluster" in task_log(client, s, prod, str(backup.task_id))
+
+    psql(s, prod, "INSERT INTO notes VALUES (2, 'T2')")
+    time.sleep(1.2)
+    between = psql(s, prod, "SELECT now()")
+    time.sleep(1.2)
+    psql(s, prod, "INSERT INTO notes VALUES (3, 'T3')")
+    last = _switched(s, prod)
+    wait_for(lambda: _stored_file(last), timeout=60, what=f"{last} in storage")
+    assert _recovered(s, tmp_path, backup, between) == [1, 2]
