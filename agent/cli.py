@@ -69,7 +69,8 @@ def _environments():
         import docker
 
         client = docker.from_env(timeout=5)
-        containers = client.containers.list(all=True, filters={"label": "berth.environment_id"})
+        containers = client.containers.list(all=True, filters={"label": "berth.environment_id"},
+                                           ignore_removed=True)
     except Exception:
         return None
     envs = {}

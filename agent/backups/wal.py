@@ -36,7 +36,7 @@ ARCHIVER = ("SELECT failed_count, coalesce(last_failed_wal, ''), "
 
 class Shipper:
     def __init__(self, environments, credential, docker, clock=time.time):
-        """`docker()`: the engine's client (asked for only to read the archiver)."""
+        """`docker()`: the engine's client (asked for only to read the database)."""
         self.envs, self.credential, self.clock = environments, credential, clock
         self.docker = docker
         self.kind = archive.compression()

@@ -419,7 +419,10 @@ class Environments:
     # --- lifecycle --------------------------------------------------------------
 
     def _all(self, env_id):
-        return self.docker.containers.list(all=True, filters={"label": f"{ENV_LABEL}={env_id}"})
+        # One removed between the engine's list and its inspect (a drill's copy, a
+        # destroy) is left out, not an error.
+        return self.docker.containers.list(all=True, filters={"label": f"{ENV_LABEL}={env_id}"},
+                                           ignore_removed=True)
 
     def stop(self, env_id, log):
         with engine_errors():

@@ -54,7 +54,7 @@ def _drill(client, s, env_id, **body):
 
 
 def _no_copy_left(s, env_id):
-    names = {c.name for c in s.envs.docker.containers.list(all=True)}
+    names = {c.name for c in s.envs.docker.containers.list(all=True, ignore_removed=True)}
     n = s.envs._names(env_id)
     assert not {f"{n['db']}-drill", f"{n['erp']}-drill"} & names
     assert not (n["dir"] / "drill").exists()

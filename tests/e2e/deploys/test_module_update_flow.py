@@ -122,7 +122,7 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
     assert not (addons.parent / "addons.previous").exists()
     status = client.get(f"{P}/environments/{env_id}/status", headers=s.reader).json
     assert status["last_deploy"]["status"] == "failed"
-    names = {c.name for c in s.envs.docker.containers.list(all=True)}
+    names = {c.name for c in s.envs.docker.containers.list(all=True, ignore_removed=True)}
     erp = s.envs._names(env_id)["erp"]
     assert erp in names and f"{erp}-previous" not in names and f"{erp}-update" not in names
 
@@ -150,7 +150,7 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
         '{"name": "Shop", "version": "1.3"}'  # the new code stays
     assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json["status"] == \
         "failed"
-    names = {c.name for c in s.envs.docker.containers.list(all=True)}
+    names = {c.name for c in s.envs.docker.containers.list(all=True, ignore_removed=True)}
     assert f"{erp}-previous" not in names
 
 
