@@ -55,56 +55,6 @@ def _stored_file(name):
                                   WalFile.stored_at.is_null(False)).first()
 
 
-@pytest.mark.parametrize("stand", ["local", "s3"], indirect=True)
-def test_production_archives_its_wal_and_failures_alert(client, stand):
-    s = stand
-    prod = deployed(client, s, "Production", "production")
-    wait_running(client, s, prod)
-    assert psql(s, prod, "SHOW archive_mode") == "on"
-    assert psql(s, prod, "SHOW archive_timeout") == "30s"
-
-    set_notes(s, prod, ROWS)
-    name = _switched(s, prod)
-    row = wait_for(lambda: _stored_file(name), timeout=60, what=f"{name} in storage",
-                   detail=lambda: _archive(client, s, prod))
-    segment = zstandard.ZstdDecompressor().decompress(stored(s, row.key),
-                                                      max_output_size=SEGMENT_SIZE)
-    system_id = psql(s, prod, "SELECT system_identifier FROM pg_control_system()")
-    magic, = struct.unpack_from("<H", segment, 0)
-    sysid, = struct.unpack_from("<Q", segment, 24)  # XLogLongPageHeaderData.xlp_sysid
-    assert (len(segment), magic, str(sysid)) == (SEGMENT_SIZE, WAL_MAGIC_15, system_id)
-    assert row.name == f"{system_id}/{name}.zst"
-    assert b"order 200" in segment  # the rows written before the switch
-    assert not (s.root / prod / "wal" / name).exists()  # shipped: gone from the spool
-
-    shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "archiving" and a,
-                     timeout=60, what="the agent's report")
-    assert shown["files"] >= 1 and shown["newest_file"] >= name and shown["lag_seconds"] < 60
-    if s.kind == "s3":
-        return  # the failure below is the database's, whatever the storage
-
-    # PostgreSQL can no longer write the spool: its archive_command fails, and says so.
-    spool = s.root / prod / "wal"
-    spool.chmod(0o500)
-    try:
-        set_notes(s, prod, ROWS[:10])
-        failing = _switched(s, prod)
-        shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "failing" and a,
-                         timeout=90, what="the archiving failing")
-        assert f"archive_command failed on {failing}" in shown["error_message"]
-        assert wal.watch() == 1
-        alert = Event.get(Event.name == "backup.archiving_failed")
-        assert alert.data["environment_id"] == prod
-    finally:
-        spool.chmod(0o700)
-    # PostgreSQL tries again on its own; the file arrives and the alert ends.
-    wait_for(lambda: _stored_file(failing), timeout=120, what=f"{failing} in storage")
-    wait_for(lambda: _archive(client, s, prod)["status"] == "archiving", timeout=60,
-             what="the archiving working again")
-    assert wal.watch() == 1
-    assert Event.select().where(Event.name == "backup.archiving_recovered").count() == 1
-
-
 def _recovered(s, tmp_path, backup, target_time):
     """The backup's base and the archived WAL, recovered by hand as an operator
     would (PostgreSQL's own recovery, `recovery_target_time`) in a container of the
@@ -148,22 +98,42 @@ def _recovered(s, tmp_path, backup, target_time):
 
 
 @pytest.mark.parametrize("stand", ["local", "s3"], indirect=True)
-def test_a_backups_base_and_the_archived_wal_recover_to_a_point_in_time(client, stand, tmp_path):
-    """Rows at T1 (before the backup), T2 and T3: recovered to a moment between T2
-    and T3, the database has T1's and T2's rows and not T3's."""
+def test_production_archives_its_wal_recovers_to_a_point_and_alerts(client, stand, tmp_path):
+    """One environment: its WAL reaches storage; rows at T1 (before a backup), T2
+    and T3, recovered from the backup's base and the archive to a moment between T2
+    and T3, are T1's and T2's; then its archiving fails and recovers, alerted."""
     s = stand
     prod = deployed(client, s, "Production", "production")
     wait_running(client, s, prod)
-    psql(s, prod, "CREATE TABLE notes (id int PRIMARY KEY, body text); "
-                  "INSERT INTO notes VALUES (1, 'T1')")
+    assert psql(s, prod, "SHOW archive_mode") == "on"
+    assert psql(s, prod, "SHOW archive_timeout") == "30s"
+
+    # 1. A finished WAL file in storage, as the database wrote it.
+    set_notes(s, prod, ROWS)
+    name = _switched(s, prod)
+    row = wait_for(lambda: _stored_file(name), timeout=60, what=f"{name} in storage",
+                   detail=lambda: _archive(client, s, prod))
+    segment = zstandard.ZstdDecompressor().decompress(stored(s, row.key),
+                                                      max_output_size=SEGMENT_SIZE)
+    system_id = psql(s, prod, "SELECT system_identifier FROM pg_control_system()")
+    magic, = struct.unpack_from("<H", segment, 0)
+    sysid, = struct.unpack_from("<Q", segment, 24)  # XLogLongPageHeaderData.xlp_sysid
+    assert (len(segment), magic, str(sysid)) == (SEGMENT_SIZE, WAL_MAGIC_15, system_id)
+    assert row.name == f"{system_id}/{name}.zst"
+    assert b"order 200" in segment  # the rows written before the switch
+    assert not (s.root / prod / "wal" / name).exists()  # shipped: gone from the spool
+    shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "archiving" and a,
+                     timeout=60, what="the agent's report")
+    assert shown["files"] >= 1 and shown["newest_file"] >= name and shown["lag_seconds"] < 60
+
+    # 2. A backup's base and the archive, recovered to a point in time.
+    set_notes(s, prod, [(1, "T1")])
     done = completed_backup(client, s, prod)
     backup = Backup.get_by_id(done["id"])
     base = backup.manifest["base"]
     assert base["object"] == "base.tar.zst" and base["size"] == backup.parts["base.tar.zst"]["size"]
-    assert base["system_identifier"] == psql(
-        s, prod, "SELECT system_identifier FROM pg_control_system()")
+    assert base["system_identifier"] == system_id
     assert "a base backup of the cluster" in task_log(client, s, prod, str(backup.task_id))
-
     psql(s, prod, "INSERT INTO notes VALUES (2, 'T2')")
     time.sleep(1.2)
     between = psql(s, prod, "SELECT now()")
@@ -172,3 +142,26 @@ def test_a_backups_base_and_the_archived_wal_recover_to_a_point_in_time(client, 
     last = _switched(s, prod)
     wait_for(lambda: _stored_file(last), timeout=60, what=f"{last} in storage")
     assert _recovered(s, tmp_path, backup, between) == [1, 2]
+    if s.kind == "s3":
+        return  # the failure below is the database's, whatever the storage
+
+    # 3. PostgreSQL can no longer write the spool: its archive_command fails, and says so.
+    spool = s.root / prod / "wal"
+    spool.chmod(0o500)
+    try:
+        set_notes(s, prod, ROWS[:10])
+        failing = _switched(s, prod)
+        shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "failing" and a,
+                         timeout=90, what="the archiving failing")
+        assert f"archive_command failed on {failing}" in shown["error_message"]
+        assert wal.watch() == 1
+        alert = Event.get(Event.name == "backup.archiving_failed")
+        assert alert.data["environment_id"] == prod
+    finally:
+        spool.chmod(0o700)
+    # PostgreSQL tries again on its own; the file arrives and the alert ends.
+    wait_for(lambda: _stored_file(failing), timeout=120, what=f"{failing} in storage")
+    wait_for(lambda: _archive(client, s, prod)["status"] == "archiving", timeout=60,
+             what="the archiving working again")
+    assert wal.watch() == 1
+    assert Event.select().where(Event.name == "backup.archiving_recovered").count() == 1
