@@ -41,7 +41,9 @@ from deploy_time import Bench  # noqa: E402
 TARGET_P99 = 60.0
 SAMPLE_SECONDS = 2.0
 SEGMENT = 16 * 1024 * 1024
-LOAD = ("DO $$ BEGIN WHILE clock_timestamp() < now() + interval '{seconds} seconds' LOOP "
+# (now() is each transaction's start, and the loop commits: the end is fixed first.)
+LOAD = ("DO $$ DECLARE until timestamptz := clock_timestamp() + interval '{seconds} seconds'; "
+        "BEGIN WHILE clock_timestamp() < until LOOP "
         "INSERT INTO bench_load (at, lsn, body) SELECT clock_timestamp(), pg_current_wal_lsn(), "
         "repeat(md5(random()::text), 6) FROM generate_series(1, 200); COMMIT; "
         "PERFORM pg_sleep(0.1); END LOOP; END $$")
@@ -124,6 +126,8 @@ def main():
             for name, value in (("storage", stored), ("spool", spooled)):
                 if value is not None:
                     samples[name].append(value)
+            if stored is not None and len(samples["storage"]) % 15 == 1:
+                say(f"lag to storage {stored:.1f} s, to the spool {spooled or 0:.1f} s")
             time.sleep(SAMPLE_SECONDS)
         rows = int(bench.psql("SELECT count(*) FROM bench_load"))
         wal_mb = float(bench.psql("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') "
