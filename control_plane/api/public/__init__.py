@@ -56,11 +56,13 @@ def register(app):
         registration_tokens,
         servers,
         tickets,
+        wal_archive,
         webhooks,
     )
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
-    for module in (projects, environments, backups, drills, servers, registration_tokens, monitoring,
-                   metric_history, tickets, changelog, webhooks, automation, audit):
+    for module in (projects, environments, backups, drills, wal_archive, servers,
+                   registration_tokens, monitoring, metric_history, tickets, changelog, webhooks,
+                   automation, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

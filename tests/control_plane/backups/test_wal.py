@@ -15,7 +15,7 @@ from control_plane.agent_link import Plain
 from control_plane.infra import clock
 from control_plane.models import Backup, Environment, Event, WalFile
 from control_plane.services.backups import stores, wal
-from tests.control_plane.backups.conftest import V1
+from tests.control_plane.backups.conftest import V1, P
 from tests.control_plane.backups.test_retention import real_store  # noqa: F401  (a fixture)
 
 SYSTEM = "7301234567890123456"
@@ -197,6 +197,13 @@ def test_archiving_follows_the_backups_and_the_deploy_carries_it(client, bk, sto
     assert fields["wal_archiving"]["archive_timeout"] == 30
     r = client.get(f"{V1}/environments/{uuid.uuid4()}/wal-archive", headers=bk.h)
     assert r.status_code == 404 and r.json["error"] == "not_found"
+    # Read-only keys read it on the public surface too; another organization's is a 404.
+    r = client.get(f"{P}/environments/{bk.env.id}/wal-archive", headers=bk.ro_key)
+    assert r.status_code == 200 and r.json["status"] == "starting", r.json
+    other = bk.world.key(bk.world.org(), key_type="read_only")[0]
+    r = client.get(f"{P}/environments/{bk.env.id}/wal-archive",
+                   headers={"Authorization": f"Bearer {other}"})
+    assert r.status_code == 404 and r.json["error"] == "not_found", r.json
 
 
 def test_retention_keeps_the_window_from_the_backup_it_starts_from(client, prod, store, at):
