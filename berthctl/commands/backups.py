@@ -247,3 +247,12 @@ def drills(state, env_id, limit):
     """An environment's restore drills, newest first: passed or failed, time to restore."""
     page = state.client.get(f"/environments/{env_id}/drills", page_size=limit)
     emit(state, page, DRILL_COLUMNS, rows=page["items"])
+
+
+@backups.command()
+@click.argument("env_id", type=ID)
+@click.pass_obj
+def wal(state, env_id):
+    """An environment's WAL archiving: off, starting, archiving or failing (and why),
+    the files in storage and how far behind."""
+    emit(state, state.client.get(f"/environments/{env_id}/wal-archive"))

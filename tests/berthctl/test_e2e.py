@@ -280,6 +280,10 @@ def test_a_drill_with_wait_and_the_drills_listed(stand, created, tmp_path):
     assert listed.returncode == 0, listed.stderr
     [row] = [line for line in listed.stdout.splitlines() if drill["id"] in line]
     assert "passed" in row and f"{drill['restore_seconds']:.1f} s" in row
+    # Not production, its backups not scheduled: its WAL is not archived, and says so.
+    shown = berthctl("backups", "wal", env_id, env=stand.env(tmp_path, "read_only"))
+    assert shown.returncode == 0, shown.stderr
+    assert "status: off" in shown.stdout.splitlines() and "enabled: no" in shown.stdout
     assert stand.get(f"/environments/{env_id}")["status"] == "running"
 
 
