@@ -224,16 +224,19 @@ def watch(berth=None):
 
 def sweep(berth):
     """Each environment's WAL behind its base (`base_of`) removed from storage (an
-    environment keeping no backup keeps its WAL), and uploads never completed
-    dropped. Returns how many files went."""
+    environment keeping no backup keeps its WAL, unless it is destroyed or deleted:
+    then it all goes), and uploads never completed dropped. Returns how many files
+    went."""
     store, removed = None, 0
     for env in Environment.select().where(
             Environment.id.in_(WalFile.select(WalFile.environment).distinct())):
         base = base_of(env)
-        if base is None:
-            continue
-        for row in WalFile.select().where(WalFile.environment == env.id,
-                                          WalFile.stored_at < base.created_at):
+        if base is None and env.is_active:
+            continue  # a base may yet come
+        behind = WalFile.environment == env.id
+        if base is not None:
+            behind &= WalFile.stored_at < base.created_at
+        for row in WalFile.select().where(behind):
             store = store or stores.for_settings(berth.settings)
             removed += _remove(store, row)
     stale = WalFile.select().where(WalFile.stored_at.is_null(),

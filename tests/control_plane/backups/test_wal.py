@@ -253,3 +253,21 @@ def test_retention_keeps_the_window_from_the_backup_it_starts_from(client, prod,
     # No backup kept at all: nothing goes (a base may yet come).
     Backup.update(deleted_at=clock.now()).where(Backup.environment == bk.env.id).execute()
     assert wal.sweep(settings) == 0
+
+
+def test_a_gone_environments_wal_goes_with_its_last_backup(client, prod, store, at):
+    bk = prod
+    settings = Plain(dict(client.application.config))
+    at(dt.datetime(2026, 12, 1, 0, 0, 0))
+    assert send(client, bk, store, SEGMENT, b"segment").status_code == 200
+    at(dt.datetime(2026, 12, 1, 0, 30, 0))
+    kept = bk.completed_backup(client)  # still kept: its base needs nothing before it
+    Environment.update(is_active=False).where(Environment.id == bk.env.id).execute()
+    assert wal.sweep(settings) == 1
+    assert store.size(wal.key_of(bk.env.id, SEGMENT)) is None
+    at(dt.datetime(2026, 12, 1, 1, 0, 0))
+    later = f"{SYSTEM}/000000010000000000000004.zst"
+    assert send(client, bk, store, later, b"later").status_code == 200
+    assert wal.sweep(settings) == 0  # after the kept backup: its base's
+    Backup.update(deleted_at=clock.now()).where(Backup.id == kept.id).execute()
+    assert wal.sweep(settings) == 1 and not WalFile.select().exists()
