@@ -27,6 +27,21 @@ def is_object_name(name):
     return isinstance(name, str) and OBJECT_NAME.fullmatch(name) is not None
 
 
+SEGMENTS_PER_LOG = 0x100000000 // (16 * 1024 * 1024)  # with PostgreSQL's default 16 MiB
+
+
+def segment_number(name):
+    """(timeline, number) of a segment's file name; None for another WAL file."""
+    if not (isinstance(name, str) and len(name) == 24 and FILE_NAME.fullmatch(name)):
+        return None
+    return int(name[:8], 16), int(name[8:16], 16) * SEGMENTS_PER_LOG + int(name[16:], 16)
+
+
+def segment_name(timeline, number):
+    log, seg = divmod(number, SEGMENTS_PER_LOG)
+    return f"{timeline:08X}{log:08X}{seg:08X}"
+
+
 def settings(timeout=ARCHIVE_TIMEOUT):
     """PostgreSQL's settings for archiving into SPOOL. The copy goes through a
     temporary name, so the agent never ships half a file; a file copied again

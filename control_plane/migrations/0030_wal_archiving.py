@@ -1,5 +1,6 @@
-"""WAL archiving: each environment's archived WAL files, and the agent's last
-report of its archiving with when it was alerted as failing."""
+"""WAL archiving: each environment's archived WAL files, the agent's last report
+of its archiving with when it was alerted as failing, and the last gap found in
+its archive."""
 from peewee import *
 import uuid
 
@@ -30,11 +31,15 @@ def up(migrator, db):
     migrator.migrate(
         migrator.add_column('environment', 'wal_report', TextField(null=True)),
         migrator.add_column('environment', 'wal_reported_at', DateTimeField(null=True)),
-        migrator.add_column('environment', 'wal_alerted_at', DateTimeField(null=True)))
+        migrator.add_column('environment', 'wal_alerted_at', DateTimeField(null=True)),
+        migrator.add_column('environment', 'wal_gap', CharField(max_length=128, null=True)),
+        migrator.add_column('environment', 'wal_gap_at', DateTimeField(null=True)))
 
 
 def down(migrator, db):
     migrator.migrate(migrator.drop_column('environment', 'wal_report'),
                      migrator.drop_column('environment', 'wal_reported_at'),
-                     migrator.drop_column('environment', 'wal_alerted_at'))
+                     migrator.drop_column('environment', 'wal_alerted_at'),
+                     migrator.drop_column('environment', 'wal_gap'),
+                     migrator.drop_column('environment', 'wal_gap_at'))
     db.execute_sql('DROP TABLE wal_file')

@@ -54,6 +54,9 @@ class Environment(BaseModel):
     wal_report = JSONField(null=True)
     wal_reported_at = DateTimeField(null=True)
     wal_alerted_at = DateTimeField(null=True)
+    # The last gap found in its archived WAL (the files missing), and when.
+    wal_gap = peewee.CharField(max_length=128, null=True)
+    wal_gap_at = DateTimeField(null=True)
     # The configuration (services/environment_settings/configuration.py): variables by name
     # ({value, secret}; a secret's value sealed), ERP options and PostgreSQL
     # settings by key, from their allow-lists.

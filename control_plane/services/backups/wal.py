@@ -131,9 +131,37 @@ def complete(server, env_id, name, parts, size, sha256, berth):
         raise errors.Unprocessable(
             f"{name} in storage does not match what was sent: {stored['size']} bytes, sha256 "
             f"{stored['sha256']}; sent {size} bytes, sha256 {sha256}.")
-    WalFile.update(upload_id=None, stored_at=clock.now(), **stored).where(
-        WalFile.id == row.id).execute()
+    with database.atomic():
+        WalFile.update(upload_id=None, stored_at=clock.now(), **stored).where(
+            WalFile.id == row.id).execute()
+        if gap := _gap_before(row):
+            log.warning("WAL archive of environment %s: %s missing", env_id, gap)
+            Environment.update(wal_gap=gap, wal_gap_at=clock.now()).where(
+                Environment.id == row.environment_id).execute()
     return stored
+
+
+def _gap_before(row):
+    """The segments missing between this one and the newest one stored before it of
+    its cluster and timeline ("first..last"), or None. The shipper sends them in
+    order and never skips one: a gap is WAL lost on the server (a spool file gone)."""
+    system_id, _, file = row.name.partition("/")
+    this = wal.segment_number(file.rsplit(".", 1)[0])
+    if this is None:  # a history or backup label file
+        return None
+    timeline, number = this
+    prefix = f"{system_id}/{timeline:08X}"
+    segments = [len(f"{system_id}/") + 24 + len(suffix) for suffix in (".zst", ".gz")]
+    before = (WalFile.select(fn.MAX(WalFile.name))
+              .where(WalFile.environment == row.environment_id, WalFile.name < row.name,
+                     WalFile.name.startswith(prefix), fn.LENGTH(WalFile.name).in_(segments),
+                     WalFile.stored_at.is_null(False))
+              .scalar())
+    previous = before and wal.segment_number(before.partition("/")[2].rsplit(".", 1)[0])
+    if not previous or previous[1] >= number - 1:
+        return None
+    return (f"{wal.segment_name(timeline, previous[1] + 1)}.."
+            f"{wal.segment_name(timeline, number - 1)}")
 
 
 def report(server, env_id, body):
@@ -157,6 +185,9 @@ def problem(env, now=None):
         return f"the server's agent has not reported the WAL archiving for {int(silent)} s"
     if report.get("error"):
         return f"uploading WAL failed: {report['error']}"
+    if env.wal_gap and not _backup_since(env, env.wal_gap_at):
+        return (f"WAL files {env.wal_gap} are missing from the archive: no moment after "
+                "them can be recovered until the next backup")
     archiver = report.get("archiver") or {}
     if archiver.get("last_failed_at") and (archiver.get("last_archived_at") or "") < \
             archiver["last_failed_at"]:
@@ -166,6 +197,13 @@ def problem(env, now=None):
     if waited > ALERT_AFTER:
         return f"a finished WAL file has waited {int(waited)} s to be uploaded"
     return None
+
+
+def _backup_since(env, when):
+    """A completed backup begun after `when` (its base starts a whole archive)."""
+    return Backup.select().where(Backup.environment == env.id, Backup.created_at > when,
+                                 Backup.deleted_at.is_null(),
+                                 Backup.status == states.BackupStatus.COMPLETED).exists()
 
 
 def lag_seconds(env, now=None):

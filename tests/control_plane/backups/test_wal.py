@@ -271,3 +271,31 @@ def test_a_gone_environments_wal_goes_with_its_last_backup(client, prod, store, 
     assert wal.sweep(settings) == 0  # after the kept backup: its base's
     Backup.update(deleted_at=clock.now()).where(Backup.id == kept.id).execute()
     assert wal.sweep(settings) == 1 and not WalFile.select().exists()
+
+
+def test_a_gap_in_the_archive_alerts_until_a_backup_after_it(client, prod, store, at):
+    """The shipper never skips a file: a segment missing between two stored ones is
+    WAL lost on the server, and no moment after it can be recovered from an older
+    base. History and backup label files are not segments."""
+    bk = prod
+    now = dt.datetime(2026, 12, 1, 12, 0, 0)
+    at(now)
+    report(client, bk)
+
+    def segment(number, timeline=1):
+        return f"{SYSTEM}/{timeline:08X}{number // 256:08X}{number % 256:08X}.zst"
+    for name in (segment(0xFE), segment(0xFF), segment(0x100),
+                 f"{SYSTEM}/000000010000000100000000.00000028.backup.zst",
+                 segment(0x101), f"{SYSTEM}/00000002.history.zst", segment(0x101, timeline=2)):
+        assert send(client, bk, store, name, name.encode()).status_code == 200
+    assert archive(client, bk)["status"] == "archiving"  # across a log boundary: no gap
+    assert send(client, bk, store, segment(0x104), b"after a gap").status_code == 200
+    shown = archive(client, bk)
+    assert shown["status"] == "failing", shown
+    assert ("WAL files 000000010000000100000002..000000010000000100000003 are missing"
+            in shown["error_message"])
+    assert wal.watch() == 1
+    at(now + dt.timedelta(minutes=1))
+    bk.completed_backup(client)  # a new base: the archive is whole from it on
+    assert archive(client, bk)["status"] == "archiving"
+    assert wal.watch() == 1
