@@ -28,6 +28,7 @@ REPORT_SECONDS = 30
 SUFFIX = {"zstd": ".zst", "gzip": ".gz"}
 KNOWN_BATCH = 100  # files asked about, then shipped, in one go
 SYSTEM_ID = "SELECT system_identifier FROM pg_control_system()"
+SYSID_AT = 24  # XLogLongPageHeaderData.xlp_sysid: a segment's first page header
 ARCHIVER = ("SELECT failed_count, coalesce(last_failed_wal, ''), "
             "coalesce(extract(epoch FROM last_failed_time)::bigint, 0), "
             "coalesce(last_archived_wal, ''), "
@@ -47,8 +48,12 @@ class Shipper:
         root = self.envs.root
         for env_dir in sorted(root.iterdir()) if root.is_dir() else ():
             settings = archiving.read(env_dir)
-            if settings:
+            if not settings:
+                continue
+            try:
                 self.ship(env_dir.name, env_dir, settings)
+            except Exception:  # noqa: BLE001  (one environment's trouble stops no other's)
+                log.exception("shipping the WAL of %s failed", env_dir.name)
 
     def ship(self, env_id, env_dir, settings):
         transfer = Transfer(settings["transfer_url"], self.credential)
@@ -70,9 +75,14 @@ class Shipper:
         """The waiting files in order, up to the first that fails; those the control
         plane holds already (sent before a crash, or copied again by PostgreSQL) are
         only dropped. Returns (shipped, error)."""
-        system_id = self._system_id(env_id)
-        suffix = SUFFIX[self.kind]
-        named = [(p, f"{system_id}/{p.name}{suffix}") for p in waiting[:KNOWN_BATCH]]
+        suffix, named = SUFFIX[self.kind], []
+        for path in waiting[:KNOWN_BATCH]:
+            try:
+                named.append((path, f"{self._system_id(env_id, path)}/{path.name}{suffix}"))
+            except (AgentError, OSError) as exc:  # this one waits, and those after it
+                if not named:
+                    return [], f"{path.name}: {exc}"
+                break
         stored = set(transfer.call("known", {"objects": [n for _, n in named]})["stored"])
         shipped = []
         for path, name in named:
@@ -93,12 +103,20 @@ class Shipper:
             raise AgentError(f"compressing failed: {done.stderr.decode(errors='replace')[-500:]}")
         transfer.upload(name, [done.stdout])
 
-    def _system_id(self, env_id):
-        """The database cluster's system identifier: WAL file names repeat in a
-        cluster made again (an environment destroyed and deployed anew)."""
+    def _system_id(self, env_id, path):
+        """The identifier of the database cluster that wrote `path`: WAL file names
+        repeat in a cluster made again (an environment destroyed and deployed anew).
+        A segment says it in its first page's header (read there: the database may be
+        stopped); a history or backup label file is the running cluster's."""
+        if len(path.name) == 24:
+            with path.open("rb") as f:
+                header = f.read(SYSID_AT + 8)
+            if len(header) == SYSID_AT + 8:
+                return str(int.from_bytes(header[SYSID_AT:], "little"))
         db = self._db(env_id)
         if self.clusters.get(env_id, (None,))[0] != db.id:
-            found = databases.psql(db.client.api, db, SYSTEM_ID, database="postgres")
+            with engine_errors():
+                found = databases.psql(db.client.api, db, SYSTEM_ID, database="postgres")
             if not found.isdigit():
                 raise AgentError(f"the database's system identifier reads {found!r}")
             self.clusters[env_id] = (db.id, found)

@@ -24,7 +24,7 @@ SYSTEM = "7301234567890123456"
 class NoDatabase(shipper.Shipper):
     """The shipper with its two reads of the database answered here."""
 
-    def _system_id(self, env_id):
+    def _system_id(self, env_id, path):
         return SYSTEM
 
     def _archiver(self, env_id):
@@ -119,3 +119,16 @@ def test_archiving_off_removes_the_shippers_config(tmp_path, monkeypatch):
     assert archiving.read(tmp_path)["archive_timeout"] == 30
     archiving.configure(tmp_path, None)
     assert archiving.read(tmp_path) is None
+
+
+def test_a_segment_is_named_by_the_cluster_its_header_names(client, bk, spooled, tmp_path):
+    """Read from the segment itself: the database may be stopped meanwhile."""
+    class NoArchiver(shipper.Shipper):
+        def _archiver(self, env_id):
+            return None
+    header = bytes(24) + (7301234567890123999).to_bytes(8, "little")
+    (spooled / "000000010000000000000001").write_bytes(header + bytes(1000))
+    token = bk.credential["Authorization"].split()[1]
+    NoArchiver(Environments(None, root=tmp_path), token, docker=None).run_once()
+    assert [w.name for w in WalFile.select()] == [
+        "7301234567890123999/000000010000000000000001.zst"]
