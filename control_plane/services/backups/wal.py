@@ -10,13 +10,15 @@ stored once: PostgreSQL gives a name one content within a cluster.
 
 The agent reports the archiving every 30 s; `watch` (a scheduler job) alerts
 once when it fails (`backup.archiving_failed`: an upload or PostgreSQL's
-`archive_command` failing, a finished file waiting over ALERT_AFTER, or no
-report for as long) and once when it works again (`backup.archiving_recovered`).
+`archive_command` failing, a finished file waiting over ALERT_AFTER, no report
+for as long, or a gap in the archive) and once when it works again
+(`backup.archiving_recovered`).
 `sweep` keeps the WAL of the policy's window (`keep_daily` days) from the
 backup it starts from on, and removes what is behind that backup."""
 
 import datetime as dt
 import logging
+import re
 
 from peewee import fn
 
@@ -33,6 +35,7 @@ log = logging.getLogger("berth.backups")
 URL_SECONDS = 3600
 ALERT_AFTER = 300  # seconds a finished WAL file may wait, or the agent stay silent
 ABANDONED = dt.timedelta(days=1)  # an upload never completed is dropped after this
+SYSTEM_ID = re.compile(r"[0-9]{1,20}")  # a cluster's identifier: a 64-bit number
 
 
 def enabled(env):
@@ -52,7 +55,7 @@ def agent_fields(env, settings):
 
 def check_name(name):
     system_id, _, file = (name or "").partition("/")
-    if not (system_id.isdigit() and len(system_id) <= 20 and wal.is_object_name(file)):
+    if not (SYSTEM_ID.fullmatch(system_id) and wal.is_object_name(file)):
         raise errors.Unprocessable("object: <system identifier>/<WAL file name>.zst or .gz.")
     return name
 

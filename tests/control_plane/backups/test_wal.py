@@ -110,7 +110,8 @@ def test_a_file_that_is_not_what_was_sent_is_refused(client, prod, store):
 @pytest.mark.parametrize("name", [
     "000000010000000000000003.zst", f"{SYSTEM}/000000010000000000000003",
     f"{SYSTEM}/00000001000000000000000G.zst", f"{SYSTEM}/../x.zst", f"x{SYSTEM}/00000002.history.zst",
-    f"{'9' * 21}/000000010000000000000003.zst", f"{SYSTEM}/000000010000000000000003.zst/x"])
+    f"{'9' * 21}/000000010000000000000003.zst", f"{SYSTEM}/000000010000000000000003.zst/x",
+    "\u00b2/000000010000000000000003.zst"])
 def test_bad_names_are_refused(client, prod, store, name):
     bk = prod
     for action, body in (("known", {"objects": [name]}),
