@@ -39,8 +39,11 @@ SYSTEM_ID = re.compile(r"[0-9]{1,20}")  # a cluster's identifier: a 64-bit numbe
 
 
 def enabled(env):
-    """Archiving follows the environment's backups."""
-    return policy.enabled(env)
+    """Archiving follows the environment's backups, on a server with a resident
+    agent: one reached over SSH runs no shipper between calls, and its spool would
+    only fill the disk."""
+    return policy.enabled(env) and env.server_id is not None and \
+        env.server.connection == states.Connection.AGENT
 
 
 def agent_fields(env, settings):

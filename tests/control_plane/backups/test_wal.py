@@ -13,7 +13,7 @@ import requests
 
 from control_plane.agent_link import Plain
 from control_plane.infra import clock
-from control_plane.models import Backup, Environment, Event, WalFile
+from control_plane.models import Backup, Environment, Event, Server, WalFile
 from control_plane.services.backups import stores, wal
 from tests.control_plane.backups.conftest import V1, P
 from tests.control_plane.backups.test_retention import real_store  # noqa: F401  (a fixture)
@@ -196,6 +196,12 @@ def test_archiving_follows_the_backups_and_the_deploy_carries_it(client, bk, sto
     fields = wal.agent_fields(Environment.get_by_id(bk.env.id), client.application.config)
     assert fields["wal_archiving"]["transfer_url"].endswith(f"/agent/v1/wal/{bk.env.id}")
     assert fields["wal_archiving"]["archive_timeout"] == 30
+    # A server reached over SSH runs no shipper: nothing to archive into.
+    Server.update(connection="ssh").where(Server.id == bk.server.id).execute()
+    env = Environment.get_by_id(bk.env.id)
+    assert wal.agent_fields(env, client.application.config) == {"wal_archiving": None}
+    assert archive(client, bk)["status"] == "off"
+    Server.update(connection="agent").where(Server.id == bk.server.id).execute()
     r = client.get(f"{V1}/environments/{uuid.uuid4()}/wal-archive", headers=bk.h)
     assert r.status_code == 404 and r.json["error"] == "not_found"
     # Read-only keys read it on the public surface too; another organization's is a 404.
