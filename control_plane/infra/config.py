@@ -154,12 +154,13 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
 # through without repeating the default, which holds braces compose cannot quote).
 _NEVER_EMPTY = ("ERP_IMAGE", "POSTGRES_IMAGE")
 
+# PUBLIC_URL too: where the agent ships the environment's WAL (services/backups/wal.py).
 IMAGE_SETTINGS = ("ERP_IMAGE", "POSTGRES_IMAGE", "PROXY_IMAGE", "ACME_DIRECTORY_URL", "ACME_EMAIL",
-                  "ACME_CA_ROOTS", "APPS_DOMAIN")
+                  "ACME_CA_ROOTS", "APPS_DOMAIN", "PUBLIC_URL")
 
 
 def images(settings):
-    """The image and proxy settings a deployment's command names (ERP_IMAGE a template on the
+    """The image, proxy and URL settings a deployment's command names (ERP_IMAGE a template on the
     project's version), taken once at start-up by what deploys outside a request:
     the gateway, for a registration's auto_deploy."""
     return {name: settings[name] for name in IMAGE_SETTINGS}

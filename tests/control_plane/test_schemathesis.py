@@ -167,7 +167,7 @@ def _keys(served, org):
                                 support_tickets=True)[1] for i in range(n)]
 
     with app.extensions["berth"].db.connection_context():
-        return make("read_only", 20), make("full_access", 120)
+        return make("read_only", 30), make("full_access", 200)
 
 
 def _st(served, surface):
