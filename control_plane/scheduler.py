@@ -50,7 +50,7 @@ def jobs(berth):
         Job("backup-uploads", 300, lambda: transfers.abort_unfinished(berth)),
         Job("backup-schedule", BACKUP_SCHEDULE_SECONDS, lambda: policy.run(berth)),
         Job("backup-retention", BACKUP_RETENTION_SECONDS, lambda: retention.sweep(berth)),
-        Job("wal-watch", WAL_WATCH_SECONDS, lambda: wal.watch(berth)),
+        Job("wal-watch", WAL_WATCH_SECONDS, wal.watch),
         Job("wal-retention", BACKUP_RETENTION_SECONDS, lambda: wal.sweep(berth)),
         Job("import-retention", BACKUP_RETENTION_SECONDS,
             lambda: retention.sweep_imports(berth)),

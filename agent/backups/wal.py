@@ -69,7 +69,9 @@ class Shipper:
                 log.warning("shipping the WAL of %s failed: %s", env_id, error)
         now = self.clock()
         if shipped or error or now - self.reported.get(env_id, 0) >= REPORT_SECONDS:
-            self._report(transfer, env_id, spool, shipped, error, now)
+            done = set(shipped)  # what is left: the pass's own listing, less what it sent
+            self._report(transfer, env_id, [p for p in waiting if p.name not in done],
+                         shipped, error, now)
 
     def _ship(self, transfer, env_id, waiting):
         """The waiting files in order, up to the first that fails; those the control
@@ -126,8 +128,7 @@ class Shipper:
         with engine_errors():
             return self.docker().containers.get(self.envs._names(env_id)["db"])
 
-    def _report(self, transfer, env_id, spool, shipped, error, now):
-        waiting = _waiting(spool)
+    def _report(self, transfer, env_id, waiting, shipped, error, now):
         oldest = None
         if waiting:
             with contextlib.suppress(OSError):

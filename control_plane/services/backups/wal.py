@@ -22,7 +22,7 @@ import re
 
 from peewee import fn
 
-from control_plane import events
+from control_plane import events, storage
 from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
 from control_plane.models import Backup, Environment, WalFile
@@ -121,8 +121,6 @@ def part_url(server, env_id, name, part_number, berth):
 def complete(server, env_id, name, parts, size, sha256, berth):
     """The file joined in storage, read back and recorded when it matches what the
     agent sent. Returns {size, sha256} as read back."""
-    from control_plane import storage
-
     check_name(name)
     store = stores.for_settings(berth.settings)
     with database.atomic():
@@ -245,7 +243,7 @@ def get(actor, env_id):
 
 # --- scheduler jobs ------------------------------------------------------------------
 
-def watch(berth=None):
+def watch():
     """One `backup.archiving_failed` as an environment's archiving starts failing,
     one `backup.archiving_recovered` as it works again (conditional updates: several
     schedulers send each once). Returns how many events went out."""
