@@ -17,6 +17,10 @@ POSTGRES_UID = 999  # the official postgres image's user, who writes the spool
 # A segment (timeline, log, segment), a timeline's history, a base backup's label.
 FILE_NAME = re.compile(r"[0-9A-F]{24}|[0-9A-F]{8}\.history|[0-9A-F]{24}\.[0-9A-F]{8}\.backup")
 OBJECT_NAME = re.compile(rf"(?:{FILE_NAME.pattern})\.(?:zst|gz)")
+# A filestore file that appeared since the last backup, archived beside the WAL so
+# that the filestore at any moment of the window can be put together (by content).
+FILESTORE_OBJECT = re.compile(r"files/[0-9a-f]{64}\.(?:zst|gz)")
+FILESTORE_DIR = "filestore/"  # the ERP's attachments, in its data directory
 
 
 def is_file_name(name):
@@ -27,7 +31,18 @@ def is_object_name(name):
     return isinstance(name, str) and OBJECT_NAME.fullmatch(name) is not None
 
 
-SEGMENTS_PER_LOG = 0x100000000 // (16 * 1024 * 1024)  # with PostgreSQL's default 16 MiB
+def is_filestore_object(name):
+    return isinstance(name, str) and FILESTORE_OBJECT.fullmatch(name) is not None
+
+
+def segment_of_lsn(timeline, lsn):
+    """The segment file that holds `lsn` ("16/B374D848", as PostgreSQL writes one)."""
+    high, _, low = lsn.partition("/")
+    return segment_name(timeline, ((int(high, 16) << 32) | int(low, 16)) // SEGMENT_BYTES)
+
+
+SEGMENT_BYTES = 16 * 1024 * 1024  # PostgreSQL's default
+SEGMENTS_PER_LOG = 0x100000000 // SEGMENT_BYTES
 
 
 def segment_number(name):

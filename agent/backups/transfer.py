@@ -79,11 +79,12 @@ class Transfer:
         return self._call("parts", {"object": name, "part_number": part_number},
                           attempts=URL_ATTEMPTS)["url"]
 
-    def complete(self, name, parts, size, sha256):
+    def complete(self, name, parts, size, sha256, fields=None):
         """Join the parts; the control plane reads the object back from storage
-        and refuses it unless it matches. Returns {size, sha256} as read back."""
+        and refuses it unless it matches. Returns {size, sha256} as read back.
+        `fields`: more of the object's, recorded with it (a WAL file's time)."""
         sent = {"size": size, "sha256": sha256}
-        stored = self._call("complete", {"object": name, **sent, "parts": [
+        stored = self._call("complete", {"object": name, **sent, **(fields or {}), "parts": [
             {"part_number": n, "etag": e} for n, e in parts]},
             timeout=TIMEOUT + size // READ_BACK_RATE)
         if not isinstance(stored, dict) or {k: stored.get(k) for k in sent} != sent:
@@ -123,7 +124,7 @@ class Transfer:
                 raise TransferError(f"the storage gave no ETag for part {part_number} of {name}")
             return etag.strip().strip('"')
 
-    def upload(self, name, chunks, progress=None, pool=None, deferred=False):
+    def upload(self, name, chunks, progress=None, pool=None, deferred=False, fields=None):
         """Upload an object from an iterable of byte chunks; returns {size, sha256},
         confirmed by the control plane's read-back of the stored object.
         Parts are filled in buffers of `pool` (a Buffers; two of its own when
@@ -175,8 +176,8 @@ class Transfer:
                 pool.put(state["buf"])
         sha256 = digest.hexdigest()
         if deferred:
-            return lambda: self.complete(name, parts, size, sha256)
-        return self.complete(name, parts, size, sha256)
+            return lambda: self.complete(name, parts, size, sha256, fields)
+        return self.complete(name, parts, size, sha256, fields)
 
     def download(self, name):
         """The object's bytes, READ_SIZE at a time."""

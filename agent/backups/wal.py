@@ -14,10 +14,11 @@ runs a pass every few seconds while an environment archives (agent/daemon.py).""
 import contextlib
 import datetime as dt
 import logging
+import os
 import subprocess
 import time
 
-from agent.backups import archive, databases
+from agent.backups import archive, databases, wal_files
 from agent.backups.transfer import Transfer, TransferError
 from agent.deploy import archiving
 from agent.errors import AgentError, engine_errors
@@ -43,6 +44,7 @@ class Shipper:
         self.kind = archive.compression()
         self.reported = {}  # environment id: when its last report went
         self.clusters = {}  # environment id: (database container id, system identifier)
+        self.files_at = {}  # environment id: when its filestore was last looked at
 
     def run_once(self):
         root = self.envs.root
@@ -68,6 +70,18 @@ class Shipper:
             if error:
                 log.warning("shipping the WAL of %s failed: %s", env_id, error)
         now = self.clock()
+        if now - self.files_at.get(env_id, 0) >= wal_files.FILES_SECONDS:
+            self.files_at[env_id] = now
+            try:
+                _, files_error = wal_files.ship(
+                    transfer, env_dir, lambda *a: self._upload(transfer, *a),
+                    SUFFIX[self.kind], now)
+            except (AgentError, OSError, subprocess.SubprocessError) as exc:
+                files_error = str(exc)
+            if files_error:
+                log.warning("archiving the new filestore files of %s failed: %s", env_id,
+                            files_error)
+                error = error or f"filestore: {files_error}"
         if shipped or error or now - self.reported.get(env_id, 0) >= REPORT_SECONDS:
             done = set(shipped)  # what is left: the pass's own listing, less what it sent
             self._report(transfer, env_id, [p for p in waiting if p.name not in done],
@@ -97,13 +111,16 @@ class Shipper:
             shipped.append(path.name)
         return shipped, None
 
-    def _upload(self, transfer, path, name):
+    def _upload(self, transfer, path, name, fields=None):
+        """The file compressed and uploaded; a WAL file with when PostgreSQL finished
+        it (its spool copy's time: the end of a point-in-time window)."""
         with path.open("rb") as source:
+            mtime = os.fstat(source.fileno()).st_mtime
             done = subprocess.run(archive._compressor(self.kind), stdin=source,
                                   capture_output=True, check=False, timeout=120)
         if done.returncode != 0:
             raise AgentError(f"compressing failed: {done.stderr.decode(errors='replace')[-500:]}")
-        transfer.upload(name, [done.stdout])
+        transfer.upload(name, [done.stdout], fields=fields or {"archived_at": _iso(mtime)})
 
     def _system_id(self, env_id, path):
         """The identifier of the database cluster that wrote `path`: WAL file names

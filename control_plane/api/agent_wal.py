@@ -1,6 +1,7 @@
-"""/agent/v1/wal/<environment_id>/{known,parts,complete,status}: where a server's
-agent ships an environment's archived WAL (services/backups/wal.py) and reports
-its archiving (`Authorization: Bearer <agent credential>`). Like the backup
+"""/agent/v1/wal/<environment_id>/{known,parts,complete,status,download}: where a
+server's agent ships an environment's archived WAL and the filestore files that
+appear between backups (services/backups/wal.py), reports its archiving, and
+reads the archive back for a point-in-time restore (`Authorization: Bearer <agent credential>`). Like the backup
 transfers, not part of either API surface's documents: only agents call it."""
 
 import marshmallow as ma
@@ -41,6 +42,8 @@ class CompleteBody(ObjectBody):
                            validate=ma.validate.Length(1, transfers.MAX_PARTS))
     size = ma.fields.Integer(required=True, strict=True, validate=ma.validate.Range(min=0))
     sha256 = ma.fields.String(required=True, validate=SHA256)
+    archived_at = WHEN  # a WAL file: when PostgreSQL finished it
+    path = ma.fields.String(validate=ma.validate.Length(1, 1024))  # a filestore file
 
 
 class Archiver(ma.Schema):
@@ -78,7 +81,14 @@ def complete(env_id):
     server = calling_server()
     body = loaded(CompleteBody)
     return svc.complete(server, env_id, body["object"], body["parts"], body["size"],
-                        body["sha256"], current_berth())
+                        body["sha256"], current_berth(), archived_at=body.get("archived_at"),
+                        path=body.get("path"))
+
+
+@blp.post("/<uuid:env_id>/download")
+def download(env_id):
+    server = calling_server()
+    return svc.download_url(server, env_id, loaded(ObjectBody)["object"], current_berth())
 
 
 @blp.post("/<uuid:env_id>/status")

@@ -38,6 +38,12 @@ class WalArchiveSchema(Schema):
         "description": "The agent's last report (every 30 s)"})
     alerted_at = UTCDateTime(allow_none=True, required=True, metadata={
         "description": "Since when `backup.archiving_failed` stands (null: it does not)"})
+    window_start = UTCDateTime(allow_none=True, required=True, metadata={
+        "description": "The earliest moment a restore's `target_time` may name (the first "
+                       "kept backup whose WAL is archived after it without a gap; null: none)"})
+    window_end = UTCDateTime(allow_none=True, required=True, metadata={
+        "description": "The latest such moment: when PostgreSQL finished the newest WAL "
+                       "file archived"})
 
 
 @blp.route("/environments/<uuid:env_id>/wal-archive")

@@ -40,11 +40,15 @@ def _on_server(env_id, server):
                                       Environment.server == server.id).exists()
 
 
-def _restoring_on(backup, server):
-    """A restore pending or running on the server reads this backup."""
+def reading_on(env_id, server):
+    """A restore pending or running on the server reads backups of this environment
+    (a point-in-time restore reads its base backup, the maps of the backups after it
+    and the environment's archived WAL)."""
+    source = Backup.alias()
     return (Backup.select().join(Deployment, on=(Backup.task == Deployment.id))
             .join(Environment, on=(Deployment.environment == Environment.id))
-            .where(Backup.source_backup == backup.id, Environment.server == server.id,
+            .join(source, on=(Backup.source_backup == source.id))
+            .where(source.environment == env_id, Environment.server == server.id,
                    Deployment.status.in_(engine.ACTIVE)).exists())
 
 
@@ -54,7 +58,7 @@ def _backup(server, backup_id, *, lock=False, reading=False):
     query = Backup.select().where(Backup.id == backup_id, Backup.deleted_at.is_null())
     backup = (for_update(query) if lock else query).first()
     if backup is None or not (_on_server(backup.environment_id, server)
-                              or (reading and _restoring_on(backup, server))):
+                              or (reading and reading_on(backup.environment_id, server))):
         raise errors.NotFound("Backup not found.")
     return backup
 

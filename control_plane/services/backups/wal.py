@@ -25,8 +25,15 @@ from peewee import fn
 from control_plane import events, storage
 from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
-from control_plane.models import Backup, Environment, WalFile
-from control_plane.services.backups import policy, stores
+from control_plane.models import (
+    Backup,
+    BackupPack,
+    Environment,
+    FilestoreObject,
+    FilestorePack,
+    WalFile,
+)
+from control_plane.services.backups import pitr, policy, stores
 from control_plane.services.environment_settings import access
 from control_plane.vocabulary import errors, states
 from protocol import wal
@@ -58,8 +65,10 @@ def agent_fields(env, settings):
 
 def check_name(name):
     system_id, _, file = (name or "").partition("/")
-    if not (SYSTEM_ID.fullmatch(system_id) and wal.is_object_name(file)):
-        raise errors.Unprocessable("object: <system identifier>/<WAL file name>.zst or .gz.")
+    if not (SYSTEM_ID.fullmatch(system_id) and wal.is_object_name(file)
+            or wal.is_filestore_object(name)):
+        raise errors.Unprocessable("object: <system identifier>/<WAL file name>.zst or .gz, "
+                                   "or files/<sha256>.zst or .gz.")
     return name
 
 
@@ -92,10 +101,21 @@ def known(server, env_id, names):
     env = _environment(server, env_id)
     for name in names:
         check_name(name)
-    stored = (WalFile.select(WalFile.name)
-              .where(WalFile.environment == env.id, WalFile.name.in_(list(names)),
-                     WalFile.stored_at.is_null(False)))
-    return {"stored": sorted(r.name for r in stored)}
+    stored = {r.name for r in WalFile.select(WalFile.name).where(
+        WalFile.environment == env.id, WalFile.name.in_(list(names)),
+        WalFile.stored_at.is_null(False))}
+    # A filestore file whose content a kept backup of the environment holds is not sent
+    # again: a point-in-time restore reads those backups' maps (pitr.py).
+    files = {name[len("files/"):64 + len("files/")]: name for name in names
+             if wal.is_filestore_object(name)}
+    kept = (BackupPack.select(BackupPack.pack).join(Backup)
+            .where(Backup.environment == env.id, Backup.deleted_at.is_null()))
+    packed = (FilestoreObject.select(FilestoreObject.sha256).join(FilestorePack)
+              .where(FilestoreObject.project == env.project_id,
+                     FilestoreObject.sha256.in_(sorted(files) or [""]),
+                     FilestorePack.id.in_(kept), FilestorePack.deleted_at.is_null()))
+    stored |= {files[r.sha256] for r in packed}
+    return {"stored": sorted(stored)}
 
 
 def part_url(server, env_id, name, part_number, berth):
@@ -118,10 +138,15 @@ def part_url(server, env_id, name, part_number, berth):
     return {"url": store.part_url(row.key, row.upload_id, part_number, expires=URL_SECONDS)}
 
 
-def complete(server, env_id, name, parts, size, sha256, berth):
+def complete(server, env_id, name, parts, size, sha256, berth, archived_at=None, path=None):
     """The file joined in storage, read back and recorded when it matches what the
-    agent sent. Returns {size, sha256} as read back."""
+    agent sent, with when PostgreSQL finished it (`archived_at`) or, a filestore
+    file, its `path`. Returns {size, sha256} as read back."""
     check_name(name)
+    if wal.is_filestore_object(name) != bool(path) or path and (
+            not path.startswith(wal.FILESTORE_DIR) or ".." in path.split("/")):
+        raise errors.Unprocessable("path: a filestore file's, and only its (under "
+                                   f"{wal.FILESTORE_DIR}).")
     store = stores.for_settings(berth.settings)
     with database.atomic():
         row = _file(_environment(server, env_id, lock=True), name)
@@ -136,7 +161,8 @@ def complete(server, env_id, name, parts, size, sha256, berth):
             f"{name} in storage does not match what was sent: {stored['size']} bytes, sha256 "
             f"{stored['sha256']}; sent {size} bytes, sha256 {sha256}.")
     with database.atomic():
-        WalFile.update(upload_id=None, stored_at=clock.now(), **stored).where(
+        WalFile.update(upload_id=None, stored_at=clock.now(), path=path,
+                       archived_at=_parsed(archived_at), **stored).where(
             WalFile.id == row.id).execute()
         if gap := _gap_before(row):
             log.warning("WAL archive of environment %s: %s missing", env_id, gap)
@@ -166,6 +192,23 @@ def _gap_before(row):
         return None
     return (f"{wal.segment_name(timeline, previous[1] + 1)}.."
             f"{wal.segment_name(timeline, number - 1)}")
+
+
+def download_url(server, env_id, name, berth):
+    """`{url}` for a GET of a stored file of the environment's archive: its server's,
+    or a server restoring from the environment (a point-in-time restore)."""
+    from control_plane.services.backups import transfers
+
+    check_name(name)
+    on = Environment.select().where(Environment.id == env_id, Environment.server == server.id)
+    if not (on.exists() or transfers.reading_on(env_id, server)):
+        raise errors.NotFound("Environment not found.")
+    row = WalFile.get_or_none(WalFile.environment == env_id, WalFile.name == name,
+                              WalFile.stored_at.is_null(False))
+    if row is None:
+        raise errors.NotFound("The archive holds no such file.")
+    store = stores.for_settings(berth.settings)
+    return {"url": store.get_url(row.key, expires=URL_SECONDS)}
 
 
 def report(server, env_id, body):
@@ -218,7 +261,7 @@ def lag_seconds(env, now=None):
 
 def describe(env, now=None):
     now = now or clock.now()
-    files = WalFile.select().where(WalFile.environment == env.id,
+    files = WalFile.select().where(WalFile.environment == env.id, WalFile.path.is_null(),
                                    WalFile.stored_at.is_null(False))
     count, size = files.select(fn.COUNT(WalFile.id), fn.SUM(WalFile.size)).scalar(as_tuple=True)
     newest = files.order_by(WalFile.stored_at.desc(), WalFile.name.desc()).first()
@@ -238,7 +281,8 @@ def describe(env, now=None):
 
 
 def get(actor, env_id):
-    return describe(access.environment(actor, env_id))
+    env = access.environment(actor, env_id)
+    return {**describe(env), **pitr.window_fields(env.id)}
 
 
 # --- scheduler jobs ------------------------------------------------------------------

@@ -45,8 +45,9 @@ def url(bk, action, env=None):
     return f"/agent/v1/wal/{(env or bk.env).id}/{action}"
 
 
-def send(client, bk, store, name, data, sent=None):
-    """A WAL file uploaded as the agent uploads it (`sent`: what it says it sent)."""
+def send(client, bk, store, name, data, sent=None, **fields):
+    """A WAL file uploaded as the agent uploads it (`sent`: what it says it sent;
+    `fields`: more of the completion's, a file's `archived_at` or `path`)."""
     r = client.post(url(bk, "parts"), headers=bk.credential,
                     json={"object": name, "part_number": 1})
     if r.status_code != 200:
@@ -58,7 +59,7 @@ def send(client, bk, store, name, data, sent=None):
     assert answer.status_code == 200
     sent = data if sent is None else sent
     return client.post(url(bk, "complete"), headers=bk.credential, json={
-        "object": name, "size": len(sent), "sha256": sha(sent),
+        "object": name, "size": len(sent), "sha256": sha(sent), **fields,
         "parts": [{"part_number": 1, "etag": answer.headers["ETag"].strip('"')}]})
 
 

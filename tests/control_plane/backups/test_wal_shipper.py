@@ -6,6 +6,7 @@ report says why. The database's side (its system identifier, its archiver
 figures) is the e2e test's (tests/e2e/backups/test_wal_flow.py): here the
 shipper is told the identifier and reads no archiver."""
 
+import hashlib
 import os
 
 import pytest
@@ -132,3 +133,49 @@ def test_a_segment_is_named_by_the_cluster_its_header_names(client, bk, spooled,
     NoArchiver(Environments(None, root=tmp_path), token, docker=None).run_once()
     assert [w.name for w in WalFile.select()] == [
         "7301234567890123999/000000010000000000000001.zst"]
+
+
+def _odoo_file(data_dir, content):
+    """A file as Odoo stores an attachment's: named by its SHA-1, under 2 hex."""
+    sha1 = hashlib.sha1(content).hexdigest()
+    path = data_dir / "filestore" / "odoo" / sha1[:2] / sha1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return f"filestore/odoo/{sha1[:2]}/{sha1}"
+
+
+def test_new_filestore_files_are_archived_once_when_whole(client, bk, spooled, tmp_path,
+                                                           monkeypatch):
+    data_dir = spooled.parent / "filestore"
+    first = _odoo_file(data_dir, b"%PDF-1.7 invoice 1")
+    (data_dir / "sessions").mkdir(parents=True)
+    (data_dir / "sessions" / "werkzeug_abc.sess").write_bytes(b"not an attachment")
+    half = _odoo_file(data_dir, b"%PDF-1.7 invoice 2, whole")
+    (data_dir / half).write_bytes(b"%PDF-1.7 inv")  # Odoo still writing it
+    ship = _shipper(bk, tmp_path)
+    ship.run_once()
+    rows = {w.path: w for w in WalFile.select().where(WalFile.path.is_null(False))}
+    assert sorted(rows) == [first]
+    digest = hashlib.sha256(b"%PDF-1.7 invoice 1").hexdigest()
+    assert rows[first].name == f"files/{digest}.zst"
+    # Written whole now, it goes with the next look, the first one not again.
+    (data_dir / half).write_bytes(b"%PDF-1.7 invoice 2, whole")
+    asked = []
+    real = shipper.Transfer.call
+    monkeypatch.setattr(shipper.Transfer, "call",
+                        lambda self, action, body: asked.append(body) or real(self, action, body))
+    ship.files_at.clear()
+    ship.run_once()
+    assert sorted(w.path for w in WalFile.select().where(WalFile.path.is_null(False))) == \
+        sorted([first, half])
+    assert [b["objects"] for b in asked if "objects" in b] == [
+        [f"files/{hashlib.sha256(b'%PDF-1.7 invoice 2, whole').hexdigest()}.zst"]]
+    # Within 30 s of a look, no other; the same content at another path is not sent again.
+    _odoo_file(data_dir / "filestore" / "copy", b"%PDF-1.7 invoice 1")
+    asked.clear()
+    ship.run_once()
+    assert asked == [] or all("objects" not in b for b in asked)
+    ship.files_at.clear()
+    ship.run_once()
+    assert [b["objects"] for b in asked if "objects" in b] == [[f"files/{digest}.zst"]]
+    assert WalFile.select().where(WalFile.path.is_null(False)).count() == 2
