@@ -62,6 +62,8 @@ POLL = 0.05
 
 
 class Bench:
+    environment_fields = {}  # more of a deployed environment's (its `environment_type`)
+
     def __init__(self, tmp, settings=None):
         self.tmp = Path(tmp)
         self.served = Served(self.tmp / "cp", {"CP_ERP_IMAGE": ERP_IMAGE,
@@ -226,7 +228,7 @@ class Bench:
     def deploy(self, n):
         started = time.perf_counter()
         env = self.api("POST", f"/projects/{self.project_id}/environments",
-                       json={"name": f"bench-{n}"}).json()
+                       json={"name": f"bench-{n}", **self.environment_fields}).json()
         self.env_ids.append(env["id"])
 
         def healthy():

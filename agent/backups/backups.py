@@ -90,6 +90,11 @@ class Backups:
                 from agent.backups.odoo_transfer import ImportSource
 
                 source = ImportSource(self, payload["import"], payload.get("erp_version"), log)
+            elif payload.get("point_in_time"):
+                from agent.backups.pitr import Recovered
+
+                source = Recovered(self, payload, _Stored(self, payload["transfer_url"],
+                                                          payload["backup_id"]))
             else:
                 source = _Stored(self, payload["transfer_url"], payload["backup_id"])
             safety = self.backup(payload["safety"], log, label="safety backup")
@@ -122,11 +127,12 @@ class Backups:
         log("info", f"restored {source.name}")
         return {"safety": safety, "restored_from": source.id,
                 "neutralized": is_neutralized(self.api, db),
-                "safe_copy": safety_of_copy and safety_of_copy.record}
+                "safe_copy": safety_of_copy and safety_of_copy.record,
+                **({"point_in_time": source.summary} if hasattr(source, "summary") else {})}
 
     def _restore(self, source, n, db, rollback, log, safety_of_copy=None):
         self.progress(phase="restore: unpacking the filestore", bytes_done=0)
-        staged = isinstance(source, _Stored)
+        staged = getattr(source, "staged", False)
         if staged:
             # A stored backup's parts are read independently: the filestore is
             # unpacked while the dump loads into a database of its own, both
@@ -347,6 +353,8 @@ class Backups:
 
 class _Stored:
     """A Berth backup in storage, as a restore's source (its manifest read first)."""
+
+    staged = True  # loaded beside the live database, then swapped in
 
     def __init__(self, backups, transfer_url, backup_id):
         self.backups, self.id, self.name = backups, backup_id, f"backup {backup_id}"

@@ -22,7 +22,7 @@ import hashlib
 import shutil
 import time
 
-from agent.backups import databases, safe_copy
+from agent.backups import databases, pitr, safe_copy
 from agent.backups.databases import DB
 from agent.backups.neutralize import neutralize
 from agent.errors import AgentError, engine_errors
@@ -161,8 +161,20 @@ def _shown(problems):
     return "; ".join(problems[:FINDINGS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
 
 
+@contextlib.contextmanager
+def _dump(source, log):
+    """(where the dump downloads from, what it must be): a stored backup's, or the
+    database recovered to a point in time."""
+    if isinstance(source, pitr.Recovered):
+        with source.recovered(log) as recovered:
+            yield recovered
+    else:
+        yield source.transfer, source.manifest["database"]
+
+
 def drill(backups, payload, log):
-    """The drill of `payload["backup_id"]` for the environment; its result, or
+    """The drill of `payload["backup_id"]` for the environment, or with
+    `point_in_time` of that moment (agent/backups/pitr.py); its result, or
     DrillError (with what it measured) when anything fails or does not check."""
     from agent.backups.backups import _Stored
 
@@ -173,7 +185,9 @@ def drill(backups, payload, log):
     problems = []
     try:
         source = _Stored(backups, payload["transfer_url"], payload["backup_id"])
-        log("info", f"drill: restoring backup {payload['backup_id']} into a throwaway copy")
+        if payload.get("point_in_time"):
+            source = pitr.Recovered(backups, payload, source)
+        log("info", f"drill: restoring {source.name} into a throwaway copy")
         backups.progress(phase="drill: starting the copy's database")
         db = copy.start_database(log)
 
@@ -181,8 +195,11 @@ def drill(backups, payload, log):
             source.unpack(copy.dir, log)
             (copy.dir / "filestore.new").rename(copy.dir / "data")
 
-        expected = backups._load_database(source.transfer, source.manifest["database"], db,
-                                          log, "drill", alongside=files, count_rows=True)
+        with _dump(source, log) as (dump, wanted):
+            expected = backups._load_database(dump, wanted, db, log, "drill", alongside=files,
+                                              count_rows=True)
+        if payload.get("point_in_time"):
+            result["point_in_time"] = source.summary
         problems += _rows_problems(expected, _counted(backups.api, db, expected))
         result.update(tables=len(expected), rows=sum(expected.values()))
         log("info", f"drill: {len(expected)} tables, {result['rows']} rows loaded"

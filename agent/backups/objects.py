@@ -231,15 +231,16 @@ def _opener(transfer):
     return open_pack
 
 
-def unpack(transfer, fs, target, progress=None, finished=None, hashes_file=None):
+def unpack(transfer, fs, target, progress=None, finished=None, hashes_file=None, entries=None):
     """The backup's filestore written into the existing directory `target`, each
     object from its pack, hashed; returns the files written. Two packs at once (each
     its own download and decompressor): on 2 cores, one's hashing overlaps the
     other's writes. `finished(path)`: each file written (relative, as bytes).
     `hashes_file`: the hashes just checked kept for the next backup's scan (a
     restored filestore is not hashed again; a rolled back one's files do not match
-    the entries and are)."""
-    entries = read_map(transfer, fs)
+    the entries and are). `entries`: these, not the map's (a point-in-time restore's
+    choice of several maps' files)."""
+    entries = read_map(transfer, fs) if entries is None else entries
     for entry in entries:
         if entry[fo.HASH] is None:
             path = os.path.join(target, entry[fo.PATH])

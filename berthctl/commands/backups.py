@@ -65,7 +65,12 @@ def create(state, env_id, comment, wait):
 
 @backups.command()
 @click.argument("env_id", type=ID)
-@click.argument("backup_id", type=ID)
+@click.argument("backup_id", type=ID, required=False)
+@click.option("--at", "target_time", metavar="TIME", help="Instead of BACKUP_ID: the moment "
+              "(ISO 8601, e.g. 2026-12-01T09:41:00Z) to bring the database and filestore "
+              "back to, within the window `backups wal` shows.")
+@click.option("--from", "source", type=ID, help="With --at: the environment read (default "
+              "ENV_ID), e.g. production into a staging copy.")
 @click.option("--neutralize/--no-neutralize", default=None, help="Whether the restored "
               "database is neutralised (default: yes, except into production).")
 @click.option("--profile", type=click.Choice(["standard", "strict"]), default=None,
@@ -75,13 +80,19 @@ def create(state, env_id, comment, wait):
               help="Rewrite the copy's personal data, irreversibly.")
 @click.option("--wait", is_flag=True, help="Follow the restore task until it ends.")
 @click.pass_obj
-def restore(state, env_id, backup_id, neutralize, profile, anonymize, wait):
-    """Restore BACKUP_ID into ENV_ID (operations API: needs a user token). A safety
-    backup is taken first and put back if the restore fails."""
+def restore(state, env_id, backup_id, target_time, source, neutralize, profile, anonymize,
+            wait):
+    """Restore BACKUP_ID, or with --at a moment, into ENV_ID (operations API: needs a
+    user token). A safety backup is taken first and put back if the restore fails."""
+    if (backup_id is None) == (target_time is None):
+        raise click.UsageError("Give either BACKUP_ID or --at TIME.")
+    if source and not target_time:
+        raise click.UsageError("--from goes with --at.")
     client = state.client
-    body = {"backup_id": backup_id}
-    for field, value in (("neutralize", neutralize), ("neutralize_profile", profile),
-                         ("anonymize", anonymize)):
+    body = {}
+    for field, value in (("backup_id", backup_id), ("target_time", target_time),
+                         ("source_environment_id", source), ("neutralize", neutralize),
+                         ("neutralize_profile", profile), ("anonymize", anonymize)):
         if value is not None:
             body[field] = value
     task = client.ops("POST", f"/environments/{env_id}/restore", body=body)

@@ -1,6 +1,7 @@
 """An environment's page: status, actions, task history with the live task log,
 runtime logs, charts, backups and restore drills, domains and configuration."""
 
+import datetime as dt
 import uuid
 
 from flask import redirect, request, url_for
@@ -170,11 +171,17 @@ def drill(env_id):
 def restore(env_id):
     env = envs.get_environment(actor(), env_id)
     _confirmed(env)
+    moment = request.form.get("target_time")
     try:
-        backup_id = uuid.UUID(request.form.get("backup_id", ""))
+        backup_id = None if moment else uuid.UUID(request.form.get("backup_id", ""))
     except ValueError:
         raise FormInvalid("Choose a backup to restore.") from None
-    task = backups.restore_into(actor(), env_id, backup_id, berth=berth())
+    try:  # the form's moment is UTC, as the page shows every time
+        target_time = dt.datetime.fromisoformat(moment) if moment else None
+    except ValueError:
+        raise FormInvalid("Give the moment as a date and a time (UTC).") from None
+    task = backups.restore_into(actor(), env_id, backup_id, berth=berth(),
+                                target_time=target_time)
     return redirect(url_for("console.environment", env_id=env_id, task=task.id), 303)
 
 

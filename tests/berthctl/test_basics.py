@@ -222,3 +222,15 @@ def test_a_rate_limited_read_is_waited_out(served, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "rate limited, retrying in" in r.stderr
     assert json.loads(r.stdout) == []
+
+
+@pytest.mark.parametrize("args", [(), (str(uuid.uuid4()), "--at", "2026-12-01T09:41:00Z"),
+                                  ("--from", str(uuid.uuid4()), str(uuid.uuid4()))])
+def test_a_restore_names_a_backup_or_a_moment(served, tmp_path, args):
+    """`backups restore ENV_ID BACKUP_ID`, or `--at TIME` (with `--from`): one of the
+    two, refused before any request otherwise."""
+    env = clean_env(tmp_path, BERTH_URL=served.url, BERTH_USER_TOKEN="not-used")
+    r = berthctl("backups", "restore", str(uuid.uuid4()), *args, env=env)
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "BACKUP_ID or --at" in r.stderr or "--from goes with --at" in r.stderr
+    no_traceback(r)

@@ -153,6 +153,19 @@ def write_files(s, env_id, files):
             os.chown(base / p, 101, 101)
 
 
+def attach(s, env_id, files):
+    """Files stored as Odoo stores attachments ({content: name}): rows of
+    ir_attachment, the files named by their SHA-1 under 2 hex. Returns {path: content}."""
+    stored = {}
+    for data, name in files.items():
+        sha1 = hashlib.sha1(data).hexdigest()
+        stored[f"{sha1[:2]}/{sha1}"] = data
+        psql(s, env_id, f"INSERT INTO ir_attachment (name, store_fname, checksum, file_size) "
+                        f"VALUES ('{name}', '{sha1[:2]}/{sha1}', '{sha1}', {len(data)})")
+    write_files(s, env_id, stored)
+    return stored
+
+
 def files(s, env_id):
     base = store(s, env_id)
     return {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()

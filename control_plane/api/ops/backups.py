@@ -5,7 +5,7 @@ import marshmallow as ma
 from flask.views import MethodView
 
 from control_plane.agent_link import current_berth
-from control_plane.api.fields import Boolean
+from control_plane.api.fields import Boolean, UTCDateTime
 from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.ops.deployments import DeploymentSchema
 from control_plane.api.public.backups import BackupListArgs, BackupPage, BackupSchema
@@ -73,9 +73,24 @@ class CopyFields(ma.Schema):
 
 
 class RestoreBody(CopyFields):
-    backup_id = ma.fields.UUID(required=True, metadata={
+    backup_id = ma.fields.UUID(load_default=None, metadata={
         "description": "A completed backup of this environment or of another environment "
-                       "of the same project"})
+                       "of the same project (or `target_time`)"})
+    target_time = UTCDateTime(load_default=None, metadata={
+        "description": "Instead of `backup_id`: the moment (ISO 8601) the source "
+                       "environment's database and filestore are brought back to, within "
+                       "its window (`GET .../wal-archive`: `window_start`, `window_end`; "
+                       "outside it a 422 names it)"})
+    source_environment_id = ma.fields.UUID(load_default=None, metadata={
+        "description": "With `target_time`: the environment of the same project read "
+                       "(default: this one), e.g. production into a staging copy"})
+
+    @ma.validates_schema
+    def _one_source(self, data, **kwargs):
+        if (data.get("backup_id") is None) == (data.get("target_time") is None):
+            raise ma.ValidationError("Give either backup_id or target_time.", "backup_id")
+        if data.get("source_environment_id") and data.get("target_time") is None:
+            raise ma.ValidationError("Only with target_time.", "source_environment_id")
 
 
 
@@ -108,7 +123,7 @@ class EnvironmentBackups(MethodView):
 @blp.route("/environments/<uuid:env_id>/restore")
 class Restore(MethodView):
     @errors(400, 403, 409, 422)
-    @blp.arguments(RestoreBody)
+    @blp.arguments(RestoreBody, required=False)  # backup_id or target_time: a 422 names them
     @blp.response(202, DeploymentSchema)
     def post(self, body, env_id):
         """Restore a backup into the environment
@@ -121,4 +136,6 @@ class Restore(MethodView):
         task (permission `project.environments.deploy`)."""
         return svc.restore_into(current_actor(), env_id, body["backup_id"], berth=current_berth(),
                                 neutralize=body["neutralize"],
-                                profile=body["neutralize_profile"], anonymize=body["anonymize"])
+                                profile=body["neutralize_profile"], anonymize=body["anonymize"],
+                                target_time=body["target_time"],
+                                source_environment_id=body["source_environment_id"])

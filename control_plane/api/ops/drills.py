@@ -5,6 +5,7 @@ import marshmallow as ma
 from flask.views import MethodView
 
 from control_plane.agent_link import current_berth
+from control_plane.api.fields import UTCDateTime
 from control_plane.api.ops.auth import current_actor, init_blueprint
 from control_plane.api.pagination import PageArgs
 from control_plane.api.public.drills import DrillPage, DrillSchema
@@ -32,6 +33,15 @@ errors = error_responses(blp, ERRORS)
 class DrillBody(ma.Schema):
     backup_id = ma.fields.UUID(load_default=None, metadata={
         "description": "A completed backup of this environment; default: its newest"})
+    target_time = UTCDateTime(load_default=None, metadata={
+        "description": "Instead: a moment of the environment's point-in-time window, "
+                       "restored from a base backup and the archived WAL (outside the "
+                       "window: a 422 that names it)"})
+
+    @ma.validates_schema
+    def _one(self, data, **kwargs):
+        if data.get("backup_id") and data.get("target_time"):
+            raise ma.ValidationError("Give backup_id or target_time, not both.", "backup_id")
 
 
 @blp.route("/environments/<uuid:env_id>/drills")
@@ -60,4 +70,4 @@ class Drills(MethodView):
         becomes `passed` or `failed` (`backup.drill_completed`,
         `backup.drill_failed`). Permission `project.environments.deploy`."""
         return svc.drill_now(current_actor(), env_id, berth=current_berth(),
-                             backup_id=body["backup_id"])
+                             backup_id=body["backup_id"], target_time=body["target_time"])

@@ -16,7 +16,11 @@ blp = Blueprint("drills", __name__, description="Restore drills")
 class DrillSchema(Schema):
     id = ma.fields.UUID(required=True, metadata={"description": "The drill's task"})
     environment_id = ma.fields.UUID(required=True)
-    backup_id = ma.fields.UUID(required=True, metadata={"description": "The backup drilled"})
+    backup_id = ma.fields.UUID(required=True, metadata={
+        "description": "The backup drilled (with `target_time`: the base backup recovered)"})
+    target_time = UTCDateTime(allow_none=True, required=True, metadata={
+        "description": "The moment drilled, from a base backup and the archived WAL "
+                       "(null: the backup as it was taken)"})
     status = ma.fields.String(required=True, metadata={
         "enum": ["pending", "running", "passed", "failed", "cancelled"]})
     trigger = ma.fields.String(required=True, metadata={

@@ -19,7 +19,7 @@ from control_plane.infra.pagination import page_page
 from control_plane.models import Backup, Environment, Project
 from control_plane.services import audit
 from control_plane.services.backups import neutralize as neutralization
-from control_plane.services.backups import objects, stores
+from control_plane.services.backups import objects, pitr, stores
 from control_plane.services.backups.kinds import (
     EXPORT_OBJECT,
     IMPORT_OBJECT,
@@ -59,12 +59,21 @@ def create(env, *, actor, berth, backup_type=states.BackupType.MANUAL,
 
 
 def restore(env, source_id, *, actor, berth, neutralize=None, profile=None, anonymize=None,
-            trigger=states.Trigger.MANUAL):
+            trigger=states.Trigger.MANUAL, target_time=None, source_environment_id=None):
     """Inside the caller's transaction, `env` locked: a `restore` task of a
     completed backup of an environment of the same project (404 otherwise, 400
-    unless completed), with its safety backup; neutralised (by `profile`, and
-    anonymised if asked) unless into production or `neutralize` is False
-    (neutralize.py). Returns the task."""
+    unless completed), or with `target_time` of the source environment (this one
+    unless `source_environment_id`) at that moment (pitr.py), with its safety
+    backup; neutralised (by `profile`, and anonymised if asked) unless into
+    production or `neutralize` is False (neutralize.py). Returns the task."""
+    moment = None
+    if target_time is not None:
+        require_ready(env, TaskKind.RESTORE)
+        source_env = pitr.source_environment(env, source_environment_id)
+        target_time = pitr.parse_target(target_time)
+        source_id = pitr.check(env, source_env, target_time).id
+        moment = {"target_time": target_time.isoformat(), "source_environment_id":
+                  str(source_env.id)}
     source = Backup.get_or_none(Backup.id == source_id, Backup.deleted_at.is_null())
     source_env = source and Environment.get_or_none(Environment.id == source.environment_id)
     if source_env is None or source_env.project_id != env.project_id:
@@ -78,7 +87,7 @@ def restore(env, source_id, *, actor, berth, neutralize=None, profile=None, anon
     d = engine.start(env, TaskKind.RESTORE, berth=berth, trigger=trigger,
                      actor=actor, source=source, record={"extra_data": {
                          "backup_id": str(source.id), "safety_backup_id": str(uuid.uuid4()),
-                         **wanted}})
+                         **({"point_in_time": moment} if moment else {}), **wanted}})
     neutralization.record(d, env, neutralize, actor.label)
     return d
 
@@ -179,10 +188,12 @@ def take(actor, env_id, *, berth, backup_type="manual", comment=None):
 
 
 def restore_into(actor, env_id, backup_id, *, berth, neutralize=None, profile=None,
-                 anonymize=None):
-    """A restore of a backup of the project into the environment."""
+                 anonymize=None, target_time=None, source_environment_id=None):
+    """A restore of a backup of the project, or of an environment of it at a point in
+    time, into the environment."""
     with database.atomic():
         env = access.environment(actor, env_id, DEPLOY, lock=True)
         return restore(env, backup_id, actor=actor, berth=berth, neutralize=neutralize,
-                       profile=profile, anonymize=anonymize)
+                       profile=profile, anonymize=anonymize, target_time=target_time,
+                       source_environment_id=source_environment_id)
 

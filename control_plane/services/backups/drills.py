@@ -10,8 +10,10 @@ as for any other); its record is the task, with what it proved in `extra_data`
 `attachments`). On demand (permission `project.environments.deploy`), or weekly
 by the scheduler where the environment's backup policy has drills on (default:
 production environments, as for scheduled backups), of the newest completed
-backup. `backup.drill_completed` or `backup.drill_failed` says how it ended; a
-failed drill is an alert as a failed backup is."""
+backup, or of a moment (`target_time`: a base backup and the archived WAL
+recovered, agent/backups/pitr.py; scheduled drills alternate with the newest
+moment of the window). `backup.drill_completed` or `backup.drill_failed` says how
+it ended; a failed drill is an alert as a failed backup is."""
 
 import datetime as dt
 import logging
@@ -23,6 +25,7 @@ from control_plane.infra.pagination import page_page
 from control_plane.models import Backup, Deployment, Environment, Project
 from control_plane.services import agents
 from control_plane.services.accounts import actors
+from control_plane.services.backups import pitr
 from control_plane.services.backups.backups import DEPLOY, newest_completed
 from control_plane.services.backups.kinds import HEALTH_TIMEOUT, require_ready, transfer_url
 from control_plane.services.environment_settings import access
@@ -53,10 +56,18 @@ def next_run_at(env, now=None):
     return now if last is None else max(now, last + EVERY)
 
 
-def start(env, *, berth, actor, backup_id=None, trigger=states.Trigger.MANUAL):
+def start(env, *, berth, actor, backup_id=None, target_time=None,
+          trigger=states.Trigger.MANUAL):
     """Inside the caller's transaction, `env` locked: a `drill` task of `backup_id`
-    (a completed backup of this environment; 404 otherwise, 400 unless completed)
-    or of its newest completed backup (409 `no_completed_backup` if none)."""
+    (a completed backup of this environment; 404 otherwise, 400 unless completed),
+    of the moment `target_time` (its base backup and the archived WAL; 422 outside
+    the window) or of its newest completed backup (409 `no_completed_backup` if none)."""
+    moment = {}
+    if target_time is not None:
+        require_ready(env, TaskKind.DRILL)
+        target_time = pitr.parse_target(target_time)
+        backup_id = pitr.check(env, env, target_time).id
+        moment = {"target_time": target_time.isoformat()}
     backup_id = backup_id or newest_completed(env.id)
     backup = Backup.get_or_none(Backup.id == backup_id, Backup.environment == env.id,
                                 Backup.deleted_at.is_null())
@@ -71,18 +82,22 @@ def start(env, *, berth, actor, backup_id=None, trigger=states.Trigger.MANUAL):
             f"The server's agent ({env.server.agent_version}) cannot run restore drills: "
             "upgrade it first.")
     return engine.start(env, TaskKind.DRILL, berth=berth, trigger=trigger, actor=actor,
-                        backup=backup, record={"extra_data": {"backup_id": str(backup.id)}})
+                        backup=backup, record={"extra_data": {"backup_id": str(backup.id),
+                                                              **moment}})
 
 
-def drill_now(actor, env_id, *, berth, backup_id=None):
+def drill_now(actor, env_id, *, berth, backup_id=None, target_time=None):
     with database.atomic():
         env = access.environment(actor, env_id, DEPLOY, lock=True)
-        return describe(start(env, berth=berth, actor=actor, backup_id=backup_id))
+        return describe(start(env, berth=berth, actor=actor, backup_id=backup_id,
+                              target_time=target_time))
 
 
 def describe(d):
     extra = d.extra_data or {}
+    moment = extra.get("target_time")
     return {"id": d.id, "environment_id": d.environment_id, "backup_id": extra.get("backup_id"),
+            "target_time": moment and dt.datetime.fromisoformat(moment),
             "status": SHOWN.get(d.status, "running" if d.started_at else "pending"),
             "trigger": d.trigger, **{k: extra.get(k) for k in MEASURED},
             "error_message": d.error_message, "created_at": d.created_at,
@@ -101,8 +116,11 @@ def page(actor, env_id, *, page=1, page_size=20):
 # --- the task kind ------------------------------------------------------------------
 
 def _payload(task, env, settings, *, backup):
+    moment = (task.extra_data or {}).get("target_time")
     return {"environment_id": str(env.id), "backup_id": str(backup.id),
-            "transfer_url": transfer_url(settings, backup.id), "health_timeout": HEALTH_TIMEOUT}
+            "transfer_url": transfer_url(settings, backup.id), "health_timeout": HEALTH_TIMEOUT,
+            **({"point_in_time": pitr.payload(env.id, backup, dt.datetime.fromisoformat(moment),
+                                              settings, transfer_url)} if moment else {})}
 
 
 def _settled(d, outcome, org_id, now, env_status):
@@ -159,7 +177,21 @@ def take_due(env_id, *, berth, now=None):
                           | (Environment.drill_scheduled_for <= now - EVERY)).execute())
         if not claimed:
             return None  # another scheduler took it
-        return start(env, berth=berth, actor=actors.SCHEDULER, trigger=states.Trigger.SCHEDULED)
+        return start(env, berth=berth, actor=actors.SCHEDULER, trigger=states.Trigger.SCHEDULED,
+                     target_time=_next_moment(env))
+
+
+def _next_moment(env):
+    """Scheduled drills alternate: the newest backup, then (where the environment's
+    WAL is archived) the newest moment of its window, then the newest backup..."""
+    last = (Deployment.select().where(Deployment.environment == env.id,
+                                      Deployment.kind == TaskKind.DRILL,
+                                      Deployment.trigger == states.Trigger.SCHEDULED)
+            .order_by(Deployment.created_at.desc()).first())
+    if last is None or (last.extra_data or {}).get("target_time"):
+        return None
+    span = pitr.window(env.id)
+    return span and span[1]
 
 
 def run_due(berth, each_due, now=None):

@@ -20,7 +20,7 @@ import uuid
 
 from control_plane import events
 from control_plane.models import Backup, Deployment
-from control_plane.services.backups import neutralize, objects
+from control_plane.services.backups import neutralize, objects, pitr
 from control_plane.services.tasks import engine, kinds
 from control_plane.vocabulary import errors, states
 from protocol import filestore_objects as fo
@@ -185,13 +185,19 @@ def _backup_settled(d, outcome, org_id, now, env_status):
 def _restore_payload(task, env, settings, *, source=None, upload=None):
     """From a completed backup (`source`) or from an uploaded import (`upload`),
     after a safety backup of the environment."""
-    what = f"backup {source.id}" if source is not None else f"import {upload.id}"
+    moment = task.extra_data.get("point_in_time")
+    what = (f"{moment['source_environment_id']} at {moment['target_time']}Z" if moment
+            else f"backup {source.id}" if source is not None else f"import {upload.id}")
     safety = new_backup(env, task, BackupType.MANUAL,
                         f"Safety backup before restore {task.id} of {what}",
                         uuid.UUID(task.extra_data["safety_backup_id"]), source)
     payload = {"environment_id": str(env.id),
                "safety": agent_payload(env, safety, settings), "health_timeout": HEALTH_TIMEOUT,
                **neutralize.payload(task.extra_data)}
+    if moment:
+        payload["point_in_time"] = pitr.payload(
+            uuid.UUID(moment["source_environment_id"]), source,
+            dt.datetime.fromisoformat(moment["target_time"]), settings, transfer_url)
     if source is not None:
         payload.update(backup_id=str(source.id), transfer_url=transfer_url(settings, source.id))
     else:

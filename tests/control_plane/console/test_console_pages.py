@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from control_plane.models import Backup, Deployment, Environment
+from control_plane.models import Backup, Deployment, Environment, WalFile
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.conftest import auth
@@ -285,3 +285,35 @@ def test_wal_archiving_is_shown_and_its_failure_stands_out(world, member, fake_c
                        ).where(Environment.id == env.id).execute()
     assert ('class="error" role="alert">Failing: uploading WAL failed: '
             "000000010000000000000003: &lt;HTTP 503&gt;") in archiving()
+
+
+def test_the_point_in_time_window_is_shown_and_a_moment_restored(world, member, fake_clock):
+    org, b = member
+    env = world.environment(world.project(org, world.server(org)))
+    start = fake_clock.now - dt.timedelta(hours=2)
+    Backup.create(environment=env, status="completed", completed_at=start,
+                  manifest={"base": {"object": "base.tar.zst", "start_lsn": "0/3000028",
+                                     "system_identifier": "7301234567890123456",
+                                     "timeline": 1}})
+    for n in (3, 4):
+        WalFile.create(environment=env, name=f"7301234567890123456/00000001000000000000000{n}.zst",
+                       key="k", size=1, sha256="a" * 64, stored_at=fake_clock.now,
+                       archived_at=start + dt.timedelta(hours=n - 2))
+    section = _backups_section(b, env)
+    end = start + dt.timedelta(hours=2)
+    assert (f"Restorable to any moment from {start:%Y-%m-%d %H:%M:%S} to "
+            f"{end:%Y-%m-%d %H:%M:%S} UTC") in section
+    assert f'min="{start:%Y-%m-%dT%H:%M:%S}" max="{end:%Y-%m-%dT%H:%M:%S}"' in section
+    r = b.post(f"/environments/{env.id}/restore",
+               {"confirm_name": env.name, "target_time": "noon"})
+    assert r.status_code == 422 and "date and a time" in _text(r)
+    r = b.post(f"/environments/{env.id}/restore", {
+        "confirm_name": env.name, "target_time": f"{start - dt.timedelta(minutes=1):%Y-%m-%dT%H:%M:%S}"})
+    assert r.status_code == 422 and "point-in-time window" in _text(r)
+    assert not Deployment.select().where(Deployment.environment == env.id).exists()
+    r = b.post(f"/environments/{env.id}/restore", {
+        "confirm_name": env.name, "target_time": f"{start + dt.timedelta(hours=1):%Y-%m-%dT%H:%M:%S}"})
+    assert r.status_code == 303, _text(r)
+    task = Deployment.get(Deployment.environment == env.id)
+    assert task.kind == "restore" and task.extra_data["point_in_time"]["target_time"] == \
+        f"{start + dt.timedelta(hours=1):%Y-%m-%dT%H:%M:%S}"

@@ -9,7 +9,6 @@ every attachment's checksum) and removes it, the environment serving on. A drill
 of a backup whose object was changed in storage fails and alerts; so does one of
 a backup whose attachment's file is missing."""
 
-import hashlib
 
 import pytest
 
@@ -17,6 +16,7 @@ from control_plane.models import Backup, Event
 from tests.support.backup_flow import (
     V1,
     P,
+    attach,
     completed_backup,
     deployed,
     notes,
@@ -26,23 +26,10 @@ from tests.support.backup_flow import (
     spoil_an_object,
     task_log,
     wait_running,
-    write_files,
 )
 
 ROWS = [(i, f"invoice 2026/{i:03d}") for i in range(1, 41)]
 FILES = {b"%PDF-1.7 invoice 1": "invoice-1.pdf", b"\x89PNG logo": "logo.png"}
-
-
-def _attach(s, env_id, files):
-    """Files stored as Odoo stores attachments: named by their SHA-1, under 2 hex."""
-    stored = {}
-    for data, name in files.items():
-        sha1 = hashlib.sha1(data).hexdigest()
-        stored[f"{sha1[:2]}/{sha1}"] = data
-        psql(s, env_id, f"INSERT INTO ir_attachment (name, store_fname, checksum, file_size) "
-                        f"VALUES ('{name}', '{sha1[:2]}/{sha1}', '{sha1}', {len(data)})")
-    write_files(s, env_id, stored)
-    return stored
 
 
 def _drill(client, s, env_id, **body):
@@ -70,7 +57,7 @@ def test_a_drill_proves_a_backup_and_fails_on_one_spoiled(client, stand):
     prod = deployed(client, s, "Production", "production")
     wait_running(client, s, prod)
     set_notes(s, prod, ROWS)
-    _attach(s, prod, FILES)
+    attach(s, prod, FILES)
     backup = completed_backup(client, s, prod)["id"]
     erp = s.envs._container(s.envs._names(prod)["erp"])
 
