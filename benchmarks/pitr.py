@@ -52,6 +52,24 @@ DATA = "/var/lib/postgresql/data"
 class PitrBench(BackupBench):
     environment_fields = {"environment_type": "production"}
 
+    def fill(self, filestore_mb, database_mb):
+        """backup_restore.py's data, each file an attachment of the database (a
+        restore to a moment writes the files its database names)."""
+        filled = super().fill(filestore_mb, database_mb)
+        store = self.store()
+        store.parent.mkdir(exist_ok=True)
+        (self.env_dir / "filestore" / "odoo").rename(store)  # where Odoo keeps them
+        self.attach([p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()])
+        return filled
+
+    def store(self):
+        return self.env_dir / "filestore" / "filestore" / "odoo"
+
+    def attach(self, names):
+        for i in range(0, len(names), 500):
+            values = ", ".join(f"('bench', '{n}')" for n in names[i:i + 500])
+            self.psql(f"INSERT INTO ir_attachment (name, store_fname) VALUES {values}")
+
     def storage(self):
         return next(self.tmp.rglob("objects/wal")).parent
 
@@ -62,7 +80,7 @@ class PitrBench(BackupBench):
                   "at timestamptz, lsn pg_lsn, body text)")
         load = threading.Thread(target=self.psql, args=(LOAD.format(seconds=seconds),))
         load.start()
-        store, st = self.env_dir / "filestore" / "odoo", (self.env_dir / "filestore").stat()
+        store, st = self.store(), (self.env_dir / "filestore").stat()
         moment = None
         for n in range(files):
             data = os.urandom(256 * 1024)
@@ -71,6 +89,7 @@ class PitrBench(BackupBench):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             os.chown(path, st.st_uid, st.st_gid)
+            self.attach([f"{name[:2]}/{name}"])
             time.sleep(seconds / files)
             if n == files // 2:
                 moment = self.psql("SELECT to_char(now() AT TIME ZONE 'UTC', "

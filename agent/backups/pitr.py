@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from agent.backups import archive, databases, objects
 from agent.backups.databases import DB
@@ -29,6 +30,7 @@ from protocol.errors import AgentErrorCode
 
 WORK = "pitr"  # in the environment's directory
 DATA, WAL_DIR, OUT = "/var/lib/postgresql/data", "/berth-wal", "/berth-out"
+FETCHES = 3  # WAL files downloaded at once
 RECOVERY_TIMEOUT = 3 * 3600  # seconds the WAL's replay may take
 POLL = 0.5
 SHORT = "recovery ended before configured recovery target was reached"
@@ -98,14 +100,24 @@ class Recovered:
         log("info", f"point in time {self.pit['target_time']}: base backup {self.id} "
                     f"(from {base.get('start_lsn')}), WAL {self.range} "
                     f"({len(self.pit['wal'])} files)")
-        self.backups.progress(phase="restore: unpacking the base backup", bytes_done=0)
-        chunks = Checked(self.transfer.download(base["object"]), self.backups._counter())
-        archive.unpack(chunks, base.get("compression") or "zstd", pgdata)
-        _check(base["object"], base, chunks)
-        self.backups.progress(phase="restore: fetching the WAL", bytes_done=0)
+        self.backups.progress(phase="restore: fetching the base backup and the WAL",
+                              bytes_done=0)
         source = Transfer(self.pit["wal_url"], self.backups.credential)
-        for name, sha256 in self.pit["wal"]:
-            _fetch(source, name, spool / _file(name), stored_sha256=sha256)
+        # The WAL comes down on threads while the base unpacks here (each file its own
+        # download and decompressor).
+        with ThreadPoolExecutor(FETCHES, thread_name_prefix="berth-wal-fetch") as pool:
+            fetched = [pool.submit(_fetch, source, name, spool / _file(name),
+                                   stored_sha256=sha256) for name, sha256 in self.pit["wal"]]
+            try:
+                chunks = Checked(self.transfer.download(base["object"]),
+                                 self.backups._counter())
+                archive.unpack(chunks, base.get("compression") or "zstd", pgdata)
+                _check(base["object"], base, chunks)
+            finally:
+                for done in fetched:
+                    done.cancel()
+            for done in fetched:
+                done.result()
         (pgdata / "recovery.signal").touch()
         self._settings(pgdata, target=True)
         for path in (pgdata, spool, out):

@@ -230,13 +230,19 @@ COMMANDS = [backups]
 @click.argument("env_id", type=ID)
 @click.option("--backup", "backup_id", type=ID, help="A completed backup of the environment "
               "(default: its newest).")
+@click.option("--at", "target_time", metavar="TIME", help="Instead: a moment (ISO 8601) of "
+              "its point-in-time window.")
 @click.option("--wait", is_flag=True, help="Follow the drill until it ends.")
 @click.pass_obj
-def drill(state, env_id, backup_id, wait):
-    """Restore a backup into a throwaway copy and prove it (operations API: needs a user
-    token). The environment serves on, untouched."""
+def drill(state, env_id, backup_id, target_time, wait):
+    """Restore a backup, or a moment, into a throwaway copy and prove it (operations API:
+    needs a user token). The environment serves on, untouched."""
+    if backup_id and target_time:
+        raise click.UsageError("Give --backup or --at, not both.")
     client = state.client
     body = {"backup_id": backup_id} if backup_id else {}
+    if target_time:
+        body["target_time"] = target_time
     shown = client.ops("POST", f"/environments/{env_id}/drills", body=body)
     if wait:
         echo(f"Drill {shown['id']} of backup {shown['backup_id']}:", err=True)

@@ -50,8 +50,12 @@ def backup_create(env_id, comment):
 
 @command(backup, "restore")
 @click.option("--environment", "env_id", type=UUID_T, required=True)
-@click.option("--backup", "backup_id", type=UUID_T, required=True,
+@click.option("--backup", "backup_id", type=UUID_T,
               help="A completed backup of this environment or of another of its project")
+@click.option("--at", "target_time", metavar="TIME", help="Instead of --backup: a moment "
+              "(ISO 8601) of the source environment's point-in-time window")
+@click.option("--from", "source", type=UUID_T, help="With --at: the environment read "
+              "(default: --environment)")
 @click.option("--no-neutralize", "keep_live", is_flag=True,
               help="Into staging or development: do not neutralise the restored database "
                    "(it keeps its mail servers, scheduled actions and payments live)")
@@ -60,19 +64,31 @@ def backup_create(env_id, comment):
                    "policy; never weaker)")
 @click.option("--anonymize", is_flag=True, default=None,
               help="Rewrite the copy's personal data, irreversibly")
-def backup_restore(env_id, backup_id, keep_live, profile, anonymize):
-    """Restore a backup into the environment (a task; a safety backup first).
-    Into staging or development the restored database is neutralised and checked."""
+def backup_restore(env_id, backup_id, target_time, source, keep_live, profile, anonymize):
+    """Restore a backup, or a moment (--at), into the environment (a task; a safety
+    backup first). Into staging or development the restored database is neutralised
+    and checked."""
+    import datetime as dt
+
     from control_plane.models import Backup
     from control_plane.services.backups import backups
 
+    if (backup_id is None) == (target_time is None) or (source and not target_time):
+        raise click.UsageError("Give --backup, or --at (with --from, if another environment).")
+    try:
+        moment = target_time and dt.datetime.fromisoformat(target_time.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter("an ISO 8601 time, e.g. 2026-12-01T09:41:00Z",
+                                 param_hint="--at") from None
     d = backups.restore_into(operator(), env_id, backup_id, berth=current_berth(),
                              neutralize=False if keep_live else None, profile=profile,
-                             anonymize=anonymize)
+                             anonymize=anonymize, target_time=moment,
+                             source_environment_id=source)
     safety = Backup.get(Backup.task == d.id)
     extra = d.extra_data
     return {"task_id": str(d.id), "kind": d.kind, "status": d.status,
-            "environment_id": str(d.environment_id), "backup_id": str(backup_id),
+            "environment_id": str(d.environment_id), "backup_id": extra["backup_id"],
+            "target_time": (extra.get("point_in_time") or {}).get("target_time"),
             "neutralize": extra.get("neutralize", False),
             "neutralize_profile": extra.get("profile"), "anonymize": extra.get("anonymize"),
             "safety_backup": _backup(safety)}

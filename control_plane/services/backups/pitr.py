@@ -26,40 +26,52 @@ def bases(env_id):
             and b.completed_at is not None]
 
 
-def _archived(row):
-    return row.archived_at or row.stored_at
+class _Archive:
+    """An environment's stored WAL segments, read once: {(system identifier,
+    timeline): {segment number: (name, sha256, when finished)}} (tuples, not rows:
+    a week of WAL is thousands of files, read on every status)."""
+
+    def __init__(self, env_id):
+        self.segments = {}
+        for name, sha256, archived, stored in (
+                WalFile.select(WalFile.name, WalFile.sha256, WalFile.archived_at,
+                               WalFile.stored_at)
+                .where(WalFile.environment == env_id, WalFile.path.is_null(),
+                       WalFile.stored_at.is_null(False)).tuples()):
+            system_id, _, file = name.partition("/")
+            found = wal.segment_number(file.rsplit(".", 1)[0])
+            if found:
+                self.segments.setdefault((system_id, found[0]), {})[found[1]] = (
+                    name, sha256, archived or stored)
+
+    def run(self, backup):
+        """The segments that follow the backup's base without a gap, in order."""
+        base = backup.manifest["base"]
+        try:
+            timeline = int(base["timeline"])
+            number = wal.segment_number(wal.segment_of_lsn(timeline, base["start_lsn"]))[1]
+        except (KeyError, TypeError, ValueError):
+            return []
+        found, run = self.segments.get((str(base.get("system_identifier")), timeline), {}), []
+        while number in found:
+            run.append(found[number])
+            number += 1
+        return run
 
 
-def _run(env_id, backup):
-    """The stored WAL segments that follow the backup's base without a gap, in order."""
-    base = backup.manifest["base"]
-    try:
-        timeline = int(base["timeline"])
-        first = wal.segment_number(wal.segment_of_lsn(timeline, base["start_lsn"]))[1]
-    except (KeyError, TypeError, ValueError):
-        return []
-    prefix = f"{base['system_identifier']}/{timeline:08X}"
-    rows = {}
-    for row in WalFile.select().where(WalFile.environment == env_id, WalFile.path.is_null(),
-                                      WalFile.name.startswith(prefix),
-                                      WalFile.stored_at.is_null(False)):
-        found = wal.segment_number(row.name.partition("/")[2].rsplit(".", 1)[0])
-        if found and found[1] >= first:
-            rows[found[1]] = row
-    run, number = [], first
-    while number in rows:
-        run.append(rows[number])
-        number += 1
-    return run
+def _spans(env_id):
+    """[(base backup, its run)] of the bases whose run reaches past their completion."""
+    archive = _Archive(env_id)
+    return [(b, run) for b in bases(env_id)
+            if (run := archive.run(b)) and run[-1][2] >= b.completed_at]
 
 
 def window(env_id):
     """(start, end) of the moments the environment can be brought back to, or None."""
-    spans = [(b.completed_at, _archived(run[-1])) for b in bases(env_id)
-             if (run := _run(env_id, b)) and _archived(run[-1]) >= b.completed_at]
+    spans = _spans(env_id)
     if not spans:
         return None
-    return min(s for s, _ in spans), max(e for _, e in spans)
+    return min(b.completed_at for b, _ in spans), max(run[-1][2] for _, run in spans)
 
 
 def _iso(moment):
@@ -78,14 +90,13 @@ def check(env, source_env, target_time):
         raise errors.AgentUpgradeRequired(
             "A restore to a point in time needs the server's agent of this release. "
             "Upgrade the agent first.")
-    for backup in reversed(bases(source_env.id)):
-        if backup.completed_at > target_time:
-            continue
-        run = _run(source_env.id, backup)
-        if run and _archived(run[-1]) >= target_time:
-            return backup
-        break
-    span = window(source_env.id)
+    spans = _spans(source_env.id)
+    for backup, run in reversed(spans):
+        if backup.completed_at <= target_time:
+            if run[-1][2] >= target_time:
+                return backup
+            break
+    span = spans and (min(b.completed_at for b, _ in spans), max(r[-1][2] for _, r in spans))
     where = (f"from {_iso(span[0])} to {_iso(span[1])}" if span else
              "empty: no backup of it holds a base with its WAL archived after it")
     why = (f"target_time {_iso(target_time)} is outside the environment's point-in-time "
@@ -102,9 +113,9 @@ def payload(source_env_id, base, target_time, settings, transfer_url):
     a file the database at the target names that the shipper did not send again: a
     file's content never changes)."""
     names = []
-    for row in _run(source_env_id, base):
-        names.append([row.name, row.sha256])
-        if _archived(row) > target_time:
+    for name, sha256, finished in _Archive(source_env_id).run(base):
+        names.append([name, sha256])
+        if finished > target_time:
             break
     files = [[r.path, r.name] for r in WalFile.select(WalFile.path, WalFile.name).where(
         WalFile.environment == source_env_id, WalFile.path.is_null(False),

@@ -37,10 +37,15 @@ def test_list_create_restore(data_dir):  # noqa: F811
     assert page["total"] == 1 and page["items"][0]["status"] == "completed"
     assert set(page["items"][0]) == BACKUP_KEYS
 
+    # A moment: outside the window (no base backup here) it says which window.
+    assert "point-in-time window, empty" in fails(
+        data_dir, "backup", "restore", "--environment", env.id, "--at", "2026-12-01T09:41:00Z")
+    assert "--backup, or --at" in fails(data_dir, "backup", "restore", "--environment", env.id)
     restored = ok(data_dir, "backup", "restore", "--environment", env.id, "--backup",
                   created["id"], keys={"task_id", "kind", "status", "environment_id",
-                                       "backup_id", "neutralize", "neutralize_profile",
-                                       "anonymize", "safety_backup"})
+                                       "backup_id", "target_time", "neutralize",
+                                       "neutralize_profile", "anonymize", "safety_backup"})
+    assert restored["backup_id"] == created["id"] and restored["target_time"] is None
     assert restored["kind"] == "restore" and restored["status"] == "pending"
     assert restored["safety_backup"]["notes"].startswith("Safety backup before restore")
     assert Backup.select().count() == 2
