@@ -20,7 +20,16 @@ import shutil
 import threading
 import time
 
-from agent.backups import archive, databases, exec_stream, objects, ondisk, safe_copy, taking
+from agent.backups import (
+    archive,
+    databases,
+    exec_stream,
+    objects,
+    ondisk,
+    pitr,
+    safe_copy,
+    taking,
+)
 from agent.backups.databases import DB, REPLACED, STAGED
 from agent.backups.neutralize import is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
@@ -91,10 +100,8 @@ class Backups:
 
                 source = ImportSource(self, payload["import"], payload.get("erp_version"), log)
             elif payload.get("point_in_time"):
-                from agent.backups.pitr import Recovered
-
-                source = Recovered(self, payload, _Stored(self, payload["transfer_url"],
-                                                          payload["backup_id"]))
+                source = pitr.Recovered(self, payload, _Stored(self, payload["transfer_url"],
+                                                               payload["backup_id"]))
             else:
                 source = _Stored(self, payload["transfer_url"], payload["backup_id"])
             safety = self.backup(payload["safety"], log, label="safety backup")
@@ -201,6 +208,8 @@ class Backups:
         deletion a stop cut short deleted. Returns the environments rolled back."""
         for trash in self.envs.root.glob(f"*/{TRASH}*"):
             shutil.rmtree(trash, ignore_errors=True)
+        for env_id in pitr.discard_leftovers(self.envs):
+            log("info", f"removed the recovery an agent stop left in {env_id}")
         resumed = []
         for journal in sorted(self.envs.root.glob(f"*/{RESTORE_JOURNAL}")):
             try:

@@ -238,18 +238,28 @@ class Recovered:
                            f"are in no backup or archive, e.g. {missing[0]}")
 
 
+def discard_leftovers(envs):
+    """What an agent stop left of recoveries (their throwaway database and folder)
+    removed; returns the environments it was found in."""
+    found = []
+    for work in sorted(envs.root.glob(f"*/{WORK}")):
+        _Throwaway(envs, work.parent.name, work).remove()
+        found.append(work.parent.name)
+    return found
+
+
 class _Throwaway:
     """The recovery's PostgreSQL: the environment's image and settings, no network."""
 
     def __init__(self, envs, env_id, work):
-        n = envs._names(env_id)
         self.envs, self.env_id, self.work = envs, env_id, work
-        self.name = f"{n['db']}-pitr"
-        self.live = envs._container(n["db"])
-        if self.live is None:
-            raise RecoveryError("the environment has no database container")
+        self.live_name = envs._names(env_id)["db"]
+        self.name = f"{self.live_name}-pitr"
 
     def start(self, log):
+        self.live = self.envs._container(self.live_name)
+        if self.live is None:
+            raise RecoveryError("the environment has no database container")
         config = self.live.attrs.get("Config") or {}
         with engine_errors():
             container = self.envs.docker.containers.run(

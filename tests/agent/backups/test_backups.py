@@ -533,3 +533,26 @@ def test_a_redeploy_takes_its_pre_deploy_backup_first(env, stand_in, docker_clie
     taken = next(i for i, m in enumerate(lines) if "pre-deploy backup" in m and "taken" in m)
     assert taken < next(i for i, m in enumerate(lines) if "environment is up" in m)
     assert healthy(envs, env_id) and notes(envs, env_id) == rows
+
+
+def test_a_recovery_left_by_a_stop_is_removed_at_the_next_start(tmp_path, docker_client,
+                                                                 postgres_image):
+    """A restore to a point in time cut short: its throwaway database (no network) and
+    its folder go when the agent starts again."""
+    envs = Environments(docker_client, root=tmp_path)
+    env_id = f"e-{uuid.uuid4().hex[:8]}"
+    work = tmp_path / env_id / "pitr" / "pgdata"
+    work.mkdir(parents=True)
+    left = docker_client.containers.run(postgres_image, ["sleep", "600"], detach=True,
+                                        name=f"{envs._names(env_id)['db']}-pitr",
+                                        network_mode="none")
+    try:
+        lines = []
+        assert Backups(envs, CREDENTIAL).resume_interrupted(
+            lambda level, msg: lines.append(msg)) == []
+        assert not (tmp_path / env_id / "pitr").exists()
+        assert envs._container(left.name) is None
+        assert any(env_id in line for line in lines)
+    finally:
+        if envs._container(left.name) is not None:
+            left.remove(force=True)

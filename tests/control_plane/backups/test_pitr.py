@@ -17,6 +17,7 @@ from control_plane.models import (
     Environment,
     FilestoreObject,
     FilestorePack,
+    Server,
     WalFile,
 )
 from control_plane.services.backups import policy
@@ -236,3 +237,20 @@ def test_a_moment_before_utcs_calendar_is_refused(client, prod, store):  # noqa:
     bk = prod
     r = restore(client, bk, bk.env, "0001-01-01T00:00:00+05:00")
     assert r.status_code == 422 and r.json["error"] == "validation_error", r.json
+
+
+def test_an_older_agent_is_not_asked_for_a_moment(client, prod, store, at):  # noqa: F811
+    """It would restore the base and ignore the moment: 409 until it is upgraded."""
+    bk = prod
+    based_backup(client, bk, at, T0)
+    for n in (3, 4):
+        ship(client, bk, store, n, T0 + dt.timedelta(minutes=n))
+    at(T0 + dt.timedelta(minutes=10))
+    Server.update(agent_version="0.0.1").where(Server.id == bk.server.id).execute()
+    moment = iso(T0 + dt.timedelta(minutes=2))
+    for r in (restore(client, bk, bk.env, moment),
+              client.post(f"{V1}/environments/{bk.env.id}/drills", headers=bk.h,
+                          json={"target_time": moment})):
+        assert r.status_code == 409 and r.json["error"] == "agent_upgrade_required", r.json
+    assert not Deployment.select().where(Deployment.environment == bk.env.id,
+                                         Deployment.kind != "backup").exists()
