@@ -1,6 +1,7 @@
 """flask-smorest, bent to the spec: one error body shape, and every operation
 documents the auth, rate-limit, idempotency and error responses that the hooks add."""
 
+import copy
 import threading
 
 import flask_smorest
@@ -294,6 +295,17 @@ def _set_response(responses, status, response):
 def _has_cursor(operation):
     return any(isinstance(p, dict) and p.get("in") == "query" and p.get("name") == "cursor"
                for p in operation.get("parameters", ()))
+
+
+class SchemaRules(BasePlugin):
+    """A body's rules across its fields (one of two fields, not both), said in its
+    document as the schema's `Meta.openapi` (JSON Schema keywords): a client, and the
+    fuzzer, then know which bodies the server takes."""
+
+    def schema_helper(self, name, definition, **kwargs):
+        schema = kwargs.get("schema")
+        meta = getattr(schema if isinstance(schema, type) else type(schema), "Meta", None)
+        return copy.deepcopy(getattr(meta, "openapi", None)) or None
 
 
 class StandardResponses(BasePlugin):

@@ -1,7 +1,7 @@
 """The deployment-operations surface at /api/v1 (user bearer tokens), and the Git
 hosts' push webhooks at /api/v1/webhooks/<provider>."""
 
-from control_plane.api.smorest import BerthApi, DeclaredResponses
+from control_plane.api.smorest import BerthApi, DeclaredResponses, SchemaRules
 
 PREFIX = "/api/v1"
 
@@ -23,7 +23,7 @@ def register(app):
         "OPS_OPENAPI_JSON_PATH": "openapi.json",
     })
     api = BerthApi(app, config_prefix="OPS", spec_kwargs={
-        "extra_plugins": [DeclaredResponses()],
+        "extra_plugins": [DeclaredResponses(), SchemaRules()],
         "info": {"description": DESCRIPTION},
         "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/")}],
         "security": [{"bearerAuth": []}],

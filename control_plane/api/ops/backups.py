@@ -73,23 +73,31 @@ class CopyFields(ma.Schema):
 
 
 class RestoreBody(CopyFields):
-    backup_id = ma.fields.UUID(load_default=None, metadata={
+    class Meta:  # exactly one of backup_id and target_time; source_environment_id with the latter
+        openapi = {"oneOf": [
+            {"required": ["backup_id"], "not": {"anyOf": [
+                {"required": ["target_time"]}, {"required": ["source_environment_id"]}]}},
+            {"required": ["target_time"], "not": {"required": ["backup_id"]}}]}
+
+    backup_id = ma.fields.UUID(metadata={
         "description": "A completed backup of this environment or of another environment "
                        "of the same project (or `target_time`)"})
-    target_time = UTCDateTime(load_default=None, metadata={
+    target_time = UTCDateTime(metadata={
         "description": "Instead of `backup_id`: the moment (ISO 8601) the source "
                        "environment's database and filestore are brought back to, within "
                        "its window (`GET .../wal-archive`: `window_start`, `window_end`; "
                        "outside it a 422 names it)"})
-    source_environment_id = ma.fields.UUID(load_default=None, metadata={
+    source_environment_id = ma.fields.UUID(metadata={
         "description": "With `target_time`: the environment of the same project read "
                        "(default: this one), e.g. production into a staging copy"})
 
-    @ma.validates_schema
-    def _one_source(self, data, **kwargs):
-        if (data.get("backup_id") is None) == (data.get("target_time") is None):
-            raise ma.ValidationError("Give either backup_id or target_time.", "backup_id")
-        if data.get("source_environment_id") and data.get("target_time") is None:
+    @ma.validates_schema(pass_original=True)
+    def _one_source(self, data, original, **kwargs):
+        given = set(original) if isinstance(original, dict) else set()
+        if ("backup_id" in given) == ("target_time" in given):
+            why = ["Give either backup_id or target_time."]
+            raise ma.ValidationError({"backup_id": why, "target_time": why})
+        if "source_environment_id" in given and "target_time" not in given:
             raise ma.ValidationError("Only with target_time.", "source_environment_id")
 
 
@@ -123,7 +131,7 @@ class EnvironmentBackups(MethodView):
 @blp.route("/environments/<uuid:env_id>/restore")
 class Restore(MethodView):
     @errors(400, 403, 409, 422)
-    @blp.arguments(RestoreBody, required=False)  # backup_id or target_time: a 422 names them
+    @blp.arguments(RestoreBody)
     @blp.response(202, DeploymentSchema)
     def post(self, body, env_id):
         """Restore a backup into the environment
@@ -134,8 +142,8 @@ class Restore(MethodView):
         environment, neutralised and checked: `neutralize`, `neutralize_profile`,
         `anonymize`), the ERP restarted and its health checked; on any failure the safety backup is put back. Answers at once with the
         task (permission `project.environments.deploy`)."""
-        return svc.restore_into(current_actor(), env_id, body["backup_id"], berth=current_berth(),
+        return svc.restore_into(current_actor(), env_id, body.get("backup_id"), berth=current_berth(),
                                 neutralize=body["neutralize"],
                                 profile=body["neutralize_profile"], anonymize=body["anonymize"],
-                                target_time=body["target_time"],
-                                source_environment_id=body["source_environment_id"])
+                                target_time=body.get("target_time"),
+                                source_environment_id=body.get("source_environment_id"))

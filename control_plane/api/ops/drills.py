@@ -31,16 +31,19 @@ errors = error_responses(blp, ERRORS)
 
 
 class DrillBody(ma.Schema):
+    class Meta:  # backup_id or target_time, not both
+        openapi = {"not": {"required": ["backup_id", "target_time"]}}
+
     backup_id = ma.fields.UUID(load_default=None, metadata={
         "description": "A completed backup of this environment; default: its newest"})
-    target_time = UTCDateTime(load_default=None, metadata={
+    target_time = UTCDateTime(metadata={
         "description": "Instead: a moment of the environment's point-in-time window, "
                        "restored from a base backup and the archived WAL (outside the "
                        "window: a 422 that names it)"})
 
-    @ma.validates_schema
-    def _one(self, data, **kwargs):
-        if data.get("backup_id") and data.get("target_time"):
+    @ma.validates_schema(pass_original=True)
+    def _one(self, data, original, **kwargs):
+        if isinstance(original, dict) and {"backup_id", "target_time"} <= set(original):
             raise ma.ValidationError("Give backup_id or target_time, not both.", "backup_id")
 
 
@@ -70,4 +73,4 @@ class Drills(MethodView):
         becomes `passed` or `failed` (`backup.drill_completed`,
         `backup.drill_failed`). Permission `project.environments.deploy`."""
         return svc.drill_now(current_actor(), env_id, berth=current_berth(),
-                             backup_id=body["backup_id"], target_time=body["target_time"])
+                             backup_id=body["backup_id"], target_time=body.get("target_time"))

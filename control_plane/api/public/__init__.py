@@ -1,7 +1,7 @@
 """The public API at /api/public/v1 (API keys)."""
 
 from control_plane import docs_ui
-from control_plane.api.smorest import BerthApi, StandardResponses
+from control_plane.api.smorest import BerthApi, SchemaRules, StandardResponses
 
 PREFIX = "/api/public/v1"
 
@@ -33,7 +33,7 @@ def register(app):
     if "docs_ui" not in app.blueprints:
         app.register_blueprint(docs_ui.blp)
     api = BerthApi(app, config_prefix="PUBLIC", spec_kwargs={
-        "extra_plugins": [StandardResponses()],
+        "extra_plugins": [StandardResponses(), SchemaRules()],
         "info": {"description": DESCRIPTION},
         "servers": [{"url": app.config["PUBLIC_URL"].rstrip("/")}],  # paths carry the prefix
         "security": [{"bearerAuth": []}, {"apiKeyHeader": []}],
