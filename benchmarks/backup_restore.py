@@ -139,6 +139,7 @@ machine_cpu = MachineCPU()
 
 
 class BackupBench(Bench):
+    RESTORING = "taken; restoring backup"  # the task-log line a restore's figure starts at
     def start(self):
         super().start()
         with self._db() as db:
@@ -357,7 +358,7 @@ class BackupBench(Bench):
                               (uuid.UUID(task_id).hex,)).fetchall()
             finished = db.execute("SELECT completed_at FROM deployment WHERE id = ?",
                                   (uuid.UUID(task_id).hex,)).fetchone()[0]
-        start = next(_ts(at) for message, at in rows if "taken; restoring backup" in message)
+        start = next(_ts(at) for message, at in rows if self.RESTORING in message)
         end = _ts(finished) if finished else _ts(rows[-1][1])
         return end - start
 

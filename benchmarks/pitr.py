@@ -51,6 +51,7 @@ DATA = "/var/lib/postgresql/data"
 
 class PitrBench(BackupBench):
     environment_fields = {"environment_type": "production"}
+    RESTORING = "taken; restoring the moment"
 
     def fill(self, filestore_mb, database_mb):
         """backup_restore.py's data, each file an attachment of the database (a
@@ -117,18 +118,6 @@ class PitrBench(BackupBench):
         if task["status"] != "completed":
             raise SystemExit(f"the restore failed: {task.get('error_message')}")
         return task_id, self._restore_span(task_id)
-
-    def _restore_span(self, task_id):
-        from deploy_time import _ts
-
-        with self._db() as db:
-            rows = db.execute("SELECT message, created_at FROM task_log_line WHERE "
-                              "deployment_id = ? ORDER BY seq",
-                              (uuid.UUID(task_id).hex,)).fetchall()
-            finished = db.execute("SELECT completed_at FROM deployment WHERE id = ?",
-                                  (uuid.UUID(task_id).hex,)).fetchone()[0]
-        start = next(_ts(at) for message, at in rows if "taken; restoring the moment" in message)
-        return _ts(finished) - start
 
     def baseline_pitr(self, out, backup, moment):
         """The same moment recovered by hand from the stored objects; seconds."""
