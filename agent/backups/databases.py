@@ -112,3 +112,16 @@ def _terminate(*databases):
             "PERFORM pg_stat_clear_snapshot(); "  # else the activity seen is the first look's
             f"EXIT WHEN NOT EXISTS (SELECT 1 {others}) OR clock_timestamp() > until; "
             "PERFORM pg_sleep(0.01); END LOOP; END $$")
+
+
+def run_throwaway(envs, live, name, env_id, role, volumes):
+    """A throwaway PostgreSQL beside the environment's (`live`, its container): the same
+    image, settings and password, no network, archiving no WAL (the environment's spool
+    is not its); `volumes` as the engine takes them."""
+    config = live.attrs.get("Config") or {}
+    with engine_errors():
+        return envs.docker.containers.run(
+            config.get("Image") or live.image.id,
+            [*(config.get("Cmd") or ["postgres"]), "-c", "archive_mode=off"],
+            name=name, detach=True, network_mode="none", environment=config.get("Env") or [],
+            labels=envs._labels(env_id, role), volumes=volumes)

@@ -65,18 +65,9 @@ class _Copy:
 
     def start_database(self, log):
         """PostgreSQL from the environment's image, settings and password, no network."""
-        config = self.live_db.attrs.get("Config") or {}
         (self.dir / "pgdata").mkdir(parents=True)
-        with engine_errors():
-            db = self.envs.docker.containers.run(
-                config.get("Image") or self.live_db.image.id,
-                # A throwaway copy archives no WAL (the environment's spool is not its).
-                [*(config.get("Cmd") or ["postgres"]), "-c", "archive_mode=off"],
-                name=self.db_name, detach=True, network_mode="none",
-                environment=config.get("Env") or [],
-                labels=self.envs._labels(self.env_id, "drill"),
-                volumes={str(self.dir / "pgdata"): {"bind": "/var/lib/postgresql/data",
-                                                    "mode": "rw"}})
+        db = databases.run_throwaway(self.envs, self.live_db, self.db_name, self.env_id, "drill", {
+            str(self.dir / "pgdata"): {"bind": "/var/lib/postgresql/data", "mode": "rw"}})
         self.envs._wait_db(db, log)
         return db
 

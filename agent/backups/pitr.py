@@ -260,17 +260,10 @@ class _Throwaway:
         self.live = self.envs._container(self.live_name)
         if self.live is None:
             raise RecoveryError("the environment has no database container")
-        config = self.live.attrs.get("Config") or {}
-        with engine_errors():
-            container = self.envs.docker.containers.run(
-                config.get("Image") or self.live.image.id,
-                [*(config.get("Cmd") or ["postgres"]), "-c", "archive_mode=off"],
-                name=self.name, detach=True, network_mode="none",
-                environment=config.get("Env") or [],
-                labels=self.envs._labels(self.env_id, "pitr"),
-                volumes={str(self.work / "pgdata"): {"bind": DATA, "mode": "rw"},
-                         str(self.work / "wal"): {"bind": WAL_DIR, "mode": "ro"},
-                         str(self.work / "out"): {"bind": OUT, "mode": "rw"}})
+        container = databases.run_throwaway(self.envs, self.live, self.name, self.env_id, "pitr", {
+            str(self.work / "pgdata"): {"bind": DATA, "mode": "rw"},
+            str(self.work / "wal"): {"bind": WAL_DIR, "mode": "ro"},
+            str(self.work / "out"): {"bind": OUT, "mode": "rw"}})
         log("info", "recovering the base backup in a throwaway database (no network)")
         return container
 

@@ -215,6 +215,13 @@ def task_log(client, s, env_id, task_id):
                       headers=s.reader).json["log"]
 
 
+def wal_archive(client, s, env_id):
+    """GET /api/v1/environments/{id}/wal-archive."""
+    r = client.get(f"{V1}/environments/{env_id}/wal-archive", headers=s.user)
+    assert r.status_code == 200, r.json
+    return r.json
+
+
 def backup(client, s, env_id, **body):
     r = client.post(f"{V1}/environments/{env_id}/backups", headers=s.user, json=body)
     assert r.status_code == 202, r.json

@@ -33,7 +33,7 @@ from control_plane.models import (
     FilestorePack,
     WalFile,
 )
-from control_plane.services.backups import pitr, policy, stores
+from control_plane.services.backups import pitr, policy, stores, transfers
 from control_plane.services.environment_settings import access
 from control_plane.vocabulary import errors, states
 from protocol import wal
@@ -197,8 +197,6 @@ def _gap_before(row):
 def download_url(server, env_id, name, berth):
     """`{url}` for a GET of a stored file of the environment's archive: its server's,
     or a server restoring from the environment (a point-in-time restore)."""
-    from control_plane.services.backups import transfers
-
     check_name(name)
     on = Environment.select().where(Environment.id == env_id, Environment.server == server.id)
     if not (on.exists() or transfers.reading_on(env_id, server)):

@@ -30,6 +30,7 @@ from tests.support.backup_flow import (
     set_notes,
     settled,
     task_log,
+    wal_archive,
 )
 from tests.support.waiting import wait_for
 
@@ -40,12 +41,6 @@ T3 = {b"%PDF-1.7 invoice T3": "invoice-3.pdf"}
 
 def _hashed(stored):
     return {path: hashlib.sha256(data).hexdigest() for path, data in stored.items()}
-
-
-def _archive(client, s, env_id):
-    r = client.get(f"{V1}/environments/{env_id}/wal-archive", headers=s.user)
-    assert r.status_code == 200, r.json
-    return r.json
 
 
 def _restore_at(client, s, env_id, moment, **body):
@@ -88,7 +83,7 @@ def test_a_moment_between_two_writes_comes_back_with_its_files(client, stand):
     (t2_path,) = at_t2
     wait_for(lambda: WalFile.get_or_none(WalFile.path == f"filestore/odoo/{t2_path}",
                                          WalFile.stored_at.is_null(False)),
-             timeout=90, what="T2's file archived", detail=lambda: _archive(client, s, prod))
+             timeout=90, what="T2's file archived", detail=lambda: wal_archive(client, s, prod))
     time.sleep(1.2)
     between = _moment(s, prod)
     time.sleep(1.2)
@@ -101,7 +96,7 @@ def test_a_moment_between_two_writes_comes_back_with_its_files(client, stand):
                                          WalFile.stored_at.is_null(False)),
              timeout=90, what="T3's file archived")
     psql(s, prod, "SELECT pg_switch_wal()")
-    shown = wait_for(lambda: (a := _archive(client, s, prod))["window_end"] and
+    shown = wait_for(lambda: (a := wal_archive(client, s, prod))["window_end"] and
                      a["window_end"] > _iso(after) and a, timeout=90,
                      what="the window reaching past the moments")
     assert shown["window_start"] <= _iso(between)

@@ -21,7 +21,6 @@ import zstandard
 from control_plane.models import Backup, Event, WalFile
 from control_plane.services.backups import wal
 from tests.support.backup_flow import (
-    V1,
     completed_backup,
     deployed,
     psql,
@@ -29,18 +28,13 @@ from tests.support.backup_flow import (
     stored,
     task_log,
     wait_running,
+    wal_archive,
 )
 from tests.support.waiting import wait_for
 
 SEGMENT_SIZE = 16 * 1024 * 1024
 WAL_MAGIC_15 = 0xD110  # PostgreSQL 15's XLOG_PAGE_MAGIC
 ROWS = [(i, f"order {i}") for i in range(1, 201)]
-
-
-def _archive(client, s, env_id):
-    r = client.get(f"{V1}/environments/{env_id}/wal-archive", headers=s.user)
-    assert r.status_code == 200, r.json
-    return r.json
 
 
 def _switched(s, env_id):
@@ -112,7 +106,7 @@ def test_production_archives_its_wal_recovers_to_a_point_and_alerts(client, stan
     set_notes(s, prod, ROWS)
     name = _switched(s, prod)
     row = wait_for(lambda: _stored_file(name), timeout=60, what=f"{name} in storage",
-                   detail=lambda: _archive(client, s, prod))
+                   detail=lambda: wal_archive(client, s, prod))
     segment = zstandard.ZstdDecompressor().decompress(stored(s, row.key),
                                                       max_output_size=SEGMENT_SIZE)
     system_id = psql(s, prod, "SELECT system_identifier FROM pg_control_system()")
@@ -122,7 +116,7 @@ def test_production_archives_its_wal_recovers_to_a_point_and_alerts(client, stan
     assert row.name == f"{system_id}/{name}.zst"
     assert b"order 200" in segment  # the rows written before the switch
     assert not (s.root / prod / "wal" / name).exists()  # shipped: gone from the spool
-    shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "archiving" and a,
+    shown = wait_for(lambda: (a := wal_archive(client, s, prod))["status"] == "archiving" and a,
                      timeout=60, what="the agent's report")
     assert shown["files"] >= 1 and shown["newest_file"] >= name and shown["lag_seconds"] < 60
 
@@ -151,7 +145,7 @@ def test_production_archives_its_wal_recovers_to_a_point_and_alerts(client, stan
     try:
         set_notes(s, prod, ROWS[:10])
         failing = _switched(s, prod)
-        shown = wait_for(lambda: (a := _archive(client, s, prod))["status"] == "failing" and a,
+        shown = wait_for(lambda: (a := wal_archive(client, s, prod))["status"] == "failing" and a,
                          timeout=90, what="the archiving failing")
         assert f"archive_command failed on {failing}" in shown["error_message"]
         assert wal.watch() == 1
@@ -161,7 +155,7 @@ def test_production_archives_its_wal_recovers_to_a_point_and_alerts(client, stan
         spool.chmod(0o700)
     # PostgreSQL tries again on its own; the file arrives and the alert ends.
     wait_for(lambda: _stored_file(failing), timeout=120, what=f"{failing} in storage")
-    wait_for(lambda: _archive(client, s, prod)["status"] == "archiving", timeout=60,
+    wait_for(lambda: wal_archive(client, s, prod)["status"] == "archiving", timeout=60,
              what="the archiving working again")
     assert wal.watch() == 1
     assert Event.select().where(Event.name == "backup.archiving_recovered").count() == 1
