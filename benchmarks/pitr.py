@@ -105,7 +105,18 @@ class PitrBench(BackupBench):
             return shown["window_end"] and shown["window_end"] > moment + "Z"
         self._wait(reached, 300, "the archive's window to reach the moment", every=2)
 
+    def idle(self):
+        """No task of the environment in progress (after a restore in place, the
+        scheduler takes a base backup of the new timeline at once)."""
+        def idle():
+            with self._db() as db:
+                return not db.execute("SELECT count(*) FROM deployment WHERE environment_id "
+                                      "= ? AND status IN ('pending', 'running')",
+                                      (self.env_id.replace("-", ""),)).fetchone()[0]
+        self._wait(idle, 600, "the environment's tasks to end", every=1)
+
     def berth_pitr(self, moment):
+        self.idle()
         self.settle()
 
         def run():
@@ -121,6 +132,7 @@ class PitrBench(BackupBench):
 
     def baseline_pitr(self, out, backup, moment):
         """The same moment recovered by hand from the stored objects; seconds."""
+        self.idle()
         work = out / "pitr"
         shutil.rmtree(work, ignore_errors=True)
         storage = self.storage()

@@ -52,6 +52,16 @@ def segment_number(name):
     return int(name[:8], 16), int(name[8:16], 16) * SEGMENTS_PER_LOG + int(name[16:], 16)
 
 
+def timeline_of(name):
+    """The timeline of a segment's or a history file's name; None for another."""
+    if segment_number(name) or (isinstance(name, str) and HISTORY.fullmatch(name)):
+        return int(name[:8], 16)
+    return None
+
+
+HISTORY = re.compile(r"[0-9A-F]{8}\.history")
+
+
 def segment_name(timeline, number):
     log, seg = divmod(number, SEGMENTS_PER_LOG)
     return f"{timeline:08X}{log:08X}{seg:08X}"

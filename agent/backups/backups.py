@@ -22,6 +22,7 @@ import time
 
 from agent.backups import (
     archive,
+    cluster,
     databases,
     exec_stream,
     objects,
@@ -129,6 +130,8 @@ class Backups:
                                result={"safety": safety, "untouched": True}) from exc
         (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)  # first: the restore stands
         _discard(n["dir"] / "filestore.old")
+        if getattr(source, "cluster", None):
+            source.cluster.discard()
         threading.Thread(target=self._drop_quietly, args=(db, REPLACED), daemon=True,
                          name="berth-drop-replaced").start()
         log("info", f"restored {source.name}")
@@ -154,11 +157,15 @@ class Backups:
             source.unpack(n["dir"], log)
         _step(n, rollback, "stopped")
         self._stop_erp(n, log)
-        _step(n, rollback, "database")
-        if staged:  # renames only: the replaced database is dropped once the ERP is back
+        if getattr(source, "cluster", None):  # a recovered cluster, swapped whole
+            _step(n, rollback, "cluster")
+            source.swap(db, log)
+        elif staged:  # renames only: the replaced database is dropped once the ERP is back
+            _step(n, rollback, "database")
             databases.swap_in_staged(self.api, db)
             log("info", "restore: the restored database is in place")
         else:
+            _step(n, rollback, "database")
             source.load(db, log)
             if safety_of_copy:  # the ERP is stopped: nothing has used the copy yet
                 self.progress(phase="restore: neutralising the database")
@@ -182,16 +189,22 @@ class Backups:
         safety backup if it was touched, the previous filestore if it was swapped."""
         self.progress(phase="rolling back")
         shutil.rmtree(n["dir"] / "filestore.new", ignore_errors=True)
-        try:  # a restore's staged database, if any
-            databases.drop_staged(self.api, db)
+        try:  # a restore's staged database, if any (a swap of clusters stages none)
+            if not rollback.get("cluster"):
+                databases.drop_staged(self.api, db)
         except Exception as exc:  # the environment comes first; the next restore drops it
             log("warning", f"the staged database {STAGED} was not dropped: {exc}")
+        beside = cluster.Cluster.of(self.envs, n)
         if not rollback["stopped"]:
+            if beside is not None:
+                beside.discard()
             (n["dir"] / RESTORE_JOURNAL).unlink(missing_ok=True)
             log("info", "the environment was not touched")
             return
         self._stop_erp(n, log)
-        if rollback["database"]:
+        if rollback.get("cluster") and beside is not None and beside.put_back(log):
+            pass  # the cluster the restore replaced, as it was
+        elif rollback["database"]:
             self._load_database(self._transfer(rollback["safety_transfer_url"]),
                                 rollback["safety_database"], db, log, "rollback")
         old, live = n["dir"] / "filestore.old", n["dir"] / "filestore"
@@ -208,8 +221,6 @@ class Backups:
         deletion a stop cut short deleted. Returns the environments rolled back."""
         for trash in self.envs.root.glob(f"*/{TRASH}*"):
             shutil.rmtree(trash, ignore_errors=True)
-        for env_id in pitr.discard_leftovers(self.envs):
-            log("info", f"removed the recovery an agent stop left in {env_id}")
         resumed = []
         for journal in sorted(self.envs.root.glob(f"*/{RESTORE_JOURNAL}")):
             try:
@@ -217,11 +228,16 @@ class Backups:
                 n = self.envs._names(rollback["environment_id"])
                 log("info", f"rolling back the restore into {rollback['environment_id']} "
                             "interrupted by the agent's stop")
-                self._roll_back(rollback, n, self._db_container(n), log)
+                # A swap of whole clusters may have been cut short with the database stopped.
+                db = (self.envs._container(n["db"]) if rollback.get("cluster")
+                      else self._db_container(n))
+                self._roll_back(rollback, n, db, log)
                 resumed.append(rollback["environment_id"])
             except Exception as exc:  # the next environment may do better
                 log("error", f"rolling back the interrupted restore of {journal.parent.name} "
                              f"failed: {exc}")
+        for env_id in pitr.discard_leftovers(self.envs, RESTORE_JOURNAL):
+            log("info", f"removed the recovery an agent stop left in {env_id}")
         return resumed
 
     def _manifest(self, transfer):

@@ -1,9 +1,17 @@
 """A restore to a point in time (the restore command's `point_in_time`): the base
 backup's physical copy recovered in a throwaway PostgreSQL with the archived WAL
-after it up to the target time, then dumped and loaded as a stored backup's dump
-is (the live cluster keeps its own history and archive); the filestore made of
-exactly the files the recovered database names, from the base backup's map, the
-maps of the backups after it and the files archived between backups.
+after it up to the target time; the filestore made of exactly the files the
+recovered database names, from the base backup's map, the maps of the backups
+after it and the files archived between backups (the base's files unpack while the
+database recovers).
+
+Into the environment the moment is of, with no neutralisation asked, the recovered
+cluster itself is swapped in (agent/backups/cluster.py): it is recovered in the
+folder of the environment's database volume and continues on a timeline of its own
+(one no archived history file of the cluster names, so that its WAL is archived
+beside the old timeline's). Otherwise (a copy into another environment, a
+neutralised one, a volume that is not a folder here), the recovered database is
+dumped and loaded as a stored backup's dump is, and the live cluster keeps its own.
 
 The throwaway database runs the environment's own image with no network, in
 `pitr/` of the environment's directory; it and its files are removed at the end,
@@ -20,9 +28,10 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from agent.backups import archive, databases, objects
+from agent.backups import archive, cluster, databases, objects
 from agent.backups.databases import DB
 from agent.backups.transfer import Checked, Transfer
+from agent.deploy import archiving as archiving_setup
 from agent.errors import AgentError, engine_errors
 from protocol import filestore_objects as fo
 from protocol import wal
@@ -39,6 +48,8 @@ REFERENCED = ("SELECT store_fname FROM ir_attachment WHERE store_fname IS NOT NU
 HAS_ATTACHMENTS = ("SELECT count(*) FROM information_schema.columns WHERE table_name = "
                    "'ir_attachment' AND column_name = 'store_fname'")
 READ = 1024 * 1024
+LIVE_TIMELINE = ("SELECT system_identifier, timeline_id FROM pg_control_system(), "
+                 "pg_control_checkpoint()")
 
 
 class RecoveryError(AgentError):
@@ -61,18 +72,42 @@ class Recovered:
         self.range = f"{_file(names[0])}..{_file(names[-1])}" if names else "none"
         self.name = (f"the moment {self.pit['target_time']} (base backup {self.id}, "
                      f"WAL {self.range})")
-        self.referenced = None
+        self.referenced, self._early = None, None
         self.summary = {"target_time": self.pit["target_time"], "base_backup_id": self.id,
                         "wal": self.range, "wal_files": len(names)}
         if not isinstance(self.manifest.get("base"), dict):
             raise RecoveryError(f"backup {self.id} holds no base backup")
+        # Into the environment the moment is of, not neutralised: the cluster is swapped.
+        self.in_place = (self.pit.get("environment_id") == self.env_id
+                         and not payload.get("neutralize"))
+        self.cluster = None
 
     # --- the database ------------------------------------------------------------
 
     def stage(self, db, log, alongside=None):
-        with self.recovered(log) as (dump, expected):
-            self.backups._load_database(dump, expected, db, log, "restore",
-                                        database=databases.STAGED, alongside=alongside)
+        """The moment recovered beside the live database (its cluster left ready to
+        swap in, or its dump loaded as STAGED), the base's files unpacking meanwhile;
+        `alongside()` (the filestore's end) once the recovered database is read."""
+        n = self.backups.envs._names(self.env_id)
+        env_dir = n["dir"]
+        self.cluster = self.in_place and cluster.Cluster.of(self.backups.envs, n) or None
+        self.summary["cluster_swapped"] = self.cluster is not None
+        with ThreadPoolExecutor(1, thread_name_prefix="berth-pitr-files") as early:
+            self._early = (env_dir, early.submit(self._unpack_base, env_dir))
+            try:
+                if self.cluster:
+                    self._recover_cluster(db, log)
+                    alongside()
+                    return
+                with self.recovered(log) as (dump, expected):
+                    self.backups._load_database(dump, expected, db, log, "restore",
+                                                database=databases.STAGED, alongside=alongside)
+            finally:
+                self._early[1].cancel()
+
+    def swap(self, db, log):
+        """The recovered cluster in the live one's place (the ERP stopped)."""
+        self.cluster.swap(db, log)
 
     @contextlib.contextmanager
     def recovered(self, log):
@@ -82,18 +117,39 @@ class Recovered:
         copy = _Throwaway(self.backups.envs, self.env_id, work)
         copy.remove()
         try:
-            self._prepare(work, log)
-            container = copy.start(log)
-            self._wait_recovered(container, work, log)
-            self._read(container, log)
+            container = self._recover(copy, work, work / "pgdata", log)
             dump = self._dump(container, work, log)
             copy.stop()
             yield _LocalFile(dump), {"object": dump.name, **_summed(dump)}
         finally:
             copy.remove()
 
-    def _prepare(self, work, log):
-        pgdata, spool, out = work / "pgdata", work / "wal", work / "out"
+    def _recover_cluster(self, live, log):
+        """The moment recovered in the folder beside the live cluster's, stopped
+        cleanly and tidied: a cluster the environment's database starts on."""
+        work = self.backups.envs._names(self.env_id)["dir"] / WORK
+        copy = _Throwaway(self.backups.envs, self.env_id, work)
+        copy.remove()
+        self.cluster.discard()
+        try:
+            self._recover(copy, work, self.cluster.recovered, log, live=live)
+            copy.stop()
+            _tidy(self.cluster.recovered, archiving=_archiving(live))
+        except BaseException:
+            shutil.rmtree(self.cluster.recovered, ignore_errors=True)
+            raise
+        finally:
+            copy.remove()
+
+    def _recover(self, copy, work, pgdata, log, live=None):
+        self._prepare(work, pgdata, log, live)
+        container = copy.start(log, pgdata)
+        self._wait_recovered(container, pgdata, log)
+        self._read(container, log)
+        return container
+
+    def _prepare(self, work, pgdata, log, live=None):
+        spool, out = work / "wal", work / "out"
         for path in (pgdata, spool, out):
             path.mkdir(parents=True)
         base = self.manifest["base"]
@@ -103,11 +159,12 @@ class Recovered:
         self.backups.progress(phase="restore: fetching the base backup and the WAL",
                               bytes_done=0)
         source = Transfer(self.pit["wal_url"], self.backups.credential)
+        wanted = [*self.pit["wal"], *self.pit.get("history", [])]
         # The WAL comes down on threads while the base unpacks here (each file its own
         # download and decompressor).
         with ThreadPoolExecutor(FETCHES, thread_name_prefix="berth-wal-fetch") as pool:
             fetched = [pool.submit(_fetch, source, name, spool / _file(name),
-                                   stored_sha256=sha256) for name, sha256 in self.pit["wal"]]
+                                   stored_sha256=sha256) for name, sha256 in wanted]
             try:
                 chunks = Checked(self.transfer.download(base["object"]),
                                  self.backups._counter())
@@ -118,15 +175,33 @@ class Recovered:
                     done.cancel()
             for done in fetched:
                 done.result()
+        _taken_timelines(spool, int(base["timeline"]), self._newest_timeline(live))
         (pgdata / "recovery.signal").touch()
         self._settings(pgdata, target=True)
         for path in (pgdata, spool, out):
             _own_tree(path)
         os.chmod(pgdata, 0o700)
 
+    def _newest_timeline(self, live):
+        """The newest timeline of the base's cluster known: in the archive, the live
+        cluster's (it is that cluster) and in the environment's spool."""
+        newest = int(self.pit.get("newest_timeline") or 1)
+        if live is not None:
+            row = databases.psql(self.backups.api, live, LIVE_TIMELINE, database="postgres")
+            system_id, _, timeline = row.partition("|")
+            if system_id == str(self.manifest["base"].get("system_identifier")):
+                newest = max(newest, int(timeline))
+        spool = self.backups.envs._names(self.env_id)["dir"] / archiving_setup.SPOOL_DIR
+        for path in spool.glob("*.history") if spool.is_dir() else ():
+            newest = max(newest, wal.timeline_of(path.name) or 1)
+        return newest
+
     def _settings(self, pgdata, target):
+        # The base's own timeline, not the newest the history files name: a moment of
+        # it is recovered (the window is each timeline's run after a base).
         lines = [f"restore_command = 'cp {WAL_DIR}/%f \"%p\"'",
-                 "recovery_target_action = 'promote'"]
+                 "recovery_target_action = 'promote'",
+                 f"recovery_target_timeline = '{int(self.manifest['base']['timeline'])}'"]
         if target:
             lines.append(f"recovery_target_time = '{_postgres_time(self.pit['target_time'])}'")
         (pgdata / "berth-recovery.conf").write_text("\n".join(lines) + "\n")
@@ -135,7 +210,7 @@ class Recovered:
                 if "berth-recovery.conf" not in line]
         conf.write_text("\n".join([*kept, "include 'berth-recovery.conf'"]) + "\n")
 
-    def _wait_recovered(self, container, work, log):
+    def _wait_recovered(self, container, pgdata, log):
         """Until the recovered database is promoted; once again to the archive's end
         when it holds no transaction after the target."""
         self.backups.progress(phase="restore: replaying the WAL")
@@ -149,8 +224,8 @@ class Recovered:
                     if SHORT in logs and not again:
                         log("info", "the archive holds no transaction after the target: "
                                     "recovering to its end")
-                        self._settings(work / "pgdata", target=False)
-                        (work / "pgdata" / "recovery.signal").touch()
+                        self._settings(pgdata, target=False)
+                        (pgdata / "recovery.signal").touch()
                         container.start()
                         again = True
                         continue
@@ -192,13 +267,23 @@ class Recovered:
 
     # --- the filestore -------------------------------------------------------------
 
+    def _unpack_base(self, env_dir):
+        """The base backup's whole filestore into filestore.new (unpack() then removes
+        the attachment files the recovered database does not name)."""
+        entries = objects.read_map(self.transfer, self.manifest["filestore"])
+        new = _new_filestore(env_dir)
+        objects.unpack(self.transfer, None, new, entries=entries)
+        return entries
+
     def unpack(self, env_dir, log):
         """The base backup's filestore less the attachments the recovered database
         does not name, plus those it names from other backups' maps and the archive."""
         if self.manifest["filestore"].get("layout") != fo.LAYOUT:
             raise RecoveryError(f"backup {self.id}'s filestore is not kept as objects")
-        entries = objects.read_map(self.transfer, self.manifest["filestore"])
-        wanted = self.referenced or set()
+        wanted, new = self.referenced or set(), env_dir / "filestore.new"
+        early = self._early and self._early[0] == env_dir and self._early[1]
+        entries = early.result() if early else objects.read_map(self.transfer,
+                                                                 self.manifest["filestore"])
         by_path = {e[fo.PATH]: e for e in fo.files(entries)}
         for other in self.pit["maps"]:
             if not wanted - by_path.keys():
@@ -213,14 +298,16 @@ class Recovered:
         packed = [by_path[p] for p in sorted(wanted - have) if p in by_path]
         fetched = sorted(p for p in wanted - have - by_path.keys() if p in archived)
         missing = sorted(wanted - have - by_path.keys() - set(fetched))
-        new, live = env_dir / "filestore.new", env_dir / "filestore"
-        shutil.rmtree(new, ignore_errors=True)
-        new.mkdir()
-        owner = os.stat(live) if live.exists() else os.stat(env_dir)
-        os.chown(new, owner.st_uid, owner.st_gid)
-        os.chmod(new, 0o755)
+        if early:  # the base's files are there: those not named go
+            for entry in fo.files(entries):
+                if entry[fo.PATH] not in have:
+                    (new / entry[fo.PATH]).unlink(missing_ok=True)
+        else:
+            new = _new_filestore(env_dir)
+        owner = os.stat(new)
         written = objects.unpack(self.transfer, None, new, self.backups._counter(),
-                                 entries=kept + packed)
+                                 entries=packed if early else kept + packed)
+        written += len(fo.files(kept)) if early else 0
         source = Transfer(self.pit["wal_url"], self.backups.credential)
         for path in fetched:
             target = new / path
@@ -238,14 +325,20 @@ class Recovered:
                            f"are in no backup or archive, e.g. {missing[0]}")
 
 
-def discard_leftovers(envs):
-    """What an agent stop left of recoveries (their throwaway database and folder)
-    removed; returns the environments it was found in."""
-    found = []
-    for work in sorted(envs.root.glob(f"*/{WORK}")):
-        _Throwaway(envs, work.parent.name, work).remove()
-        found.append(work.parent.name)
-    return found
+def discard_leftovers(envs, journal):
+    """What an agent stop left of recoveries (their throwaway database and folder, a
+    cluster recovered or replaced beside the live one) removed, in environments with
+    no restore left to roll back (no `journal`); returns those it was found in."""
+    found = set()
+    for env_dir in sorted(p for p in envs.root.iterdir() if p.is_dir()):
+        if (env_dir / journal).exists():
+            continue
+        if (env_dir / WORK).exists():
+            _Throwaway(envs, env_dir.name, env_dir / WORK).remove()
+            found.add(env_dir.name)
+        if cluster.leftovers(envs, envs._names(env_dir.name)):
+            found.add(env_dir.name)
+    return sorted(found)
 
 
 class _Throwaway:
@@ -256,12 +349,12 @@ class _Throwaway:
         self.live_name = envs._names(env_id)["db"]
         self.name = f"{self.live_name}-pitr"
 
-    def start(self, log):
+    def start(self, log, pgdata):
         self.live = self.envs._container(self.live_name)
         if self.live is None:
             raise RecoveryError("the environment has no database container")
         container = databases.run_throwaway(self.envs, self.live, self.name, self.env_id, "pitr", {
-            str(self.work / "pgdata"): {"bind": DATA, "mode": "rw"},
+            str(pgdata): {"bind": DATA, "mode": "rw"},
             str(self.work / "wal"): {"bind": WAL_DIR, "mode": "ro"},
             str(self.work / "out"): {"bind": OUT, "mode": "rw"}})
         log("info", "recovering the base backup in a throwaway database (no network)")
@@ -332,6 +425,50 @@ def _check(name, expected, chunks):
 
 def _file(name):
     return name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def _new_filestore(env_dir):
+    """An empty filestore.new, owned as the live filestore."""
+    new, live = env_dir / "filestore.new", env_dir / "filestore"
+    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir()
+    owner = os.stat(live) if live.exists() else os.stat(env_dir)
+    os.chown(new, owner.st_uid, owner.st_gid)
+    os.chmod(new, 0o755)
+    return new
+
+
+def _taken_timelines(spool, base_timeline, newest):
+    """Each timeline after the base's up to `newest` named in the recovery's archive
+    (an empty history file where the archive holds none): PostgreSQL gives the
+    recovered cluster the first timeline after the last it finds there. Its target
+    timeline is the base's, so none of these is read."""
+    for timeline in range(base_timeline + 1, newest + 1):
+        history = spool / f"{timeline:08X}.history"
+        if not history.exists():
+            history.touch()
+
+
+def _archiving(live):
+    return databases.psql(live.client.api, live, "SHOW archive_mode", database="postgres") != "off"
+
+
+def _tidy(pgdata, archiving):
+    """A recovered cluster made the environment's: the recovery's settings gone, its
+    new timeline's history file marked to archive (the throwaway archived nothing),
+    the old timeline's last partial segment gone (all of it is in the archive)."""
+    (pgdata / "berth-recovery.conf").unlink(missing_ok=True)
+    conf = pgdata / "postgresql.auto.conf"
+    if conf.exists():
+        kept = [line for line in conf.read_text().splitlines() if "berth-recovery.conf" not in line]
+        conf.write_text("".join(f"{line}\n" for line in kept))
+    for partial in (pgdata / "pg_wal").glob("*.partial"):
+        partial.unlink()
+    histories = sorted((pgdata / "pg_wal").glob("*.history"))
+    if archiving and histories:
+        ready = pgdata / "pg_wal" / "archive_status" / f"{histories[-1].name}.ready"
+        ready.touch()
+        os.lchown(ready, wal.POSTGRES_UID, wal.POSTGRES_UID)
 
 
 def _own_tree(path):

@@ -10,6 +10,8 @@ A target outside it is a 422 that names it."""
 
 import datetime as dt
 
+from peewee import fn
+
 from control_plane.models import Backup, Environment, WalFile
 from control_plane.services import agents
 from control_plane.vocabulary import errors, states
@@ -74,6 +76,28 @@ def window(env_id):
     return min(b.completed_at for b, _ in spans), max(run[-1][2] for _, run in spans)
 
 
+def needs_base(env_id):
+    """Whether the environment archives WAL of a timeline or cluster that its newest
+    base backup does not start, since before its newest backup was asked for: after a
+    restore in place (its cluster goes on on a new timeline), moments are
+    restorable again from a base backup of it, which the scheduler takes at once."""
+    kept = bases(env_id)
+    if not kept:
+        return False
+    base = kept[-1].manifest["base"]
+    try:
+        prefix = f"{base['system_identifier']}/{int(base['timeline']):08X}"
+    except (KeyError, TypeError, ValueError):
+        return False
+    first = (WalFile.select(fn.MIN(WalFile.stored_at))
+             .where(WalFile.environment == env_id, WalFile.path.is_null(),
+                    WalFile.stored_at > kept[-1].completed_at,
+                    ~WalFile.name.startswith(prefix)).scalar())
+    asked = (Backup.select(fn.MAX(Backup.created_at))
+             .where(Backup.environment == env_id).scalar())
+    return first is not None and (asked is None or first > asked)
+
+
 def _iso(moment):
     return moment.replace(microsecond=0).isoformat() + "Z" if moment else None
 
@@ -128,8 +152,26 @@ def payload(source_env_id, base, target_time, settings, transfer_url):
             if ((b.manifest or {}).get("filestore") or {}).get("layout") == fo.LAYOUT]
     base_url = settings["PUBLIC_URL"].rstrip("/")
     return {"target_time": target_time.isoformat() + "Z", "base_backup_id": str(base.id),
-            "base": base.manifest["base"], "wal_url": f"{base_url}/agent/v1/wal/{source_env_id}",
-            "wal": names, "files": files, "maps": maps}
+            "environment_id": str(source_env_id), "base": base.manifest["base"],
+            "wal_url": f"{base_url}/agent/v1/wal/{source_env_id}", "wal": names,
+            **_timelines(source_env_id, base), "files": files, "maps": maps}
+
+
+def _timelines(env_id, base):
+    """The archived history files of the base's cluster and its newest timeline: the
+    recovery picks a timeline none of them used (a restore in place archives its new
+    one beside them)."""
+    system_id, history, newest = str(base.manifest["base"].get("system_identifier")), [], 1
+    for name, sha256 in (WalFile.select(WalFile.name, WalFile.sha256).where(
+            WalFile.environment == env_id, WalFile.path.is_null(),
+            WalFile.stored_at.is_null(False),
+            WalFile.name.startswith(f"{system_id}/")).tuples()):
+        file = name.partition("/")[2].rsplit(".", 1)[0]
+        if file.endswith(".history"):
+            history.append([name, sha256])
+        if (timeline := wal.timeline_of(file)) is not None:
+            newest = max(newest, timeline)
+    return {"history": sorted(history), "newest_timeline": newest}
 
 
 def source_environment(env, source_env_id):

@@ -8,7 +8,9 @@ environment's organization, changed with `project.environments.deploy`.
 
 The scheduler's `run` takes one `scheduled` backup a day per enabled
 environment: once the day's time has come, the environment running and no task
-in progress (otherwise it tries again at its next turn, until the day ends).
+in progress (otherwise it tries again at its next turn, until the day ends). It
+also takes a backup at once of an environment whose WAL runs on a timeline no base
+backup starts (after a restore in place: pitr.needs_base).
 Each day's slot is claimed by a conditional UPDATE of `backup_scheduled_for`,
 so that several schedulers take it once. The policy also says whether the
 environment has weekly restore drills (`drills_enabled`; drills.py)."""
@@ -21,7 +23,7 @@ from control_plane.infra.db import database, for_update
 from control_plane.models import Environment, Project
 from control_plane.services import audit
 from control_plane.services.accounts import actors
-from control_plane.services.backups import backups, drills, retention
+from control_plane.services.backups import backups, drills, pitr, retention
 from control_plane.services.environment_settings import access
 from control_plane.services.tasks import engine
 from control_plane.vocabulary import states
@@ -130,6 +132,20 @@ def take_due(env_id, *, berth, now=None):
         return backup
 
 
+def take_new_base(env_id, *, berth):
+    """A backup at once when the environment's WAL runs on a timeline no base backup
+    of it starts (pitr.needs_base); returns it, or None."""
+    with database.atomic():
+        env = for_update(Environment.select(Environment, Project).join(Project)
+                         .where(Environment.id == env_id), of=Environment).first()
+        if env is None or not env.is_active or env.status != states.EnvironmentStatus.RUNNING \
+                or engine.in_progress(env.id) or not pitr.needs_base(env.id):
+            return None
+        return backups.create(env, actor=actors.SCHEDULER, berth=berth,
+                              trigger=states.Trigger.SCHEDULED,
+                              notes="Base backup of the timeline a restore in place began")
+
+
 def each_due(candidates, take, what):
     """take(env_id) for each candidate; what was started. Read whole first: a SELECT
     still being stepped holds its snapshot, and on SQLite a transaction begun on that
@@ -150,6 +166,7 @@ def each_due(candidates, take, what):
 def run(berth):
     """The scheduler's job: every due environment's scheduled backup, then its
     weekly restore drill (drills.py) where one is due. Returns the backups."""
-    taken = each_due(_candidates(), lambda env_id: take_due(env_id, berth=berth), "backup")
+    taken = each_due(_candidates(), lambda env_id: take_due(env_id, berth=berth)
+                     or take_new_base(env_id, berth=berth), "backup")
     drills.run_due(berth, each_due)
     return taken

@@ -254,3 +254,39 @@ def test_an_older_agent_is_not_asked_for_a_moment(client, prod, store, at):  # n
         assert r.status_code == 409 and r.json["error"] == "agent_upgrade_required", r.json
     assert not Deployment.select().where(Deployment.environment == bk.env.id,
                                          Deployment.kind != "backup").exists()
+
+
+def test_wal_of_a_new_timeline_gets_a_base_backup_at_once(app, client, prod, store, at):  # noqa: F811
+    """After a restore in place the cluster goes on on a new timeline: its moments are
+    restorable from a base of it, which the scheduler asks for once (not again while
+    it is the newest backup asked for), and the next restore's recovery learns which
+    timelines the archive has used."""
+    bk = prod
+    berth = Plain(app.extensions["berth"].settings)
+    Environment.update(backup_scheduled_for=dt.datetime(2100, 1, 1)).where(
+        Environment.id == bk.env.id).execute()  # the day's own backup is not the question
+    Environment.update(drill_enabled=False).where(Environment.id == bk.env.id).execute()
+    based_backup(client, bk, at, T0)
+    for n in (3, 4):
+        ship(client, bk, store, n, T0 + dt.timedelta(minutes=n))
+    at(T0 + dt.timedelta(minutes=5))
+    assert policy.run(berth) == []  # the archive runs on the base's timeline
+    history = f"{SYSTEM}/00000002.history.zst"
+    assert send(client, bk, store, history, b"1\t0/4000000\tno recovery target\n",
+                archived_at=iso(T0 + dt.timedelta(minutes=6))).status_code == 200
+    send(client, bk, store, f"{SYSTEM}/000000020000000000000004.zst", uuid.uuid4().bytes,
+         archived_at=iso(T0 + dt.timedelta(minutes=7)))
+    at(T0 + dt.timedelta(minutes=8))
+    [taken] = policy.run(berth)
+    assert taken.environment_id == bk.env.id and "timeline" in taken.notes
+    bk.ack(taken.task_id)
+    bk.finish(taken.task_id, ok=False, error="the disk is full")
+    at(T0 + dt.timedelta(minutes=9))
+    assert policy.run(berth) == []  # asked once: the next day's backup is the retry
+
+    r = restore(client, bk, bk.env, iso(T0 + dt.timedelta(minutes=3, seconds=30)))
+    assert r.status_code == 202, r.json
+    pit = AgentCommand.get(AgentCommand.deployment == r.json["id"]).payload["point_in_time"]
+    assert pit["environment_id"] == str(bk.env.id)
+    assert [n for n, _ in pit["history"]] == [history] and pit["newest_timeline"] == 2
+    assert [n for n, _ in pit["wal"]] == [segment(3), segment(4)]  # the base's timeline only

@@ -13,10 +13,12 @@ the window is a 422 naming it."""
 import datetime as dt
 import hashlib
 import time
+import uuid
 
 import pytest
 
-from control_plane.models import WalFile
+from control_plane.models import Backup, Environment, WalFile
+from control_plane.services.backups import policy
 from tests.support.backup_flow import (
     V1,
     P,
@@ -24,6 +26,7 @@ from tests.support.backup_flow import (
     completed_backup,
     erp_info,
     files,
+    finished_backup,
     notes,
     production_and_staging,
     psql,
@@ -54,6 +57,10 @@ def _moment(s, env_id):
                                                      "'YYYY-MM-DD\"T\"HH24:MI:SS.US')"))
 
 
+def _base(backup_id):
+    return Backup.get_by_id(backup_id).manifest["base"]
+
+
 def _iso(moment):
     return moment.isoformat().replace("+00:00", "Z")
 
@@ -70,7 +77,7 @@ def _paired(request):
 
 
 @pytest.mark.parametrize("stand", ["local", "s3"], indirect=True)
-def test_a_moment_between_two_writes_comes_back_with_its_files(client, stand):
+def test_a_moment_between_two_writes_comes_back_with_its_files(app, client, stand):
     s = stand
     prod, staging = production_and_staging(client, s)
     set_notes(s, prod, [(1, "T1")])
@@ -150,7 +157,55 @@ def test_a_moment_between_two_writes_comes_back_with_its_files(client, stand):
     r = _restore_at(client, s, prod, _iso(between))
     assert r.status_code == 202, r.json
     done = settled(client, s, r.json["id"], timeout=400)
-    assert done["status"] == "success", task_log(client, s, prod, r.json["id"])[-3000:]
+    log = task_log(client, s, prod, r.json["id"])
+    assert done["status"] == "success", log[-3000:]
+    assert "the recovered cluster is in place" in log  # swapped whole, not loaded
     assert [i for i, _ in notes(s, prod)] == [1, 2]
     assert files(s, prod) == _hashed({**at_t1, **at_t2})
     assert erp_info(s, prod)
+
+    # Production goes on, on a timeline of its own beside the old one's WAL, and the
+    # scheduler takes a base backup of it at once: moments after the restore are in
+    # the window, and T4 comes back.
+    system_id = _base(backup["id"])["system_identifier"]
+    _wrote_on_timeline(s, prod, 4, system_id, 2)
+    Environment.update(backup_scheduled_for=dt.datetime(2100, 1, 1)).where(
+        Environment.id == prod).execute()  # today's scheduled backup is not what is looked at
+    assert client.put(f"{V1}/environments/{prod}/backup-policy", headers=s.user,
+                      json={"drills_enabled": False}).status_code == 200  # nor a drill
+    [new_base] = policy.run(app.extensions["berth"])
+    assert new_base.environment_id == uuid.UUID(prod) and "timeline" in new_base.notes
+    assert finished_backup(client, s, prod, str(new_base.id))["status"] == "completed"
+    assert _base(new_base.id)["timeline"] == 2
+    at_t4 = _moment(s, prod)
+    _wrote_on_timeline(s, prod, 5, system_id, 2)
+    wait_for(lambda: wal_archive(client, s, prod)["window_end"] > _iso(at_t4), timeout=90,
+             what="the window reaching past T4")
+    assert policy.run(app.extensions["berth"]) == []  # the new timeline has its base
+
+    # Back before the first restore again: a third timeline (no name of the archive
+    # is used twice), then to T4 on the second.
+    r = _restore_at(client, s, prod, _iso(between))
+    assert r.status_code == 202, r.json
+    assert settled(client, s, r.json["id"], timeout=400)["status"] == "success", \
+        task_log(client, s, prod, r.json["id"])[-3000:]
+    assert [i for i, _ in notes(s, prod)] == [1, 2]
+    _wrote_on_timeline(s, prod, 6, system_id, 3)
+    r = _restore_at(client, s, prod, _iso(at_t4))
+    assert r.status_code == 202, r.json
+    assert settled(client, s, r.json["id"], timeout=400)["status"] == "success", \
+        task_log(client, s, prod, r.json["id"])[-3000:]
+    assert [i for i, _ in notes(s, prod)] == [1, 2, 4]
+    assert erp_info(s, prod)
+
+
+def _wrote_on_timeline(s, env_id, row, system_id, timeline):
+    """A row written and its WAL file archived, on `timeline` of the cluster."""
+    psql(s, env_id, f"INSERT INTO notes VALUES ({row}, 'T{row}')")
+    named = f"{system_id}/{timeline:08X}"
+    psql(s, env_id, "SELECT pg_switch_wal()")
+    wait_for(lambda: WalFile.select().where(WalFile.environment == env_id,
+                                            WalFile.name.startswith(named),
+                                            ~WalFile.name.contains(".history"),
+                                            WalFile.stored_at.is_null(False)).count(),
+             timeout=90, what=f"WAL of timeline {timeline} archived")
