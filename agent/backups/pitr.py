@@ -41,7 +41,12 @@ WORK = "pitr"  # in the environment's directory
 DATA, WAL_DIR, OUT = "/var/lib/postgresql/data", "/berth-wal", "/berth-out"
 FETCHES = 3  # WAL files downloaded at once
 RECOVERY_TIMEOUT = 3 * 3600  # seconds the WAL's replay may take
-POLL = 0.5
+POLL = 0.1
+# In WAL_DIR: the WAL files listed, and a mark there while their downloads go on. A
+# file of the list the recovery asks for is waited for until it is there.
+EXPECTED, FETCHING = ".expected", ".fetching"
+RESTORE = (f"f={WAL_DIR}/%f; while [ ! -e $f ] && [ -e {WAL_DIR}/{FETCHING} ] && "
+           f"grep -qx %f {WAL_DIR}/{EXPECTED}; do sleep 0.02; done; cp $f \"%p\"")
 SHORT = "recovery ended before configured recovery target was reached"
 REFERENCED = ("SELECT store_fname FROM ir_attachment WHERE store_fname IS NOT NULL "
               "ORDER BY 1")
@@ -142,13 +147,26 @@ class Recovered:
             copy.remove()
 
     def _recover(self, copy, work, pgdata, log, live=None):
-        self._prepare(work, pgdata, log, live)
-        container = copy.start(log, pgdata)
+        """The base unpacked, the throwaway started on it at once and replaying each
+        WAL file as its download ends (restore_command waits for the files still
+        coming); promoted at the target only once every download checked."""
+        with ThreadPoolExecutor(FETCHES, thread_name_prefix="berth-wal-fetch") as pool:
+            fetching = self._prepare(work, pgdata, log, pool, live)
+            try:
+                container = copy.start(log, pgdata)
+                for done in fetching:
+                    done.result()
+            finally:
+                for done in fetching:
+                    done.cancel()
+        (work / "wal" / FETCHING).unlink()  # a file not there now is not in the archive
         self._wait_recovered(container, pgdata, log)
         self._read(container, log)
         return container
 
-    def _prepare(self, work, pgdata, log, live=None):
+    def _prepare(self, work, pgdata, log, pool, live=None):
+        """The recovery's folders: the base unpacked, the history files and the
+        settings in place; returns the WAL's downloads, under way on `pool`."""
         spool, out = work / "wal", work / "out"
         for path in (pgdata, spool, out):
             path.mkdir(parents=True)
@@ -159,28 +177,30 @@ class Recovered:
         self.backups.progress(phase="restore: fetching the base backup and the WAL",
                               bytes_done=0)
         source = Transfer(self.pit["wal_url"], self.backups.credential)
-        wanted = [*self.pit["wal"], *self.pit.get("history", [])]
-        # The WAL comes down on threads while the base unpacks here (each file its own
-        # download and decompressor).
-        with ThreadPoolExecutor(FETCHES, thread_name_prefix="berth-wal-fetch") as pool:
-            fetched = [pool.submit(_fetch, source, name, spool / _file(name),
-                                   stored_sha256=sha256) for name, sha256 in wanted]
-            try:
-                chunks = Checked(self.transfer.download(base["object"]),
-                                 self.backups._counter())
-                archive.unpack(chunks, base.get("compression") or "zstd", pgdata)
-                _check(base["object"], base, chunks)
-            finally:
-                for done in fetched:
-                    done.cancel()
-            for done in fetched:
-                done.result()
+        for name, sha256 in self.pit.get("history", []):  # read as the recovery starts
+            _fetch(source, name, spool / _file(name), stored_sha256=sha256)
         _taken_timelines(spool, int(base["timeline"]), self._newest_timeline(live))
+        (spool / EXPECTED).write_text("".join(f"{_file(n)}\n" for n, _ in self.pit["wal"]))
+        (spool / FETCHING).touch()
+        os.chmod(spool, 0o755)
+        # Each WAL file its own download and decompressor, on threads, while the base
+        # unpacks here.
+        fetching = [pool.submit(_fetch, source, name, spool / _file(name),
+                                stored_sha256=sha256) for name, sha256 in self.pit["wal"]]
+        try:
+            chunks = Checked(self.transfer.download(base["object"]), self.backups._counter())
+            archive.unpack(chunks, base.get("compression") or "zstd", pgdata)
+            _check(base["object"], base, chunks)
+        except BaseException:
+            for done in fetching:
+                done.cancel()
+            raise
         (pgdata / "recovery.signal").touch()
         self._settings(pgdata, target=True)
-        for path in (pgdata, spool, out):
+        for path in (pgdata, out):
             _own_tree(path)
         os.chmod(pgdata, 0o700)
+        return fetching
 
     def _newest_timeline(self, live):
         """The newest timeline of the base's cluster known: in the archive, the live
@@ -199,7 +219,7 @@ class Recovered:
     def _settings(self, pgdata, target):
         # The base's own timeline, not the newest the history files name: a moment of
         # it is recovered (the window is each timeline's run after a base).
-        lines = [f"restore_command = 'cp {WAL_DIR}/%f \"%p\"'",
+        lines = [f"restore_command = '{RESTORE}'",
                  "recovery_target_action = 'promote'",
                  f"recovery_target_timeline = '{int(self.manifest['base']['timeline'])}'"]
         if target:
@@ -399,7 +419,8 @@ def _fetch(source, name, target, stored_sha256=None, sha256=None):
     file's, its name)."""
     kind = "gzip" if name.endswith(".gz") else "zstd"
     chunks = Checked(source.download(name))
-    with open(target, "wb") as out:
+    part = target.with_name(f".{target.name}.part")  # a recovery reads it once whole
+    with open(part, "wb") as out:
         done = subprocess.Popen(archive._compressor(kind, decompress=True),
                                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE)
         try:
@@ -414,8 +435,9 @@ def _fetch(source, name, target, stored_sha256=None, sha256=None):
     if done.returncode != 0:
         raise RecoveryError(f"{name} from the archive does not decompress: {err}")
     if stored_sha256 and chunks.sha256 != stored_sha256 or \
-            sha256 and _summed(target)["sha256"] != sha256:
+            sha256 and _summed(part)["sha256"] != sha256:
         raise RecoveryError(f"{name} from the archive does not match its checksum")
+    part.rename(target)
 
 
 def _check(name, expected, chunks):
