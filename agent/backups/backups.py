@@ -267,7 +267,8 @@ class Backups:
             early = ondisk.Early(new)  # as below: the disk writes files as they come
             try:
                 objects.unpack(transfer, fs, new, self._counter(), finished=early.finished,
-                               hashes_file=env_dir / objects.HASHES)
+                               hashes_file=env_dir / objects.HASHES,
+                               local=objects.local_copies(live, env_dir / objects.HASHES))
             finally:
                 early.close()
             return

@@ -231,7 +231,50 @@ def _opener(transfer):
     return open_pack
 
 
-def unpack(transfer, fs, target, progress=None, finished=None, hashes_file=None, entries=None):
+def local_copies(live, hashes_file):
+    """{sha256: (path, stat)} of the files of the filestore `live` whose hash its
+    HASHES file holds and that have not changed since (size, mtime and inode): a
+    restore links them instead of downloading them (a file's content never changes
+    in place: Odoo names it by its content)."""
+    try:
+        cache = json.loads(hashes_file.read_text())
+    except (OSError, ValueError):
+        return {}
+    found = {}
+    for path, record in cache.items() if isinstance(cache, dict) else ():
+        if not (isinstance(record, list) and len(record) == 4):
+            continue
+        full = os.path.join(live, path)
+        try:
+            st = os.lstat(full)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and [st.st_size, st.st_mtime_ns, st.st_ino] == record[:3]:
+            found.setdefault(record[3], (full, st))
+    return found
+
+
+def _linked(local, target, entry, checked):
+    """The entry's file as a link to a local copy of its content, if one has its
+    mode and owner; whether it was."""
+    found = local.get(entry[fo.HASH])
+    if found is None:
+        return False
+    source, st = found
+    if (st.st_mode & 0o7777, st.st_uid, st.st_gid) != tuple(entry[fo.MODE:fo.GID + 1]):
+        return False
+    path = os.path.join(target, entry[fo.PATH])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.link(source, path)
+    except OSError:  # another file system, a link count at its limit: downloaded instead
+        return False
+    checked[entry[fo.PATH]] = [st.st_size, st.st_mtime_ns, st.st_ino, entry[fo.HASH]]
+    return True
+
+
+def unpack(transfer, fs, target, progress=None, finished=None, hashes_file=None, entries=None,
+           local=None):
     """The backup's filestore written into the existing directory `target`, each
     object from its pack, hashed; returns the files written. Two packs at once (each
     its own download and decompressor): on 2 cores, one's hashing overlaps the
@@ -239,7 +282,8 @@ def unpack(transfer, fs, target, progress=None, finished=None, hashes_file=None,
     `hashes_file`: the hashes just checked kept for the next backup's scan (a
     restored filestore is not hashed again; a rolled back one's files do not match
     the entries and are). `entries`: these, not the map's (a point-in-time restore's
-    choice of several maps' files)."""
+    choice of several maps' files). `local`: local_copies() of the live filestore,
+    linked rather than downloaded."""
     entries = read_map(transfer, fs) if entries is None else entries
     for entry in entries:
         if entry[fo.HASH] is None:
@@ -247,6 +291,10 @@ def unpack(transfer, fs, target, progress=None, finished=None, hashes_file=None,
             os.makedirs(path, exist_ok=True)
             _own(path, entry)
     done, lock, checked = [0, 0], threading.Lock(), {}
+    if local:
+        linked = {e[fo.PATH] for e in fo.files(entries) if _linked(local, target, e, checked)}
+        done[0] = len(linked)
+        entries = [e for e in entries if e[fo.PATH] not in linked]
 
     def one(pack, wanted):
         for found, body in fo.in_pack(pack, wanted, _opener(transfer)):

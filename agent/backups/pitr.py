@@ -77,7 +77,7 @@ class Recovered:
         self.range = f"{_file(names[0])}..{_file(names[-1])}" if names else "none"
         self.name = (f"the moment {self.pit['target_time']} (base backup {self.id}, "
                      f"WAL {self.range})")
-        self.referenced, self._early = None, None
+        self.referenced, self._early, self._copies = None, None, None
         self.summary = {"target_time": self.pit["target_time"], "base_backup_id": self.id,
                         "wal": self.range, "wal_files": len(names)}
         if not isinstance(self.manifest.get("base"), dict):
@@ -292,8 +292,14 @@ class Recovered:
         the attachment files the recovered database does not name)."""
         entries = objects.read_map(self.transfer, self.manifest["filestore"])
         new = _new_filestore(env_dir)
-        objects.unpack(self.transfer, None, new, entries=entries)
+        objects.unpack(self.transfer, None, new, entries=entries, local=self._local(env_dir))
         return entries
+
+    def _local(self, env_dir):
+        """The live filestore's files a restore links rather than downloads, read once."""
+        if self._copies is None:
+            self._copies = objects.local_copies(env_dir / "filestore", env_dir / objects.HASHES)
+        return self._copies
 
     def unpack(self, env_dir, log):
         """The base backup's filestore less the attachments the recovered database
@@ -326,7 +332,8 @@ class Recovered:
             new = _new_filestore(env_dir)
         owner = os.stat(new)
         written = objects.unpack(self.transfer, None, new, self.backups._counter(),
-                                 entries=packed if early else kept + packed)
+                                 entries=packed if early else kept + packed,
+                                 local=self._local(env_dir) if early else None)
         written += len(fo.files(kept)) if early else 0
         source = Transfer(self.pit["wal_url"], self.backups.credential)
         for path in fetched:

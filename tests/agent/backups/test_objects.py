@@ -46,3 +46,27 @@ def test_a_file_removed_while_packed_is_left_out(tmp_path):
     assert gone == {"a"}
     got = {name: body.read() for name, _, body in fo.members(io.BytesIO(gzip.decompress(packed)))}
     assert got == {sha(b"b" * 1000): b"b" * 1000}
+
+
+def test_a_restore_links_the_files_the_live_filestore_holds_unchanged(tmp_path):
+    """Content never changes in place, so a file the live filestore holds with the
+    hash the map names (unchanged since it was hashed) is linked, not downloaded; a
+    changed one, or one of another mode, is not."""
+    live, cache = tmp_path / "filestore", tmp_path / objects.HASHES
+    (live / "odoo" / "ab").mkdir(parents=True)
+    for name in ("one", "two", "three"):
+        (live / "odoo" / "ab" / name).write_bytes(name.encode())
+    entries = objects.scan(live, cache)
+    (live / "odoo" / "ab" / "two").write_bytes(b"TWO")  # after it was hashed
+    os.chmod(live / "odoo" / "ab" / "three", 0o600)  # not as the map says
+    local = objects.local_copies(live, cache)
+    assert set(local) == {sha(b"one"), sha(b"three")}
+    new = tmp_path / "filestore.new"
+    new.mkdir()
+    wanted = [e for e in entries if e[fo.HASH] in (None, sha(b"one"))]
+    assert objects.unpack(None, None, new, entries=wanted, local=local) == 1
+    assert os.stat(new / "odoo" / "ab" / "one").st_ino == \
+        os.stat(live / "odoo" / "ab" / "one").st_ino
+    three = [e for e in entries if e[fo.HASH] == sha(b"three")]
+    checked = {}
+    assert not objects._linked(local, new, three[0], checked) and checked == {}

@@ -32,6 +32,7 @@ from tests.support.backup_flow import (
     psql,
     set_notes,
     settled,
+    store,
     task_log,
     wal_archive,
 )
@@ -153,7 +154,10 @@ def test_a_moment_between_two_writes_comes_back_with_its_files(app, client, stan
     assert [i for i, _ in notes(s, staging)] == [1, 2, 3]
     assert files(s, staging) == _hashed({**at_t1, **at_t2, **at_t3})
 
-    # Into production itself: its safety backup first, then the same moment.
+    # Into production itself: its safety backup first, then the same moment. Its
+    # files are those production holds (linked, not downloaded: content never changes).
+    (t1_path,) = at_t1
+    inode = (store(s, prod) / t1_path).stat().st_ino
     r = _restore_at(client, s, prod, _iso(between))
     assert r.status_code == 202, r.json
     done = settled(client, s, r.json["id"], timeout=400)
@@ -162,6 +166,7 @@ def test_a_moment_between_two_writes_comes_back_with_its_files(app, client, stan
     assert "the recovered cluster is in place" in log  # swapped whole, not loaded
     assert [i for i, _ in notes(s, prod)] == [1, 2]
     assert files(s, prod) == _hashed({**at_t1, **at_t2})
+    assert (store(s, prod) / t1_path).stat().st_ino == inode
     assert erp_info(s, prod)
 
     # Production goes on, on a timeline of its own beside the old one's WAL, and the
