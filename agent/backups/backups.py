@@ -204,7 +204,9 @@ class Backups:
         self._stop_erp(n, log)
         if rollback.get("cluster") and beside is not None and beside.put_back(log):
             pass  # the cluster the restore replaced, as it was
-        elif rollback["database"]:
+        elif beside is not None:
+            beside.discard()  # a cluster recovered beside, never swapped in
+        if rollback["database"]:
             self._load_database(self._transfer(rollback["safety_transfer_url"]),
                                 rollback["safety_database"], db, log, "rollback")
         old, live = n["dir"] / "filestore.old", n["dir"] / "filestore"

@@ -26,9 +26,18 @@ TRASH = "berth-trash-"  # renamed at once, deleted in the background
 STOP_TIMEOUT = 60  # seconds PostgreSQL has for its shutdown checkpoint
 READY_TIMEOUT = 120
 ARCHIVED_WAIT = 30  # seconds the last WAL file has to be archived before the stop
-SWITCH = ("SELECT CASE WHEN current_setting('archive_mode') = 'off' THEN '' "
-          "ELSE pg_walfile_name(pg_switch_wal()) END")
-LAST_ARCHIVED = "SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver"
+# One statement: the current WAL file switched out, then waited for until archived.
+ARCHIVE_LAST = (
+    "DO $$ DECLARE wanted text; until timestamptz := clock_timestamp() + interval "
+    f"'{ARCHIVED_WAIT} seconds'; BEGIN "
+    "IF current_setting('archive_mode') = 'off' THEN RETURN; END IF; "
+    "wanted := pg_walfile_name(pg_switch_wal()); "
+    "LOOP PERFORM pg_stat_clear_snapshot(); "  # else the archiver seen is the first look's
+    "EXIT WHEN (SELECT coalesce(last_archived_wal, '') FROM pg_stat_archiver) >= wanted; "
+    "IF clock_timestamp() > until THEN "
+    "RAISE EXCEPTION 'WAL file % not archived within % s', wanted, "
+    f"{ARCHIVED_WAIT}; END IF; "
+    "PERFORM pg_sleep(0.02); END LOOP; END $$")
 
 
 class ClusterError(AgentError):
@@ -102,37 +111,43 @@ class Cluster:
         return any(found)
 
     def _archive_last(self, db, log):
-        """The live cluster's current WAL file switched out and archived (it waits at
+        """The live cluster's current WAL file switched out and archived (waited for at
         most ARCHIVED_WAIT s: a failing archive is an alert of its own)."""
         try:
-            wanted = databases.psql(db.client.api, db, SWITCH, database="postgres")
-            deadline = time.monotonic() + ARCHIVED_WAIT
-            while wanted and time.monotonic() < deadline:
-                if databases.psql(db.client.api, db, LAST_ARCHIVED, database="postgres") >= wanted:
-                    return
-                time.sleep(0.1)
+            databases.psql(db.client.api, db, ARCHIVE_LAST, database="postgres")
         except AgentError as exc:
-            log("warning", f"the live cluster's last WAL was not switched out: {exc}")
-            return
-        if wanted:
-            log("warning", f"the live cluster's WAL file {wanted} was not archived within "
-                           f"{ARCHIVED_WAIT} s; the restore goes on")
+            log("warning", f"the live cluster's last WAL was not archived: {exc}; "
+                           "the restore goes on")
 
     def _start(self, db, log):
+        """The database started and waited for: PostgreSQL marks its pid file `ready`
+        once it accepts connections (a look at a file, not an exec each time)."""
         with engine_errors():
+            since = time.time() - 1  # a pid file older is not this start's
             db.start()
-            deadline = time.monotonic() + READY_TIMEOUT
+            deadline, looked = time.monotonic() + READY_TIMEOUT, 0.0
             while time.monotonic() < deadline:
-                code, _ = db.exec_run(["pg_isready", "-h", "127.0.0.1", "-U", databases.DB])
-                if code == 0:
+                if _ready(self.data / "postmaster.pid", since):
                     return
-                db.reload()
-                if db.status == "exited":
-                    break
-                time.sleep(0.1)
+                if time.monotonic() - looked > 0.25:
+                    looked = time.monotonic()
+                    db.reload()
+                    if db.status == "exited":
+                        break
+                time.sleep(0.02)
         logs = db.logs(tail=10).decode(errors="replace").strip().splitlines()
         raise ClusterError(f"the database did not start on the swapped cluster: "
                            f"{' | '.join(logs[-4:])}")
+
+
+def _ready(pid_file, since):
+    try:
+        if pid_file.stat().st_mtime < since:
+            return False
+        lines = pid_file.read_text().splitlines()
+    except OSError:
+        return False
+    return len(lines) > 7 and lines[7].strip() == "ready"
 
 
 def leftovers(envs, names):

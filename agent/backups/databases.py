@@ -114,14 +114,21 @@ def _terminate(*databases):
             "PERFORM pg_sleep(0.01); END LOOP; END $$")
 
 
-def run_throwaway(envs, live, name, env_id, role, volumes):
+def run_throwaway(envs, live, name, env_id, role, volumes, start=True, waits_for=None):
     """A throwaway PostgreSQL beside the environment's (`live`, its container): the same
     image, settings and password, no network, archiving no WAL (the environment's spool
-    is not its); `volumes` as the engine takes them."""
+    is not its); `volumes` as the engine takes them. Created only, unless `start`.
+    `waits_for`: a path in the container PostgreSQL starts only once it exists (the
+    container's own start, the slower part, is then made before its data is ready)."""
     config = live.attrs.get("Config") or {}
+    entrypoint = config.get("Entrypoint") or []
+    if waits_for:
+        entrypoint = ["sh", "-c", f'while [ ! -e {waits_for} ]; do sleep 0.01; done; '
+                                  'exec "$0" "$@"', *entrypoint]
     with engine_errors():
-        return envs.docker.containers.run(
+        return (envs.docker.containers.run if start else envs.docker.containers.create)(
             config.get("Image") or live.image.id,
             [*(config.get("Cmd") or ["postgres"]), "-c", "archive_mode=off"],
             name=name, detach=True, network_mode="none", environment=config.get("Env") or [],
-            labels=envs._labels(env_id, role), volumes=volumes)
+            labels=envs._labels(env_id, role), volumes=volumes,
+            **({"entrypoint": entrypoint} if waits_for else {}))

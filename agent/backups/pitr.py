@@ -41,10 +41,12 @@ WORK = "pitr"  # in the environment's directory
 DATA, WAL_DIR, OUT = "/var/lib/postgresql/data", "/berth-wal", "/berth-out"
 FETCHES = 3  # WAL files downloaded at once
 RECOVERY_TIMEOUT = 3 * 3600  # seconds the WAL's replay may take
-POLL = 0.1
+POLL = 0.02  # seconds between looks at the recovery's end
+STATUS_POLL = 0.25  # seconds between asking the engine whether the recovery stopped
 # In WAL_DIR: the WAL files listed, and a mark there while their downloads go on. A
 # file of the list the recovery asks for is waited for until it is there.
 EXPECTED, FETCHING = ".expected", ".fetching"
+UNPACKED = ".base-unpacked"  # in WAL_DIR: PostgreSQL starts in the throwaway
 RESTORE = (f"f={WAL_DIR}/%f; while [ ! -e $f ] && [ -e {WAL_DIR}/{FETCHING} ] && "
            f"grep -qx %f {WAL_DIR}/{EXPECTED}; do sleep 0.02; done; cp $f \"%p\"")
 SHORT = "recovery ended before configured recovery target was reached"
@@ -78,6 +80,7 @@ class Recovered:
         self.name = (f"the moment {self.pit['target_time']} (base backup {self.id}, "
                      f"WAL {self.range})")
         self.referenced, self._early, self._copies = None, None, None
+        self._stopped = self._finishing = None  # a swap's work on threads
         self.summary = {"target_time": self.pit["target_time"], "base_backup_id": self.id,
                         "wal": self.range, "wal_files": len(names)}
         if not isinstance(self.manifest.get("base"), dict):
@@ -100,9 +103,9 @@ class Recovered:
         with ThreadPoolExecutor(1, thread_name_prefix="berth-pitr-files") as early:
             self._early = (env_dir, early.submit(self._unpack_base, env_dir))
             try:
-                if self.cluster:
+                if self.cluster:  # the filestore's end on a thread, while the ERP stops
                     self._recover_cluster(db, log)
-                    alongside()
+                    self._finishing = _background(alongside, "berth-pitr-files")
                     return
                 with self.recovered(log) as (dump, expected):
                     self.backups._load_database(dump, expected, db, log, "restore",
@@ -112,6 +115,8 @@ class Recovered:
 
     def swap(self, db, log):
         """The recovered cluster in the live one's place (the ERP stopped)."""
+        self._stopped.result()
+        self._finishing.result()
         self.cluster.swap(db, log)
 
     @contextlib.contextmanager
@@ -130,46 +135,63 @@ class Recovered:
             copy.remove()
 
     def _recover_cluster(self, live, log):
-        """The moment recovered in the folder beside the live cluster's, stopped
-        cleanly and tidied: a cluster the environment's database starts on."""
+        """The moment recovered in the folder beside the live cluster's; the throwaway
+        then stops cleanly and the cluster is tidied (one the environment's database
+        starts on) on a thread, while the ERP stops: swap() waits for it."""
         work = self.backups.envs._names(self.env_id)["dir"] / WORK
         copy = _Throwaway(self.backups.envs, self.env_id, work)
         copy.remove()
         self.cluster.discard()
         try:
             self._recover(copy, work, self.cluster.recovered, log, live=live)
-            copy.stop()
-            _tidy(self.cluster.recovered, archiving=_archiving(live))
+            archiving = _archiving(live)
         except BaseException:
-            shutil.rmtree(self.cluster.recovered, ignore_errors=True)
-            raise
-        finally:
             copy.remove()
+            self.cluster.discard()
+            raise
+
+        def finish():
+            try:
+                copy.stop()
+                _tidy(self.cluster.recovered, archiving)
+            finally:
+                copy.remove()
+
+        self._stopped = _background(finish, "berth-pitr-stop")
 
     def _recover(self, copy, work, pgdata, log, live=None):
         """The base unpacked, the throwaway started on it at once and replaying each
         WAL file as its download ends (restore_command waits for the files still
         coming); promoted at the target only once every download checked."""
         with ThreadPoolExecutor(FETCHES, thread_name_prefix="berth-wal-fetch") as pool:
-            fetching = self._prepare(work, pgdata, log, pool, live)
+            started = time.monotonic()
+            fetching, created = self._prepare(work, pgdata, log, pool, copy, live)
             try:
-                container = copy.start(log, pgdata)
+                container = created.result()
+                (work / "wal" / UNPACKED).touch()  # PostgreSQL starts in the throwaway
+                log("info", f"the base backup is unpacked ({time.monotonic() - started:.2f} "
+                            "s); recovering it in a throwaway database (no network), the WAL "
+                            "still downloading")
                 for done in fetching:
                     done.result()
             finally:
                 for done in fetching:
                     done.cancel()
+            log("info", f"the WAL is downloaded and checked ({len(fetching)} files in "
+                        f"{time.monotonic() - started:.2f} s)")
         (work / "wal" / FETCHING).unlink()  # a file not there now is not in the archive
         self._wait_recovered(container, pgdata, log)
         self._read(container, log)
         return container
 
-    def _prepare(self, work, pgdata, log, pool, live=None):
+    def _prepare(self, work, pgdata, log, pool, copy, live=None):
         """The recovery's folders: the base unpacked, the history files and the
-        settings in place; returns the WAL's downloads, under way on `pool`."""
+        settings in place; returns the WAL's downloads and the throwaway's creation,
+        under way on `pool`."""
         spool, out = work / "wal", work / "out"
         for path in (pgdata, spool, out):
             path.mkdir(parents=True)
+        created = pool.submit(lambda: copy.start(copy.create(pgdata)))
         base = self.manifest["base"]
         log("info", f"point in time {self.pit['target_time']}: base backup {self.id} "
                     f"(from {base.get('start_lsn')}), WAL {self.range} "
@@ -200,7 +222,7 @@ class Recovered:
         for path in (pgdata, out):
             _own_tree(path)
         os.chmod(pgdata, 0o700)
-        return fetching
+        return fetching, created
 
     def _newest_timeline(self, live):
         """The newest timeline of the base's cluster known: in the archive, the live
@@ -235,26 +257,32 @@ class Recovered:
         when it holds no transaction after the target."""
         self.backups.progress(phase="restore: replaying the WAL")
         started, again = time.monotonic(), False
-        deadline = started + RECOVERY_TIMEOUT
+        deadline, looked = started + RECOVERY_TIMEOUT, 0.0
         while time.monotonic() < deadline:
-            with engine_errors():
-                container.reload()
-                if container.status == "exited":
-                    logs = container.logs(tail=30).decode(errors="replace")
-                    if SHORT in logs and not again:
-                        log("info", "the archive holds no transaction after the target: "
-                                    "recovering to its end")
-                        self._settings(pgdata, target=False)
-                        (pgdata / "recovery.signal").touch()
-                        container.start()
-                        again = True
-                        continue
-                    raise RecoveryError(f"the recovery failed: {_last_lines(logs)}")
-            with contextlib.suppress(AgentError):
-                if databases.psql(self.backups.api, container, "SELECT pg_is_in_recovery()",
-                                  database="postgres") == "f":
-                    log("info", f"recovered in {time.monotonic() - started:.1f} s")
-                    return
+            # PostgreSQL removes recovery.signal as its recovery ends (a look at a file,
+            # not an exec); the engine is asked whether it stopped instead, less often.
+            ended = not (pgdata / "recovery.signal").exists()
+            if ended or time.monotonic() - looked > STATUS_POLL:
+                looked = time.monotonic()
+                with engine_errors():
+                    container.reload()
+                    if container.status == "exited":
+                        logs = container.logs(tail=30).decode(errors="replace")
+                        if SHORT in logs and not again:
+                            log("info", "the archive holds no transaction after the target: "
+                                        "recovering to its end")
+                            self._settings(pgdata, target=False)
+                            (pgdata / "recovery.signal").touch()
+                            container.start()
+                            again = True
+                            continue
+                        raise RecoveryError(f"the recovery failed: {_last_lines(logs)}")
+            if ended:
+                with contextlib.suppress(AgentError):
+                    if databases.psql(self.backups.api, container,
+                                      "SELECT pg_is_in_recovery()", database="postgres") == "f":
+                        log("info", f"recovered in {time.monotonic() - started:.1f} s")
+                        return
             time.sleep(POLL)
         raise RecoveryError(f"the recovery did not end within {RECOVERY_TIMEOUT} s")
 
@@ -376,15 +404,20 @@ class _Throwaway:
         self.live_name = envs._names(env_id)["db"]
         self.name = f"{self.live_name}-pitr"
 
-    def start(self, log, pgdata):
+    def create(self, pgdata):
+        """Made and started while the base still unpacks, PostgreSQL waiting in it
+        for the mark that the base is unpacked."""
         self.live = self.envs._container(self.live_name)
         if self.live is None:
             raise RecoveryError("the environment has no database container")
-        container = databases.run_throwaway(self.envs, self.live, self.name, self.env_id, "pitr", {
+        return databases.run_throwaway(self.envs, self.live, self.name, self.env_id, "pitr", {
             str(pgdata): {"bind": DATA, "mode": "rw"},
             str(self.work / "wal"): {"bind": WAL_DIR, "mode": "ro"},
-            str(self.work / "out"): {"bind": OUT, "mode": "rw"}})
-        log("info", "recovering the base backup in a throwaway database (no network)")
+            str(self.work / "out"): {"bind": OUT, "mode": "rw"}}, waits_for=f"{WAL_DIR}/{UNPACKED}")
+
+    def start(self, container):
+        with engine_errors():
+            container.start()
         return container
 
     def stop(self):
@@ -454,6 +487,15 @@ def _check(name, expected, chunks):
 
 def _file(name):
     return name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+
+
+def _background(work, name):
+    """work() on a thread of its own; its future."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix=name)
+    try:
+        return pool.submit(work)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _new_filestore(env_dir):

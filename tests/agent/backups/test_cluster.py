@@ -50,9 +50,12 @@ def _beside(envs, env_id, body):
     copy = databases.run_throwaway(envs, live, f"{n['db']}-beside", env_id, "test",
                                    {str(found.recovered): {"bind": DATA, "mode": "rw"}})
     try:
-        wait_for(lambda: copy.exec_run(["psql", "-U", "odoo", "-d", "odoo", "-c", "SELECT 1"])
-                 [0] == 0, timeout=60, what="the cluster beside initialised")
-        code, out = copy.exec_run(["psql", "-U", "odoo", "-d", "odoo", "-v", "ON_ERROR_STOP=1",
+        # Over TCP: the image's first start runs a server on its socket only, then stops it.
+        wait_for(lambda: copy.exec_run(["psql", "-h", "127.0.0.1", "-U", "odoo", "-d", "odoo",
+                                        "-c", "SELECT 1"])[0] == 0,
+                 timeout=60, what="the cluster beside initialised")
+        code, out = copy.exec_run(["psql", "-h", "127.0.0.1", "-U", "odoo", "-d", "odoo",
+                                   "-v", "ON_ERROR_STOP=1",
                                    "-c", "CREATE TABLE notes (id int PRIMARY KEY, body text); "
                                          f"INSERT INTO notes VALUES (1, '{body}')"])
         assert code == 0, out
