@@ -13,9 +13,11 @@ order alternates):
                      until the task completes; the figure is the restore itself,
                      from the log line after the safety backup to the task's end
                      (base and WAL fetched and checked, the WAL replayed in a
-                     throwaway PostgreSQL, its database dumped and loaded beside
-                     the live one, the filestore of the moment written, the ERP
-                     restarted and healthy)
+                     throwaway PostgreSQL beside the live cluster, the filestore of
+                     the moment written, the ERP stopped, the recovered cluster
+                     swapped in, the ERP started and healthy); before each round,
+                     the base backup of the new timeline the scheduler takes after
+                     a restore in place has ended
   baseline restore - from the same objects in the storage directory: the base
                      (`zstd -d | tar -x`) and each WAL file (`zstd -d`) into new
                      folders, PostgreSQL of the same image started on them with
@@ -24,7 +26,7 @@ order alternates):
 Target: Berth within 1.5x of the baseline (median of the rounds). Prints both,
 the ratio, PASS/FAIL; exits 1 on FAIL.
 
-    python benchmarks/pitr.py [--rounds 3] [--minutes 2] [--json]
+    python benchmarks/pitr.py [--rounds 5] [--minutes 2] [--json]
 """
 
 import argparse
@@ -177,7 +179,7 @@ class PitrBench(BackupBench):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--minutes", type=float, default=2.0)
     parser.add_argument("--filestore-mb", type=int, default=200)
     parser.add_argument("--database-mb", type=int, default=100)
