@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import tracemalloc
-import types
 import urllib.request
 import uuid
 
@@ -285,12 +284,13 @@ def test_a_stopped_database_is_started_for_the_dump_and_stopped_again(env, stand
         envs._wait_db(envs._container(envs._names(env_id)["db"]), lambda *a: None)
 
 
-def test_a_previous_filestore_left_by_a_stop_is_deleted_at_the_next_start(tmp_path):
+def test_a_previous_filestore_left_by_a_stop_is_deleted_at_the_next_start(tmp_path,
+                                                                          docker_client):
     trash = tmp_path / "e-1" / "filestore.trash-0123456789abcdef"
     (trash / "ab").mkdir(parents=True)
     (trash / "ab" / "abcdef").write_bytes(b"old")
     (tmp_path / "e-1" / "filestore").mkdir()
-    envs = types.SimpleNamespace(root=tmp_path, docker=types.SimpleNamespace(api=None))
+    envs = Environments(docker_client, root=tmp_path)
     assert Backups(envs, CREDENTIAL).resume_interrupted(lambda *a: None) == []
     assert not trash.exists() and (tmp_path / "e-1" / "filestore").exists()
 
