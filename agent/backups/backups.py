@@ -258,13 +258,7 @@ class Backups:
         return manifest
 
     def _unpack(self, transfer, fs, env_dir):
-        new, live = env_dir / "filestore.new", env_dir / "filestore"
-        shutil.rmtree(new, ignore_errors=True)
-        new.mkdir()
-        st = os.stat(live) if live.exists() else None  # the ERP's user owns it
-        if st is not None:
-            os.chown(new, st.st_uid, st.st_gid)
-            os.chmod(new, st.st_mode & 0o7777)
+        new, live = ondisk.new_filestore(env_dir), env_dir / "filestore"
         if fs.get("layout") == fo.LAYOUT:
             early = ondisk.Early(new)  # as below: the disk writes files as they come
             try:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from agent.backups import databases
+from agent.deploy import db_ready
 from agent.errors import AgentError, engine_errors
 
 RECOVERED, REPLACED, DISCARDED = "berth-recovered", "berth-replaced", "berth-discarded"
@@ -120,34 +121,15 @@ class Cluster:
                            "the restore goes on")
 
     def _start(self, db, log):
-        """The database started and waited for: PostgreSQL marks its pid file `ready`
-        once it accepts connections (a look at a file, not an exec each time)."""
+        """The database started and waited for (agent/deploy/db_ready.py)."""
         with engine_errors():
             since = time.time() - 1  # a pid file older is not this start's
             db.start()
-            deadline, looked = time.monotonic() + READY_TIMEOUT, 0.0
-            while time.monotonic() < deadline:
-                if _ready(self.data / "postmaster.pid", since):
-                    return
-                if time.monotonic() - looked > 0.25:
-                    looked = time.monotonic()
-                    db.reload()
-                    if db.status == "exited":
-                        break
-                time.sleep(0.02)
-        logs = db.logs(tail=10).decode(errors="replace").strip().splitlines()
+            if db_ready.wait_ready(db, READY_TIMEOUT, data=self.data, since=since):
+                return
+            logs = db.logs(tail=10).decode(errors="replace").strip().splitlines()
         raise ClusterError(f"the database did not start on the swapped cluster: "
                            f"{' | '.join(logs[-4:])}")
-
-
-def _ready(pid_file, since):
-    try:
-        if pid_file.stat().st_mtime < since:
-            return False
-        lines = pid_file.read_text().splitlines()
-    except OSError:
-        return False
-    return len(lines) > 7 and lines[7].strip() == "ready"
 
 
 def leftovers(envs, names):

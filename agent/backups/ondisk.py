@@ -15,6 +15,7 @@ cannot find, or one it had no room to queue, is left to `flush`."""
 import contextlib
 import os
 import queue
+import shutil
 import stat
 import threading
 
@@ -89,3 +90,17 @@ class Early:
             self.names.put(None)
         for thread in self.threads:
             thread.join()
+
+
+def new_filestore(env_dir):
+    """An empty filestore.new beside the live filestore, owned and permitted as it
+    is (the ERP's user writes into it), as the environment's folder is when there is
+    none."""
+    new, live = env_dir / "filestore.new", env_dir / "filestore"
+    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir()
+    st = os.stat(live) if live.exists() else None
+    owner = st or os.stat(env_dir)
+    os.chown(new, owner.st_uid, owner.st_gid)
+    os.chmod(new, st.st_mode & 0o7777 if st else 0o755)
+    return new

@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 from agent.deploy import archiving as archiving_setup
+from agent.deploy import db_ready, requirements, updates
 from agent.deploy import git as git_cmd
-from agent.deploy import requirements, updates
 from agent.deploy.git import DeployError
 from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
 from protocol import wal
@@ -277,14 +277,9 @@ class Environments:
         return db
 
     def _wait_db(self, db, log, timeout=60):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code, _ = db.exec_run(["pg_isready", "-h", "127.0.0.1", "-U", "odoo"])
-            if code == 0:
-                log("info", "the database accepts connections")
-                return
-            time.sleep(0.5)
-        raise DeployError(f"the database did not become ready within {timeout} s")
+        if not db_ready.wait_ready(db, timeout):
+            raise DeployError(f"the database did not become ready within {timeout} s")
+        log("info", "the database accepts connections")
 
     def _checkout(self, git, addons, log):
         """The project's add-ons at the branch (or an exact commit, for rollbacks)."""

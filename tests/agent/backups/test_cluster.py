@@ -6,32 +6,19 @@ a finished one left beside the cluster is removed."""
 
 import json
 import os
-import uuid
 
 import pytest
 
 from agent.backups import cluster, databases
 from agent.backups.backups import Backups
 from agent.config import RESTORE_JOURNAL
-from agent.deploy.environments import Environments
-from tests.agent.backups.test_backups import CREDENTIAL, healthy, notes, psql, set_notes
+from tests.agent.backups import test_backups
+from tests.agent.backups.test_backups import CREDENTIAL, healthy, notes, set_notes
 from tests.support.waiting import wait_for
 
 DATA = "/var/lib/postgresql/data"
 
-
-@pytest.fixture(scope="module")
-def env(docker_client, tmp_path_factory, erp_image, postgres_image):
-    root = tmp_path_factory.mktemp("srv")
-    envs = Environments(docker_client, root=root, health_timeout=60)
-    env_id = str(uuid.uuid4())
-    envs.deploy({"environment_id": env_id, "erp_image": erp_image,
-                 "postgres_image": postgres_image}, lambda *a: None)
-    try:
-        psql(envs, env_id, "CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL)")
-        yield envs, env_id
-    finally:
-        envs.destroy(env_id, True, lambda *a: None)
+env = test_backups.env  # the fixture, shared: a deployed environment with a notes table
 
 
 def _beside(envs, env_id, body):
@@ -70,7 +57,7 @@ def _left_beside(found):
 
 
 def test_a_swapped_cluster_serves_and_is_put_back(env):
-    envs, env_id = env
+    envs, env_id, _ = env
     found, live = _beside(envs, env_id, "recovered")
     lines = []
     found.swap(live, lambda level, msg: lines.append(msg))
@@ -83,7 +70,7 @@ def test_a_swapped_cluster_serves_and_is_put_back(env):
 
 def test_a_swap_refuses_a_replaced_cluster_it_did_not_make(env):
     """A replaced cluster left from before is never mistaken for this swap's."""
-    envs, env_id = env
+    envs, env_id, _ = env
     found, live = _beside(envs, env_id, "recovered")
     found.replaced.mkdir()
     with pytest.raises(cluster.ClusterError):
@@ -94,7 +81,7 @@ def test_a_swap_refuses_a_replaced_cluster_it_did_not_make(env):
 
 @pytest.mark.parametrize("cut", ["after the live cluster moved", "after the swap"])
 def test_a_swap_cut_short_by_an_agent_stop_is_put_back_from_the_journal(env, cut):
-    envs, env_id = env
+    envs, env_id, _ = env
     n = envs._names(env_id)
     found, live = _beside(envs, env_id, "recovered")
     live.stop(timeout=30)
@@ -117,7 +104,7 @@ def test_a_swap_cut_short_by_an_agent_stop_is_put_back_from_the_journal(env, cut
 
 
 def test_what_a_finished_swap_left_beside_is_removed_at_the_next_start(env):
-    envs, env_id = env
+    envs, env_id, _ = env
     found, live = _beside(envs, env_id, "recovered")
     found.swap(live, lambda *a: None)  # the agent stopped before it deleted `replaced`
     assert found.replaced.exists()
