@@ -49,16 +49,18 @@ WARM_ROUNDS = 2  # gateway rounds not counted, after the agents connect
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def _world(data_dir, servers, envs_per_server):
-    """An app on a fresh SQLite database, `servers` servers with their environments
-    and a handful of read-only keys. Returns (app, {server id: [env ids]}, keys)."""
+def _world(data_dir, servers, envs_per_server, database_url=None):
+    """An app on a fresh database (SQLite in `data_dir`, or the empty PostgreSQL
+    database at `database_url`), `servers` servers with their environments and a
+    handful of read-only keys. Returns (app, {server id: [env ids]}, keys)."""
     from control_plane.app import create_app
     from control_plane.infra import migrate
     from control_plane.infra.db import database
     from control_plane.models import Environment, Project, Server
     from control_plane.services.accounts import keys, orgs
 
-    app = create_app({"DATA_DIR": data_dir, "SECRET_KEY": "bench"})
+    app = create_app({"DATA_DIR": data_dir, "SECRET_KEY": "bench",
+                      **({"DATABASE_URL": database_url} if database_url else {})})
     migrate.upgrade(app.extensions["berth"].db)
     org = orgs.create_org("history", server_quota=servers)
     placed = {}

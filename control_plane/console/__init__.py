@@ -103,6 +103,47 @@ def render(template, code=200, **context):
     return render_template(f"console/{template}", **context), code
 
 
+# What each disruptive action does, as its confirmation says it (`confirm`).
+CONSEQUENCES = {
+    "stop": "The ERP and its database stop: its users cannot reach it until it is started.",
+    "restart": "The ERP restarts: its users are cut off for a few seconds.",
+    "redeploy": "The environment is deployed again from its branch: its users are cut off "
+                "while it restarts, and modules are updated if the code changed.",
+    "deploy": "The environment is deployed from its branch: its users are cut off while it "
+              "restarts, and modules are updated if the code changed.",
+    "rollback": "The environment goes back to that deployment's code and configuration: "
+                "its users are cut off while it restarts.",
+    "delete rule": "The rule stops and is deleted; its run history goes with it.",
+    "delete webhook": "No more events are sent to this address; its deliveries are deleted.",
+    "revoke key": "Every client using this key is refused from now on. It cannot be undone.",
+    "end session": "That browser is signed out at its next request.",
+    "remove domain": "The environment stops answering on this domain.",
+    "revoke token": "The install command holding it stops working; its server slot is freed.",
+}
+
+
+def confirm(action, title, *, name=None):
+    """A disruptive action goes ahead once confirmed: the first post (no `confirmed`
+    in its form) answers with a page that says what the action does and posts the
+    same form again, confirmed; with `name` (production environments), that name
+    must be typed again. Returns that page, or None to go ahead."""
+    if request.form.get("confirmed") != "1":
+        kept = [(k, v) for k, v in request.form.items(multi=True)
+                if k not in ("csrf_token", "confirmed", "confirm_name")]
+        return render("confirm.html", action=action, title=title, name=name, fields=kept,
+                      consequence=CONSEQUENCES[action], back=_back())
+    if name is not None and request.form.get("confirm_name", "").strip() != name:
+        raise FormInvalid(f"Type the name, {name}, exactly to confirm.")
+    return None
+
+
+def _back():
+    """Where Cancel goes: the page the form was on (this site's only)."""
+    source = urlsplit(request.headers.get("Referer") or "")
+    return (source.path or "/") + (f"?{source.query}" if source.query else "") \
+        if source.netloc == request.host else "/"
+
+
 def _same_origin():
     """A write's Origin (or, lacking it, Referer) is this site: a second guard
     besides the token, and the only one the sign-in form has."""
@@ -202,6 +243,7 @@ def register(app):
         account,
         environments,
         organization,
+        overview,
         projects,
         servers,
     )

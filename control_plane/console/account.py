@@ -6,7 +6,7 @@ from flask import g, redirect, request, url_for
 from itsdangerous import BadSignature
 from limits import RateLimitItemPerMinute
 
-from control_plane.console import berth, blp, render, set_cookie, user
+from control_plane.console import berth, blp, confirm, render, set_cookie, user
 from control_plane.infra import clock, security
 from control_plane.services.accounts import sessions
 from control_plane.services.accounts import totp as second_factor  # `totp` is the view
@@ -18,11 +18,6 @@ SIGN_IN_PER_EMAIL = RateLimitItemPerMinute(5)
 OFFER_TTL = dt.timedelta(minutes=15)  # a second factor's set-up form
 
 
-@blp.get("/")
-def home():
-    return redirect(url_for("console.projects"))
-
-
 def _next_page():
     """Where to go after signing in: a path of this site only. Browsers drop tabs and
     newlines from a URL and read a backslash as a slash (a tab between two slashes
@@ -31,7 +26,7 @@ def _next_page():
     target = request.values.get("next") or ""
     if (not target.startswith("/") or target.startswith("//") or "\\" in target
             or not target.isprintable()):
-        return url_for("console.projects")
+        return url_for("console.home")
     return target
 
 
@@ -106,6 +101,9 @@ def change_password():
 
 @blp.post("/account/sessions/<uuid:session_id>/end")
 def end_session(session_id):
+    if session_id != g.console_session.id and (asked := confirm("end session",
+                                                                "End that session?")):
+        return asked
     sessions.end_session(user(), session_id)
     if session_id == g.console_session.id:
         return redirect(url_for("console.sign_in"), 303)

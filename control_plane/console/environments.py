@@ -14,6 +14,7 @@ from control_plane.console import (
     audited_read,
     berth,
     blp,
+    confirm,
     form,
     json_field,
     render,
@@ -128,8 +129,18 @@ def runtime_logs(env_id):
 
 @blp.post("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
 def act(env_id, action):
+    env = envs.get_environment(actor(), env_id)
+    if action != "start" and (asked := confirm(action, f"{action.capitalize()} {env.name}?",
+                                               name=_typed(env))):
+        return asked
     task = envs.act(actor(), env_id, action, berth=berth())
-    return redirect(url_for("console.environment", env_id=env_id, task=task["task_id"]), 303)
+    return redirect(url_for("console.environment", env_id=env_id, task=task["task_id"],
+                            done=action), 303)
+
+
+def _typed(env):
+    """Production environments' disruptive actions ask for the name typed again."""
+    return env.name if env.environment_type == "production" else None
 
 
 def _confirmed(env):
@@ -143,13 +154,20 @@ def destroy(env_id):
     env = envs.get_environment(actor(), env_id)
     _confirmed(env)
     envs.delete_environment(actor(), env_id, "true", berth=berth())
-    return redirect(url_for("console.project", project_id=env.project_id), 303)
+    return redirect(url_for("console.project", project_id=env.project_id, done="destroy"), 303)
 
 
 @blp.post("/deployments/<uuid:task_id>/rollback")
 def rollback(task_id):
+    target = envs.get_task(actor(), task_id)
+    env = envs.get_environment(actor(), target.environment_id)
+    commit = f", commit {target.git_commit[:10]}" if target.git_commit else ""
+    if asked := confirm("rollback", f"Roll {env.name} back to version {target.version}"
+                                    f"{commit}?", name=_typed(env)):
+        return asked
     d = operations.rollback(actor(), task_id, berth())
-    return redirect(url_for("console.environment", env_id=d.environment_id, task=d.id), 303)
+    return redirect(url_for("console.environment", env_id=d.environment_id, task=d.id,
+                            done="rollback"), 303)
 
 
 # --- backups --------------------------------------------------------------------------
@@ -205,6 +223,8 @@ def add_domain(env_id):
 @blp.post("/environments/<uuid:env_id>/domains/<string:name>/<any(verify,remove):op>")
 def change_domain(env_id, name, op):
     env = access.environment(actor(), env_id, "project.environments.deploy")
+    if op == "remove" and (asked := confirm("remove domain", f"Remove {name} from {env.name}?")):
+        return asked
     getattr(domains, op)(env, name, berth())
     return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
 

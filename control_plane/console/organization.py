@@ -13,6 +13,7 @@ from control_plane.console import (
     actor,
     berth,
     blp,
+    confirm,
     json_field,
     load,
     render,
@@ -48,6 +49,9 @@ def create_webhook():
 
 @blp.post("/webhooks/<uuid:webhook_id>/<any(pause,resume,delete):op>")
 def change_webhook(webhook_id, op):
+    if op == "delete" and (asked := confirm(
+            "delete webhook", f"Delete the webhook to {webhooks.get_webhook(actor(), webhook_id).url}?")):
+        return asked
     webhooks.count_mutation(actor(), berth().limiter)
     if op == "delete":
         webhooks.delete_webhook(actor(), webhook_id)
@@ -94,7 +98,10 @@ def create_key():
 
 @blp.post("/keys/<string:public_id>/revoke")
 def revoke_key(public_id):
-    keys.revoke_key(sessions.own_key(actor(), public_id).public_id)
+    key = sessions.own_key(actor(), public_id)
+    if asked := confirm("revoke key", f"Revoke the key {key.name}?", name=key.name):
+        return asked
+    keys.revoke_key(key.public_id)
     return redirect(url_for("console.keys_page"), 303)
 
 
@@ -117,6 +124,8 @@ def create_rule(project_id):
 @blp.post("/rules/<uuid:rule_id>/<any(enable,disable,run,delete):op>")
 def change_rule(rule_id, op):
     rule = rules.get_rule(actor(), rule_id)
+    if op == "delete" and (asked := confirm("delete rule", f"Delete the rule {rule.name}?")):
+        return asked
     if op == "run":
         runs.run_now(actor(), rule_id, berth=berth())
     elif op == "delete":

@@ -1,10 +1,13 @@
 """Projects and a project's environments (their status kept live by htmx)."""
 
+import uuid
+
 from flask import redirect, request, url_for
 
 from control_plane.api.public.environments import EnvironmentCreateSchema
 from control_plane.api.public.projects import ProjectCreateSchema
 from control_plane.console import actor, berth, blp, form, render
+from control_plane.services import overview
 from control_plane.services.deploys import environments as envs
 from control_plane.services.projects import projects as svc
 from control_plane.services.servers import servers as server_svc
@@ -17,6 +20,10 @@ PAGE = 100
 def projects():
     rows, meta = svc.list_projects(actor(), limit=PAGE, cursor=request.args.get("cursor"))
     servers, _ = server_svc.list_servers(actor(), limit=PAGE, cursor=None)
+    ids = [uuid.UUID(str(p["id"])) for p in rows]  # a page holds its ids as text
+    badges = overview.badges(actor(), ids, berth().settings["APPS_DOMAIN"])
+    for p, project_id in zip(rows, ids, strict=True):
+        p["environments"] = badges.get(project_id, [])
     return render("projects.html", projects=rows, meta=meta, servers=servers)
 
 

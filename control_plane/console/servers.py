@@ -3,12 +3,14 @@ history both charts read (a server's and an environment's)."""
 
 import datetime as dt
 
-from flask import request
+from flask import current_app, redirect, request, url_for
 
-from control_plane.console import actor, berth, blp, render
+from control_plane.api.public.registration_tokens import TokenCreateSchema
+from control_plane.console import actor, berth, blp, confirm, form, render
 from control_plane.infra import clock
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
-from control_plane.services.servers import history, monitoring
+from control_plane.services import overview
+from control_plane.services.servers import history, monitoring, registration
 from control_plane.services.servers import servers as svc
 from control_plane.vocabulary.errors import ApiError, NotFound
 
@@ -21,9 +23,28 @@ RANGES = {"1h": (dt.timedelta(hours=1), "1m"), "24h": (dt.timedelta(hours=24), "
 @blp.get("/servers")
 def servers():
     rows, meta = svc.list_servers(actor(), limit=PAGE, cursor=request.args.get("cursor"))
-    for row in rows:
-        row["reachable"] = svc.reachable(row)
-    return render("servers.html", servers=rows, meta=meta)
+    tokens = [] if actor().read_only else [
+        t for t in registration.list_tokens(actor()) if t.status == "pending"]
+    return render("servers.html", servers=overview.with_figures(rows), meta=meta,
+                  tokens=tokens, expiries=tuple(registration.EXPIRY_CHOICES))
+
+
+@blp.post("/servers/registration-tokens")
+def create_registration_token():
+    """A token for adding a server and the line to paste on it: shown on this answer
+    only (the token is stored hashed)."""
+    body = form(TokenCreateSchema(), ("server_name", "expires_in"))
+    token, raw = registration.create_token(actor(), **body)
+    return render("server_token.html", 201, token=token, raw=raw,
+                  command=registration.install_command(current_app.config["PUBLIC_URL"], raw))
+
+
+@blp.post("/servers/registration-tokens/<uuid:token_id>/revoke")
+def revoke_registration_token(token_id):
+    if asked := confirm("revoke token", "Revoke this registration token?"):
+        return asked
+    registration.revoke_token(actor(), token_id)
+    return redirect(url_for("console.servers"), 303)
 
 
 @blp.get("/servers/<uuid:server_id>")

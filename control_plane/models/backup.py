@@ -33,6 +33,9 @@ class Backup(BaseModel):
     source_backup = peewee.ForeignKeyField("self", null=True, backref="safety_copies")
     deleted_at = DateTimeField(null=True)  # retention removed its objects: no longer listed
 
+    class Meta:
+        indexes = ((("environment", "created_at"), False),)  # an environment's newest
+
 
 class BackupImport(BaseModel):
     """A file uploaded to be restored into an environment (Odoo's backup zip, a

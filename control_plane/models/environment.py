@@ -117,7 +117,8 @@ class Deployment(BaseModel):
     updated_at = DateTimeField(null=True)
 
     class Meta:
-        indexes = ((("environment", "version"), True),)
+        # An environment's tasks newest first; its newest of a kind (the overview).
+        indexes = ((("environment", "version"), True), (("environment", "created_at"), False))
 
 
 class TaskLogLine(BaseModel):

@@ -66,6 +66,16 @@
       });
       load(group, "1h");
     });
+    // Copy buttons: the named element's text to the clipboard, said beside the button.
+    document.querySelectorAll("[data-copy]").forEach(function (b) {
+      b.addEventListener("click", function () {
+        var text = document.getElementById(b.dataset.copy).textContent;
+        var said = document.querySelector('[data-copied="' + b.dataset.copy + '"]');
+        navigator.clipboard.writeText(text).then(
+          function () { if (said) said.textContent = "Copied."; },
+          function () { if (said) said.textContent = "Select the text and copy it."; });
+      });
+    });
     document.querySelectorAll("[data-back]").forEach(function (b) {
       b.addEventListener("click", function () { history.back(); });
     });

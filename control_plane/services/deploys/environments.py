@@ -24,9 +24,14 @@ from protocol.states import CertificateState
 
 def url_of(env, apps_domain):
     """The custom domain once verified, else the platform subdomain."""
-    if env.custom_domain and env.custom_domain_verified:
-        return f"https://{env.custom_domain}"
-    return f"https://{env.id.hex[:12]}.{apps_domain}"
+    return address(env.id, env.custom_domain, env.custom_domain_verified, apps_domain)
+
+
+def address(env_id, custom_domain, verified, apps_domain):
+    """url_of from the environment's fields (a list read as tuples)."""
+    if custom_domain and verified:
+        return f"https://{custom_domain}"
+    return f"https://{env_id.hex[:12]}.{apps_domain}"
 
 
 def _project(actor, project_id):

@@ -49,6 +49,20 @@ def reachable(row):
     return agents.connected(row["connected_since"], row["last_seen_at"])
 
 
+def fleet_rows(actor):
+    """Every server the organization sees, owned or shared (no page: the console's
+    overview counts their environments itself), with the list's fields, its owner and
+    since when its critical figures hold."""
+    return list(Server.select(
+        Server.id, Server.name, Server.organization, Server.connection, Server.agent_version,
+        Server.connected_since, Server.last_seen_at, Server.ssh_checked_at,
+        Server.unreachable_since, Server.ssh_offered_host_key, Server.disk_critical_since,
+        Server.memory_critical_since).where(
+        Server.deleted_at.is_null() & ((Server.organization == actor.organization_id)
+                                       | Server.organization.is_null()))
+        .order_by(Server.name).dicts())
+
+
 def list_servers(actor, *, limit, cursor):
     return scoped_page(SERVERS, actor, limit=limit, cursor=cursor)
 

@@ -101,7 +101,7 @@ def test_sign_in_goes_on_only_to_a_page_of_this_site(app, world):
     for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
         r = Browser(app).client.post("/sign-in", headers={"Origin": HOST}, data={
             "email": user.email, "password": PASSWORD, "next": target})
-        assert r.status_code == 303 and r.headers["Location"] == "/projects", target
+        assert r.status_code == 303 and r.headers["Location"] == "/", target
 
 
 def test_a_wrong_password_and_an_unknown_email_read_the_same(app, world):
@@ -213,7 +213,9 @@ def test_ended_sessions_are_signed_out_on_their_next_request(app, world, member,
     mine = b.client.get_cookie("berth_session").value
     own = sessions.authenticate(mine)[0].id
     (theirs,) = [i for i in ids if i != str(own)]
-    assert b.post(f"/account/sessions/{theirs}/end").status_code == 303
+    assert b.post(f"/account/sessions/{theirs}/end").status_code == 200  # asked first
+    assert other.get("/projects").status_code == 200
+    assert b.post(f"/account/sessions/{theirs}/end", {"confirmed": "1"}).status_code == 303
     r = other.get("/projects")
     assert r.status_code == 302 and r.headers["Location"].startswith("/sign-in")
     # A live part asks the page to go to the sign-in page (htmx's header).

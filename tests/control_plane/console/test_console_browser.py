@@ -40,6 +40,7 @@ from tests.support.serve import Served
 from tests.support.services import free_port
 
 playwright = pytest.importorskip("playwright.sync_api")
+AXE = (Path(__file__).resolve().parents[2] / "support" / "vendor" / "axe.min.js").read_text()
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = Path(os.environ.get("BERTH_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts")) \
@@ -111,7 +112,7 @@ class Stand:
         page.get_by_label("E-mail").fill(email)
         page.get_by_label("Password").fill(password)
         page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url("**/projects")
+        page.wait_for_url(self.url + "/")  # the overview
         self.states[who] = context.storage_state()
         return page
 
@@ -161,12 +162,23 @@ def clean(page):
     assert page.problems == [], page.problems
 
 
+def accessibility_violations(page):
+    """What axe-core (vendored from npm, tests/support/vendor) finds on the page as it
+    is now: each violated rule with the first offending element. Evaluated through
+    the browser's debugging protocol, which the page's script policy does not cover,
+    so the page keeps the policy it is served with."""
+    found = page.evaluate(AXE + """
+        ;axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations.map(
+            v => [v.id, v.impact, v.nodes.length, v.nodes[0].target.join(" ")]))""")
+    return found
+
+
 @pytest.fixture(scope="module")
 def deployed(stand):
     """An environment made through the console, its first deployment watched live."""
     page = stand.page()
     shot(page, "projects")
-    page.get_by_role("link", name="Shop").click()
+    page.get_by_role("link", name="Shop", exact=True).click()
     page.get_by_label("Name").fill("Staging")
     page.get_by_role("button", name="Create and deploy").click()
     page.wait_for_url("**/environments/*")
@@ -379,7 +391,13 @@ def test_a_redeploy_then_a_rollback_to_the_first_deployment(stand, deployed):
     page = stand.page()
     page.goto(f"{stand.url}/environments/{deployed.id}")
     page.get_by_role("button", name="Redeploy", exact=True).click()
+    # Asked first: what a redeploy does, then confirmed; the page says it started.
+    page.locator("#confirm-h", has_text=f"Redeploy {deployed.name}?").wait_for()
+    shot(page, "confirm-redeploy")
+    page.get_by_role("button", name="Redeploy", exact=True).click()
     page.wait_for_url("**/environments/*")
+    assert page.get_by_role("status").first.inner_text().startswith(
+        "The redeployment has started")
     page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
     first = Deployment.get(Deployment.environment == deployed.id, Deployment.version == 1)
     second = Deployment.get(Deployment.environment == deployed.id, Deployment.kind == "redeploy")
@@ -389,6 +407,8 @@ def test_a_redeploy_then_a_rollback_to_the_first_deployment(stand, deployed):
     offered = page.locator("#tasks tr", has=page.get_by_role("button", name="Roll back to this"))
     assert offered.count() == 1 and f"task={first.id}" in offered.inner_html()
     offered.get_by_role("button", name="Roll back to this").click()
+    page.locator("#confirm-h", has_text=f"Roll {deployed.name} back to version 1").wait_for()
+    page.get_by_role("button", name="Rollback", exact=True).click()
     page.wait_for_url("**/environments/*")
     assert "rollback to version 1" in page.locator("#task-log h3").inner_text()
     page.locator('#task-log[data-live="false"]').wait_for(timeout=180_000)
@@ -416,6 +436,59 @@ def test_a_redeploy_then_a_rollback_to_the_first_deployment(stand, deployed):
     page.context.close()
 
 
+def test_the_overview_shows_what_needs_attention_on_a_desk_and_a_phone(stand, deployed):
+    page = stand.page()
+    page.goto(stand.url + "/")
+    assert page.title() == "Overview · Berth"
+    attention = page.locator("#attention")
+    assert "Nothing needs attention" in attention.inner_text()
+    badge = page.locator(".project-card", has_text="Shop").locator("li", has_text="Staging")
+    assert badge.locator(".status").inner_text() == "running"
+    server = page.locator("tr", has_text="shop-server")
+    assert server.locator("td[data-label=Reachable]").inner_text() == "yes"
+    shot(page, "overview")
+    # A webhook the platform paused is something to see to: the list says so within
+    # its next refresh, without a reload (aria-live: a screen reader hears it).
+    paused, _ = hook(stand.org, "https://hooks.example.com/paused", events=["deploy.started"])
+    paused.is_active, paused.failure_count = False, 10
+    paused.save()
+    page.evaluate("() => htmx.trigger('#attention', 'every 30s')")
+    page.locator("#attention li", has_text="hooks.example.com/paused").wait_for(timeout=35_000)
+    assert page.locator("#attention [aria-live=polite]").count() == 1
+    phone = stand.page(width=390, height=844)
+    phone.goto(stand.url + "/")
+    # Nothing wider than the screen: tables become cards, no word breaks mid-word.
+    assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390
+    assert phone.locator("tr", has_text="shop-server").locator(
+        "td[data-label=Reachable]").evaluate("e => getComputedStyle(e).display") == "block"
+    shot(phone, "overview-phone")
+    paused.delete_instance()
+    for p in (page, phone):
+        clean(p)
+        p.context.close()
+
+
+def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
+    """axe-core on each page of the console, in light and dark colours: no violation."""
+    pages = ["/", "/projects", f"/projects/{stand.project.id}", f"/environments/{deployed.id}",
+             "/servers", f"/servers/{stand.server.id}", "/webhooks", "/keys", "/audit",
+             "/account", f"/projects/{stand.project.id}/rules"]
+    for scheme in ("light", "dark"):
+        page = stand.page()
+        page.emulate_media(color_scheme=scheme)
+        for path in pages:
+            page.goto(stand.url + path)
+            page.wait_for_load_state("networkidle")
+            assert accessibility_violations(page) == [], (scheme, path)
+        background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert (background == "rgb(255, 255, 255)") == (scheme == "light"), background
+        if scheme == "dark":
+            page.goto(stand.url + "/")
+            shot(page, "overview-dark")
+        clean(page)
+        page.context.close()
+
+
 def test_an_unknown_address_is_a_page_of_the_console(stand):
     page = stand.page()
     answer = page.goto(f"{stand.url}/no-such-page")
@@ -428,6 +501,6 @@ def test_an_unknown_address_is_a_page_of_the_console(stand):
     assert page.evaluate("() => getComputedStyle(document.body).margin") == "0px"  # the CSS
     shot(page, "not-found")
     page.get_by_role("link", name="Go to the console's home page").click()
-    page.wait_for_url("**/projects")
+    page.wait_for_url(stand.url + "/")
     clean(page)
     page.context.close()

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from control_plane.models import Backup, Deployment, Environment, WalFile
+from control_plane.infra import security
+from control_plane.models import Backup, Deployment, Environment, RegistrationToken, WalFile
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.conftest import auth
@@ -71,8 +72,12 @@ def test_rollback_is_offered_on_older_deployments_and_named_in_the_history(world
     assert str(current.id) not in _offered(page) and str(failed.id) not in _offered(page)
     assert str(barred.id) not in _offered(page)
 
+    # Asked first, naming the target; nothing starts until confirmed.
     r = b.post(f"/deployments/{first.id}/rollback")
-    assert r.status_code == 303
+    assert r.status_code == 200 and f"Roll {env.name} back to version 1" in _text(r)
+    assert not Deployment.select().where(Deployment.trigger == "rollback").exists()
+    r = b.post(f"/deployments/{first.id}/rollback", {"confirmed": "1"})
+    assert r.status_code == 303 and r.headers["Location"].endswith("done=rollback")
     fake_clock.advance(minutes=1)
     rollback = Deployment.get(Deployment.environment == env.id, Deployment.trigger == "rollback")
     _settle(rollback.id)
@@ -262,6 +267,85 @@ def test_the_page_offers_only_the_actions_the_lifecycle_allows(world, member):
                       status="running")
     page = _text(b.get(f"/environments/{running.id}"))
     assert _actions(page) == [] and "No action can start while a task is in progress" in page
+
+
+def _tasks(env):
+    return Deployment.select().where(Deployment.environment == env.id).count()
+
+
+@pytest.mark.parametrize("action", ["deploy", "redeploy", "restart", "stop"])
+@pytest.mark.parametrize("environment_type", ["development", "production"])
+def test_a_disruptive_action_says_what_it_does_and_starts_only_once_confirmed(
+        world, member, action, environment_type):
+    """The first post is a question (what the action does); nothing starts until the
+    form comes back confirmed, and for production with the name typed again. The
+    page then says it started."""
+    org, b = member
+    env = world.environment(world.project(org))
+    env.environment_type = environment_type
+    env.save()
+    r = b.post(f"/environments/{env.id}/actions/{action}")
+    page = _text(r)
+    assert r.status_code == 200 and f"<h1 id=\"confirm-h\">{action.capitalize()} {env.name}?" in page
+    assert "users" in page and 'name="confirmed" value="1"' in page
+    assert ('name="confirm_name"' in page) == (environment_type == "production")
+    assert _tasks(env) == 0
+    if environment_type == "production":
+        for typed in ("", env.name.upper(), "x"):
+            r = b.post(f"/environments/{env.id}/actions/{action}",
+                       {"confirmed": "1", "confirm_name": typed})
+            assert r.status_code == 422 and "exactly to confirm" in _text(r), typed
+        assert _tasks(env) == 0
+    r = b.post(f"/environments/{env.id}/actions/{action}",
+               {"confirmed": "1", "confirm_name": env.name})
+    assert r.status_code == 303 and _tasks(env) == 1
+    page = _text(b.get(r.headers["Location"]))
+    assert re.search(r'<p class="done" role="status">The \w+ has started: its log follows', page)
+
+
+def test_start_is_not_asked_and_deleting_or_revoking_is(world, member, app):
+    org, b = member
+    stopped = world.environment(world.project(org), "stopped")
+    assert b.post(f"/environments/{stopped.id}/actions/start").status_code == 303
+    # A rule, a webhook and a key: each deletion asked, the key's name typed.
+    raw, key = world.key(org)
+    r = b.post(f"/keys/{key.public_id}/revoke")
+    assert r.status_code == 200 and "cannot be undone" in _text(r)
+    assert b.post(f"/keys/{key.public_id}/revoke", {"confirmed": "1"}).status_code == 422
+    assert b.post(f"/keys/{key.public_id}/revoke",
+                  {"confirmed": "1", "confirm_name": key.name}).status_code == 303
+    found, _ = hook(org, "https://hooks.example.com/x", events=["deploy.started"])
+    r = b.post(f"/webhooks/{found.id}/delete")
+    assert r.status_code == 200 and "hooks.example.com/x" in _text(r)
+    assert b.post(f"/webhooks/{found.id}/delete", {"confirmed": "1"}).status_code == 303
+
+
+def test_a_server_is_added_with_a_command_shown_once(app, world, member):
+    """The servers page gives the install line with a single-use token (stored hashed,
+    shown on that answer only); the token waits in the list until revoked (asked)."""
+    org, b = member
+    r = b.post("/servers/registration-tokens", {"server_name": "edge-2", "expires_in": "1h"})
+    page = _text(r)
+    assert r.status_code == 201
+    command = re.search(r'<pre id="install-command" class="copyable">(.*?)</pre>', page,
+                        re.S).group(1)
+    raw = re.search(r"srt_live_\w+", command).group(0)
+    assert "/install.sh" in command and "| sudo BERTH_CONTROL_PLANE=" in command
+    token = RegistrationToken.get(RegistrationToken.organization == org.id)
+    assert token.token_hash == security.digest(raw) and raw not in token.token_hash
+    assert (token.server_name, token.status) == ("edge-2", "pending")
+    listed = _text(b.get("/servers"))
+    assert "Waiting for their server" in listed and raw not in listed
+    assert f"Revoke {token.token_prefix}…" in listed
+    # Bad input is said beside nothing changed.
+    r = b.post("/servers/registration-tokens", {"expires_in": "forever"})
+    assert r.status_code == 422 and "expires_in" in _text(r)
+    assert RegistrationToken.select().count() == 1
+    path = f"/servers/registration-tokens/{token.id}/revoke"
+    assert b.post(path).status_code == 200  # asked first
+    assert b.post(path, {"confirmed": "1"}).status_code == 303
+    assert RegistrationToken.get_by_id(token.id).status == "revoked"
+    assert "Waiting for their server" not in _text(b.get("/servers"))
 
 
 def test_wal_archiving_is_shown_and_its_failure_stands_out(world, member, fake_clock):

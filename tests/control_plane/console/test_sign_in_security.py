@@ -53,9 +53,9 @@ def test_sign_in_never_sends_the_browser_to_another_site(app, world, target):
     b = Browser(app)
     page = _text(b.get("/sign-in", query_string={"next": target}))
     carried = re.search(r'name="next" value="([^"]*)"', page).group(1)
-    assert carried == "/projects"
+    assert carried == "/"  # the overview
     r = b.sign_in(user.email, next=target)
-    assert r.status_code == 303 and r.headers["Location"] == "/projects", r.headers
+    assert r.status_code == 303 and r.headers["Location"] == "/", r.headers
     # A path of this site, query included, is followed.
     r = b.sign_in(user.email, next="/servers?page=2")
     assert r.headers["Location"] == "/servers?page=2"
@@ -64,7 +64,7 @@ def test_sign_in_never_sends_the_browser_to_another_site(app, world, target):
 def test_a_newline_in_next_still_signs_in_once(app, world):
     user = _user(world, world.org())
     r = Browser(app).sign_in(user.email, next="/projects\r\nSet-Cookie: x=y")
-    assert r.status_code == 303 and r.headers["Location"] == "/projects"
+    assert r.status_code == 303 and r.headers["Location"] == "/"
     assert r.headers["Set-Cookie"].startswith("berth_session=ses_")
     assert WebSession.select().where(WebSession.user == user.id).count() == 1
     assert AuditEvent.select().where(AuditEvent.action == "user.sign_in",

@@ -1,0 +1,18 @@
+"""The console's first page: what needs attention, the projects with their
+environments' status, the servers with their figures, the latest activity
+(services/overview.py)."""
+
+from control_plane.console import actor, berth, blp, render
+from control_plane.services import overview as svc
+
+
+@blp.get("/")
+def home():
+    return render("overview.html", **svc.overview(actor(), berth().settings["APPS_DOMAIN"]))
+
+
+@blp.get("/attention")
+def attention_panel():
+    """The attention list alone: the overview polls it."""
+    found = svc.overview(actor(), berth().settings["APPS_DOMAIN"])
+    return render("_attention.html", attention=found["attention"])
