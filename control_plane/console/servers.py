@@ -10,6 +10,7 @@ from control_plane.console import actor, berth, blp, confirm, form, render
 from control_plane.infra import clock
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services import overview
+from control_plane.services.deploys import environments as envs
 from control_plane.services.servers import history, monitoring, registration
 from control_plane.services.servers import servers as svc
 from control_plane.vocabulary.errors import ApiError, NotFound
@@ -67,10 +68,12 @@ def server_live(server_id):
     return render("_server_live.html", metrics=metrics, problem=problem)
 
 
-def _series(points, names):
-    """uPlot's columns: the times, then each series' averages (null where none)."""
+def _series(points, names, start, end):
+    """uPlot's columns: the times, then each series' averages (null where none); and
+    the range asked, which the x axis spans whatever points are stored."""
     return {"t": [history.unix(p["at"]) for p in points],
-            "series": {name: [p[name]["avg"] for p in points] for name in names}}
+            "series": {name: [p[name]["avg"] for p in points] for name in names},
+            "start": history.unix(start), "end": history.unix(end)}
 
 
 def _range():
@@ -83,11 +86,15 @@ def _range():
 def server_history(server_id):
     start, end, step = _range()
     found = history.server_history(actor(), server_id, start, end, step)
-    return _series(found["points"], SERVER_SERIES)
+    return _series(found["points"], SERVER_SERIES, start, end)
 
 
 @blp.get("/environments/<uuid:env_id>/history.json")
 def environment_history(env_id):
+    """Also its deployments in the range, which the charts mark on the time axis."""
     start, end, step = _range()
     found = history.environment_history(actor(), env_id, start, end, step)
-    return _series(found["points"], ENVIRONMENT_SERIES)
+    marks = [{"t": history.unix(at), "label": f"{'rollback' if trigger == 'rollback' else kind}"
+                                              f"{f' v{version}' if version else ''}"}
+             for at, version, kind, trigger in envs.deployed_between(actor(), env_id, start, end)]
+    return {**_series(found["points"], ENVIRONMENT_SERIES, start, end), "deploys": marks}

@@ -12,6 +12,63 @@
     return v.toFixed(i ? 1 : 0) + " " + BYTES[i];
   }
 
+  function fmt(v, isBytes) {
+    if (v == null) return "—";
+    return isBytes ? bytes(v) : (Math.round(v * 10) / 10) + " %";
+  }
+
+  // For screen readers (and anyone): what the chart shows, as a table beside it.
+  function summary(figure, pairs, columns, isBytes) {
+    var old = figure.querySelector("table.chart-data");
+    if (old) old.remove();
+    var table = document.createElement("table");
+    table.className = "chart-data sr-only";
+    var caption = table.createCaption();
+    caption.textContent = figure.querySelector("figcaption").textContent + ": the range's figures";
+    var head = table.createTHead().insertRow();
+    ["Series", "Newest", "Lowest", "Highest"].forEach(function (name) {
+      var th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = name;
+      head.appendChild(th);
+    });
+    var body = table.createTBody();
+    pairs.forEach(function (pair, i) {
+      var values = columns[i + 1].filter(function (v) { return v != null; });
+      var row = body.insertRow();
+      var th = document.createElement("th");
+      th.scope = "row";
+      th.textContent = pair[1];
+      row.appendChild(th);
+      [values[values.length - 1], values.length ? Math.min.apply(null, values) : null,
+       values.length ? Math.max.apply(null, values) : null].forEach(function (v) {
+        row.insertCell().textContent = fmt(v, isBytes);
+      });
+    });
+    figure.appendChild(table);
+  }
+
+  // Deployments as dashed lines across the chart, at their time (as Odoo.sh marks its
+  // graphs), named in the chart's legend area below.
+  function marks(deploys, colour) {
+    return {hooks: {draw: [function (u) {
+      var ctx = u.ctx;
+      ctx.save();
+      ctx.strokeStyle = colour;
+      ctx.setLineDash([4, 4]);
+      ctx.lineWidth = 1;
+      (deploys || []).forEach(function (d) {
+        var x = Math.round(u.valToPos(d.t, "x", true));
+        if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) return;
+        ctx.beginPath();
+        ctx.moveTo(x, u.bbox.top);
+        ctx.lineTo(x, u.bbox.top + u.bbox.height);
+        ctx.stroke();
+      });
+      ctx.restore();
+    }]}};
+  }
+
   function draw(figure, data) {
     var pairs = figure.dataset.series.split(",").map(function (s) { return s.split(":"); });
     var isBytes = figure.dataset.unit === "bytes";
@@ -29,6 +86,8 @@
     var old = figure.querySelector(".empty");
     if (old) old.remove();
     figure.dataset.points = String(points);
+    figure.dataset.deploys = String((data.deploys || []).length);
+    summary(figure, pairs, columns, isBytes);
     if (!points) {
       var p = document.createElement("p");
       p.className = "empty";
@@ -36,10 +95,17 @@
       figure.appendChild(p);
       return;
     }
+    var style = getComputedStyle(document.body);
+    var fg = style.color, line = style.getPropertyValue("--line").trim() || "#e5e7eb";
     var width = Math.max(280, Math.min(figure.parentElement.clientWidth - 8, 900));
     figure._plot = new uPlot({
       width: width, height: 200, series: series,
-      axes: [{}, {size: 70, values: isBytes ? function (u, vals) { return vals.map(bytes); } : undefined}]
+      // The x axis is the range asked for, whatever points are stored in it.
+      scales: {x: {time: true, range: function () { return [data.start, data.end]; }}},
+      plugins: [marks(data.deploys, fg)],
+      axes: [{stroke: fg, grid: {stroke: line}, ticks: {stroke: line}},
+             {size: 84, stroke: fg, grid: {stroke: line}, ticks: {stroke: line},
+              values: isBytes ? function (u, vals) { return vals.map(bytes); } : undefined}]
     }, columns, figure);
   }
 

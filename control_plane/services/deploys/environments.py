@@ -10,7 +10,7 @@ from control_plane.services import agents, audit
 from control_plane.services.accounts.scope import projects_for
 from control_plane.services.deploys import actions
 from control_plane.services.environment_settings import access, routes
-from control_plane.services.tasks import engine
+from control_plane.services.tasks import engine, kinds
 from control_plane.vocabulary import lifecycle, states
 from control_plane.vocabulary.errors import (
     ConfirmRequired,
@@ -197,6 +197,19 @@ def tasks_of(actor, environment_id, limit=20):
     env = get_environment(actor, environment_id)
     return list(Deployment.select().where(Deployment.environment == env.id)
                 .order_by(Deployment.created_at.desc(), Deployment.id.desc()).limit(limit))
+
+
+def deployed_between(actor, environment_id, start, end, limit=200):
+    """The environment's deployments of code that succeeded between `start` and `end`
+    (charts mark them): [(completed_at, version, kind, trigger)], oldest first."""
+    env = get_environment(actor, environment_id)
+    return list(Deployment.select(Deployment.completed_at, Deployment.version, Deployment.kind,
+                                  Deployment.trigger)
+                .where(Deployment.environment == env.id,
+                       Deployment.status == states.DeploymentStatus.SUCCESS,
+                       Deployment.kind.in_(kinds.names(deploys_code=True)),
+                       Deployment.completed_at.between(start, end))
+                .order_by(Deployment.completed_at).limit(limit).tuples())
 
 
 def get_task(actor, task_id):

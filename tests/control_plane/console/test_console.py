@@ -4,10 +4,13 @@ read-only users, escaping, the security headers, and the audit trail of its writ
 (The same pages in a real browser: test_console_browser.py.)"""
 
 import datetime as dt
+import html
 import re
+import urllib.parse
 
 import pyotp
 import pytest
+import segno
 
 from control_plane.models import AuditEvent, Project
 from control_plane.services.accounts import sessions
@@ -132,6 +135,14 @@ def test_second_factor(app, world, member, fake_clock):
     page = _text(b.get("/account"))
     secret = re.search(r'<code class="secret">([A-Z2-7]+)</code>', page).group(1)
     sealed = re.search(r'name="sealed" value="([^"]+)"', page).group(1)
+    # The set-up link as a QR code (an SVG in a data: URI, which the page's policy
+    # allows): the code of exactly the link shown beside it, which holds the secret.
+    link = html.unescape(re.search(r'<a href="(otpauth://[^"]+)">otpauth link</a>', page)[1])
+    assert f"secret={secret}" in link
+    image = html.unescape(re.search(r'<img class="qr" src="([^"]+)"', page)[1])
+    assert image.startswith("data:image/svg+xml") and "<svg" in urllib.parse.unquote(image)
+    assert image == segno.make(link, error="m").svg_data_uri(
+        scale=4, border=2, dark="#111827", light="#ffffff")
 
     def code():
         return pyotp.TOTP(secret).at(fake_clock.now.replace(tzinfo=dt.UTC).timestamp())

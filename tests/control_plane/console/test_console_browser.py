@@ -257,6 +257,18 @@ def test_charts_draw_from_stored_history(stand, deployed):
             (range_, drawn)
     # Seven days of hours: about 168 points per series (two series on the CPU chart).
     assert _drawn(page)[0][0] >= 2 * 160
+    # The x axis is the range asked for, not the span of the points stored; the
+    # deployments in it are marked; each chart has its figures as a table too.
+    span = page.evaluate("""() => { const u = document.querySelector('figure.chart')._plot;
+        return u.scales.x.max - u.scales.x.min; }""")
+    assert abs(span - 7 * 24 * 3600) < 120, span
+    deploys = Deployment.select().where(Deployment.environment == deployed.id,
+                                        Deployment.status == "success").count()
+    marked = page.locator("figure.chart").first.get_attribute("data-deploys")
+    assert deploys >= 1 and int(marked) >= 1, (deploys, marked)
+    table = page.locator("figure.chart").nth(1).locator("table.chart-data")
+    assert table.locator("caption").inner_text() == "Memory: the range's figures"
+    assert table.locator("tbody tr").all_inner_texts()[0].split("\t")[:2] == ["ERP", "190.7 MiB"]
     # Pointing at the memory chart shows its values as the rest of the console
     # shows sizes (2e8 bytes: 190.7 MiB).
     page.locator("figure.chart").nth(1).locator(".u-over").hover()
