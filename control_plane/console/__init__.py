@@ -9,6 +9,8 @@ read-only user's writes are refused here, whatever the page showed. Pages run
 only this package's scripts (htmx, uPlot, console.js) under a strict
 Content-Security-Policy; templates escape every value."""
 
+import hashlib
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import marshmallow as ma
@@ -23,7 +25,9 @@ from flask import (
     request,
     url_for,
 )
+from flask_compress import Compress
 from werkzeug.exceptions import NotFound
+from werkzeug.security import safe_join
 
 from control_plane.api.smorest import http_error_body
 from control_plane.inputs import safe_input
@@ -34,6 +38,11 @@ from control_plane.vocabulary.errors import Unprocessable as FormInvalid
 
 COOKIE = "berth_session"
 ASSETS_PATH = "/console-assets"
+# Assets are named by their content (`?v=` its hash): a browser keeps them a year and
+# asks again only when a release changes them. Pages are compressed, not cached.
+FOREVER = "public, max-age=31536000, immutable"
+COMPRESSED = ["text/html", "text/css", "text/javascript", "application/javascript",
+              "image/svg+xml"]  # never the APIs' JSON or a download
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 # Reached without a session (the sign-in page and the assets).
@@ -202,7 +211,27 @@ def _headers(response):
     headers["Referrer-Policy"] = "same-origin"
     if request.endpoint != "console.static":
         headers["Cache-Control"] = "no-store"
+    elif request.args.get("v") == _version(request.view_args["filename"]):
+        headers["Cache-Control"] = FOREVER
     return response
+
+
+_versions = {}
+
+
+def _version(name):
+    """An asset's content hash (of the installed package's own file), once per process;
+    None for a name that is no asset."""
+    if name not in _versions:
+        path = safe_join(blp.static_folder, name)  # None: not a file of the folder
+        try:
+            data = Path(path).read_bytes() if path else None
+        except OSError:
+            data = None
+        if data is None:
+            return None  # not remembered: any name can be asked for
+        _versions[name] = hashlib.sha256(data).hexdigest()[:16]
+    return _versions[name]
 
 
 @blp.errorhandler(ApiError)
@@ -227,7 +256,8 @@ def _no_page(err):
 
 @blp.context_processor
 def _context():
-    return {"asset": lambda name: f"{ASSETS_PATH}/{name}", "me": g.get("console_user"),
+    return {"asset": lambda name: f"{ASSETS_PATH}/{name}?v={_version(name)}",
+            "me": g.get("console_user"),
             "csrf_token": g.get("csrf_token")}
 
 
@@ -249,3 +279,6 @@ def register(app):
     )
 
     app.register_blueprint(blp)
+    app.config.setdefault("COMPRESS_MIMETYPES", COMPRESSED)
+    app.config.setdefault("COMPRESS_MIN_SIZE", 1024)
+    Compress(app)

@@ -4,6 +4,8 @@ read-only users, escaping, the security headers, and the audit trail of its writ
 (The same pages in a real browser: test_console_browser.py.)"""
 
 import datetime as dt
+import gzip
+import hashlib
 import html
 import re
 import urllib.parse
@@ -386,3 +388,31 @@ def test_text_no_database_can_store_is_refused_before_anything(app, world, membe
     assert Project.select().where(Project.organization == org.id).count() == 1
     assert not AuditEvent.select().where(AuditEvent.organization == org.id,
                                          AuditEvent.action != "user.sign_in").exists()
+
+
+def test_assets_are_named_by_content_kept_a_year_and_pages_compressed(app, world, member):
+    """A page names its assets with their content's hash; such a name is cached for a
+    year (immutable), any other is revalidated. Pages and assets are compressed for a
+    browser that says it takes it; the APIs' JSON is not."""
+    _, _, b = member
+    page = _text(b.get("/projects"))
+    assets = re.findall(r'(?:src|href)="(/console-assets/[^"?]+)\?v=([0-9a-f]{16})"', page)
+    assert {name.rsplit("/", 1)[1] for name, _ in assets} >= {"console.css", "console.js",
+                                                               "htmx.min.js"}
+    for path, version in assets:
+        r = b.get(f"{path}?v={version}")
+        assert r.status_code == 200
+        assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable", path
+        assert hashlib.sha256(r.get_data()).hexdigest()[:16] == version
+        assert "immutable" not in b.get(f"{path}?v=0123456789abcdef").headers.get(
+            "Cache-Control", "")
+    assert b.get("/console-assets/../app.py?v=x").status_code == 404
+    gzipped = b.get("/projects", headers={"Accept-Encoding": "gzip"})
+    assert gzipped.headers["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in gzipped.headers["Vary"]
+    assert gzip.decompress(gzipped.get_data()).decode() == page
+    css = b.get(assets[0][0] + f"?v={assets[0][1]}", headers={"Accept-Encoding": "br"})
+    assert css.headers.get("Content-Encoding") in ("br", None)  # small files may go as they are
+    raw, _ = world.key(world.org())
+    api = b.client.get("/api/public/v1/projects", headers={**auth(raw), "Accept-Encoding": "gzip"})
+    assert api.status_code == 200 and "Content-Encoding" not in api.headers

@@ -162,6 +162,17 @@ def clean(page):
     assert page.problems == [], page.problems
 
 
+# What a page load cost on the wire: the document and every resource, compressed; and
+# how many of the console's assets were fetched rather than taken from the cache.
+WEIGHT = """() => {
+    const resources = performance.getEntriesByType('resource');
+    return {bytes: performance.getEntriesByType('navigation')[0].transferSize
+                   + resources.reduce((sum, r) => sum + r.transferSize, 0),
+            assets: resources.filter(r => r.name.includes('/console-assets/')
+                                          && r.transferSize > 0).length};
+}"""
+
+
 def accessibility_violations(page):
     """What axe-core (vendored from npm, tests/support/vendor) finds on the page as it
     is now: each violated rule with the first offending element. Evaluated through
@@ -492,6 +503,11 @@ def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
             page.goto(stand.url + path)
             page.wait_for_load_state("networkidle")
             assert accessibility_violations(page) == [], (scheme, path)
+            if scheme == "light":  # the page again, warm: its assets come from the cache
+                page.goto(stand.url + path)
+                page.wait_for_load_state("networkidle")
+                weight = page.evaluate(WEIGHT)
+                assert 0 < weight["bytes"] <= 60 * 1024 and weight["assets"] == 0, (path, weight)
         background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
         assert (background == "rgb(255, 255, 255)") == (scheme == "light"), background
         if scheme == "dark":
