@@ -2,11 +2,11 @@
 runtime logs, charts, backups and restore drills, domains and configuration."""
 
 import datetime as dt
+import re
 import uuid
 
 from flask import redirect, request, url_for
 
-from control_plane.api.ops.configuration import ConfigurationBody
 from control_plane.api.ops.domains import AddDomainBody
 from control_plane.console import (
     FormInvalid,
@@ -14,9 +14,9 @@ from control_plane.console import (
     audited_read,
     berth,
     blp,
+    config_form,
     confirm,
     form,
-    json_field,
     render,
 )
 from control_plane.services.backups import backups, drills, wal
@@ -26,7 +26,7 @@ from control_plane.services.environment_settings import access, domains
 from control_plane.services.servers import monitoring
 from control_plane.services.tasks import kinds
 from control_plane.vocabulary import states
-from control_plane.vocabulary.errors import ApiError, NotFound
+from control_plane.vocabulary.errors import ApiError, InvalidConfiguration, NotFound
 
 LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.RUNNING)
 
@@ -70,17 +70,22 @@ def _running(tasks):
 
 @blp.get("/environments/<uuid:env_id>")
 def environment(env_id):
+    return _page(env_id)
+
+
+def _page(env_id, code=200, **form_state):
     env = envs.get_environment(actor(), env_id)
     tasks = _tasks(env_id)
     shown = request.args.get("task") or (str(tasks[0]["task"].id) if tasks else None)
-    return render("environment.html", env=env, status=_status(env_id), tasks=tasks,
+    config = config_change.read(actor(), env_id)
+    return render("environment.html", code, env=env, status=_status(env_id), tasks=tasks,
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
                   drills=drills.page(actor(), env_id, page_size=5)["items"],
                   wal=wal.get(actor(), env_id),
                   domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
                            for d in domains.list_of(env)],
-                  config=config_change.read(actor(), env_id))
+                  config=config, fields=config_form.fields(config), **form_state)
 
 
 @blp.get("/environments/<uuid:env_id>/status-panel")
@@ -103,8 +108,9 @@ def _log(env_id, task_id):
         return None
     if task.environment_id != env_id:
         return None
-    log = envs.task_log(actor(), env_id, task.id, lines=2000)
-    return {"task": task, "text": log["log"], "truncated": log["truncated"],
+    steps, truncated = envs.task_steps(actor(), env_id, task.id)
+    return {"task": task, "steps": steps, "truncated": truncated,
+            "text": "\n".join(step["message"] for step in steps),
             "live": task.task_status in LIVE}
 
 
@@ -113,18 +119,49 @@ def task_log(env_id):
     return render("_task_log.html", env_id=env_id, log=_log(env_id, request.args.get("task")))
 
 
+# What the ERP (Odoo's "date time pid LEVEL db logger: message") and PostgreSQL
+# ("... LOG:  message") print, as a level to filter on.
+LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|PANIC|LOG|NOTICE)\b:?")
+LEVELS = {"DEBUG": "debug", "INFO": "info", "LOG": "info", "NOTICE": "info",
+          "WARNING": "warning", "WARN": "warning", "ERROR": "error", "CRITICAL": "error",
+          "FATAL": "error", "PANIC": "error"}
+SOURCES = ("container", "postgres")  # the runtime-log sources the agents read
+
+
+def _source():
+    source = request.args.get("source", "container")
+    return source if source in SOURCES else "container"
+
+
+def _level(line):
+    found = LEVEL.search(line[:80])
+    return LEVELS[found.group(1)] if found else "info"
+
+
 @blp.get("/environments/<uuid:env_id>/runtime-logs")
 def runtime_logs(env_id):
-    source = request.args.get("source", "container")
-    if source not in ("container", "postgres", "proxy"):
-        source = "container"
+    """The last lines, each with its level (the page filters and searches them, and
+    asks again every few seconds while following)."""
+    source = _source()
     try:
         logs, problem = monitoring.runtime_logs(actor(), env_id, source, 300, berth()), None
     except ApiError as err:  # shown in the panel (htmx swaps in a 200 only)
         if isinstance(err, NotFound):
             raise
         logs, problem = None, err.message
-    return render("_runtime_logs.html", logs=logs, problem=problem)
+    lines = [(_level(line), line) for line in logs["log"].split("\n")] if logs and logs["log"] \
+        else []
+    return render("_runtime_logs.html", logs=logs, lines=lines, problem=problem)
+
+
+@blp.get("/environments/<uuid:env_id>/runtime-logs.txt")
+def download_runtime_logs(env_id):
+    """The last 1,000 lines as a file."""
+    source = _source()
+    logs = monitoring.runtime_logs(actor(), env_id, source, 1000, berth())
+    name = f"{env_id}-{source}.log"
+    return logs["log"] + "\n", 200, {"Content-Type": "text/plain; charset=utf-8",
+                                      "Content-Disposition": f'attachment; filename="{name}"'}
 
 
 @blp.post("/environments/<uuid:env_id>/actions/<any(deploy,redeploy,restart,start,stop):action>")
@@ -231,8 +268,19 @@ def change_domain(env_id, name, op):
 
 @blp.post("/environments/<uuid:env_id>/config")
 def change_config(env_id):
-    """The same change the operations API's PATCH takes, as JSON in a text box."""
-    body = json_field("changes", ConfigurationBody())
-    _, deployment = config_change.change(actor(), env_id, body, berth=berth())
+    """The form's variables, ERP options and PostgreSQL settings, as the operations
+    API's PATCH takes them (only what changed); refused fields are said beside each,
+    on the page again with what was typed."""
+    current = config_change.read(actor(), env_id)
+    changes = config_form.changes(request.form, current)
+    if not changes:
+        return redirect(url_for("console.environment", env_id=env_id, done="nothing")
+                        + "#config-h", 303)
+    try:
+        _, deployment = config_change.change(actor(), env_id, changes, berth=berth())
+    except InvalidConfiguration as err:
+        return _page(env_id, 422, config_errors=err.extra.get("details", {}), typed=request.form,
+                     config_message=err.message)
     task = deployment.id if deployment else None
-    return redirect(url_for("console.environment", env_id=env_id, task=task), 303)
+    return redirect(url_for("console.environment", env_id=env_id, task=task,
+                            done="configuration" if task else "saved") + "#config-h", 303)

@@ -144,4 +144,5 @@ def audit_page():
     shown = {k: v for k, v in given.items() if k != "cursor"}
     rows, meta = audit.list_events(actor(), since=args.pop("from_", None),
                                    until=args.pop("to", None), **args)
-    return render("audit.html", events=rows, meta=meta, filters=shown)
+    return render("audit.html", events=rows, meta=meta, filters=shown,
+                  actions=audit.actions(actor()))

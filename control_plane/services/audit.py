@@ -141,6 +141,15 @@ def list_events(actor, *, limit, cursor, since=None, until=None, **filters):
     return rows, meta
 
 
+def actions(actor):
+    """The actions the organization's log holds, for a picker (at most 500)."""
+    if actor.project_scoped:
+        raise OrgScopeRequired("The audit log needs an organization-scoped actor.")
+    return [a for (a,) in AuditEvent.select(AuditEvent.action).distinct()
+            .where(AuditEvent.organization == actor.organization_id)
+            .order_by(AuditEvent.action).limit(500).tuples()]
+
+
 def prune(now=None, retention_days=90):
     """Events older than the retention (a batch a turn); returns how many went."""
     cutoff = (now or clock.now()) - dt.timedelta(days=retention_days)

@@ -120,6 +120,58 @@
       .catch(function () { group.dataset.loaded = "error"; });
   }
 
+  // Runtime logs: the source chosen, followed live (asked again every 3 s), its lines
+  // filtered by a search and a level as they arrive, downloaded whole.
+  function logs() {
+    var panel = document.getElementById("runtime-logs");
+    if (!panel) return;
+    var search = document.querySelector("[data-log-search]");
+    var level = document.querySelector("[data-log-level]");
+    var follow = document.querySelector("[data-log-follow]");
+    var download = document.querySelector("[data-log-download]");
+    var sources = document.querySelectorAll("[data-logs]");
+    var current = sources.length ? sources[0].dataset.logs : null;
+    var timer = null;
+    var WANTED = {"": null, warning: ["warning", "error"], error: ["error"]};
+
+    function filter() {
+      var text = search.value.toLowerCase();
+      var levels = WANTED[level.value];
+      var shown = 0;
+      panel.querySelectorAll(".line").forEach(function (line) {
+        var ok = (!text || line.textContent.toLowerCase().indexOf(text) >= 0) &&
+                 (!levels || levels.indexOf(line.dataset.level) >= 0);
+        line.hidden = !ok;
+        if (ok) shown++;
+      });
+      panel.dataset.shown = String(shown);
+    }
+
+    function ask() {
+      if (current) htmx.ajax("GET", current, {target: "#runtime-logs", swap: "innerHTML"});
+    }
+
+    sources.forEach(function (b) {
+      b.addEventListener("click", function () {
+        current = b.dataset.logs;
+        download.href = b.dataset.download;
+      });
+    });
+    search.addEventListener("input", filter);
+    level.addEventListener("change", filter);
+    follow.addEventListener("change", function () {
+      if (timer) { clearInterval(timer); timer = null; }
+      if (follow.checked) { ask(); timer = setInterval(ask, 3000); }
+      panel.dataset.following = String(follow.checked);
+    });
+    document.body.addEventListener("htmx:afterSwap", function (e) {
+      if (e.detail.target !== panel) return;
+      filter();
+      var pre = panel.querySelector("pre");
+      if (pre && follow.checked) pre.scrollTop = pre.scrollHeight;
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll(".charts").forEach(function (group) {
       group.querySelectorAll("[data-range]").forEach(function (button) {
@@ -132,6 +184,7 @@
       });
       load(group, "1h");
     });
+    logs();
     // Copy buttons: the named element's text to the clipboard, said beside the button.
     document.querySelectorAll("[data-copy]").forEach(function (b) {
       b.addEventListener("click", function () {

@@ -192,6 +192,28 @@ def task_log(actor, environment_id, task_id=None, lines=200):
             "truncated": truncated}
 
 
+def task_steps(actor, environment_id, task_id, lines=2000):
+    """A task's newest `lines` log lines as steps: each with its level, when it was
+    written (seconds after the task started) and how long it lasted (until the next
+    line; the last one's only once the task ended). (steps, truncated)."""
+    env = get_environment(actor, environment_id)
+    task = Deployment.get_or_none(Deployment.id == task_id, Deployment.environment == env.id)
+    if task is None:
+        return [], False
+    rows = list(TaskLogLine.select(TaskLogLine.created_at, TaskLogLine.level,
+                                   TaskLogLine.message)
+                .where(TaskLogLine.deployment == task.id)
+                .order_by(TaskLogLine.seq.desc()).limit(lines + 1).tuples())
+    truncated = len(rows) > lines
+    rows = rows[:lines][::-1]
+    start = task.started_at or task.created_at
+    ends = [at for at, _, _ in rows[1:]] + ([task.completed_at] if rows else [])
+    return [{"level": level, "message": message,
+             "at": max(0.0, (at - start).total_seconds()),
+             "took": (end - at).total_seconds() if end else None}
+            for (at, level, message), end in zip(rows, ends, strict=True)], truncated
+
+
 def tasks_of(actor, environment_id, limit=20):
     """An environment's newest tasks (deployments, backups, restores…), newest first."""
     env = get_environment(actor, environment_id)

@@ -220,10 +220,57 @@ def test_projects_environment_and_its_task_log(stand, deployed):
     last = page.locator("#status p", has_text="Last deployment").inner_text()
     assert last.startswith("Last deployment: deploy, completed ") and last.endswith(" UTC"), last
     assert "checking out" in page.locator("#task-log pre").inner_text()
+    # The deploy log as steps: when each began after the task started, how long it took.
+    steps = page.locator("#task-log .step")
+    assert steps.count() >= 5 and steps.locator(".at").count() == steps.count()
+    assert re.fullmatch(r"\s*\d+\.\d s", steps.first.locator(".at").inner_text())
+    assert page.locator("#task-log .step .took").count() >= 1
+    assert page.locator("#task-log .current").count() == 0  # it ended: nothing runs now
     # Runtime logs, asked of the agent when the button is pressed (htmx).
     page.get_by_role("button", name="ERP logs").click()
     page.locator("#runtime-logs h3").wait_for(timeout=30_000)
-    assert "container" in page.locator("#runtime-logs h3").inner_text()
+    assert page.locator("#runtime-logs h3").inner_text().startswith("ERP — last ")
+    clean(page)
+    page.context.close()
+
+
+def _fail_a_statement(stand, env, table, docker_client):
+    """PostgreSQL of the environment logs an ERROR (a table that is not there)."""
+    name = Environments(docker_client, root=stand.root)._names(str(env.id))["db"]
+    docker_client.containers.get(name).exec_run(
+        ["psql", "-U", "odoo", "-d", "odoo", "-c", f"SELECT * FROM {table}"])
+
+
+def test_runtime_logs_follow_live_filter_search_and_download(stand, deployed, docker_client):
+    page = stand.page()
+    page.goto(f"{stand.url}/environments/{deployed.id}")
+    # No proxy logs are offered: no agent reads them (the button said the server could
+    # not be reached, whatever the server's state).
+    assert page.get_by_role("button", name="Proxy logs").count() == 0
+    _fail_a_statement(stand, deployed, "no_such_table", docker_client)
+    page.get_by_role("button", name="PostgreSQL logs").click()
+    page.locator("#runtime-logs h3", has_text="PostgreSQL").wait_for(timeout=30_000)
+    lines = page.locator("#runtime-logs .line")
+    errors = page.locator('#runtime-logs .line[data-level="error"]').count()
+    assert errors >= 1 and lines.count() > errors
+    page.get_by_label("Level").select_option("error")
+    assert page.locator("#runtime-logs .line:visible").count() == errors
+    page.get_by_label("Search").fill("no_such_table")
+    shown = page.locator("#runtime-logs .line:visible")
+    assert shown.count() >= 1 and all("no_such_table" in t for t in shown.all_inner_texts())
+    # Followed: a new error arrives without a reload, through the same filters.
+    page.get_by_label("Search").fill("another_missing")
+    page.get_by_label("Follow live").check()
+    _fail_a_statement(stand, deployed, "another_missing", docker_client)
+    page.locator("#runtime-logs .line:visible", has_text="another_missing").wait_for(
+        timeout=20_000)
+    page.get_by_label("Follow live").uncheck()
+    href = page.get_by_role("link", name="Download").get_attribute("href")
+    assert "source=postgres" in href
+    got = page.request.get(stand.url + href)
+    assert got.status == 200 and "attachment" in got.headers["content-disposition"]
+    assert "another_missing" in got.text() and got.headers["content-type"].startswith("text/plain")
+    shot(page, "runtime-logs")
     clean(page)
     page.context.close()
 

@@ -5,6 +5,7 @@ does not exist, and a task id that is not one. (test_console.py: signing in and
 the guards of every request; test_console_browser.py: the pages in a real browser.)"""
 
 import datetime as dt
+import html
 import re
 
 import pytest
@@ -318,6 +319,68 @@ def test_start_is_not_asked_and_deleting_or_revoking_is(world, member, app):
     r = b.post(f"/webhooks/{found.id}/delete")
     assert r.status_code == 200 and "hooks.example.com/x" in _text(r)
     assert b.post(f"/webhooks/{found.id}/delete", {"confirmed": "1"}).status_code == 303
+
+
+def _field(page, name):
+    """The value a form field of the page holds (an input's value, a select's choice)."""
+    found = re.search(rf'<input[^>]*name="{re.escape(name)}"[^>]*value="([^"]*)"', page)
+    if found:
+        return html.unescape(found.group(1))
+    select = re.search(rf'<select[^>]*name="{re.escape(name)}".*?</select>', page, re.S)
+    chosen = re.search(r"<option[^>]*selected[^>]*>([^<]*)<", select.group(0)) if select else None
+    return chosen.group(1) if chosen else ""
+
+
+def test_the_configuration_is_a_form_with_limits_and_errors_beside_their_fields(world, member):
+    """Variables as rows (a secret's value never shown, kept when left blank), each
+    known option with its limits and unit; only what changed is sent; a refused
+    value is said beside its field with what was typed, and nothing changes."""
+    org, b = member
+    env = world.environment(world.project(org), "stopped")
+    page = _text(b.get(f"/environments/{env.id}"))
+    assert "0 to 64" in page and "milliseconds (0: none)" in page  # workers, statement_timeout
+    assert "{&#34;variables&#34;" not in page and 'name="changes"' not in page  # no JSON box
+    r = b.post(f"/environments/{env.id}/config", {
+        "new.0.name": "SHOP_MODE", "new.0.value": "live",
+        "new.1.name": "MAIL_TOKEN", "new.1.value": "s3cr3t-value", "new.1.secret": "1",
+        "erp_options.workers": "2", "erp_options.list_db": "false",
+        "postgres_settings.work_mem": "64MB", "postgres_settings.statement_timeout": ""})
+    assert r.status_code == 303 and r.headers["Location"].endswith("done=configuration#config-h")
+    _settle(Deployment.get(Deployment.environment == env.id).id)  # its redeploy, done
+    stored = Environment.get_by_id(env.id)
+    assert stored.erp_options == {"workers": 2, "list_db": False}
+    assert stored.postgres_settings == {"work_mem": "64MB"}
+    assert stored.variables["SHOP_MODE"] == {"value": "live", "secret": False}
+    assert stored.variables["MAIL_TOKEN"]["secret"] and "s3cr3t" not in str(stored.variables)
+    page = _text(b.get(f"/environments/{env.id}"))
+    assert _field(page, "var.SHOP_MODE.value") == "live" and "s3cr3t-value" not in page
+    assert _field(page, "erp_options.workers") == "2"
+    assert _field(page, "erp_options.list_db") == "false"
+    # The same form sent back changes nothing (a blank secret keeps its value).
+    unchanged = {"var.SHOP_MODE.value": "live", "var.MAIL_TOKEN.value": "",
+                 "var.MAIL_TOKEN.secret": "1", "erp_options.workers": "2",
+                 "erp_options.list_db": "false", "postgres_settings.work_mem": "64MB"}
+    r = b.post(f"/environments/{env.id}/config", unchanged)
+    assert r.headers["Location"].endswith("done=nothing#config-h")
+    assert Environment.get_by_id(env.id).variables == stored.variables
+    # Refused: beside each field, in the rule's words, with what was typed; nothing saved.
+    r = b.post(f"/environments/{env.id}/config", {
+        **unchanged, "erp_options.workers": "100", "postgres_settings.work_mem": "lots",
+        "new.0.name": "BERTH_X", "new.0.value": "x"})
+    page = _text(r)
+    assert r.status_code == 422 and 'role="alert"' in page
+    assert re.search(r'id="erp_options-workers-err">An integer from 0 to 64\.<', page)
+    assert re.search(r'id="postgres_settings-work_mem-err">A size such as', page)
+    assert re.search(r'id="err-new-0">BERTH_X is reserved', page)
+    assert _field(page, "erp_options.workers") == "100"  # what was typed, to correct
+    assert _field(page, "new.0.name") == "BERTH_X"
+    assert Environment.get_by_id(env.id).erp_options == {"workers": 2, "list_db": False}
+    # Removing a variable and emptying an option removes them.
+    r = b.post(f"/environments/{env.id}/config", {
+        **unchanged, "var.SHOP_MODE.remove": "1", "erp_options.list_db": ""})
+    assert r.status_code == 303
+    stored = Environment.get_by_id(env.id)
+    assert "SHOP_MODE" not in stored.variables and stored.erp_options == {"workers": 2}
 
 
 def test_a_server_is_added_with_a_command_shown_once(app, world, member):
