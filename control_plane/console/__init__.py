@@ -81,18 +81,6 @@ def form(schema, fields=None):
                          if k in names and v.strip()})
 
 
-def json_field(name, schema):
-    """A form field holding JSON, as the APIs take it in a body (a text box for a
-    configuration change or a rule): parsed with the bodies' own checks, then loaded."""
-    try:
-        given = safe_input.loads(request.form.get(name, ""))
-    except ValueError:
-        raise FormInvalid(f"{name}: must be a JSON object.") from None
-    if not isinstance(given, dict):
-        raise FormInvalid(f"{name}: must be a JSON object.")
-    return load(schema, given)
-
-
 def load(schema, given):
     """`given` as `schema` loads it; a 422 naming each refused field."""
     try:
@@ -275,6 +263,7 @@ def register(app):
         organization,
         overview,
         projects,
+        rules,
         servers,
     )
 

@@ -6,7 +6,6 @@ import uuid
 from flask import redirect, request, url_for
 
 from control_plane.api.public.audit import AuditArgs
-from control_plane.api.public.automation import AutomationRuleCreateSchema
 from control_plane.api.public.webhooks import WebhookCreateSchema
 from control_plane.console import (
     FormInvalid,
@@ -14,13 +13,11 @@ from control_plane.console import (
     berth,
     blp,
     confirm,
-    json_field,
     load,
     render,
 )
 from control_plane.services import audit
 from control_plane.services.accounts import keys, sessions
-from control_plane.services.automation import rules, runs
 from control_plane.services.projects import projects
 from control_plane.services.webhooks import subscriptions as webhooks
 
@@ -103,36 +100,6 @@ def revoke_key(public_id):
         return asked
     keys.revoke_key(key.public_id)
     return redirect(url_for("console.keys_page"), 303)
-
-
-# --- automation rules --------------------------------------------------------------------
-
-@blp.get("/projects/<uuid:project_id>/rules")
-def rules_page(project_id):
-    listed, _ = rules.list_rules(actor(), project_id, limit=PAGE, cursor=None)
-    return render("rules.html", project=projects.get_project(actor(), project_id),
-                  rules=listed)
-
-
-@blp.post("/projects/<uuid:project_id>/rules")
-def create_rule(project_id):
-    body = json_field("rule", AutomationRuleCreateSchema())
-    rules.create(actor(), project_id, **body)
-    return redirect(url_for("console.rules_page", project_id=project_id), 303)
-
-
-@blp.post("/rules/<uuid:rule_id>/<any(enable,disable,run,delete):op>")
-def change_rule(rule_id, op):
-    rule = rules.get_rule(actor(), rule_id)
-    if op == "delete" and (asked := confirm("delete rule", f"Delete the rule {rule.name}?")):
-        return asked
-    if op == "run":
-        runs.run_now(actor(), rule_id, berth=berth())
-    elif op == "delete":
-        rules.delete_rule(actor(), rule_id)
-    else:
-        rules.update_rule(actor(), rule_id, {"enabled": op == "enable"})
-    return redirect(url_for("console.rules_page", project_id=rule.project_id), 303)
 
 
 # --- audit log ------------------------------------------------------------------------------

@@ -11,7 +11,14 @@ import re
 import pytest
 
 from control_plane.infra import security
-from control_plane.models import Backup, Deployment, Environment, RegistrationToken, WalFile
+from control_plane.models import (
+    AutomationRule,
+    Backup,
+    Deployment,
+    Environment,
+    RegistrationToken,
+    WalFile,
+)
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.conftest import auth
@@ -381,6 +388,58 @@ def test_the_configuration_is_a_form_with_limits_and_errors_beside_their_fields(
     assert r.status_code == 303
     stored = Environment.get_by_id(env.id)
     assert "SHOP_MODE" not in stored.variables and stored.erp_options == {"workers": 2}
+
+
+def test_rules_are_made_and_edited_with_pickers_and_show_their_next_runs(world, member,
+                                                                         fake_clock):
+    """No JSON and no ids to type: trigger and action picked, environments by name; a
+    schedule's next five runs in its own time zone as it is typed; problems beside
+    their fields; the rule said in words, edited, and its runs listed."""
+    org, b = member
+    project = world.project(org, name="Shop")
+    production = world.environment(project)
+    production.name, production.environment_type = "Production", "production"
+    production.save()
+    page = _text(b.get(f"/projects/{project.id}/rules"))
+    assert f'<option value="{production.id}">Production</option>' in page
+    assert 'name="rule"' not in page  # no JSON box
+    fake_clock.now = dt.datetime(2026, 3, 28, 12, 0)  # the day before Paris moves to summer time
+    r = b.get("/rules/next-runs", query_string={"trigger.cron": "30 2 * * *",
+                                                "trigger.timezone": "Europe/Paris"})
+    runs = re.findall(r"<li>(.*?)</li>", _text(r))
+    assert runs == ["Sun 2026-03-29 03:00", "Mon 2026-03-30 02:30", "Tue 2026-03-31 02:30",
+                    "Wed 2026-04-01 02:30", "Thu 2026-04-02 02:30"], runs  # 02:30 skipped once
+    r = b.get("/rules/next-runs", query_string={"trigger.cron": "61 * * * *"})
+    assert "Not a valid cron expression" in _text(r)
+    form = {"name": "Nightly backup", "enabled": "1", "trigger.type": "schedule",
+            "trigger.cron": "0 3 * * *", "trigger.timezone": "Europe/Paris",
+            "trigger.branch": "ignored", "action.type": "backup",
+            "action.environment_id": str(production.id)}
+    r = b.post(f"/projects/{project.id}/rules", {**form, "trigger.cron": "0 3 * *",
+                                                  "action.environment_id": ""})
+    page = _text(r)
+    assert r.status_code == 422 and 'role="alert"' in page
+    assert re.search(r'id="trigger-cron-err">Five fields are needed', page)
+    assert re.search(r'id="action-environment_id-err">An environment of this project', page)
+    assert 'value="0 3 * *"' in page  # what was typed, to correct
+    r = b.post(f"/projects/{project.id}/rules", form)
+    assert r.status_code == 303 and "done=created" in r.headers["Location"]
+    rule = AutomationRule.get(AutomationRule.project == project.id)
+    assert rule.trigger == {"type": "schedule", "cron": "0 3 * * *", "timezone": "Europe/Paris"}
+    assert rule.action == {"type": "backup", "environment_id": str(production.id)}
+    listed = _text(b.get(f"/projects/{project.id}/rules"))
+    assert "0 3 * * * (Europe/Paris)" in listed and "back up Production" in listed
+    # Edited on its own page, the form holding the rule as it is.
+    page = _text(b.get(f"/rules/{rule.id}"))
+    assert _field(page, "trigger.cron") == "0 3 * * *" and _field(page, "name") == "Nightly backup"
+    assert "It has not run yet." in page and "Mon 2026-03-30 03:00" in page
+    r = b.post(f"/rules/{rule.id}", {**form, "name": "Early backup", "trigger.cron": "0 1 * * *"})
+    assert r.status_code == 303
+    rule = AutomationRule.get_by_id(rule.id)
+    assert (rule.name, rule.trigger["cron"]) == ("Early backup", "0 1 * * *")
+    r = b.post(f"/rules/{rule.id}", {**form, "trigger.timezone": "Mars/Olympus"})
+    assert r.status_code == 422 and "Not an IANA time zone name" in _text(r)
+    assert AutomationRule.get_by_id(rule.id).trigger["timezone"] == "Europe/Paris"
 
 
 def test_a_server_is_added_with_a_command_shown_once(app, world, member):
