@@ -88,6 +88,7 @@ def test_signing_in_gives_a_strict_cookie_and_every_page_its_headers(app, world)
         r = b.get(path)
         assert r.status_code == 200, path
         assert '<meta charset="utf-8">' in _text(r)
+        assert re.search(r"<title>[^<>]+ · Berth</title>", _text(r)), path  # words only
         assert "<script>" not in _text(r)  # no inline code: the policy below forbids it
         csp = dict(p.strip().split(" ", 1) for p in r.headers["Content-Security-Policy"].split(";"))
         assert csp["default-src"] == "'none'" and csp["script-src"] == "'self'"
