@@ -253,13 +253,13 @@ def test_runtime_logs_follow_live_filter_search_and_download(stand, deployed, do
     lines = page.locator("#runtime-logs .line")
     errors = page.locator('#runtime-logs .line[data-level="error"]').count()
     assert errors >= 1 and lines.count() > errors
-    page.get_by_label("Level").select_option("error")
+    page.get_by_label("Level", exact=True).select_option("error")
     assert page.locator("#runtime-logs .line:visible").count() == errors
-    page.get_by_label("Search").fill("no_such_table")
+    page.get_by_label("Search", exact=True).fill("no_such_table")
     shown = page.locator("#runtime-logs .line:visible")
     assert shown.count() >= 1 and all("no_such_table" in t for t in shown.all_inner_texts())
     # Followed: a new error arrives without a reload, through the same filters.
-    page.get_by_label("Search").fill("another_missing")
+    page.get_by_label("Search", exact=True).fill("another_missing")
     page.get_by_label("Follow live").check()
     _fail_a_statement(stand, deployed, "another_missing", docker_client)
     page.locator("#runtime-logs .line:visible", has_text="another_missing").wait_for(
