@@ -193,6 +193,7 @@ def audited_read():
 
 @blp.after_request
 def _headers(response):
+    response = current_app.extensions["berth_compress"].after_request(response)
     headers = response.headers
     headers["Content-Security-Policy"] = CSP
     headers["X-Content-Type-Options"] = "nosniff"
@@ -268,6 +269,8 @@ def register(app):
     )
 
     app.register_blueprint(blp)
-    app.config.setdefault("COMPRESS_MIMETYPES", COMPRESSED)
-    app.config.setdefault("COMPRESS_MIN_SIZE", 1024)
-    Compress(app)
+    # The console's own answers only, whole (never a stream: a streamed answer
+    # compressed piece by piece stalled the API documents' large bundle).
+    app.config.update(COMPRESS_REGISTER=False, COMPRESS_STREAMS=False,
+                      COMPRESS_MIMETYPES=COMPRESSED, COMPRESS_MIN_SIZE=1024)
+    app.extensions["berth_compress"] = Compress(app)
