@@ -2,7 +2,6 @@
 runtime logs, charts, backups and restore drills, domains and configuration."""
 
 import datetime as dt
-import re
 import uuid
 
 from flask import redirect, request, url_for
@@ -119,23 +118,12 @@ def task_log(env_id):
     return render("_task_log.html", env_id=env_id, log=_log(env_id, request.args.get("task")))
 
 
-# What the ERP (Odoo's "date time pid LEVEL db logger: message") and PostgreSQL
-# ("... LOG:  message") print, as a level to filter on.
-LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|PANIC|LOG|NOTICE)\b:?")
-LEVELS = {"DEBUG": "debug", "INFO": "info", "LOG": "info", "NOTICE": "info",
-          "WARNING": "warning", "WARN": "warning", "ERROR": "error", "CRITICAL": "error",
-          "FATAL": "error", "PANIC": "error"}
 SOURCES = ("container", "postgres")  # the runtime-log sources the agents read
 
 
 def _source():
     source = request.args.get("source", "container")
     return source if source in SOURCES else "container"
-
-
-def _level(line):
-    found = LEVEL.search(line[:80])
-    return LEVELS[found.group(1)] if found else "info"
 
 
 @blp.get("/environments/<uuid:env_id>/runtime-logs")
@@ -149,8 +137,7 @@ def runtime_logs(env_id):
         if isinstance(err, NotFound):
             raise
         logs, problem = None, err.message
-    lines = [(_level(line), line) for line in logs["log"].split("\n")] if logs and logs["log"] \
-        else []
+    lines = monitoring.leveled(logs["log"]) if logs else []
     return render("_runtime_logs.html", logs=logs, lines=lines, problem=problem)
 
 

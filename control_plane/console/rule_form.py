@@ -49,9 +49,9 @@ def _given(form, part, names):
 
 def values(rule):
     """A stored rule as the form's field values."""
-    out = {"name": rule["name"], "enabled": "1" if rule["enabled"] else ""}
+    out = {"name": rule.name, "enabled": "1" if rule.enabled else ""}
     for part in ("trigger", "action"):
-        for key, value in (rule[part] or {}).items():
+        for key, value in (getattr(rule, part) or {}).items():
             out[f"{part}.{key}"] = ("1" if value else "") if isinstance(value, bool) \
                 else ("" if value is None else str(value))
     return out
@@ -59,7 +59,7 @@ def values(rule):
 
 def said(rule, names):
     """(when, does) in words; `names`: {environment id: name}."""
-    t, a = rule["trigger"], rule["action"]
+    t, a = rule.trigger, rule.action
     env = lambda key, part=a: names.get(part.get(key), "an environment")  # noqa: E731
     when = {"git_push": lambda: f"a push to {t.get('branch')}",
             "schedule": lambda: f"{t.get('cron')} ({t.get('timezone') or 'UTC'})",

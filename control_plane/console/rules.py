@@ -11,7 +11,7 @@ from control_plane.services.deploys import environments as envs
 from control_plane.services.projects import projects
 from control_plane.vocabulary.errors import InvalidAutomationRule
 
-PAGE, RUNS = 100, 20
+RUNS = 20
 
 
 @blp.app_template_global("next_runs")
@@ -26,16 +26,14 @@ def _choices(project_id):
 
 
 def _shown(rule, names):
-    rule = rule if isinstance(rule, dict) else {
-        "id": rule.id, "name": rule.name, "enabled": rule.enabled, "trigger": rule.trigger,
-        "action": rule.action, "next_run_at": rule.next_run_at, "last_run": rule.last_run}
-    when, does = forms.said(rule, names)
-    return {**rule, "when": when, "does": does}
+    """The rule (a stored one, with its last run) said in words."""
+    rule.when, rule.does = forms.said(rule, names)
+    return rule
 
 
 def _page(project_id, code=200, **form_state):
     project = projects.get_project(actor(), project_id)
-    listed, _ = rules.list_rules(actor(), project_id, limit=PAGE, cursor=None)
+    listed = rules.rules_of(actor(), project_id)  # all of them: at most 100 a project
     choices = _choices(project_id)
     names = dict(choices)
     return render("rules.html", code, project=project, choices=choices, rule_events=rules.EVENTS,

@@ -6,23 +6,21 @@ environments' status, the servers with their last stored figures, and the latest
 audit events.
 
 A fixed number of queries whatever the fleet's size (each "last attempt" is one
-grouped query over the organization's environments), so the page stays fast at
+grouped query over the organization's environments, infra.newest), so the page stays fast at
 a thousand environments (benchmarks/console.py)."""
 
 import datetime as dt
 import uuid
 from collections import defaultdict
 
-from peewee import fn
-
 from control_plane.infra import clock
+from control_plane.infra.newest import newest_rows
 from control_plane.models import (
     AuditEvent,
     Backup,
     Deployment,
     Environment,
     Project,
-    Server,
     Webhook,
 )
 from control_plane.models.metrics import ServerMetric
@@ -111,17 +109,10 @@ def with_figures(rows):
     """Rows of the servers list with `reachable`, `behind`, `figures` and `alerts`."""
     ids = [uuid.UUID(str(r["id"])) for r in rows]  # a page of the list holds them as text
     figures = latest_figures(ids)
-    missing = [i for i, r in zip(ids, rows, strict=True) if "disk_critical_since" not in r]
-    since = {s.id: s for s in Server.select(Server.id, Server.disk_critical_since,
-                                            Server.memory_critical_since)
-             .where(Server.id.in_(missing))} if missing else {}
     for key, row in zip(ids, rows, strict=True):
         row["reachable"] = server_svc.reachable(row)
         row["behind"] = agents.behind(row["agent_version"])
         row["figures"] = figures.get(key)
-        for name in ("disk", "memory"):
-            row.setdefault(f"{name}_critical_since",
-                           getattr(since.get(key), f"{name}_critical_since", None))
         row["alerts"] = [name for name in ("disk", "memory")
                          if row[f"{name}_critical_since"] is not None]
     return rows
@@ -145,16 +136,12 @@ def latest_figures(server_ids):
     minute of each, within FIGURES_WITHIN."""
     if not server_ids:
         return {}
-    since = clock.now() - FIGURES_WITHIN
-    newest = (ServerMetric.select(ServerMetric.server_id, fn.MAX(ServerMetric.at).alias("at"))
-              .where(ServerMetric.step == 60, ServerMetric.at >= history.unix(since),
-                     ServerMetric.server_id.in_(list(server_ids)))
-              .group_by(ServerMetric.server_id))
-    rows = (ServerMetric.select(ServerMetric.server_id, ServerMetric.at, ServerMetric.cpu_percent,
-                                ServerMetric.memory_percent, ServerMetric.disk_percent)
-            .join(newest, on=((ServerMetric.server_id == newest.c.server_id)
-                              & (ServerMetric.at == newest.c.at)))
-            .where(ServerMetric.step == 60))
+    since = history.unix(clock.now() - FIGURES_WITHIN)
+    M = ServerMetric
+    rows = newest_rows(M, M.server_id, M.at, lambda m: m.step == 60, lambda m: m.at >= since,
+                       lambda m: m.server_id.in_(list(server_ids)),
+                       fields=(M.server_id, M.at, M.cpu_percent, M.memory_percent,
+                               M.disk_percent))
     return {r.server_id: {"cpu_percent": r.cpu_percent, "memory_percent": r.memory_percent,
                           "disk_percent": r.disk_percent,
                           "at": dt.datetime.fromtimestamp(r.at, dt.UTC).replace(tzinfo=None)}
@@ -189,18 +176,10 @@ def _last_errors(env_ids):
     """{environment id: (kind, error message)} of each one's newest task."""
     if not env_ids:
         return {}
-    rows = (Deployment.select(Deployment.environment, Deployment.kind, Deployment.error_message)
-            .where(Deployment.environment.in_(env_ids),
-                   Deployment.created_at == _newest(Deployment)))
+    D = Deployment
+    rows = newest_rows(D, D.environment, D.created_at, lambda d: d.environment.in_(env_ids),
+                       fields=(D.environment, D.kind, D.error_message))
     return {env_id: (kind, error) for env_id, kind, error in rows.tuples()}
-
-
-def _newest(model, *where):
-    """The newest `created_at` of the row's environment's rows that match `where`
-    (a function of the model's alias): one look at its (environment, created_at) index."""
-    other = model.alias()
-    return (other.select(fn.MAX(other.created_at))
-            .where(other.environment == model.environment, *(w(other) for w in where)))
 
 
 def _server_items(servers):
@@ -219,12 +198,13 @@ def _server_items(servers):
 
 
 def _last_failed(envs, actor):
-    """Environments whose last backup, or last restore drill, failed (within LOOKBACK):
-    the failed ones only are read, each checked against its environment's newest."""
+    """Environments whose last backup, or last restore drill, failed (within LOOKBACK)."""
     if not envs:
         return []
     since, items = clock.now() - LOOKBACK, []
     D = states.DeploymentStatus
+    visible = Environment.select(Environment.id).join(Project).where(Environment.is_active,
+                                                                       _visible(actor))
     for model, kind, text, where in (
             (Backup, "backup", "its last backup failed",
              (lambda m: m.status.in_(("completed", "failed")),
@@ -232,11 +212,11 @@ def _last_failed(envs, actor):
             (Deployment, "drill", "its last restore drill failed",
              (lambda m: m.kind == TaskKind.DRILL,
               lambda m: m.status.in_((D.SUCCESS, D.FAILED))))):
-        failed = (model.select(model.environment, model.created_at, model.error_message)
-                  .where(model.status == "failed", model.created_at >= since,
-                         model.environment.in_(Environment.select(Environment.id).join(Project)
-                                               .where(Environment.is_active, _visible(actor))),
-                         model.created_at == _newest(model, *where), *(w(model) for w in where)))
+        failed = newest_rows(model, model.environment, model.created_at, *where,
+                             lambda m: m.created_at >= since,
+                             lambda m: m.environment.in_(visible),
+                             fields=(model.environment, model.created_at, model.error_message)
+                             ).where(model.status == "failed")
         seen = set()
         for env_id, at, error in failed.tuples():
             if env_id in seen or env_id not in envs:  # two of the same moment: one item

@@ -10,11 +10,10 @@ import datetime as dt
 import fnmatch
 import uuid
 
-from peewee import fn
-
 from control_plane.events import Name
 from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
+from control_plane.infra.newest import newest_rows
 from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.services import audit
@@ -232,11 +231,9 @@ def with_last_runs(rules):
     def rule_id(r):
         return uuid.UUID(str(r["id"] if isinstance(r, dict) else r.id))
     ids = [rule_id(r) for r in rules]
-    newest = (AutomationRun.select(AutomationRun.rule, fn.MAX(AutomationRun.created_at)
-                                   .alias("at")).where(AutomationRun.rule.in_(ids))
-              .group_by(AutomationRun.rule))
-    runs = {run.rule_id: run for run in AutomationRun.select().join(newest, on=(
-        (AutomationRun.rule == newest.c.rule_id) & (AutomationRun.created_at == newest.c.at)))}
+    runs = {run.rule_id: run for run in newest_rows(
+        AutomationRun, AutomationRun.rule, AutomationRun.created_at,
+        lambda run: run.rule.in_(ids))}
     for r in rules:
         if isinstance(r, dict):
             r["last_run"] = runs.get(rule_id(r))

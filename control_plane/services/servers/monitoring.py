@@ -2,6 +2,7 @@
 metrics, runtime logs. Each has the spec's per-target limits (across keys)."""
 
 import datetime as dt
+import re
 import uuid
 
 from limits import RateLimitItemPerMinute
@@ -211,3 +212,20 @@ def runtime_logs(actor, environment_id, source, lines, berth):
     logs = reply.data
     return {"environment_id": env.id, "source": source, "lines": logs["lines"],
             "truncated": logs["truncated"], "log": logs["log"], "fetched_at": _now_ms()}
+
+
+# What the ERP (Odoo's "date time pid LEVEL db logger: message") and PostgreSQL
+# ("... LOG:  message") print, as a level to filter on.
+LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|PANIC|LOG|NOTICE)\b:?")
+LEVELS = {"DEBUG": "debug", "INFO": "info", "LOG": "info", "NOTICE": "info",
+          "WARNING": "warning", "WARN": "warning", "ERROR": "error", "CRITICAL": "error",
+          "FATAL": "error", "PANIC": "error"}
+
+
+def leveled(log):
+    """[(level, line)] of a runtime log's text: debug, info, warning or error, read
+    from the line's head (info when it names none)."""
+    def level(line):
+        found = LEVEL.search(line[:80])
+        return LEVELS[found.group(1)] if found else "info"
+    return [(level(line), line) for line in log.split("\n")] if log else []

@@ -11,6 +11,12 @@ from control_plane.vocabulary.errors import ApiError, NotFound
 from control_plane.vocabulary.states import Connection
 
 
+def _seen_by(org):
+    """The servers an organization sees: its own and the shared ones, not deleted."""
+    return Server.deleted_at.is_null() & ((Server.organization == org)
+                                          | Server.organization.is_null())
+
+
 def _listed(org, *project, shape):
     """Own and shared servers, each with the caller's active environments on it
     (a shared server does not reveal other customers' usage). A project-scoped
@@ -26,8 +32,8 @@ def _listed(org, *project, shape):
                           Server.agent_version, Server.ssh_host, Server.ssh_port,
                           Server.ssh_username, Server.ssh_host_key, Server.ssh_offered_host_key,
                           Server.ssh_checked_at, Server.unreachable_since, Server.ssh_error,
-                          own_envs.alias("environment_count")).where(
-        Server.deleted_at.is_null() & ((Server.organization == org) | Server.organization.is_null()))
+                          Server.disk_critical_since, Server.memory_critical_since,
+                          own_envs.alias("environment_count")).where(_seen_by(org))
     if shape == ("project",):
         hosting = (Environment.select(Environment.server)
                    .where(Environment.project == project[0], Environment.is_active,
@@ -57,9 +63,7 @@ def fleet_rows(actor):
         Server.id, Server.name, Server.organization, Server.connection, Server.agent_version,
         Server.connected_since, Server.last_seen_at, Server.ssh_checked_at,
         Server.unreachable_since, Server.ssh_offered_host_key, Server.disk_critical_since,
-        Server.memory_critical_since).where(
-        Server.deleted_at.is_null() & ((Server.organization == actor.organization_id)
-                                       | Server.organization.is_null()))
+        Server.memory_critical_since).where(_seen_by(actor.organization_id))
         .order_by(Server.name).dicts())
 
 
