@@ -23,7 +23,14 @@ ROWS = 10_000  # of about 1 kB of random text each: some 10 MB
 
 
 @pytest.fixture
-def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_client, client):
+def interval():
+    """The agent's disk interval, in seconds: shortened, so a test sees passes."""
+    return "1"
+
+
+@pytest.fixture
+def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_client, client,
+             interval):
     settings = app.extensions["berth"].settings
     settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
     bare = shop_repo(tmp_path)
@@ -36,7 +43,7 @@ def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_cli
     reader, _ = world.key(org, "read_only")  # for the polls: more requests a minute
     root = tmp_path / "srv"
     agent = agents(server, credential, env={"BERTH_AGENT_ENV_ROOT": str(root),
-                                            "BERTH_AGENT_DISK_INTERVAL_SECONDS": "1"})
+                                            "BERTH_AGENT_DISK_INTERVAL_SECONDS": interval})
     wait_for(lambda: agent_svc.is_connected(Server.get_by_id(server.id)), what="connected")
     r = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
                     json={"name": "Measured", "disk_gb": 5})
@@ -55,6 +62,18 @@ def deployed(app, world, agents, tmp_path, erp_image, postgres_image, docker_cli
 
 def _row(env_id):
     return Environment.get_by_id(env_id)
+
+
+@pytest.mark.parametrize("interval", ["3600"])
+def test_a_deploy_is_measured_at_once_not_at_the_end_of_the_interval(client, deployed):
+    """With an hour between passes, the first figures of a new environment still come
+    within seconds of its deploy: the deploy wakes the meter."""
+    env_id, raw, _, _, deployed_at = deployed
+    deployed_at = dt.datetime.fromisoformat(deployed_at.replace("Z", "+00:00")).replace(tzinfo=None)
+    measured = wait_for(lambda: (e := _row(env_id)).disk_measured_at
+                        and e.disk_measured_at >= deployed_at and e.disk_addons_bytes and e,
+                        timeout=30, what="figures measured after the deploy")
+    assert measured.disk_database_bytes > 1_000_000
 
 
 def test_figures_of_a_deployed_environment(client, deployed, docker_client):
