@@ -1,5 +1,5 @@
-"""Outgoing webhooks: /webhooks, /webhooks/{id}, its test ping, secret rotation
-and delivery log."""
+"""Outgoing webhooks: /webhooks, /webhooks/{id}, its test ping, secret rotation,
+delivery log and redelivery."""
 
 import marshmallow as ma
 from flask import request
@@ -198,3 +198,13 @@ def rotate_secret(webhook_id):
 def deliveries(webhook_id):
     """The 50 most recent deliveries, newest first."""
     return svc.deliveries(current_actor(), webhook_id)
+
+
+@blp.route("/webhooks/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/redeliver",
+           methods=["POST"])
+@blp.response(201, DeliverySchema)
+def redeliver(webhook_id, delivery_id):
+    """Send a delivery's event again, now, as a new delivery with its own five
+    attempts (full-access key). Answers the new delivery; the old one stays in the
+    log as it ended."""
+    return svc.redeliver(current_actor(), webhook_id, delivery_id)

@@ -153,13 +153,6 @@ def _any_due(now):
                 [DeliveryStatus.RETRYING.value, at, at, True])
 
 
-def envelope(event) -> dict:
-    """The `raw` body; the same on every attempt (receivers deduplicate on event_id)."""
-    return {"event_id": str(event.event_id), "event": event.name,
-            "timestamp": event.created_at.isoformat(timespec="milliseconds") + "Z",
-            "organization_id": str(event.organization_id), "data": event.data or {}}
-
-
 def timeout_of(settings):
     """WEBHOOK_TIMEOUT_SECONDS, bounded by the spec's 10 s."""
     return min(MAX_TIMEOUT, max(0.1, float(settings.get("WEBHOOK_TIMEOUT_SECONDS") or 10)))
@@ -180,7 +173,7 @@ def send(job, settings, bodies=None, paused=()):
         secret = _secret_of(hook)
         if secret is None:
             return delivery, hook, _Failure("the signing secret cannot be read; rotate it")
-        env = envelope(event)
+        env = payloads.envelope(event)
         raw = None
         if bodies is not None and (hook.format or "raw") == "raw":
             raw = bodies.get(event.id)

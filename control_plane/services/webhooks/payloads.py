@@ -44,6 +44,13 @@ SUCCESS = {states.TaskStatus.COMPLETED, states.DeploymentStatus.SUCCESS,
 FAILURE = {states.TaskStatus.FAILED, states.EnvironmentStatus.ERROR}
 
 
+def envelope(event) -> dict:
+    """The `raw` body; the same on every attempt (receivers deduplicate on event_id)."""
+    return {"event_id": str(event.event_id), "event": event.name,
+            "timestamp": event.created_at.isoformat(timespec="milliseconds") + "Z",
+            "organization_id": str(event.organization_id), "data": event.data or {}}
+
+
 def render(webhook, envelope: dict, secret: str, raw=None) -> tuple[bytes, dict]:
     """The request body and headers for `webhook.format` (unknown formats: raw).
     `raw`: `dump(envelope)` already made (an event's webhooks share it)."""

@@ -7,6 +7,7 @@ holds both)."""
 
 import base64
 import datetime as dt
+import json
 import secrets
 import uuid
 
@@ -201,6 +202,38 @@ def deliveries(actor, webhook_id):
         .where(WebhookDelivery.webhook == webhook.id)
         .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
         .limit(DELIVERY_LOG).dicts())
+
+
+def sent_body(webhook, delivery_id):
+    """The body a delivery of this webhook sends (the same on every attempt), as
+    text: its event in the webhook's format. Its signature is never shown."""
+    event = (Event.select().join(WebhookDelivery, on=(WebhookDelivery.event == Event.id))
+             .where(WebhookDelivery.id == delivery_id, WebhookDelivery.webhook == webhook.id)
+             .first())
+    if event is None:
+        raise NotFound("Delivery not found.")
+    builder = payloads.FORMATS.get(webhook.format or "raw")
+    envelope = payloads.envelope(event)
+    return json.dumps(builder(envelope) if builder else envelope, indent=2,
+                      ensure_ascii=False)
+
+
+def redeliver(actor, webhook_id, delivery_id):
+    """Send a delivery's event again, now, as a new delivery (the old one stays in
+    the log as it ended). Its attempts and retries are a new delivery's: five, on
+    the usual delays; a paused webhook's wait until it is resumed."""
+    with database.atomic():
+        webhook = get_webhook(actor, webhook_id)
+        old = WebhookDelivery.get_or_none(WebhookDelivery.id == delivery_id,
+                                          WebhookDelivery.webhook == webhook.id)
+        if old is None:
+            raise NotFound("Delivery not found.")
+        now = clock.now()
+        new = WebhookDelivery.create(webhook=webhook.id, event=old.event_id, created_at=now,
+                                     status=states.DeliveryStatus.RETRYING, next_attempt_at=now)
+        audit.record(actor.organization_id, "webhook.redeliver", "webhook", webhook.id,
+                     {"delivery_id": str(old.id), "new_delivery_id": str(new.id)})
+    return next(d for d in deliveries(actor, webhook_id) if d["id"] == new.id)
 
 
 def delivery_states(webhooks):

@@ -335,7 +335,9 @@ def test_read_only_keys_read_but_never_change(client, keys, org):
               client.patch(f"{P}/webhooks/{w.id}", headers=auth(ro), json={}),
               client.delete(f"{P}/webhooks/{w.id}", headers=auth(ro)),
               client.post(f"{P}/webhooks/{w.id}/test", headers=auth(ro)),
-              client.post(f"{P}/webhooks/{w.id}/rotate-secret", headers=auth(ro))):
+              client.post(f"{P}/webhooks/{w.id}/rotate-secret", headers=auth(ro)),
+              client.post(f"{P}/webhooks/{w.id}/deliveries/{new_uuid()}/redeliver",
+                          headers=auth(ro))):
         assert r.status_code == 403 and r.json["error"] == "write_access_required"
     assert client.get(f"{P}/webhooks").status_code == 401
 
@@ -608,3 +610,29 @@ def test_openapi_documents_every_operation(client):
     assert "204" in paths[f"{P}/webhooks/{{webhook_id}}"]["delete"]["responses"]
     assert "deployment.completed" in str(spec["components"]["schemas"]["WebhookCreate"])
     assert "webhook_rate_limit" in str(spec)
+
+
+def test_a_delivery_is_sent_again_as_a_new_one_of_the_same_event(client, keys, org, world,
+                                                                  fake_clock):
+    w, other = row(org), row(org)
+    _deliveries(w, 2, dt.datetime(2026, 3, 1, 12, 0))
+    _deliveries(other, 1, dt.datetime(2026, 3, 1, 12, 0))
+    old = WebhookDelivery.select().where(WebhookDelivery.webhook == w.id).order_by(
+        WebhookDelivery.created_at).first()
+    raw = keys.rw()
+    r = client.post(f"{P}/webhooks/{w.id}/deliveries/{old.id}/redeliver", headers=auth(raw))
+    assert r.status_code == 201, r.json
+    assert r.json["status"] == "retrying" and r.json["attempt_count"] == 0
+    assert r.json["event"] == "deploy.completed" and r.json["id"] != str(old.id)
+    new = WebhookDelivery.get_by_id(r.json["id"])
+    assert new.event_id == old.event_id and new.next_attempt_at == fake_clock.now
+    assert WebhookDelivery.get_by_id(old.id).status == "delivered"  # kept as it ended
+    listed = client.get(f"{P}/webhooks/{w.id}/deliveries", headers=auth(raw)).json
+    assert listed[0]["id"] == r.json["id"] and len(listed) == 3
+    # Another webhook's delivery, or none, is not found; nothing is added.
+    theirs = WebhookDelivery.get(WebhookDelivery.webhook == other.id)
+    for path in (f"{w.id}/deliveries/{theirs.id}", f"{w.id}/deliveries/{new_uuid()}",
+                 f"{new_uuid()}/deliveries/{old.id}"):
+        r = client.post(f"{P}/webhooks/{path}/redeliver", headers=auth(raw))
+        assert r.status_code == 404 and r.json["error"] == "not_found", path
+    assert WebhookDelivery.select().count() == 4
