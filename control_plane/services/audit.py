@@ -15,6 +15,8 @@ import contextvars
 import datetime as dt
 from dataclasses import dataclass
 
+from peewee import SQL, fn
+
 from control_plane.infra import clock
 from control_plane.infra.db import database
 from control_plane.infra.pagination import CursorList
@@ -107,7 +109,7 @@ def redacted(value, key=""):
 
 # --- reading -------------------------------------------------------------------------
 
-FILTERS = ("action", "actor_type", "actor_id", "target_type", "target_id")
+FILTERS = ("action", "action_prefix", "actor_type", "actor_id", "target_type", "target_id")
 
 
 def _listed(org_hex, *params, shape):
@@ -115,7 +117,11 @@ def _listed(org_hex, *params, shape):
     query = AuditEvent.select().where(AuditEvent.organization == org_hex)
     values = iter(params)
     for name in names:
-        query = query.where(getattr(AuditEvent, name) == next(values))
+        if name == "action_prefix":  # `webhook.*`: its first characters, compared as text
+            prefix = next(values)
+            query = query.where(fn.SUBSTR(AuditEvent.action, SQL("1"), fn.LENGTH(prefix)) == prefix)
+        else:
+            query = query.where(getattr(AuditEvent, name) == next(values))
     if since:
         query = query.where(AuditEvent.created_at >= next(values))
     if until:
@@ -130,6 +136,8 @@ def list_events(actor, *, limit, cursor, since=None, until=None, **filters):
     """The key's organization's events, newest first, filtered by what is given."""
     if actor.project_scoped:  # not accounts.scope's check: accounts and webhooks record here
         raise OrgScopeRequired("The audit log needs an organization-scoped actor.")
+    if (filters.get("action") or "").endswith(".*"):  # a family: `deploy.*`, `webhook.*`
+        filters["action_prefix"] = filters.pop("action")[:-1]
     names = tuple(name for name in FILTERS if filters.get(name) is not None)
     params = [filters[name] for name in names]
     params += [p for p in (since, until) if p is not None]
@@ -142,12 +150,16 @@ def list_events(actor, *, limit, cursor, since=None, until=None, **filters):
 
 
 def actions(actor):
-    """The actions the organization's log holds, for a picker (at most 500)."""
+    """The actions the organization's log holds, for a picker (at most 500), each
+    family (`webhook.*`) before its members."""
     if actor.project_scoped:
         raise OrgScopeRequired("The audit log needs an organization-scoped actor.")
-    return [a for (a,) in AuditEvent.select(AuditEvent.action).distinct()
-            .where(AuditEvent.organization == actor.organization_id)
-            .order_by(AuditEvent.action).limit(500).tuples()]
+    found = [a for (a,) in AuditEvent.select(AuditEvent.action).distinct()
+             .where(AuditEvent.organization == actor.organization_id)
+             .order_by(AuditEvent.action).limit(500).tuples()]
+    families = {a.split(".")[0] + ".*" for a in found if "." in a}
+    return sorted(found + sorted(families), key=lambda a: (a.split(".")[0], a != a.split(".")[0]
+                                                           + ".*", a))
 
 
 def prune(now=None, retention_days=90):

@@ -118,6 +118,13 @@ def test_the_list_filters_pages_and_needs_an_organization_key(client, world):
     assert [e["action"] for e in _events(client, reader, target_id=ids[0])["data"]] == [
         "project.update", "project.create"]
     assert _events(client, reader, action="project.create")["pagination"]["total"] == 3
+    # A family: every action starting `project.`; a prefix without the dot matches none.
+    family = _events(client, reader, action="project.*")
+    assert family["pagination"]["total"] == 4
+    assert {e["action"] for e in family["data"]} == {"project.create", "project.update"}
+    assert _events(client, reader, action="proj.*")["data"] == []
+    assert _events(client, reader, action="project.*", target_id=ids[0])[
+        "pagination"]["total"] == 2
     assert _events(client, reader, actor_id=key.public_id)["pagination"]["total"] == 4
     assert _events(client, reader, actor_type="user")["data"] == []
     first = _events(client, reader, limit=3)

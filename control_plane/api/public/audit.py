@@ -17,7 +17,9 @@ _NAME = ma.validate.Length(1, 64)
 
 
 class AuditArgs(CursorArgs):
-    action = ma.fields.String(validate=_NAME, metadata={"description": "e.g. `project.update`"})
+    action = ma.fields.String(validate=_NAME, metadata={
+        "description": "e.g. `project.update`; a family with `.*`: `webhook.*` is every "
+                       "action starting `webhook.`"})
     actor_type = ma.fields.String(validate=ma.validate.OneOf(["api_key", "user", "operator"]))
     actor_id = ma.fields.String(validate=_NAME, metadata={
         "description": "The key's public id, the user's id or the operator's name."})
