@@ -115,6 +115,12 @@ CONSEQUENCES = {
     "revoke key": "Every client using this key is refused from now on. It cannot be undone.",
     "end session": "That browser is signed out at its next request.",
     "remove domain": "The environment stops answering on this domain.",
+    "delete project": "Its environments' containers, databases and files are removed from "
+                      "their servers; their backups are kept as retention keeps them. "
+                      "It cannot be undone.",
+    "accept host key": "The control plane trusts the key the server offers now. Accept it "
+                       "only if it is the one `ssh-keygen -lf` shows on the server itself: "
+                       "otherwise another machine may be answering in its place.",
     "revoke token": "The install command holding it stops working; its server slot is freed.",
 }
 

@@ -6,7 +6,7 @@ import uuid
 from flask import redirect, request, url_for
 
 from control_plane.api.public.audit import AuditArgs
-from control_plane.api.public.webhooks import WebhookCreateSchema
+from control_plane.api.public.webhooks import WebhookCreateSchema, WebhookUpdateSchema
 from control_plane.console import (
     FormInvalid,
     actor,
@@ -59,10 +59,43 @@ def change_webhook(webhook_id, op):
 
 
 @blp.get("/webhooks/<uuid:webhook_id>")
-def webhook(webhook_id):
+def webhook(webhook_id, code=200, **shown):
     hook = webhooks.get_webhook(actor(), webhook_id)
-    return render("webhook.html", webhook=hook, state=webhooks.delivery_states([hook])[hook.id],
-                  deliveries=webhooks.deliveries(actor(), webhook_id))
+    return render("webhook.html", code, webhook=hook, events=webhooks.SUBSCRIBABLE,
+                  formats=webhooks.FORMATS, state=webhooks.delivery_states([hook])[hook.id],
+                  deliveries=webhooks.deliveries(actor(), webhook_id), **shown)
+
+
+@blp.post("/webhooks/<uuid:webhook_id>/edit")
+def edit_webhook(webhook_id):
+    webhooks.count_mutation(actor(), berth().limiter)
+    body = load(WebhookUpdateSchema(), {
+        "url": request.form.get("url", "").strip(), "events": request.form.getlist("events"),
+        "description": request.form.get("description", "").strip(),
+        "format": request.form.get("format", "raw")})
+    webhooks.update_webhook(actor(), berth(), webhook_id, body)
+    return redirect(url_for("console.webhook", webhook_id=webhook_id, done="saved"), 303)
+
+
+@blp.post("/webhooks/<uuid:webhook_id>/test")
+def test_webhook(webhook_id):
+    """A ping sent now; its answer is shown on the webhook's page."""
+    webhooks.count_mutation(actor(), berth().limiter)
+    return webhook(webhook_id, tested=webhooks.ping(actor(), berth(), webhook_id))
+
+
+@blp.get("/webhooks/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/body")
+def delivery_body(webhook_id, delivery_id):
+    """The body a delivery sends (shown when its row is opened)."""
+    hook = webhooks.get_webhook(actor(), webhook_id)
+    return render("_delivery_body.html", body=webhooks.sent_body(hook, delivery_id))
+
+
+@blp.post("/webhooks/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/redeliver")
+def redeliver(webhook_id, delivery_id):
+    webhooks.count_mutation(actor(), berth().limiter)
+    webhooks.redeliver(actor(), webhook_id, delivery_id)
+    return redirect(url_for("console.webhook", webhook_id=webhook_id, done="redelivered"), 303)
 
 
 # --- API keys ----------------------------------------------------------------------------

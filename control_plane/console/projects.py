@@ -4,9 +4,9 @@ import uuid
 
 from flask import redirect, request, url_for
 
-from control_plane.api.public.environments import EnvironmentCreateSchema
-from control_plane.api.public.projects import ProjectCreateSchema
-from control_plane.console import actor, berth, blp, form, render
+from control_plane.api.public.environments import EnvironmentCreateSchema, EnvironmentUpdateSchema
+from control_plane.api.public.projects import ProjectCreateSchema, ProjectUpdateSchema
+from control_plane.console import actor, berth, blp, confirm, form, render
 from control_plane.services import overview
 from control_plane.services.deploys import environments as envs
 from control_plane.services.projects import projects as svc
@@ -59,3 +59,27 @@ def create_environment(project_id):
     body = form(EnvironmentCreateSchema())
     env = envs.create_environment(actor(), project_id, berth=berth(), **body)
     return redirect(url_for("console.environment", env_id=env.id), 303)
+
+
+@blp.post("/projects/<uuid:project_id>/edit")
+def edit_project(project_id):
+    """Name, default branch and repository; a blank field keeps its value."""
+    svc.update_project(actor(), project_id, form(ProjectUpdateSchema()))
+    return redirect(url_for("console.project", project_id=project_id, done="saved"), 303)
+
+
+@blp.post("/projects/<uuid:project_id>/delete")
+def delete_project(project_id):
+    name = svc.get_project(actor(), project_id)["name"]
+    if asked := confirm("delete project", f"Delete the project {name}?", name=name):
+        return asked
+    svc.delete_project(actor(), project_id, "true", berth=berth())
+    return redirect(url_for("console.projects", done="deleted"), 303)
+
+
+@blp.post("/environments/<uuid:env_id>/edit")
+def edit_environment(env_id):
+    """Name and branch (the next deploy uses the branch); blank keeps the value."""
+    envs.update_environment(actor(), env_id, form(EnvironmentUpdateSchema()))
+    return redirect(url_for("console.environment", env_id=env_id, done="edited")
+                    + "#settings-h", 303)

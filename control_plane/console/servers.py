@@ -6,12 +6,13 @@ import datetime as dt
 from flask import current_app, redirect, request, url_for
 
 from control_plane.api.public.registration_tokens import TokenCreateSchema
+from control_plane.api.public.servers import SshServerCreateSchema
 from control_plane.console import actor, berth, blp, confirm, form, render
 from control_plane.infra import clock
 from control_plane.models.metrics import ENVIRONMENT_SERIES, SERVER_SERIES
 from control_plane.services import overview
 from control_plane.services.deploys import environments as envs
-from control_plane.services.servers import history, monitoring, registration
+from control_plane.services.servers import history, monitoring, registration, ssh
 from control_plane.services.servers import servers as svc
 from control_plane.vocabulary.errors import ApiError, NotFound
 
@@ -48,12 +49,34 @@ def revoke_registration_token(token_id):
     return redirect(url_for("console.servers"), 303)
 
 
+@blp.post("/servers/ssh")
+def add_ssh_server():
+    """A server the control plane reaches over SSH: the organization's public key is
+    shown, to put in the user's authorized_keys; its host key is pinned as given, or
+    at first contact."""
+    body = form(SshServerCreateSchema())
+    server, public = ssh.create(actor(), **body)
+    ssh.wake_check(berth())
+    return render("server_ssh_added.html", 201, server=server, public_key=public)
+
+
 @blp.get("/servers/<uuid:server_id>")
 def server(server_id):
     monitoring.own_server(actor(), server_id)  # the organization's own, or 404
     row = svc.one(actor(), server_id)
     row["reachable"] = svc.reachable(row)
-    return render("server.html", server=row)
+    return render("server.html", server=row, pinned=ssh.fingerprint(row["ssh_host_key"]),
+                  offered=ssh.fingerprint(row["ssh_offered_host_key"]))
+
+
+@blp.post("/servers/<uuid:server_id>/accept-host-key")
+def accept_host_key(server_id):
+    offered = ssh.fingerprint(svc.one(actor(), server_id)["ssh_offered_host_key"])
+    if asked := confirm("accept host key", f"Accept the host key {offered}?"):
+        return asked
+    ssh.accept_host_key(actor(), server_id)
+    ssh.wake_check(berth())
+    return redirect(url_for("console.server", server_id=server_id, done="accepted"), 303)
 
 
 @blp.get("/servers/<uuid:server_id>/live")

@@ -134,7 +134,7 @@ class Servers(MethodView):
         registration). The answer carries the key to put in its authorized_keys."""
         actor = current_actor()
         server, public = ssh_svc.create(actor, **body)
-        _wake_check()
+        ssh_svc.wake_check(current_berth())
         return {**svc.one(actor, server.id), "ssh_public_key": public}
 
 
@@ -146,7 +146,7 @@ class AcceptHostKey(MethodView):
         (after checking its fingerprint on the server): contact resumes."""
         actor = current_actor()
         ssh_svc.accept_host_key(actor, server_id)
-        _wake_check()
+        ssh_svc.wake_check(current_berth())
         return svc.one(actor, server_id)
 
 
@@ -162,10 +162,3 @@ class InstallAgent(MethodView):
         server = ssh_svc.resident_agent(actor, server_id)
         current_berth().ssh.install_resident(server.id)
         return svc.one(actor, server.id)
-
-
-def _wake_check():
-    """A new or accepted server is checked now, not at the next turn."""
-    ssh = current_berth().ssh
-    if ssh is not None:
-        ssh.check_all()

@@ -140,6 +140,12 @@ def create(actor, *, name, provider="byos", ssh_host, ssh_port=22, ssh_username=
     return server, public
 
 
+def wake_check(berth):
+    """A new or accepted server is checked now, not at the next turn."""
+    if berth.ssh is not None:
+        berth.ssh.check_all()
+
+
 def resident_agent(actor, server_id):
     """POST /servers/{id}/install-agent: the organization's own SSH server, with no
     command in flight (one the switch would cut short). Returns the server."""

@@ -6,7 +6,7 @@ the name, a redeploy then a rollback to the first deployment, a failing webhook
 receiver, a typed `<script>` shown as text, a write without the CSRF token
 refused, an ended session signed out, a read-only user without write controls,
 an unknown address. No page breaks its Content-Security-Policy. A screenshot of
-each page is saved under build/test-artifacts/console."""
+each page, at 1280 and 390 px, is saved under build/test-artifacts/console."""
 
 import datetime as dt
 import os
@@ -23,9 +23,11 @@ from control_plane.models import (
     AuditEvent,
     Deployment,
     Environment,
+    Event,
     Organization,
     Project,
     Server,
+    WebhookDelivery,
 )
 from control_plane.models.metrics import (
     ENVIRONMENT_SERIES,
@@ -33,6 +35,7 @@ from control_plane.models.metrics import (
     EnvironmentMetric,
     ServerMetric,
 )
+from control_plane.services.automation import rules
 from tests.control_plane.webhooks.test_delivery import hook
 from tests.support.agents import AgentProcess, registered_server, wait_for
 from tests.support.git_repo import shop_repo
@@ -190,7 +193,7 @@ def deployed(stand):
     page = stand.page()
     shot(page, "projects")
     page.get_by_role("link", name="Shop", exact=True).click()
-    page.get_by_label("Name").fill("Staging")
+    page.get_by_label("Name", exact=True).fill("Staging")
     page.get_by_role("button", name="Create and deploy").click()
     page.wait_for_url("**/environments/*")
     env = Environment.get(Environment.project == stand.project.id, Environment.name == "Staging")
@@ -394,7 +397,7 @@ def test_a_typed_script_is_shown_as_text(stand):
     page = stand.page()
     name = "<script>window.pwned = 1</script><img src=x onerror=alert(1)>"
     page.get_by_text("New project").click()
-    page.get_by_label("Name").fill(name)
+    page.get_by_label("Name", exact=True).fill(name)
     page.get_by_role("button", name="Create project").click()
     page.wait_for_url("**/projects/*")
     assert page.locator("h1").inner_text() == name
@@ -538,30 +541,63 @@ def test_the_overview_shows_what_needs_attention_on_a_desk_and_a_phone(stand, de
         p.context.close()
 
 
+def _every_page(stand, deployed):
+    """(name, path) of each page of the console, a webhook's and a rule's included."""
+    found, _ = hook(stand.org, "https://hooks.example.com/every-page", events=["deploy.started"])
+    sent = Event.create(organization=stand.org, name="deploy.started", data={"task_id": "t"})
+    WebhookDelivery.create(webhook=found, event=sent, status="failed", attempt_count=5,
+                           response_status=500, response_body="<h1>down</h1>",
+                           error_reason="HTTP 500", duration_ms=12, delivered_at=sent.created_at)
+    rule = rules.create_rule(stand.project, name="nightly", trigger={
+        "type": "schedule", "cron": "0 3 * * *", "timezone": "Europe/Brussels"},
+        action={"type": "backup", "environment_id": str(deployed.id)})
+    return [("overview", "/"), ("projects", "/projects"),
+            ("project", f"/projects/{stand.project.id}"),
+            ("environment", f"/environments/{deployed.id}"), ("servers", "/servers"),
+            ("server", f"/servers/{stand.server.id}"), ("webhooks", "/webhooks"),
+            ("webhook", f"/webhooks/{found.id}"), ("keys", "/keys"), ("audit", "/audit"),
+            ("account", "/account"), ("rules", f"/projects/{stand.project.id}/rules"),
+            ("rule", f"/rules/{rule.id}")], (found, rule)
+
+
 def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
-    """axe-core on each page of the console, in light and dark colours: no violation."""
-    pages = ["/", "/projects", f"/projects/{stand.project.id}", f"/environments/{deployed.id}",
-             "/servers", f"/servers/{stand.server.id}", "/webhooks", "/keys", "/audit",
-             "/account", f"/projects/{stand.project.id}/rules"]
-    for scheme in ("light", "dark"):
-        page = stand.page()
-        page.emulate_media(color_scheme=scheme)
-        for path in pages:
+    """axe-core on each page of the console, in light and dark colours: no violation.
+    Each page's screenshot at 1280 px and at 390 px, where nothing is wider than the
+    screen (tables are cards)."""
+    pages, made = _every_page(stand, deployed)
+    for scheme in ("light", "dark", "phone"):
+        page = stand.page(width=390, height=844) if scheme == "phone" else stand.page()
+        page.emulate_media(color_scheme="dark" if scheme == "dark" else "light")
+        for name, path in pages:
             page.goto(stand.url + path)
             page.wait_for_load_state("networkidle")
+            if scheme == "phone":
+                shot(page, f"{name}-390")
+                width = page.evaluate("() => document.documentElement.scrollWidth")
+                assert width <= 390, (path, width)
+                continue
             assert accessibility_violations(page) == [], (scheme, path)
+            if name == "webhook":  # a delivery opened: the body it sends, read then
+                page.locator("ul.deliveries summary").first.click()
+                sent = page.locator("ul.deliveries pre.log").first
+                sent.wait_for()
+                assert '"event": "deploy.started"' in sent.inner_text()
+                assert accessibility_violations(page) == [], (scheme, path, "opened")
             if scheme == "light":  # the page again, warm: its assets come from the cache
+                shot(page, f"{name}-1280")
                 page.goto(stand.url + path)
                 page.wait_for_load_state("networkidle")
                 weight = page.evaluate(WEIGHT)
                 assert 0 < weight["bytes"] <= 60 * 1024 and weight["assets"] == 0, (path, weight)
         background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
-        assert (background == "rgb(255, 255, 255)") == (scheme == "light"), background
+        assert (background == "rgb(255, 255, 255)") == (scheme != "dark"), background
         if scheme == "dark":
             page.goto(stand.url + "/")
             shot(page, "overview-dark")
         clean(page)
         page.context.close()
+    for row in made:
+        row.delete_instance()
 
 
 def test_an_unknown_address_is_a_page_of_the_console(stand):

@@ -158,7 +158,8 @@ def test_a_backups_size_is_what_is_stored_beside_its_data_in_1024_based_units(wo
     backups = _backups_section(b, env)
     assert re.search(r"<th[^>]*>Stored \(compressed\)</th><th[^>]*>Data \(uncompressed\)</th>",
                      backups)
-    assert "<td>9.0 KiB</td><td>7.9 MiB</td>" in backups
+    assert ('<td data-label="Stored (compressed)">9.0 KiB</td>'
+            '<td data-label="Data (uncompressed)">7.9 MiB</td>') in backups
     # One kind of unit in the whole console: 1024-based, named so.
     server_page = _text(b.get(f"/servers/{server.id}"))
     assert "8192 MiB" in server_page and "100 GiB" in server_page
@@ -182,9 +183,11 @@ def test_a_drill_is_started_and_its_result_shown(world, member):
                       extra_data={**drill.extra_data, "tables": 3, "rows": 9}).where(
         Deployment.id == drill.id).execute()
     drills = _backups_section(b, env).split('id="drills-h"')[1]
-    row = re.search(r"<tr><td>[^<]*UTC</td><td>manual</td>.*?</tr>", drills, re.S).group(0)
+    row = re.search(r'<tr><td data-label="Started">[^<]*UTC</td><td data-label="How">manual</td>'
+                    r".*?</tr>", drills, re.S).group(0)
     assert 'class="error">failed: the drill failed: &lt;tampered&gt;' in row
-    assert "3 tables, 9 rows" in row and "<td>—</td>" in row  # no time to restore
+    assert "3 tables, 9 rows" in row
+    assert '<td data-label="Time to restore">—</td>' in row  # no time to restore
 
 
 @pytest.fixture
@@ -213,7 +216,7 @@ def test_a_failing_receiver_is_visible_on_the_webhooks_page(app, world, member, 
     page = _text(b.get("/webhooks"))
     row = _webhook_row(page, failing.url)
     # No delivery has failed for good yet (failure_count 0), but all twenty retry.
-    assert re.search(r"<td>0</td>", row) and "20 retrying" in row, row
+    assert '<td data-label="Failed in a row">0</td>' in row and "20 retrying" in row, row
     assert "HTTP 500" in row, row
     row = _webhook_row(page, healthy.url)
     assert "0 retrying" not in row and "delivered" in row, row

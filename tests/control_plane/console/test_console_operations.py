@@ -1,0 +1,191 @@
+"""The day-to-day operations the console does through the APIs' services, on both
+databases: a project edited and deleted, an environment renamed and moved to
+another branch, a server reached over SSH added and a new host key accepted, a
+webhook edited, tested, its deliveries' bodies and answers read and one sent again
+to a real HTTPS receiver."""
+
+import html
+import json
+import re
+import subprocess
+
+from control_plane.models import Deployment, Project, Server, WebhookDelivery
+from control_plane.services.servers import ssh as ssh_svc
+from control_plane.services.webhooks import delivery
+from tests.control_plane.console.test_console_pages import _text, member, receiver  # noqa: F401
+from tests.control_plane.webhooks.test_delivery import event, hook
+from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
+
+
+def test_a_project_is_edited_and_a_blank_field_keeps_its_value(world, member):  # noqa: F811
+    org, b = member
+    project = world.project(org)
+    r = b.post(f"/projects/{project.id}/edit", {"name": "  Acme ERP ", "default_branch": "17.0",
+                                                "git_repo_url": ""})
+    assert r.status_code == 303
+    assert "The project is saved" in _text(b.get(r.headers["Location"]))
+    stored = Project.get_by_id(project.id)
+    assert (stored.name, stored.default_branch, stored.git_repo_url) == (
+        "Acme ERP", "17.0", project.git_repo_url)
+    r = b.post(f"/projects/{project.id}/edit", {"default_branch": "x" * 256})
+    assert r.status_code == 422 and "default_branch" in _text(r)
+    assert Project.get_by_id(project.id).default_branch == "17.0"
+
+
+def test_deleting_a_project_asks_for_its_name_and_is_refused_while_one_runs(world, member):  # noqa: F811
+    org, b = member
+    project = world.project(org)
+    running = world.environment(project)  # running
+    r = b.post(f"/projects/{project.id}/delete")
+    assert r.status_code == 200 and "cannot be undone" in _text(r)
+    assert b.post(f"/projects/{project.id}/delete",
+                  {"confirmed": "1", "confirm_name": "other"}).status_code == 422
+    r = b.post(f"/projects/{project.id}/delete", {"confirmed": "1", "confirm_name": project.name})
+    assert r.status_code == 409 and "stop them first" in _text(r)
+    assert Project.get_by_id(project.id).deleted_at is None
+    running.status = "stopped"
+    running.save()
+    r = b.post(f"/projects/{project.id}/delete", {"confirmed": "1", "confirm_name": project.name})
+    assert r.status_code == 303 and r.headers["Location"].startswith("/projects?done=deleted")
+    page = _text(b.get(r.headers["Location"]))
+    assert "The project is deleted" in page and f">{project.name}</a>" not in page
+    assert Project.get_by_id(project.id).deleted_at is not None
+    assert Deployment.select().where(Deployment.environment == running.id,
+                                     Deployment.kind == "delete").count() == 1
+
+
+def test_an_environment_is_renamed_and_its_branch_changed_without_a_deploy(world, member):  # noqa: F811
+    org, b = member
+    env = world.environment(world.project(org))
+    tasks = Deployment.select().where(Deployment.environment == env.id).count()
+    r = b.post(f"/environments/{env.id}/edit", {"name": "staging-2", "branch": "feature/x"})
+    assert r.status_code == 303 and r.headers["Location"].endswith("#settings-h")
+    page = _text(b.get(r.headers["Location"]))
+    assert "<h1>staging-2</h1>" in page and 'value="feature/x"' in page
+    assert "A new branch is used from the next deploy" in page
+    assert Deployment.select().where(Deployment.environment == env.id).count() == tasks
+    r = b.post(f"/environments/{env.id}/edit", {"branch": "bad..name"})
+    assert r.status_code == 422 and "branch" in _text(r)
+
+
+def _status(page):
+    """What the page says in its status lines, whitespace collapsed."""
+    return " | ".join(" ".join(m.split()) for m in
+                      re.findall(r'<p class="\w+" role="status">(.*?)</p>', page, re.S))
+
+
+def _delivery_items(page):
+    return re.findall(r"<li><details>.*?</details></li>", page, re.S)
+
+
+def test_a_webhook_is_edited_tested_and_a_delivery_read_and_sent_again(app, world, member,  # noqa: F811
+                                                                       receiver):  # noqa: F811
+    org, b = member
+    project = world.project(org)
+    w, secret = hook(org, receiver.url + "/a")
+    receiver.respond(500, then=200, path="/a")
+    event(org, project)
+    delivery.run(app.extensions["berth"])
+    receiver.wait_for(1)
+    page = _text(b.get(f"/webhooks/{w.id}"))
+    [item] = _delivery_items(page)
+    assert "retrying" in item and "HTTP 500" in item
+    # The body sent, read when the row is opened: the event, never its signature.
+    old = WebhookDelivery.get(WebhookDelivery.webhook == w.id)
+    body_url = re.search(r'hx-get="([^"]+/body)"', item).group(1)
+    sent = json.loads(_text(b.get(body_url)).split('<pre class="log">')[1].split("</pre>")[0]
+                      .replace("&#34;", '"').replace("&quot;", '"'))
+    assert sent["event"] == "deploy.completed" and sent["organization_id"] == str(org.id)
+    assert "signature" not in _text(b.get(body_url)).lower()
+    # Sent again: a new delivery of the same event, delivered; the old one stays.
+    r = b.post(f"/webhooks/{w.id}/deliveries/{old.id}/redeliver")
+    assert r.status_code == 303
+    delivery.run(app.extensions["berth"])
+    received = receiver.wait_for(2)
+    assert len(received) == 2 and json.loads(received[1].body)["event_id"] == sent["event_id"]
+    page = _text(b.get(r.headers["Location"]))
+    assert "The event is sent again" in page
+    items = _delivery_items(page)
+    assert len(items) == 2 and "delivered" in items[0] and "HTTP 200" in items[0]
+    # Edited: the URL, the events, the format; then a test ping that fails is said.
+    r = b.post(f"/webhooks/{w.id}/edit", {"url": receiver.url + "/b",
+                                           "events": ["deploy.failed", "backup.completed"],
+                                           "format": "raw", "description": "ops"})
+    assert r.status_code == 303
+    page = _text(b.get(r.headers["Location"]))
+    assert f"<h1>{receiver.url}/b</h1>" in page and "deploy.failed, backup.completed" in page
+    receiver.respond(then=503, path="/b")
+    said = _status(_text(b.post(f"/webhooks/{w.id}/test")))
+    assert "The test ping failed: HTTP 503" in said, said
+    receiver.respond(then=204, path="/b")
+    said = _status(_text(b.post(f"/webhooks/{w.id}/test")))
+    assert re.search(r"The test ping was accepted: HTTP 204 in \d+ ms", said), said
+    r = b.post(f"/webhooks/{w.id}/edit", {"url": "http://insecure.example.com/",
+                                           "events": ["deploy.failed"]})
+    assert r.status_code == 422
+    assert WebhookDelivery.select().where(WebhookDelivery.webhook == w.id).count() == 2
+
+
+def _host_key(tmp_path, name):
+    path = tmp_path / name
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return (tmp_path / f"{name}.pub").read_text().strip()
+
+
+def test_an_ssh_server_is_added_and_a_new_host_key_accepted_once_checked(
+        app, world, member, tmp_path):  # noqa: F811
+    """The page's part only: the connections and their host key checks run against a
+    real sshd in tests/e2e/servers/test_ssh_servers.py; here the checker's finding (a
+    different key offered) is written as it records it."""
+    app.extensions["berth"].ssh = None  # no SSH link: nothing is dialled
+    org, b = member
+    r = b.post("/servers/ssh", {"name": "db-box", "ssh_host": "203.0.113.7", "ssh_port": "",
+                                "ssh_username": "deploy"})
+    page = _text(r)
+    assert r.status_code == 201, page
+    public, _ = ssh_svc.org_key(org.id)
+    assert f'<pre id="public-key" class="copyable">{public}</pre>' in page
+    assert "~deploy/.ssh/authorized_keys" in page and "first contact is pinned" in page
+    server = Server.get(Server.name == "db-box")
+    assert (server.connection, server.ssh_port, server.ssh_host_key) == ("ssh", 22, None)
+    r = b.post("/servers/ssh", {"name": "bad", "ssh_host": "203.0.113.8", "ssh_port": "70000"})
+    assert r.status_code == 422 and "ssh_port" in _text(r)
+    r = b.post("/servers/ssh", {"name": "bad", "ssh_host": "203.0.113.8",
+                                "ssh_host_key": "not a key"})
+    assert r.status_code == 422 and "OpenSSH public key line" in html.unescape(_text(r))
+    assert not Server.select().where(Server.name == "bad").exists()
+
+    pinned, offered = _host_key(tmp_path, "a"), _host_key(tmp_path, "b")
+    Server.update(ssh_host_key=ssh_svc.host_key_line(pinned),
+                  ssh_offered_host_key=ssh_svc.host_key_line(offered)).where(
+        Server.id == server.id).execute()
+    page = _text(b.get(f"/servers/{server.id}"))
+    assert "The server offers another host key</strong>, " + ssh_svc.fingerprint(offered) in page
+    assert ssh_svc.fingerprint(pinned) in page
+    r = b.post(f"/servers/{server.id}/accept-host-key")
+    assert r.status_code == 200 and "ssh-keygen -lf" in _text(r)
+    assert Server.get_by_id(server.id).ssh_offered_host_key is not None  # only asked
+    r = b.post(f"/servers/{server.id}/accept-host-key", {"confirmed": "1"})
+    assert r.status_code == 303
+    page = _text(b.get(r.headers["Location"]))
+    assert "The new host key is accepted" in page and "offers another host key" not in page
+    stored = Server.get_by_id(server.id)
+    assert (stored.ssh_host_key, stored.ssh_offered_host_key) == (
+        ssh_svc.host_key_line(offered), None)
+    assert b.post(f"/servers/{server.id}/accept-host-key",
+                  {"confirmed": "1"}).status_code == 409  # nothing offered now
+
+
+def test_the_audit_log_is_filtered_by_a_family_of_actions(world, member):  # noqa: F811
+    org, b = member
+    project = world.project(org)
+    b.post(f"/projects/{project.id}/edit", {"name": "renamed"})
+    env = world.environment(project)
+    b.post(f"/environments/{env.id}/edit", {"branch": "next"})
+    page = _text(b.get("/audit"))
+    picker = re.search(r'<select id="f-action".*?</select>', page, re.S).group(0)
+    options = re.findall(r"<option[^>]*>([^<]+)</option>", picker)
+    assert options.index("project.*") + 1 == options.index("project.update")
+    listed = _text(b.get("/audit?action=project.*"))
+    assert "<code>project.update</code>" in listed and "<code>environment.update</code>" \
+        not in listed
