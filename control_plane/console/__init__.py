@@ -30,6 +30,7 @@ from werkzeug.exceptions import NotFound
 from werkzeug.security import safe_join
 
 from control_plane.api.smorest import http_error_body
+from control_plane.console import form_errors
 from control_plane.inputs import safe_input
 from control_plane.services import audit
 from control_plane.services.accounts import actors, sessions
@@ -86,8 +87,10 @@ def load(schema, given):
     try:
         return schema.load(given)
     except ma.ValidationError as err:
-        raise FormInvalid("; ".join(f"{field}: {' '.join(_texts(messages))}"
-                                    for field, messages in err.messages.items())) from None
+        details = {field: form_errors.said(_texts(messages))
+                   for field, messages in err.messages.items()}
+        raise FormInvalid("; ".join(f"{field}: {words}" for field, words in details.items()),
+                          fields=details) from None
 
 
 def _texts(messages):
@@ -233,6 +236,10 @@ def _version(name):
 def _error(err):
     """A refused action: the page's error panel (htmx swaps it in), or a page, with
     the error's headers (a 429's Retry-After)."""
+    fields = err.extra.get("fields") if isinstance(err, FormInvalid) else None
+    if fields and not request.headers.get("HX-Request") and (
+            again := form_errors.page_again(fields)):
+        return again
     page = "_error.html" if request.headers.get("HX-Request") else "error.html"
     return *render(page, err.status, error=err), err.headers
 
@@ -252,8 +259,16 @@ def _no_page(err):
 @blp.context_processor
 def _context():
     return {"asset": lambda name: f"{ASSETS_PATH}/{name}?v={_version(name)}",
-            "me": g.get("console_user"),
+            "me": g.get("console_user"), "form_state": _form_state,
             "csrf_token": g.get("csrf_token")}
+
+
+def _form_state(action):
+    """(refusals by field, what was typed) when the form posted to `action` is shown
+    again (console/form_errors.py); else two empty dicts."""
+    if g.get("form_errors") and request.path == action:
+        return g.form_errors, g.typed
+    return {}, {}
 
 
 def set_cookie(response, raw):

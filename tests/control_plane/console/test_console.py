@@ -41,13 +41,16 @@ class Browser:
         page = self.client.get("/account").get_data(as_text=True)
         return re.search(r'name="csrf_token" value="([0-9a-f]+)"', page).group(1)
 
-    def post(self, path, data=None, token=True, origin=HOST):
+    def post(self, path, data=None, token=True, origin=HOST, referer=None):
+        """`referer`: the page the form is on (a path of this site, or an address)."""
         data = dict(data or {})
         if token is True:
             data["csrf_token"] = self.token()
         elif token:
             data["csrf_token"] = token
         headers = {"Origin": origin} if origin else {}
+        if referer:
+            headers["Referer"] = referer if "://" in referer else HOST + referer
         return self.client.post(path, data=data, headers=headers)
 
 

@@ -615,3 +615,53 @@ def test_an_unknown_address_is_a_page_of_the_console(stand):
     page.wait_for_url(stand.url + "/")
     clean(page)
     page.context.close()
+
+
+def test_a_server_is_added_from_a_phone_and_an_environment_configured_with_the_form(
+        stand, deployed):
+    """The install command for a new server, got and copied on a phone; then the
+    environment's configuration changed through its form: a refused value said beside
+    its field, the page kept, then saved and the environment redeployed with it."""
+    phone = stand.page(width=390, height=844)
+    phone.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    phone.goto(stand.url + "/servers")
+    phone.locator("summary", has_text="Add a server").first.click()
+    phone.get_by_label("Name (optional").fill("warehouse")
+    phone.get_by_role("button", name="Get the install command").click()
+    command = phone.locator("#install-command").inner_text()
+    assert re.search(r"srt_live_\w+", command), command
+    phone.get_by_role("button", name="Copy the command").click()
+    phone.locator("[data-copied=install-command]", has_text="Copied.").wait_for()
+    assert phone.evaluate("() => navigator.clipboard.readText()") == command
+    assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390
+    shot(phone, "server-token-390")
+    phone.goto(stand.url + "/servers")
+    assert "warehouse" in phone.locator("#tokens-h + table").inner_text()
+    clean(phone)
+    phone.context.close()
+
+    page = stand.page()
+    page.goto(f"{stand.url}/environments/{deployed.id}")
+    tasks = page.locator("#tasks tbody tr").count()
+    page.get_by_label("New variable 1: name").fill("SHOP_MODE")
+    page.get_by_label("New variable 1: value").fill("b2b")
+    page.locator("summary", has_text="ERP options").click()
+    page.get_by_label("limit_time_real", exact=True).fill("lots")
+    page.get_by_role("button", name="Save and redeploy").click()
+    error = page.locator("#erp_options-limit_time_real-err")
+    error.wait_for()
+    # The page's own status is the one thing the browser reports: the form refused.
+    assert len(page.problems) == 1 and "422" in page.problems[0], page.problems
+    page.problems.clear()
+    assert page.get_by_label("New variable 1: value").input_value() == "b2b"  # kept
+    page.get_by_label("limit_time_real", exact=True).fill("120")
+    page.get_by_role("button", name="Save and redeploy").click()
+    page.locator("#config-h ~ p.done", has_text="redeployed").wait_for()
+    page.locator("#tasks tbody tr").nth(tasks).wait_for(timeout=30_000)
+    page.locator("#tasks tbody tr").first.locator(".status", has_text="completed").wait_for(
+        timeout=120_000)
+    assert page.get_by_label("Value of SHOP_MODE").input_value() == "b2b"
+    assert page.get_by_label("limit_time_real", exact=True).input_value() == "120"
+    shot(page, "environment-configured")
+    clean(page)
+    page.context.close()

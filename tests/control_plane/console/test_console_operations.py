@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 
-from control_plane.models import Deployment, Project, Server, WebhookDelivery
+from control_plane.models import Deployment, Environment, Project, Server, WebhookDelivery
 from control_plane.services.servers import ssh as ssh_svc
 from control_plane.services.webhooks import delivery
 from tests.control_plane.console.test_console_pages import _text, member, receiver  # noqa: F401
@@ -189,3 +189,39 @@ def test_the_audit_log_is_filtered_by_a_family_of_actions(world, member):  # noq
     listed = _text(b.get("/audit?action=project.*"))
     assert "<code>project.update</code>" in listed and "<code>environment.update</code>" \
         not in listed
+
+
+def _field_error(page, field_id):
+    found = re.search(rf'<span class="field-error" id="{field_id}-err">([^<]*)</span>', page)
+    return found and html.unescape(found.group(1))
+
+
+def test_a_refused_form_comes_back_with_its_words_beside_each_field(world, member):  # noqa: F811
+    """The form's own page again (422), what was typed kept, each refusal beside its
+    field in a person's words, the field marked for assistive technology; nothing
+    made. From a page of another site, or none, the error page says it instead."""
+    org, b = member
+    project = world.project(org)
+    page_url = f"/projects/{project.id}"
+    r = b.post(f"/projects/{project.id}/environments",
+               {"name": "shop-2", "ram_mb": "lots", "cpu_cores": "2"}, referer=page_url)
+    page = _text(r)
+    assert r.status_code == 422 and f"<h1>{project.name}</h1>" in page
+    assert _field_error(page, "e-ram") == "Enter a whole number."
+    assert ('id="e-ram" name="ram_mb" inputmode="numeric" value="lots" aria-invalid="true" '
+            'aria-describedby="e-ram-err"') in page
+    assert 'value="shop-2"' in page and _field_error(page, "e-name") is None
+    assert "Not saved: 1 field to see to, marked below." in page
+    # The page's other form is untouched: it shows the project's own values.
+    assert f'id="p-name" name="name" maxlength="255" value="{project.name}">' in page
+    assert _field_error(page, "p-name") is None
+    assert not Environment.select().where(Environment.name == "shop-2").exists()
+    # Posted from no page of this site: the error page says it.
+    r = b.post(f"/projects/{project.id}/environments", {"name": "shop-2", "ram_mb": "lots"},
+               referer="https://elsewhere.example/")
+    assert r.status_code == 422 and "That was not done" in _text(r)
+    # A webhook's events, none chosen: said beside them; the URL typed is kept.
+    r = b.post("/webhooks", {"url": "https://hooks.example.com/x"}, referer="/webhooks")
+    page = _text(r)
+    assert r.status_code == 422 and _field_error(page, "w-events")
+    assert 'value="https://hooks.example.com/x"' in page

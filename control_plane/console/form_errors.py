@@ -1,0 +1,40 @@
+"""A form the API's rules refuse comes back as its own page, with what was typed and
+each refusal beside its field (`field_error` in templates/console/_fields.html),
+instead of a page of its own that quotes API field names."""
+
+from urllib.parse import urlsplit
+
+from flask import current_app, g, make_response, request
+from werkzeug.exceptions import HTTPException
+
+# marshmallow's words, as a person filling a form reads them.
+WORDS = {"Missing data for required field.": "This is needed.",
+         "Field may not be null.": "This is needed.",
+         "Not a valid integer.": "Enter a whole number.",
+         "Not a valid number.": "Enter a number.",
+         "Not a valid boolean.": "Choose yes or no.",
+         "Not a valid URL.": "Enter a whole address, such as https://example.com/hook."}
+
+
+def said(messages):
+    """A field's refusals as one sentence a person reads."""
+    return " ".join(WORDS.get(m, m) for m in messages)
+
+
+def page_again(details):
+    """The page the form was posted from, rendered again (422) with `details`
+    ({field: words}) beside its fields and the typed values kept; or None when that
+    page is not one of the console's own (no same-site Referer)."""
+    source = urlsplit(request.headers.get("Referer") or "")
+    if source.netloc != request.host:
+        return None
+    try:
+        endpoint, args = current_app.url_map.bind(request.host).match(source.path, method="GET")
+    except HTTPException:
+        return None
+    if not endpoint.startswith("console.") or endpoint == request.endpoint:
+        return None
+    g.form_errors, g.typed = details, request.form
+    page = make_response(current_app.view_functions[endpoint](**args))
+    page.status_code = 422
+    return page
