@@ -106,7 +106,7 @@ class Environments:
             self._wait_db(db, log)
             conf = n["dir"] / "odoo.conf"
             previous_conf = conf.read_text() if conf.exists() else None
-            commit = self._checkout(spec.get("git"), n["dir"] / "addons", log)
+            code = self._checkout(spec.get("git"), n["dir"] / "addons", log)
             addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
                                                               n["dir"] / "addons", log)
             self._config(n, spec, password, log)
@@ -123,7 +123,7 @@ class Environments:
             _discard_tree(n["dir"] / PREVIOUS_ADDONS)
         log("info", f"environment is up at {address} on its network")
         return {"erp_container": erp.id, "db_container": db.id, "erp_address": address,
-                "git_commit": commit, "image_tag": spec["erp_image"],
+                "git_commit": None, **code, "image_tag": spec["erp_image"],
                 "addon_commits": addon_commits}
 
     def _addon_dirs(self, n, spec):
@@ -282,10 +282,11 @@ class Environments:
         log("info", "the database accepts connections")
 
     def _checkout(self, git, addons, log):
-        """The project's add-ons at the branch (or an exact commit, for rollbacks)."""
+        """The project's add-ons at the branch (or an exact commit, for rollbacks):
+        {git_commit, git_message, git_author}, or {} without a repository."""
         if not git or not git.get("url"):
             log("info", "no Git repository: deploying without add-ons")
-            return None
+            return {}
         work = addons.with_name("addons.new")
         shutil.rmtree(work, ignore_errors=True)
         url, branch, commit = git["url"], git.get("branch") or "main", git.get("commit")
@@ -293,7 +294,7 @@ class Environments:
         git_cmd.clone(url, branch, work, what="the repository")
         if commit:
             git_cmd.checkout(work, commit, what="the repository")
-        sha = git_cmd.head(work)
+        sha, said = git_cmd.head(work), git_cmd.described(work)
         # The code deployed until now, kept until this deploy stands (a failed
         # module update puts it back).
         _discard_tree(addons.with_name(PREVIOUS_ADDONS))
@@ -301,7 +302,7 @@ class Environments:
             addons.rename(addons.with_name(PREVIOUS_ADDONS))
         work.rename(addons)
         log("info", f"add-ons at commit {sha}")
-        return sha
+        return {"git_commit": sha, **said}
 
     def _checkout_addon_repositories(self, repos, addons, log):
         """Each add-on repository at its branch head (or at the exact commit a

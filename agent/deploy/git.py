@@ -65,6 +65,14 @@ def head(work):
     return run(["-C", str(work), "rev-parse", "HEAD"], "reading the commit").strip()
 
 
+def described(work):
+    """{git_message, git_author}: the checked-out commit's subject line and author's
+    name, each at most 200 characters (a deployment's history shows them)."""
+    out = run(["-C", str(work), "log", "-1", "--format=%s%x00%an"], "reading the commit")
+    subject, _, author = out.rstrip("\n").partition("\0")
+    return {"git_message": subject[:200], "git_author": author[:200]}
+
+
 def run(args, what):
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": protocols()}
     try:

@@ -10,6 +10,7 @@ first (`pre_backup`; its row settles with the deploy, services/backups/kinds.py)
 and gets the longer time limit of the tasks that move whole databases."""
 
 from control_plane import events
+from control_plane.inputs.safe_input import storable
 from control_plane.models import Environment
 from control_plane.services.backups import kinds as backup_kinds
 from control_plane.services.backups import wal
@@ -80,9 +81,16 @@ def with_addon_commits(config, commits):
 
 
 def _code_fields(d, result):
-    """What a successful task keeps of the agent's result: the commits it ran."""
-    return {"git_commit": result.get("git_commit") or d.git_commit,
-            "config": with_addon_commits(d.config, result.get("addon_commits"))}
+    """What a successful task keeps of the agent's result: the commits it ran, and
+    the project's commit's subject and author (an agent of 0.2.0 or before sends
+    neither: its deployments show the commit alone)."""
+    fields = {"git_commit": result.get("git_commit") or d.git_commit,
+              "config": with_addon_commits(d.config, result.get("addon_commits"))}
+    said = {k: storable(str(result[f"git_{k}"]))[:200] for k in ("message", "author")
+            if result.get(f"git_{k}")}
+    if said:
+        fields["extra_data"] = {**(d.extra_data or {}), "commit": said}
+    return fields
 
 
 def _destroy_fields(d, result):

@@ -64,6 +64,7 @@ def test_deploy_redeploy_rollback_stop_start_destroy(envs, repo, docker_client, 
     result = e.deploy(spec(env_id, erp_image, postgres_image, repo.url),
                       lambda level, msg: lines.append((level, msg)))
     assert result["git_commit"] == first and result["image_tag"] == erp_image
+    assert (result["git_message"], result["git_author"]) == ("version 1.0", "d")
     assert get(result["erp_address"], "/web/health")[0] == 200
     assert addons(result["erp_address"]) == [("shop_extras", "1.0")]
     assert any("health" in msg for _, msg in lines) and all(lvl == "info" for lvl, _ in lines)
@@ -83,7 +84,7 @@ def test_deploy_redeploy_rollback_stop_start_destroy(envs, repo, docker_client, 
     back = e.deploy(spec(env_id, erp_image, postgres_image, repo.url,
                          git={"url": repo.url, "branch": "main", "commit": first}),
                     lambda *a: None)
-    assert back["git_commit"] == first
+    assert back["git_commit"] == first and back["git_message"] == "version 1.0"
     assert addons(back["erp_address"]) == [("shop_extras", "1.0")]
 
     e.stop(env_id, lambda *a: None)
