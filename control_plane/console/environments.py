@@ -31,6 +31,17 @@ LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.R
 
 
 @blp.app_template_global()
+def took(start, end):
+    """How long a task ran, as a person says it: 42 s, 3 min 5 s, 1 h 2 min."""
+    seconds = max(0, round((end - start).total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+@blp.app_template_global()
 def task_name(task):
     """A task as a person names it: its kind, or for a rollback, to which version."""
     if task.trigger != states.Trigger.ROLLBACK:
@@ -60,11 +71,15 @@ def _running(tasks):
     """The ids of the deployment whose code runs now (the newest successful one that
     deployed code; `tasks` are newest first) and, when it is a rollback, of its target:
     rolling back to either would change nothing."""
-    for t in tasks:
-        if t.status == states.DeploymentStatus.SUCCESS and t.kind in kinds.names(
-                deploys_code=True):
-            return {t.id, t.rollback_from_id}
-    return set()
+    current = _current(tasks)
+    return {current.id, current.rollback_from_id} if current else set()
+
+
+def _current(tasks):
+    """The deployment whose code runs now: the newest successful one that deployed
+    code (`tasks` are newest first), or None."""
+    return next((t for t in tasks if t.status == states.DeploymentStatus.SUCCESS
+                 and t.kind in kinds.names(deploys_code=True)), None)
 
 
 @blp.get("/environments/<uuid:env_id>")
@@ -78,6 +93,7 @@ def _page(env_id, code=200, **form_state):
     shown = request.args.get("task") or (str(tasks[0]["task"].id) if tasks else None)
     config = config_change.read(actor(), env_id)
     return render("environment.html", code, env=env, status=_status(env_id), tasks=tasks,
+                  current=_current([row["task"] for row in tasks]),
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
                   drills=drills.page(actor(), env_id, page_size=5)["items"],

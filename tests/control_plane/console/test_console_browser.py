@@ -436,6 +436,7 @@ def test_an_ended_session_is_signed_out_on_its_next_request(stand):
     assert "/sign-in" in page.url
     assert page.get_by_role("button", name="Sign in").count() == 1
     shot(page, "sign-in")
+    assert accessibility_violations(page) == [], "sign-in"
     page.context.close()
 
 
@@ -467,6 +468,7 @@ def test_a_redeploy_then_a_rollback_to_the_first_deployment(stand, deployed):
     # Asked first: what a redeploy does, then confirmed; the page says it started.
     page.locator("#confirm-h", has_text=f"Redeploy {deployed.name}?").wait_for()
     shot(page, "confirm-redeploy")
+    assert accessibility_violations(page) == [], "confirm-redeploy"
     page.get_by_role("button", name="Redeploy", exact=True).click()
     page.wait_for_url("**/environments/*")
     assert page.get_by_role("status").first.inner_text().startswith(
@@ -611,6 +613,7 @@ def test_an_unknown_address_is_a_page_of_the_console(stand):
     page.problems.clear()
     assert page.evaluate("() => getComputedStyle(document.body).margin") == "0px"  # the CSS
     shot(page, "not-found")
+    assert accessibility_violations(page) == [], "not-found"
     page.get_by_role("link", name="Go to the console's home page").click()
     page.wait_for_url(stand.url + "/")
     clean(page)
@@ -635,6 +638,7 @@ def test_a_server_is_added_from_a_phone_and_an_environment_configured_with_the_f
     assert phone.evaluate("() => navigator.clipboard.readText()") == command
     assert phone.evaluate("() => document.documentElement.scrollWidth") <= 390
     shot(phone, "server-token-390")
+    assert accessibility_violations(phone) == [], "server-token-390"
     phone.goto(stand.url + "/servers")
     assert "warehouse" in phone.locator("#tokens-h + table").inner_text()
     clean(phone)

@@ -11,6 +11,7 @@ import subprocess
 
 from control_plane.models import Deployment, Environment, Project, Server, WebhookDelivery
 from control_plane.services.servers import ssh as ssh_svc
+from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.control_plane.console.test_console_pages import _text, member, receiver  # noqa: F401
 from tests.control_plane.webhooks.test_delivery import event, hook
@@ -225,3 +226,35 @@ def test_a_refused_form_comes_back_with_its_words_beside_each_field(world, membe
     page = _text(r)
     assert r.status_code == 422 and _field_error(page, "w-events")
     assert 'value="https://hooks.example.com/x"' in page
+
+
+def test_a_deployment_shows_its_commit_subject_author_and_time_and_the_page_what_runs(
+        world, member, fake_clock):  # noqa: F811
+    """The agent's result names the commit, its subject and author (an older agent's,
+    the commit alone); the history shows them with how long the task took, and the
+    page's head what the environment runs, where, and from which branch."""
+    org, b = member
+    env = world.environment(world.project(org))
+    for name, said in (("old agent", {}), ("new agent", {"git_message": "Fix invoice totals",
+                                                          "git_author": "Ada <script>"})):
+        r = b.post(f"/environments/{env.id}/actions/redeploy", {"confirmed": "1"})
+        assert r.status_code == 303, name
+        task = Deployment.select().where(Deployment.environment == env.id).order_by(
+            Deployment.created_at.desc()).first()
+        engine.on_ack(task.id)
+        fake_clock.advance(seconds=185)
+        engine.on_result(task.id, True, {"git_commit": "ab" * 20, **said}, None)
+        page = _text(b.get(f"/environments/{env.id}"))
+        row = re.search(rf'<tr>(?:(?!</tr>).)*task={task.id}(?:(?!</tr>).)*</tr>', page,
+                        re.S).group(0)
+        assert '<td data-label="Took">3 min 5 s</td>' in row, row
+        assert "<code>" + "ab" * 5 + "</code>" in row
+        head = re.search(r'<p class="facts-line">(.*?)</p>', page, re.S).group(0)
+        assert f"on <a href=\"/servers/{env.server_id}\">" in head and "branch main" in head
+        if said:
+            assert "Fix invoice totals · Ada &lt;script&gt;" in row
+            assert "“Fix invoice totals” by Ada &lt;script&gt;" in head
+        else:
+            assert "<small>" not in row and "by" not in head.split("runs")[1]
+    assert Deployment.get_by_id(task.id).extra_data["commit"] == {
+        "message": "Fix invoice totals", "author": "Ada <script>"}

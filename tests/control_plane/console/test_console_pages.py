@@ -160,6 +160,9 @@ def test_a_backups_size_is_what_is_stored_beside_its_data_in_1024_based_units(wo
                      backups)
     assert ('<td data-label="Stored (compressed)">9.0 KiB</td>'
             '<td data-label="Data (uncompressed)">7.9 MiB</td>') in backups
+    # The restore picker names each backup with its type and stored size.
+    assert re.search(rf'<option value="{backup.id}">[^<]* UTC \(manual, 9.0 KiB\)</option>',
+                     backups), backups
     # One kind of unit in the whole console: 1024-based, named so.
     server_page = _text(b.get(f"/servers/{server.id}"))
     assert "8192 MiB" in server_page and "100 GiB" in server_page
