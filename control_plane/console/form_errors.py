@@ -1,11 +1,13 @@
 """A form the API's rules refuse comes back as its own page, with what was typed and
-each refusal beside its field (`field_error` in templates/console/_fields.html),
+each refusal beside its field (`error` in templates/console/_fields.html),
 instead of a page of its own that quotes API field names."""
 
 from urllib.parse import urlsplit
 
 from flask import current_app, g, make_response, request
 from werkzeug.exceptions import HTTPException
+
+from control_plane.vocabulary.errors import ApiError
 
 # marshmallow's words, as a person filling a form reads them.
 WORDS = {"Missing data for required field.": "This is needed.",
@@ -35,6 +37,9 @@ def page_again(details):
     if not endpoint.startswith("console.") or endpoint == request.endpoint:
         return None
     g.form_errors, g.typed = details, request.form
-    page = make_response(current_app.view_functions[endpoint](**args))
+    try:
+        page = make_response(current_app.view_functions[endpoint](**args))
+    except (ApiError, HTTPException):  # that page cannot be shown now (it was deleted...)
+        return None
     page.status_code = 422
     return page

@@ -13,6 +13,7 @@ from control_plane.models import Deployment, Environment, Project, Server, Webho
 from control_plane.services.servers import ssh as ssh_svc
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
+from tests.conftest import new_uuid
 from tests.control_plane.console.test_console_pages import _text, member, receiver  # noqa: F401
 from tests.control_plane.webhooks.test_delivery import event, hook
 from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
@@ -220,6 +221,10 @@ def test_a_refused_form_comes_back_with_its_words_beside_each_field(world, membe
     # Posted from no page of this site: the error page says it.
     r = b.post(f"/projects/{project.id}/environments", {"name": "shop-2", "ram_mb": "lots"},
                referer="https://elsewhere.example/")
+    assert r.status_code == 422 and "That was not done" in _text(r)
+    # Posted from a page that cannot be shown now (gone meanwhile): the error page too.
+    r = b.post(f"/projects/{project.id}/environments", {"name": "shop-2", "ram_mb": "lots"},
+               referer=f"/environments/{new_uuid()}")
     assert r.status_code == 422 and "That was not done" in _text(r)
     # A webhook's events, none chosen: said beside them; the URL typed is kept.
     r = b.post("/webhooks", {"url": "https://hooks.example.com/x"}, referer="/webhooks")
