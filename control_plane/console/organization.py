@@ -112,12 +112,14 @@ def keys_page():
 def create_key():
     name = request.form.get("name", "").strip()
     if not 1 <= len(name) <= 255:
-        raise FormInvalid("name: 1 to 255 characters.")
+        raise FormInvalid("name: 1 to 255 characters.",
+                          fields={"name": "Give the key a name of 1 to 255 characters."})
     try:
         project_id = uuid.UUID(request.form["project_id"]) if request.form.get(
             "project_id") else None
     except ValueError:
-        raise FormInvalid("Choose the whole organization or one of its projects.") from None
+        said = "Choose the whole organization or one of its projects."
+        raise FormInvalid(said, fields={"project_id": said}) from None
     key, raw = keys.create_key(
         actor().organization_id, name, request.form.get("key_type", "read_only"),
         "project" if project_id else "organization", project_id=project_id,

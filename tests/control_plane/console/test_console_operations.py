@@ -263,3 +263,22 @@ def test_a_deployment_shows_its_commit_subject_author_and_time_and_the_page_what
             assert "<small>" not in row and "by" not in head.split("runs")[1]
     assert Deployment.get_by_id(task.id).extra_data["commit"] == {
         "message": "Fix invoice totals", "author": "Ada <script>"}
+
+
+def test_a_key_or_a_domain_refused_is_said_beside_its_field(world, member):  # noqa: F811
+    org, b = member
+    r = b.post("/keys", {"name": "   ", "key_type": "read_only"}, referer="/keys")
+    page = _text(r)
+    assert r.status_code == 422 and "<h1>API keys</h1>" in page
+    assert _field_error(page, "k-name") == "Give the key a name of 1 to 255 characters."
+    r = b.post("/keys", {"name": "ci", "project_id": "nope"}, referer="/keys")
+    page = _text(r)
+    assert _field_error(page, "k-project") == \
+        "Choose the whole organization or one of its projects."
+    assert 'id="k-name" name="name" required maxlength="255" value="ci"' in page
+    env = world.environment(world.project(org))
+    r = b.post(f"/environments/{env.id}/domains", {"domain": "a" * 301},
+               referer=f"/environments/{env.id}")
+    page = _text(r)
+    assert r.status_code == 422 and f"<h1>{env.name}</h1>" in page
+    assert "between 1 and 300" in _field_error(page, "d-name")
