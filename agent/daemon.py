@@ -20,7 +20,7 @@ from agent.facts import host_facts
 from agent.journal import CommandJournal
 from agent.status import StatusFile, now_iso
 from protocol import wire
-from protocol.kinds import CommandKind
+from protocol.kinds import DISK_CHANGING
 from protocol.v1 import agent_pb2 as pb
 from protocol.v1 import agent_pb2_grpc as pb_grpc
 
@@ -41,7 +41,6 @@ _END = object()
 INTERRUPTED = "interrupted by an agent restart; not run again"
 PROXY_WATCH_SECONDS = 10
 FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
-MEASURED_AFTER = (CommandKind.DEPLOY, CommandKind.RESTORE)  # they change what is on disk
 
 
 def backoff(attempt):
@@ -404,7 +403,7 @@ class Agent(Host):
             result, ok, error = result if isinstance(result, dict) else None, False, str(exc)
         self.journal.finish(command.id, ok, result, error)
         self._send(outbox, result_message(command.id, ok, result, error))
-        if ok and command.kind in MEASURED_AFTER:
+        if ok and command.kind in DISK_CHANGING:
             self._measure_disk.set()
 
     def handle_command(self, kind, payload, log):

@@ -27,6 +27,11 @@ class CommandKind(StrEnum):
     UPGRADE = "upgrade"  # the agent installs the control plane's version and restarts into it
 
 
+# Kinds whose success changes what an environment holds on disk: its use is measured
+# again at once, not at the next interval (the agent's meter, the SSH checks).
+DISK_CHANGING = (CommandKind.DEPLOY, CommandKind.RESTORE)
+
+
 class TaskKind(StrEnum):
     DEPLOY = "deploy"
     REDEPLOY = "redeploy"

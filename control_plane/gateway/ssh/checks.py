@@ -4,7 +4,8 @@ each bounded by its own timeouts. A check is one `berth-agent check` (reachable
 or not, and since when not; the host's size; its metrics and crash loops for the
 fleet alerts; the proxy's state), installs the agent where there is none or an
 older one (in the background), gives a new server its configuration, sends the
-commands due to it, and measures the disk use every SSH_DISK_SECONDS."""
+commands due to it, and measures the disk use every SSH_DISK_SECONDS (and at once
+after a deploy or restore there)."""
 
 import asyncio
 import logging
@@ -82,17 +83,31 @@ class Checks:
                  [metrics[name] for name in SERVER_SERIES])])
         if proxy is not None:
             await reports.proxy(server_id, proxy)
-        now = self.sessions.loop.time()
-        if now - self.measured.get(server_id, -1e9) < settings["SSH_DISK_SECONDS"]:
-            return
+        if (self.sessions.loop.time() - self.measured.get(server_id, -1e9)
+                >= settings["SSH_DISK_SECONDS"]):
+            await self.disk(target)
+
+    async def disk(self, target):
+        """The disk use of the server's environments, measured there and recorded."""
+        server_id, now = target.server_id, self.sessions.loop.time()
         try:
-            async with asyncio.timeout(settings["SSH_DISK_SECONDS"]):
+            async with asyncio.timeout(self.sessions.settings["SSH_DISK_SECONDS"]):
                 report = pb.DiskReport.FromString(await self.sessions.invoke(target, "disk", b""))
         except (NotConnected, TimeoutError) as exc:
             log.warning("disk use of server %s: %s", server_id, exc)
             return
         self.measured[server_id] = now
         await reports.disk(server_id, report)
+
+    def disk_changed(self, server_id):
+        """A deploy or restore succeeded there: its disk use is measured now (in the
+        background, on the link's loop), as an agent's meter wakes after one, not at
+        the next interval."""
+        async def measure():
+            target = await asyncio.to_thread(servers_ssh.target, server_id)
+            if target is not None:
+                await self.disk(target)
+        asyncio.ensure_future(measure())
 
 
 def _answers(out):

@@ -14,14 +14,16 @@ from control_plane.gateway import reports
 from control_plane.services.servers import ssh as servers_ssh
 from control_plane.services.tasks import queue
 from protocol import frames, wire
+from protocol.kinds import DISK_CHANGING
 from protocol.v1 import agent_pb2 as pb
 
 log = logging.getLogger("berth.ssh")
 
 
 class Commands:
-    def __init__(self, sessions):
+    def __init__(self, sessions, disk_changed=None):
         self.sessions = sessions
+        self.disk_changed = disk_changed  # called with a server id after a deploy or restore
         self.following = set()  # command ids whose `exec` this process is reading
         self.delivering = {}  # server id -> Lock: one look for due commands at a time
 
@@ -54,7 +56,11 @@ class Commands:
                 while chunk := await process.stdout.read(65536):
                     whole, buffer = frames.split(buffer + chunk)
                     for data in whole:
-                        await _record(server_id, pb.AgentMessage.FromString(data))
+                        reply = pb.AgentMessage.FromString(data)
+                        await _record(server_id, reply)
+                        if (reply.WhichOneof("body") == "result" and reply.result.ok
+                                and message.kind in DISK_CHANGING and self.disk_changed):
+                            self.disk_changed(server_id)
                 ended = await process.wait()
                 if ended.exit_status:
                     why = (ended.stderr or b"").decode(errors="replace").strip()[-300:]

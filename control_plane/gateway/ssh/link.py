@@ -22,7 +22,7 @@ class SshLink:
     def __init__(self, settings):
         self.settings = settings
         self.sessions = Sessions(settings)
-        self.commands = Commands(self.sessions)
+        self.commands = Commands(self.sessions, disk_changed=lambda s: self.checks.disk_changed(s))
         self.installer = Installer(self.sessions)
         self.checks = Checks(self.sessions, self.commands, self.installer)
 

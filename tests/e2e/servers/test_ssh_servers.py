@@ -250,6 +250,9 @@ def test_deploy_stop_backup_and_delete_over_ssh(client, over_ssh, backend, docke
     if backend != "sqlite":
         pytest.skip("the flow runs once; the SSH rows above run on both databases")
     s = over_ssh
+    # Measured at the first check (nothing deployed yet), then not for an hour: the
+    # deploy's own measurement is what shows its disk use below.
+    s.settings["SSH_DISK_SECONDS"] = 3600
     r = client.post(f"{P}/projects/{s.project.id}/environments", headers=s.key,
                     json={"name": "Production", "environment_type": "production"})
     assert r.status_code == 201, r.json
@@ -288,7 +291,8 @@ def test_deploy_stop_backup_and_delete_over_ssh(client, over_ssh, backend, docke
     assert metrics["erp"]["cpu_percent"] is None and metrics["erp"]["memory_used_bytes"] is None
     logs = polled_get(client, f"{P}/environments/{env_id}/runtime-logs?source=erp", s.reader)
     assert logs["lines"] >= 1
-    # The disk use, measured over SSH by the checks (as an agent measures it on its own).
+    # The disk use, measured over SSH once the deploy succeeded (as an agent's meter
+    # wakes after one), not at the next interval.
     disk = wait_for(lambda: (d := polled_get(client, f"{P}/environments/{env_id}/metrics",
                                              s.reader)["disk"])["database_bytes"] and d,
                     timeout=60, interval=1, what="disk measured")
