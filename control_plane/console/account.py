@@ -8,10 +8,17 @@ from itsdangerous import BadSignature
 from limits import RateLimitItemPerMinute
 
 from control_plane.console import berth, blp, confirm, render, set_cookie, user
+from control_plane.console.form_errors import beside
 from control_plane.infra import clock, security
 from control_plane.services.accounts import sessions
 from control_plane.services.accounts import totp as second_factor  # `totp` is the view
-from control_plane.vocabulary.errors import ApiError, RateLimited
+from control_plane.vocabulary.errors import (
+    ApiError,
+    InvalidCredentials,
+    InvalidTotpCode,
+    RateLimited,
+    WeakPassword,
+)
 
 # Guesses are slow (Argon2) and few: per address, and per e-mail from any address.
 SIGN_IN_PER_IP = RateLimitItemPerMinute(10)
@@ -100,9 +107,11 @@ def _offered_secret():
 def change_password():
     # As many guesses of the current password as a sign-in allows.
     berth().limiter.hit(SIGN_IN_PER_EMAIL, "console-sign-in:email", user().email.lower())
-    sessions.change_password(user(), request.form.get("current", "")[:sessions.PASSWORD_MAX],
-                             request.form.get("new", ""), g.console_session.id)
-    return redirect(url_for("console.account"), 303)
+    current, new = request.form.get("current", ""), request.form.get("new", "")
+    with beside("current", InvalidCredentials), beside("new", WeakPassword):
+        sessions.change_password(user(), current[:sessions.PASSWORD_MAX], new,
+                                 g.console_session.id)
+    return redirect(url_for("console.account", done="password"), 303)
 
 
 @blp.post("/account/sessions/<uuid:session_id>/end")
@@ -122,7 +131,10 @@ def totp():
     if request.form.get("action") == "disable":
         # Guesses of a code count against the e-mail's sign-in limit, as codes there do.
         berth().limiter.hit(SIGN_IN_PER_EMAIL, "console-sign-in:email", user().email.lower())
-        sessions.totp_disable(user(), code)
-    else:
-        sessions.totp_enable(user(), _offered_secret(), code, g.console_session.id)
-    return redirect(url_for("console.account"), 303)
+        with beside("code", InvalidTotpCode):
+            sessions.totp_disable(user(), code)
+        return redirect(url_for("console.account", done="totp-off"), 303)
+    secret = _offered_secret()
+    with beside("code", InvalidTotpCode):
+        sessions.totp_enable(user(), secret, code, g.console_session.id)
+    return redirect(url_for("console.account", done="totp-on"), 303)

@@ -6,6 +6,7 @@ import uuid
 
 from flask import redirect, request, url_for
 
+from control_plane.api.ops.backups import CreateBackupBody
 from control_plane.api.ops.domains import AddDomainBody
 from control_plane.console import (
     FormInvalid,
@@ -18,6 +19,7 @@ from control_plane.console import (
     form,
     render,
 )
+from control_plane.console.form_errors import beside
 from control_plane.services.backups import backups, drills, wal
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
@@ -25,7 +27,14 @@ from control_plane.services.environment_settings import access, domains
 from control_plane.services.servers import monitoring
 from control_plane.services.tasks import kinds
 from control_plane.vocabulary import states
-from control_plane.vocabulary.errors import ApiError, InvalidConfiguration, NotFound
+from control_plane.vocabulary.errors import (
+    ApiError,
+    DomainInUse,
+    DomainLimitReached,
+    InvalidConfiguration,
+    InvalidDomain,
+    NotFound,
+)
 
 LIVE = (states.TaskStatus.PENDING, states.TaskStatus.QUEUED, states.TaskStatus.RUNNING)
 
@@ -214,7 +223,7 @@ def rollback(task_id):
 
 @blp.post("/environments/<uuid:env_id>/backups")
 def create_backup(env_id):
-    comment = request.form.get("comment", "").strip()[:500] or None
+    comment = form(CreateBackupBody(), ("comment",))["comment"]
     backup = backups.take(actor(), env_id, berth=berth(), comment=comment)
     return redirect(url_for("console.environment", env_id=env_id, task=backup.task_id), 303)
 
@@ -256,7 +265,8 @@ def download_backup(backup_id, part):
 def add_domain(env_id):
     body = form(AddDomainBody())
     env = access.environment(actor(), env_id, "project.environments.deploy")
-    domains.add(env, body["domain"], berth().settings["APPS_DOMAIN"])
+    with beside("domain", InvalidDomain, DomainLimitReached, DomainInUse):
+        domains.add(env, body["domain"], berth().settings["APPS_DOMAIN"])
     return redirect(url_for("console.environment", env_id=env_id) + "#domains", 303)
 
 

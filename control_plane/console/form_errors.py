@@ -2,12 +2,13 @@
 each refusal beside its field (`error` in templates/console/_fields.html),
 instead of a page of its own that quotes API field names."""
 
+from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from flask import current_app, g, make_response, request
 from werkzeug.exceptions import HTTPException
 
-from control_plane.vocabulary.errors import ApiError
+from control_plane.vocabulary.errors import ApiError, Unprocessable
 
 # marshmallow's words, as a person filling a form reads them.
 WORDS = {"Missing data for required field.": "This is needed.",
@@ -21,6 +22,18 @@ WORDS = {"Missing data for required field.": "This is needed.",
 def said(messages):
     """A field's refusals as one sentence a person reads."""
     return " ".join(WORDS.get(m, m) for m in messages)
+
+
+@contextmanager
+def beside(field, *refusals):
+    """A refusal of one of the `refusals` kinds raised within (a service's own check
+    of one field: a domain's rules, a password's length) said beside `field`, as the
+    schema's refusals are (its status and code kept where no page can show it again)."""
+    try:
+        yield
+    except refusals as err:
+        raise Unprocessable(err.message, code=err.code, status=err.status,
+                            fields={field: err.message}) from None
 
 
 def page_again(details):

@@ -9,11 +9,20 @@ import json
 import re
 import subprocess
 
-from control_plane.models import Deployment, Environment, Project, Server, WebhookDelivery
+from control_plane.models import (
+    Backup,
+    CustomDomain,
+    Deployment,
+    Environment,
+    Project,
+    Server,
+    WebhookDelivery,
+)
 from control_plane.services.servers import ssh as ssh_svc
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.conftest import new_uuid
+from tests.control_plane.console.test_console import PASSWORD
 from tests.control_plane.console.test_console_pages import _text, member, receiver  # noqa: F401
 from tests.control_plane.webhooks.test_delivery import event, hook
 from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
@@ -282,3 +291,46 @@ def test_a_key_or_a_domain_refused_is_said_beside_its_field(world, member):  # n
     page = _text(r)
     assert r.status_code == 422 and f"<h1>{env.name}</h1>" in page
     assert "between 1 and 300" in _field_error(page, "d-name")
+
+
+def test_a_password_code_comment_or_domain_refused_is_said_beside_its_field(world, member):  # noqa: F811
+    """Refusals of a service's own checks (the current password, a password's length,
+    a second factor's code, a domain's rules and owner) and a backup comment longer
+    than the API takes: beside their field on the page, nothing changed; a typed
+    password is never shown again."""
+    org, b = member
+    r = b.post("/account/password", {"current": "not my password", "new": "x" * 20},
+               referer="/account")
+    page = _text(r)
+    assert r.status_code == 422 and "<h1>Your account</h1>" in page
+    assert _field_error(page, "pw-current") == "The current password is not right."
+    assert "not my password" not in page and "x" * 20 not in page
+    r = b.post("/account/password", {"current": PASSWORD, "new": "short"}, referer="/account")
+    assert _field_error(_text(r), "pw-new") == "The password must be 12 to 1024 characters long."
+    r = b.post("/account/password", {"current": PASSWORD, "new": "a new long password"},
+               referer="/account")
+    assert r.status_code == 303
+    assert "Your password is changed" in _text(b.get(r.headers["Location"]))
+    sealed = re.search(r'name="sealed" value="([^"]+)"', _text(b.get("/account"))).group(1)
+    r = b.post("/account/totp", {"sealed": sealed, "code": "000000"}, referer="/account")
+    assert _field_error(_text(r), "t-code") == "The authentication code is not right."
+    assert b.post("/account/totp", {"sealed": sealed, "code": "000000"}).status_code == 401
+
+    env = world.environment(world.project(org))
+    r = b.post(f"/environments/{env.id}/backups", {"comment": "y" * 1001},
+               referer=f"/environments/{env.id}")
+    page = _text(r)
+    assert r.status_code == 422 and "Longer than maximum length 1000." in \
+        _field_error(page, "b-comment")
+    assert 'value="' + "y" * 1001 + '"' in page and Backup.select().count() == 0
+    r = b.post(f"/environments/{env.id}/domains", {"domain": "192.0.2.7"},
+               referer=f"/environments/{env.id}")
+    assert _field_error(_text(r), "d-name") == "An IP address is not a domain."
+    other = world.environment(env.project)
+    assert b.post(f"/environments/{other.id}/domains", {"domain": "erp.acme-shop.com"},
+                  referer=f"/environments/{other.id}").status_code == 303
+    r = b.post(f"/environments/{env.id}/domains", {"domain": "erp.acme-shop.com"},
+               referer=f"/environments/{env.id}")
+    assert "erp.acme-shop.com is already the domain of environment" in \
+        _field_error(_text(r), "d-name")
+    assert CustomDomain.select().where(CustomDomain.environment == env.id).count() == 0
