@@ -281,6 +281,7 @@ def set_cookie(response, raw):
 def register(app):
     from control_plane.console import (  # noqa: F401 - the views register on `blp`
         account,
+        backups,
         environments,
         organization,
         overview,

@@ -1,17 +1,15 @@
 """An environment's page: status, actions, task history with the live task log,
-runtime logs, charts, backups and restore drills, domains and configuration."""
+runtime logs, charts, backups and restore drills (their forms: console/backups.py),
+domains and configuration."""
 
-import datetime as dt
 import uuid
 
 from flask import redirect, request, url_for
 
-from control_plane.api.ops.backups import CreateBackupBody
 from control_plane.api.ops.domains import AddDomainBody
 from control_plane.console import (
     FormInvalid,
     actor,
-    audited_read,
     berth,
     blp,
     config_form,
@@ -192,16 +190,17 @@ def _typed(env):
     return env.name if env.environment_type == "production" else None
 
 
-def _confirmed(env):
-    """Destructive actions: the environment's name typed again."""
+def confirmed(env):
+    """Destructive actions (destroy, restore): the environment's name typed again."""
     if request.form.get("confirm_name", "").strip() != env.name:
-        raise FormInvalid("Type the environment's name exactly to confirm.")
+        said = f"Type the environment's name, {env.name}, exactly to confirm."
+        raise FormInvalid(said, fields={"confirm_name": said})
 
 
 @blp.post("/environments/<uuid:env_id>/destroy")
 def destroy(env_id):
     env = envs.get_environment(actor(), env_id)
-    _confirmed(env)
+    confirmed(env)
     envs.delete_environment(actor(), env_id, "true", berth=berth())
     return redirect(url_for("console.project", project_id=env.project_id, done="destroy"), 303)
 
@@ -217,46 +216,6 @@ def rollback(task_id):
     d = operations.rollback(actor(), task_id, berth())
     return redirect(url_for("console.environment", env_id=d.environment_id, task=d.id,
                             done="rollback"), 303)
-
-
-# --- backups --------------------------------------------------------------------------
-
-@blp.post("/environments/<uuid:env_id>/backups")
-def create_backup(env_id):
-    comment = form(CreateBackupBody(), ("comment",))["comment"]
-    backup = backups.take(actor(), env_id, berth=berth(), comment=comment)
-    return redirect(url_for("console.environment", env_id=env_id, task=backup.task_id), 303)
-
-
-@blp.post("/environments/<uuid:env_id>/drills")
-def drill(env_id):
-    d = drills.drill_now(actor(), env_id, berth=berth())
-    return redirect(url_for("console.environment", env_id=env_id, task=d["id"]), 303)
-
-
-@blp.post("/environments/<uuid:env_id>/restore")
-def restore(env_id):
-    env = envs.get_environment(actor(), env_id)
-    _confirmed(env)
-    moment = request.form.get("target_time")
-    try:
-        backup_id = None if moment else uuid.UUID(request.form.get("backup_id", ""))
-    except ValueError:
-        raise FormInvalid("Choose a backup to restore.") from None
-    try:  # the form's moment is UTC, as the page shows every time
-        target_time = dt.datetime.fromisoformat(moment) if moment else None
-    except ValueError:
-        raise FormInvalid("Give the moment as a date and a time (UTC).") from None
-    task = backups.restore_into(actor(), env_id, backup_id, berth=berth(),
-                                target_time=target_time)
-    return redirect(url_for("console.environment", env_id=env_id, task=task.id), 303)
-
-
-@blp.get("/backups/<uuid:backup_id>/download/<any(database,filestore,manifest):part>")
-def download_backup(backup_id, part):
-    audited_read()
-    urls = backups.download(actor(), backup_id, berth())
-    return redirect(urls[f"{part}_url"], 303)
 
 
 # --- domains and configuration ---------------------------------------------------------

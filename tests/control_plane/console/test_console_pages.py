@@ -521,7 +521,28 @@ def test_the_point_in_time_window_is_shown_and_a_moment_restored(world, member, 
     assert r.status_code == 422 and "date and a time" in _text(r)
     r = b.post(f"/environments/{env.id}/restore", {
         "confirm_name": env.name, "target_time": f"{start - dt.timedelta(minutes=1):%Y-%m-%dT%H:%M:%S}"})
-    assert r.status_code == 422 and "point-in-time window" in _text(r)
+    assert r.status_code == 422 and f"Choose a moment from {start:%Y-%m-%d %H:%M:%S}" in _text(r)
+    # From the page: the refusal beside the field of the form sent, that form open.
+    early = f"{start - dt.timedelta(minutes=1):%Y-%m-%dT%H:%M:%S}"
+    page = _text(b.post(f"/environments/{env.id}/restore", {
+        "confirm_name": env.name, "target_time": early}, referer=f"/environments/{env.id}"))
+    said = re.search(r'<span class="field-error" id="t-time-err">([^<]*)</span>', page)
+    assert said and said.group(1) == (f"Choose a moment from {start:%Y-%m-%d %H:%M:%S} to "
+                                      f"{end:%Y-%m-%d %H:%M:%S} UTC.")
+    assert f'value="{early}" aria-invalid="true"' in page
+    assert '<details class="panel danger" open>\n    <summary>Restore to a moment' in page
+    page = _text(b.post(f"/environments/{env.id}/restore", {
+        "confirm_name": "prod", "backup_id": str(Backup.get().id)},
+        referer=f"/environments/{env.id}"))
+    assert f'id="r-confirm-err">Type the environment&#39;s name, {env.name}, exactly' in page
+    assert 't-time-err' not in page and 't-confirm-err' not in page
+    page = _text(b.post(f"/environments/{env.id}/destroy", {"confirm_name": "prod"},
+                        referer=f"/environments/{env.id}"))
+    assert 'id="x-confirm-err">Type the environment&#39;s name' in page
+    bare = world.environment(env.project)
+    r = b.post(f"/environments/{bare.id}/restore", {"confirm_name": bare.name,
+                                                     "target_time": early})
+    assert r.status_code == 422 and "Nothing is restorable to a moment yet" in _text(r)
     assert not Deployment.select().where(Deployment.environment == env.id).exists()
     r = b.post(f"/environments/{env.id}/restore", {
         "confirm_name": env.name, "target_time": f"{start + dt.timedelta(hours=1):%Y-%m-%dT%H:%M:%S}"})
