@@ -18,6 +18,7 @@ from control_plane.console import (
     render,
 )
 from control_plane.console.form_errors import beside
+from control_plane.console.panels import panel_digest, polled
 from control_plane.services.backups import backups, drills, wal
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
@@ -98,8 +99,9 @@ def _page(env_id, code=200, **form_state):
     env = envs.get_environment(actor(), env_id)
     tasks = _tasks(env_id)
     shown = request.args.get("task") or (str(tasks[0]["task"].id) if tasks else None)
-    config = config_change.read(actor(), env_id)
-    return render("environment.html", code, env=env, status=_status(env_id), tasks=tasks,
+    config, status = config_change.read(actor(), env_id), _status(env_id)
+    return render("environment.html", code, env=env, status=status, tasks=tasks,
+                  seen=panel_digest("_status.html", env_id=env_id, status=status),
                   current=_current([row["task"] for row in tasks]),
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
@@ -112,7 +114,7 @@ def _page(env_id, code=200, **form_state):
 
 @blp.get("/environments/<uuid:env_id>/status-panel")
 def status_panel(env_id):
-    return render("_status.html", env_id=env_id, status=_status(env_id))
+    return polled("_status.html", env_id=env_id, status=_status(env_id))
 
 
 @blp.get("/environments/<uuid:env_id>/tasks-panel")

@@ -177,3 +177,26 @@ def test_a_thousand_environments_are_one_page_in_a_fixed_number_of_queries(app, 
         counts.append(_statements(db, lambda: b.get("/")))
     assert counts[0] == counts[1], counts
     assert Environment.select().count() >= 60
+
+
+def test_the_polled_panels_answer_again_only_when_what_they_show_changed(app, world):
+    """The attention list and an environment's status panel (both aria-live) are
+    polled with the digest of what the page shows: unchanged, the answer is 204 and
+    htmx keeps the panel, so a screen reader is not read it again every poll."""
+    org = world.org()
+    env = world.environment(world.project(org))
+    b = _signed_in(app, world, org)
+
+    def poll_url(page, panel):
+        found = re.search(rf'<div id="{panel}"[^>]* hx-get="([^"]+)"', page)
+        return found.group(1).replace("&amp;", "&")
+
+    for page_path, panel in (("/", "attention"), (f"/environments/{env.id}", "status")):
+        url = poll_url(_text(b.get(page_path)), panel)
+        assert "seen=" in url and b.get(url).status_code == 204, (panel, url)
+        Environment.update(status="failed").where(Environment.id == env.id).execute()
+        changed = b.get(url)
+        assert changed.status_code == 200 and "failed" in _text(changed), panel
+        again = poll_url(_text(changed), panel)
+        assert again != url and b.get(again).status_code == 204, panel
+        Environment.update(status="running").where(Environment.id == env.id).execute()
