@@ -5,7 +5,8 @@ history, a backup taken (its comment and sizes listed) and restored after typing
 the name, a redeploy then a rollback to the first deployment, a failing webhook
 receiver, a typed `<script>` shown as text, a write without the CSRF token
 refused, an ended session signed out, a read-only user without write controls,
-an unknown address. No page breaks its Content-Security-Policy. A screenshot of
+an unknown address; axe-core on every page (light, dark, phone), the pages that
+show a secret once and a refused form. No page breaks its Content-Security-Policy. A screenshot of
 each page, at 1280 and 390 px, is saved under build/test-artifacts/console."""
 
 import datetime as dt
