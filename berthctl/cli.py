@@ -107,9 +107,19 @@ def _add_output_option(command):
 
 
 def _register():
-    from berthctl.commands import audit, backups, envs, logs, metrics, projects, rules, servers
+    from berthctl.commands import (
+        audit,
+        backups,
+        envs,
+        logs,
+        mcp,
+        metrics,
+        projects,
+        rules,
+        servers,
+    )
 
-    for module in (projects, servers, rules, audit, envs, logs, metrics, backups):
+    for module in (projects, servers, rules, audit, envs, logs, metrics, backups, mcp):
         for command in module.COMMANDS:
             cli.add_command(command)
     _add_output_option(cli)

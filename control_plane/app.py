@@ -112,6 +112,7 @@ def create_app(config=None):
     from control_plane.api.public import register as register_public
     from control_plane.api.storage_urls import blp as storage_urls
     from control_plane.console import register as register_console
+    from control_plane.mcp.server import blp as mcp
 
     register_public(app)
     register_ops(app)
@@ -120,6 +121,7 @@ def create_app(config=None):
     app.register_blueprint(agent_transfers)
     app.register_blueprint(agent_wal)
     register_console(app)  # the web console, at `/`
+    app.register_blueprint(mcp)  # the MCP server, at `/mcp`
     return app
 
 

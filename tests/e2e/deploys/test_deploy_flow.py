@@ -223,3 +223,33 @@ def test_auto_deploy_applies_when_the_server_registers(client, app, world, gatew
         agent.kill()
         for e in client.get(f"{P}/projects/{project.id}/environments", headers=reader).json:
             Environments(docker_client, root=root).destroy(e["id"], True, lambda *a: None)
+
+
+def test_an_ai_agent_stops_and_deploys_through_mcp(client, deployable, http_app):
+    """The MCP server's tools (the SDK's client on /mcp, over real HTTP) drive the real
+    agent: stop, then deploy; the environment is running again, and MCP reads it so."""
+    from tests.control_plane.mcp.test_mcp import answer, session
+
+    org, project, raw, created = deployable
+    env = client.post(f"{P}/projects/{project.id}/environments", headers=auth(raw),
+                      json={"name": "Agent"}).json
+    created.append(env["id"])
+    reader = auth(deployable_keys.reader)
+    first = polled_get(client, f"{P}/environments/{env['id']}/status", reader)["last_deploy"]["id"]
+    wait_for(lambda: polled_get(client, f"{P}/deployments/{first}", reader)["status"]
+             == "completed", timeout=120, interval=1.0, what="first deploy")
+
+    def through_mcp(tool, **arguments):
+        (result,) = session(http_app, raw, (tool, {"environment_id": env["id"], **arguments}))
+        assert not result.is_error, answer(result)
+        task = answer(result)["task_id"]
+        return wait_for(lambda: (t := polled_get(client, f"{P}/deployments/{task}", reader))
+                        ["status"] in ("completed", "failed") and t, timeout=120, interval=1.0,
+                        what=f"{tool} finished")
+
+    assert through_mcp("stop_environment")["status"] == "completed"
+    assert polled_get(client, f"{P}/environments/{env['id']}", reader)["status"] == "stopped"
+    assert through_mcp("deploy_environment", confirm=True)["status"] == "completed"
+    (status,) = session(http_app, deployable_keys.reader,
+                        ("environment_status", {"environment_id": env["id"]}))
+    assert answer(status)["status"] == "running" and answer(status)["container_running"]
