@@ -53,8 +53,7 @@ def _described(tool):
 
 async def _list_tools(ctx, params):
     actor = _actor.get()
-    return types.ListToolsResult(tools=[_described(t) for t in TOOLS
-                                        if not (t.writes and actor.read_only)])
+    return types.ListToolsResult(tools=[_described(t) for t in TOOLS if t.offered_to(actor)])
 
 
 async def _call_tool(ctx, params):

@@ -7,7 +7,7 @@ Each tool says what it does in MCP's annotations, truthfully: `readOnlyHint` for
 reads; a write that replaces what runs or what is stored (a deploy, a rollback, a
 restore) is `destructiveHint` and needs `confirm: true`; a write that changes
 nothing when repeated is `idempotentHint`. A read-only key is offered the reads
-only (and refused a write by name)."""
+only (and refused a write by name), a project-scoped key no organization-wide tool."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +53,11 @@ class Tool:
     writes: bool = False
     destructive: bool = False  # replaces what runs or what is stored: `confirm` needed
     idempotent: bool = True  # repeated with the same arguments, nothing more changes
+    organization_wide: bool = False  # not for a project-scoped key (the service refuses it)
+
+    def offered_to(self, actor):
+        return not ((self.writes and actor.read_only)
+                    or (self.organization_wide and actor.project_scoped))
 
 
 def _args(*bases, **fields):
@@ -133,7 +138,8 @@ TOOLS = [
              actor, a.pop("project_id"), **a))),
     Tool("list_audit_events", "The organization's audit log, newest first: who changed what.",
          _args(audit_api.AuditArgs), lambda actor, a: _page(audit_api.AuditPage(), audit.list_events(
-             actor, since=a.pop("from_", None), until=a.pop("to", None), **a))),
+             actor, since=a.pop("from_", None), until=a.pop("to", None), **a)),
+         organization_wide=True),
     # --- writes ----------------------------------------------------------------------
     Tool("start_environment", "Start a stopped environment.", _args(**ENVIRONMENT),
          _action("start"), writes=True, idempotent=False),

@@ -75,6 +75,14 @@ def test_a_read_only_key_is_offered_the_reads_and_a_full_key_everything(http_app
         assert tool.input_schema["type"] == "object" and tool.description, name
         assert ("confirm" in tool.input_schema.get("required", [])) == (name in DESTRUCTIVE)
     assert Deployment.select().where(Deployment.environment == env.id).count() == 0
+    # A project-scoped key: no organization-wide tool, and its project only.
+    scoped, _ = world.key(org, "read_only", scope="project", project=env.project)
+    listed, audit_log, others = session(
+        http_app, scoped, None, ("list_audit_events", {}),
+        ("list_environments", {"project_id": str(world.project(org).id)}))
+    assert {t.name for t in listed.tools} == READS - {"list_audit_events"}
+    assert answer(audit_log)["error"] == "org_scope_required"
+    assert answer(others)["error"] == "not_found"
 
 
 def test_answers_are_the_apis_shapes_and_every_call_is_audited(http_app, world, fleet):  # noqa: F811
