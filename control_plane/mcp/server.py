@@ -9,6 +9,7 @@ call, which is an audit event (`mcp.call`) besides those of what the call change
 Nothing outlives the request."""
 
 import contextvars
+import functools
 import json
 import re
 
@@ -42,6 +43,7 @@ INSTRUCTIONS = ("Berth hosts Odoo ERP environments on servers. Start with list_p
                 "stored need confirm: true; ask the person first.")
 
 
+@functools.cache  # the same for every request
 def _described(tool):
     return types.Tool(
         name=tool.name, description=tool.description,
