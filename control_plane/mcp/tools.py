@@ -27,7 +27,7 @@ from control_plane.api.public import environments as env_api
 from control_plane.api.public import monitoring as monitoring_api
 from control_plane.api.public import projects as projects_api
 from control_plane.api.public import servers as servers_api
-from control_plane.api.public.automation import RulePage
+from control_plane.api.public.automation import AutomationRuleSchema, RulePage
 from control_plane.services import audit
 from control_plane.services.automation import rules
 from control_plane.services.backups import backups
@@ -136,6 +136,9 @@ TOOLS = [
     Tool("list_rules", "A project's automation rules: trigger, action, whether on.",
          _args(CursorArgs, **PROJECT), lambda actor, a: _page(RulePage(), rules.list_rules(
              actor, a.pop("project_id"), **a))),
+    Tool("get_rule", "One automation rule: its trigger, action, next and last run.",
+         _args(rule_id=ma.fields.UUID(required=True)), lambda actor, a: _dump(
+             AutomationRuleSchema(), rules.get_rule(actor, a["rule_id"]))),
     Tool("list_audit_events", "The organization's audit log, newest first: who changed what.",
          _args(audit_api.AuditArgs), lambda actor, a: _page(audit_api.AuditPage(), audit.list_events(
              actor, since=a.pop("from_", None), until=a.pop("to", None), **a)),

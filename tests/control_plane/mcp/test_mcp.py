@@ -15,13 +15,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from control_plane.models import AuditEvent, Deployment, TaskLogLine
+from control_plane.services.automation import rules
 from tests.conftest import new_uuid
 from tests.support.agents import http_app  # noqa: F401 - fixture
 
 READS = {"list_projects", "get_project", "list_environments", "get_environment",
          "environment_status", "list_deployments", "get_deployment", "task_log", "runtime_logs",
          "environment_metrics", "list_servers", "server_metrics", "list_backups", "list_rules",
-         "list_audit_events"}
+         "get_rule", "list_audit_events"}
 WRITES = {"start_environment", "stop_environment", "restart_environment",
           "deploy_environment", "redeploy_environment", "backup_environment",
           "restore_environment", "rollback_deployment"}
@@ -109,6 +110,11 @@ def test_answers_are_the_apis_shapes_and_every_call_is_audited(http_app, world, 
                 ("environment_status", "api_key", key.public_id, True),
                 ("task_log", "api_key", key.public_id, False),
                 ("get_environment", "api_key", key.public_id, False)])
+    rule = rules.create_rule(project, name="nightly", trigger={
+        "type": "schedule", "cron": "0 3 * * *", "timezone": "UTC"},
+        action={"type": "backup", "environment_id": str(env.id)})
+    (shown,) = session(http_app, raw, ("get_rule", {"rule_id": str(rule.id)}))
+    assert answer(shown)["name"] == "nightly" and answer(shown)["next_run_at"]
     every = json.dumps([answer(r) for r in (projects, envs, status)])
     assert raw not in every and key.key_hash not in every
 
