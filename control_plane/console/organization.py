@@ -3,7 +3,7 @@ and audit log."""
 
 import uuid
 
-from flask import redirect, request, url_for
+from flask import current_app, redirect, request, url_for
 
 from control_plane.api.public.audit import AuditArgs
 from control_plane.api.public.webhooks import WebhookCreateSchema, WebhookUpdateSchema
@@ -125,7 +125,8 @@ def create_key():
         "project" if project_id else "organization", project_id=project_id,
         owner_id=actor().user_id)
     # The whole key is in this answer only, never again.
-    return render("key_created.html", 201, key=key, raw=raw)
+    return render("key_created.html", 201, key=key, raw=raw,
+                  public_url=current_app.config["PUBLIC_URL"].rstrip("/"))
 
 
 @blp.post("/keys/<string:public_id>/revoke")

@@ -7,6 +7,7 @@ import datetime as dt
 import gzip
 import hashlib
 import html
+import json
 import re
 import urllib.parse
 
@@ -286,6 +287,12 @@ def test_console_writes_are_audited_as_the_user(app, world, member):
     r = b.post("/keys", {"name": "ci", "key_type": "read_only"})
     assert r.status_code == 201
     raw = re.search(r'id="secret">(svc_live_ro_[A-Za-z0-9_-]+)<', _text(r)).group(1)
+    # An AI client's configuration for it, to copy: berthctl mcp with this key.
+    config = json.loads(html.unescape(re.search(r'<pre id="mcp-config" class="copyable">(.*?)</pre>',
+                                                _text(r), re.S).group(1)))
+    assert config["mcpServers"]["berth"] == {"command": "berthctl", "args": ["mcp"], "env": {
+        "BERTH_URL": app.config["PUBLIC_URL"].rstrip("/"), "BERTH_API_KEY": raw}}
+    assert "it reads, it changes nothing" in _text(r)
     # The key works, and it is the user's.
     assert app.test_client().get("/api/public/v1/projects", headers=auth(raw)).status_code == 200
     events = list(AuditEvent.select().where(AuditEvent.organization == org.id)
