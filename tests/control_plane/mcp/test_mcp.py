@@ -186,3 +186,21 @@ def test_no_key_no_answer(http_app, world, fleet):  # noqa: F811
         r = requests.request(method, f"{http_app}/mcp", timeout=10,
                              headers={"Authorization": f"Bearer {raw}"})
         assert r.status_code == 405 and "POST" in r.headers["Allow"], method
+
+
+def test_concurrent_sessions_of_different_keys_each_see_their_own(http_app, world, fleet):  # noqa: F811
+    """Requests served at once by the app's threads (one event loop each, one shared
+    server): each answers as its own key."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    org, _, _ = fleet
+    keys = [world.key(org, kind)[0] for kind in ("read_only", "full_access") * 4]
+
+    def offered(key):
+        listed, called = session(http_app, key, None, ("list_servers", {}))
+        assert not called.is_error, answer(called)
+        return {t.name for t in listed.tools}
+
+    with ThreadPoolExecutor(len(keys)) as pool:
+        seen = list(pool.map(offered, keys))
+    assert seen == [READS, READS | WRITES] * 4
