@@ -44,16 +44,30 @@ def _authenticate_key(req, *, defer=False):
 def authenticate_request():
     # Each read through Flask's context proxies costs a lookup: the objects once.
     req, ctx = request._get_current_object(), g._get_current_object()
+    key = _counted_key(req, ctx, defer=_defers(req))
+    keys.authorize_method(key, req.method)
+    if req.method not in ("GET", "HEAD"):  # what it changes is the key's (services/audit.py)
+        _bind(ctx, req, key)
+
+
+def authenticate_acting_key():
+    """The request's key authenticated and counted as on the public API, and the audit
+    actor of whatever the request does, read or write: for /mcp, whose every message is
+    a POST and which decides per message what the key may do (control_plane/mcp)."""
+    req, ctx = request._get_current_object(), g._get_current_object()
+    _bind(ctx, req, _counted_key(req, ctx))
+    return current_actor()
+
+
+def _counted_key(req, ctx, *, defer=False):
     try:
-        key = ctx.api_key = _authenticate_key(req, defer=_defers(req))
+        key = ctx.api_key = _authenticate_key(req, defer=defer)
     except Unauthorized as exc:
         _name_refused(ctx, exc)
         raise
     ctx.rate_state = current_berth().limiter.hit(
         ratelimit.PER_KEY[key.key_type], "key", key.public_id)
-    keys.authorize_method(key, req.method)
-    if req.method not in ("GET", "HEAD"):  # what it changes is the key's (services/audit.py)
-        _bind(ctx, req, key)
+    return key
 
 
 def _name_refused(ctx, exc, state=None):

@@ -39,6 +39,11 @@ def _flatten(messages, prefix=""):
     return out
 
 
+def invalid_message(details):
+    """A 422's message: each refused field and why, in one line."""
+    return "Invalid request: " + "; ".join(_flatten(details))
+
+
 def http_error_body(error):
     """Body, status and headers for a werkzeug HTTPException (routing, parsing, webargs)."""
     status = error.code or 500
@@ -46,7 +51,7 @@ def http_error_body(error):
     body = {"error": HTTP_CODES.get(status, "error"), "message": error.description or error.name}
     details = data.get("errors") or data.get("messages")
     if status == 422 and details:
-        body["message"] = "Invalid request: " + "; ".join(_flatten(details))
+        body["message"] = invalid_message(details)
         body["details"] = details
     elif status == 400 and details:  # e.g. a body that is not valid JSON
         body["message"] = "; ".join(_flatten(details))

@@ -13,7 +13,7 @@ from control_plane.console.environments import confirmed
 from control_plane.console.form_errors import beside
 from control_plane.services.backups import backups, drills
 from control_plane.services.deploys import environments as envs
-from control_plane.vocabulary.errors import Unprocessable
+from control_plane.vocabulary.errors import OutsideWindow, Unprocessable
 
 
 def _back(env_id, task_id):
@@ -53,22 +53,19 @@ def restore(env_id):
         try:
             task = backups.restore_into(actor(), env_id, None, berth=berth(),
                                         target_time=target_time)
-        except Unprocessable as err:
-            raise _outside(err) from None
+        except OutsideWindow as err:
+            raise Unprocessable(_window(err.extra["window_start"], err.extra["window_end"])
+                                ) from None
     return _back(env_id, task.id)
 
 
-def _outside(err):
-    """The API's refusal of a moment outside the window (it names the field), as the
-    form says it: the window, in the page's own format."""
-    start, end = err.extra.get("window_start"), err.extra.get("window_end")
-    if "window_end" not in err.extra:
-        return err
+def _window(start, end):
+    """The window as the form says it (the API's message names its field)."""
     if start is None:
-        return Unprocessable("Nothing is restorable to a moment yet: no backup holds a base "
-                             "with its WAL archived after it.")
+        return ("Nothing is restorable to a moment yet: no backup holds a base with its "
+                "WAL archived after it.")
     shown = [dt.datetime.fromisoformat(t).strftime("%Y-%m-%d %H:%M:%S") for t in (start, end)]
-    return Unprocessable(f"Choose a moment from {shown[0]} to {shown[1]} UTC.")
+    return f"Choose a moment from {shown[0]} to {shown[1]} UTC."
 
 
 @blp.get("/backups/<uuid:backup_id>/download/<any(database,filestore,manifest):part>")

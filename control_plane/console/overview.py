@@ -17,5 +17,5 @@ def home():
 @blp.get("/attention")
 def attention_panel():
     """The attention list alone: the overview polls it."""
-    found = svc.overview(actor(), berth().settings["APPS_DOMAIN"])
-    return polled("_attention.html", attention=found["attention"])
+    return polled("_attention.html",
+                  attention=svc.attention(actor(), berth().settings["APPS_DOMAIN"]))

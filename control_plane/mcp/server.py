@@ -4,11 +4,11 @@ AI agents holding an API key (`berthctl mcp` carries it over stdio).
 The SDK runs stateless with JSON answers: each POST is one JSON-RPC message
 answered whole, so the control plane's WSGI server serves it like any request.
 The request's key is authenticated and counted against its rate limit as on the
-public API; it decides the tools offered (tools.py) and is the actor of every
-call, which is an audit event (`mcp.call`) besides those of what the call changes.
+public API (api/auth.py); it decides the tools offered (tools.py) and is the actor
+of every call, which is an audit event (`mcp.call`) besides those of what the call
+changes. The handlers run in the request's thread and context (`current_actor()`).
 Nothing outlives the request."""
 
-import contextvars
 import functools
 import json
 import re
@@ -17,23 +17,22 @@ import anyio
 import mcp_types as types
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
-from flask import Blueprint, Response, current_app, g, request
+from flask import Blueprint, Response, request
 from marshmallow import ValidationError
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 
 from control_plane import __version__
-from control_plane.agent_link import current_berth
-from control_plane.infra import ratelimit
+from control_plane.api import auth
+from control_plane.api.smorest import invalid_message
 from control_plane.infra.db import database
 from control_plane.mcp.tools import BY_NAME, TOOLS
 from control_plane.services import audit
-from control_plane.services.accounts import actors, keys
+from control_plane.services.accounts import keys
 from control_plane.vocabulary.errors import ApiError, NotFound, Unprocessable
 
 blp = Blueprint("mcp", __name__)
-_actor = contextvars.ContextVar("mcp_actor")
 # The tools' input schemas: the API's argument schemas as JSON Schema, inlined.
 _converter = MarshmallowPlugin(schema_name_resolver=lambda schema: None)
 APISpec("berth", __version__, "3.0.3", plugins=[_converter])
@@ -54,7 +53,7 @@ def _described(tool):
 
 
 async def _list_tools(ctx, params):
-    actor = _actor.get()
+    actor = auth.current_actor()
     return types.ListToolsResult(tools=[_described(t) for t in TOOLS if t.offered_to(actor)])
 
 
@@ -104,7 +103,7 @@ async def _read_resource(ctx, params):
 def _audited(name, given):
     """A tool's answer (or its error's body) and whether it failed: an audit event
     of the key either way."""
-    actor, tool = _actor.get(), BY_NAME.get(name)
+    actor, tool = auth.current_actor(), BY_NAME.get(name)
     try:
         answer, failed = _run(actor, tool, name, given), False
     except ApiError as err:
@@ -125,12 +124,12 @@ def _run(actor, tool, name, given):
     try:
         loaded = tool.arguments.load(given)
     except ValidationError as err:
-        raise Unprocessable("The arguments are not valid.", details=err.messages) from None
+        raise Unprocessable(invalid_message(err.messages), details=err.messages) from None
     if tool.destructive and loaded.pop("confirm") is not True:
         raise Unprocessable(f"{name} changes what runs or what is stored: call it with "
                             "confirm: true once the person asking has agreed.")
     loaded.pop("confirm", None)
-    return tool.run(actor, loaded)
+    return tool.call(actor, loaded)
 
 
 SERVER = Server("berth", version=__version__, instructions=INSTRUCTIONS,
@@ -141,20 +140,9 @@ SERVER = Server("berth", version=__version__, instructions=INSTRUCTIONS,
 
 @blp.post("/mcp")  # stateless: no stream to GET, no session to DELETE (405 both)
 def endpoint():
-    key = keys.authenticate(keys.presented_key(request.headers.get("Authorization"),
-                                               request.headers.get("X-API-Key")),
-                            current_app.extensions["berth_keys"])
-    g.api_key = key
-    g.rate_state = current_berth().limiter.hit(ratelimit.PER_KEY[key.key_type], "key",
-                                               key.public_id)
-    token = audit.bind(audit.Actor("api_key", key.public_id, key.name, request.remote_addr,
-                                   g.get("request_id")))
-    try:
-        _actor.set(actors.of_key(key))
-        status, headers, body = _answer(request.method, request.headers,
-                                        request.get_data(cache=False))
-    finally:
-        audit.unbind(token)
+    auth.authenticate_acting_key()  # the tools read it as current_actor()
+    status, headers, body = _answer(request.method, request.headers,
+                                    request.get_data(cache=False))
     return Response(body, status=status, headers=headers)
 
 

@@ -49,7 +49,8 @@ class Tool:
     name: str
     description: str
     arguments: ma.Schema  # the API's own rules for what the tool is given
-    run: Callable[[Any, dict], Any]  # (actor, loaded arguments) -> the answer, JSON-able
+    answer: ma.Schema  # the matching endpoint's response schema
+    run: Callable[[Any, dict], Any]  # (actor, loaded arguments) -> the service's result
     writes: bool = False
     destructive: bool = False  # replaces what runs or what is stored: `confirm` needed
     idempotent: bool = True  # repeated with the same arguments, nothing more changes
@@ -59,123 +60,120 @@ class Tool:
         return not ((self.writes and actor.read_only)
                     or (self.organization_wide and actor.project_scoped))
 
+    def call(self, actor, arguments):
+        """The service's result as the endpoint answers it (JSON-able)."""
+        return self.answer.dump(self.run(actor, arguments))
+
 
 def _args(*bases, **fields):
     """The arguments' schema: the API's argument schemas, plus `fields`."""
     return type("Arguments", bases or (ma.Schema,), dict(fields))()
 
 
-def _dump(schema, value):
-    return schema.dump(value)
-
-
 def _domain():
     return current_app.config["APPS_DOMAIN"]
 
 
-def _page(schema, found):
+def _page(found):
     rows, meta = found
-    return schema.dump({"data": rows, "pagination": meta})
+    return {"data": rows, "pagination": meta}
 
 
 def _action(action):
-    return lambda actor, a: _dump(env_api.TaskAcceptedSchema(), envs.act(
-        actor, a["environment_id"], action, berth=current_berth()))
+    return lambda actor, a: envs.act(actor, a["environment_id"], action, berth=current_berth())
 
 
+ID = ma.fields.UUID(required=True)
+WRITE = {"writes": True, "idempotent": False}
+DESTRUCTIVE = {**WRITE, "destructive": True}
 TOOLS = [
     # --- reads ------------------------------------------------------------------------
     Tool("list_projects", "The projects the key can see, oldest first (a cursor page).",
-         _args(CursorArgs), lambda actor, a: _page(projects_api.ProjectPage(),
-                                                   projects.list_projects(actor, **a))),
+         _args(CursorArgs), projects_api.ProjectPage(),
+         lambda actor, a: _page(projects.list_projects(actor, **a))),
     Tool("get_project", "One project: its repository, default branch and server.",
-         _args(**PROJECT), lambda actor, a: _dump(projects_api.ProjectSchema(),
-                                                  projects.get_project(actor, a["project_id"]))),
+         _args(**PROJECT), projects_api.ProjectSchema(),
+         lambda actor, a: projects.get_project(actor, a["project_id"])),
     Tool("list_environments", "A project's environments with their status and URL.",
-         _args(env_api.ListArgs, **PROJECT), lambda actor, a: _dump(
-             env_api.EnvironmentSchema(many=True),
-             envs.environments_of(actor, a["project_id"], a["status"])[0])),
+         _args(env_api.ListArgs, **PROJECT), env_api.EnvironmentSchema(many=True),
+         lambda actor, a: envs.environments_of(actor, a["project_id"], a["status"])[0]),
     Tool("get_environment", "One environment: type, branch, resources, status, URL.",
-         _args(**ENVIRONMENT), lambda actor, a: _dump(
-             env_api.EnvironmentSchema(), envs.get_environment(actor, a["environment_id"]))),
+         _args(**ENVIRONMENT), env_api.EnvironmentSchema(),
+         lambda actor, a: envs.get_environment(actor, a["environment_id"])),
     Tool("environment_status", "An environment's status now: containers, last deployment, "
                                "proxy and certificates.",
-         _args(**ENVIRONMENT), lambda actor, a: _dump(env_api.StatusSchema(), envs.status_snapshot(
-             actor, a["environment_id"], _domain()))),
+         _args(**ENVIRONMENT), env_api.StatusSchema(),
+         lambda actor, a: envs.status_snapshot(actor, a["environment_id"], _domain())),
     Tool("list_deployments", "Deployments (every task: deploys, restarts, backups, restores), "
                              "newest first, of a project or of all.",
-         _args(DeploymentListArgs), lambda actor, a: _page(
-             DeploymentPage(), operations.list_deployments(actor, **a))),
+         _args(DeploymentListArgs), DeploymentPage(),
+         lambda actor, a: _page(operations.list_deployments(actor, **a))),
     Tool("get_deployment", "One deployment (task): kind, status, commit, times, error.",
-         _args(task_id=ma.fields.UUID(required=True)), lambda actor, a: _dump(
-             DeploymentSchema(), operations.get_deployment(actor, a["task_id"]))),
+         _args(task_id=ID), DeploymentSchema(),
+         lambda actor, a: operations.get_deployment(actor, a["task_id"])),
     Tool("task_log", "A task's log (the newest task's without task_id), its last lines.",
-         _args(env_api.LogArgs, **ENVIRONMENT), lambda actor, a: _dump(
-             env_api.TaskLogSchema(), envs.task_log(actor, a["environment_id"], a["task_id"],
-                                                    a["lines"]))),
+         _args(env_api.LogArgs, **ENVIRONMENT), env_api.TaskLogSchema(),
+         lambda actor, a: envs.task_log(actor, a["environment_id"], a["task_id"], a["lines"])),
     Tool("runtime_logs", "The ERP's or PostgreSQL's own log now (source erp, postgres or "
                          "container), read from the server.",
-         _args(monitoring_api.RuntimeLogArgs, **ENVIRONMENT), lambda actor, a: _dump(
-             monitoring_api.RuntimeLogSchema(), monitoring.runtime_logs(
-                 actor, a["environment_id"], a["source"], a["lines"], current_berth()))),
+         _args(monitoring_api.RuntimeLogArgs, **ENVIRONMENT), monitoring_api.RuntimeLogSchema(),
+         lambda actor, a: monitoring.runtime_logs(actor, a["environment_id"], a["source"],
+                                                  a["lines"], current_berth())),
     Tool("environment_metrics", "An environment's CPU, memory and disk use now.",
-         _args(**ENVIRONMENT), lambda actor, a: _dump(
-             monitoring_api.EnvironmentMetricsSchema(), monitoring.environment_metrics(
-                 actor, a["environment_id"], current_berth()))),
+         _args(**ENVIRONMENT), monitoring_api.EnvironmentMetricsSchema(),
+         lambda actor, a: monitoring.environment_metrics(actor, a["environment_id"],
+                                                         current_berth())),
     Tool("list_servers", "The servers the organization deploys to, with their state.",
-         _args(CursorArgs), lambda actor, a: _page(servers_api.ServerPage(),
-                                                   servers.list_servers(actor, **a))),
+         _args(CursorArgs), servers_api.ServerPage(),
+         lambda actor, a: _page(servers.list_servers(actor, **a))),
     Tool("server_metrics", "A server's CPU, memory, disk and load now.",
-         _args(server_id=ma.fields.UUID(required=True)), lambda actor, a: _dump(
-             monitoring_api.ServerMetricsSchema(), monitoring.server_metrics(
-                 actor, a["server_id"], current_berth()))),
+         _args(server_id=ID), monitoring_api.ServerMetricsSchema(),
+         lambda actor, a: monitoring.server_metrics(actor, a["server_id"], current_berth())),
     Tool("list_backups", "An environment's backups, newest first: type, status, sizes.",
-         _args(backups_api.BackupListArgs, **ENVIRONMENT), lambda actor, a: _dump(
-             backups_api.BackupPage(), backups.list_backups(
-                 actor, a.pop("environment_id"), **a))),
+         _args(backups_api.BackupListArgs, **ENVIRONMENT), backups_api.BackupPage(),
+         lambda actor, a: backups.list_backups(actor, a.pop("environment_id"), **a)),
     Tool("list_rules", "A project's automation rules: trigger, action, whether on.",
-         _args(CursorArgs, **PROJECT), lambda actor, a: _page(RulePage(), rules.list_rules(
-             actor, a.pop("project_id"), **a))),
+         _args(CursorArgs, **PROJECT), RulePage(),
+         lambda actor, a: _page(rules.list_rules(actor, a.pop("project_id"), **a))),
     Tool("get_rule", "One automation rule: its trigger, action, next and last run.",
-         _args(rule_id=ma.fields.UUID(required=True)), lambda actor, a: _dump(
-             AutomationRuleSchema(), rules.get_rule(actor, a["rule_id"]))),
+         _args(rule_id=ID), AutomationRuleSchema(),
+         lambda actor, a: rules.get_rule(actor, a["rule_id"])),
     Tool("list_audit_events", "The organization's audit log, newest first: who changed what.",
-         _args(audit_api.AuditArgs), lambda actor, a: _page(audit_api.AuditPage(), audit.list_events(
-             actor, since=a.pop("from_", None), until=a.pop("to", None), **a)),
+         _args(audit_api.AuditArgs), audit_api.AuditPage(),
+         lambda actor, a: _page(audit.list_events(actor, since=a.pop("from_", None),
+                                                  until=a.pop("to", None), **a)),
          organization_wide=True),
     # --- writes ----------------------------------------------------------------------
     Tool("start_environment", "Start a stopped environment.", _args(**ENVIRONMENT),
-         _action("start"), writes=True, idempotent=False),
+         env_api.TaskAcceptedSchema(), _action("start"), **WRITE),
     Tool("stop_environment", "Stop an environment: its users cannot reach it until started; "
                              "its data is kept.", _args(**ENVIRONMENT),
-         _action("stop"), writes=True, idempotent=False),
+         env_api.TaskAcceptedSchema(), _action("stop"), **WRITE),
     Tool("restart_environment", "Restart the ERP: its users are cut off for a few seconds.",
-         _args(**ENVIRONMENT), _action("restart"), writes=True, idempotent=False),
+         _args(**ENVIRONMENT), env_api.TaskAcceptedSchema(), _action("restart"), **WRITE),
     Tool("deploy_environment", "Deploy the environment from its branch (modules updated when "
                                "the code changed).", _args(**ENVIRONMENT, **CONFIRM),
-         _action("deploy"), writes=True, destructive=True, idempotent=False),
+         env_api.TaskAcceptedSchema(), _action("deploy"), **DESTRUCTIVE),
     Tool("redeploy_environment", "Deploy the environment again from its branch, even if "
                                  "nothing changed.", _args(**ENVIRONMENT, **CONFIRM),
-         _action("redeploy"), writes=True, destructive=True, idempotent=False),
+         env_api.TaskAcceptedSchema(), _action("redeploy"), **DESTRUCTIVE),
     Tool("backup_environment", "Take a manual backup (database, filestore, manifest).",
-         _args(CreateBackupBody, **ENVIRONMENT), lambda actor, a: _dump(
-             OpsBackupSchema(), backups.take(actor, a.pop("environment_id"),
-                                             berth=current_berth(), **a)),
-         writes=True, idempotent=False),
+         _args(CreateBackupBody, **ENVIRONMENT), OpsBackupSchema(),
+         lambda actor, a: backups.take(actor, a.pop("environment_id"), berth=current_berth(),
+                                       **a), **WRITE),
     Tool("restore_environment", "Replace the environment's database and files with a backup "
                                 "(backup_id) or a moment (target_time); a safety backup is "
                                 "taken first.",
-         _args(RestoreBody, **ENVIRONMENT, **CONFIRM), lambda actor, a: _dump(
-             DeploymentSchema(), backups.restore_into(
-                 actor, a["environment_id"], a.get("backup_id"), berth=current_berth(),
-                 neutralize=a["neutralize"], profile=a["neutralize_profile"],
-                 anonymize=a["anonymize"], target_time=a.get("target_time"),
-                 source_environment_id=a.get("source_environment_id"))),
-         writes=True, destructive=True, idempotent=False),
+         _args(RestoreBody, **ENVIRONMENT, **CONFIRM), DeploymentSchema(),
+         lambda actor, a: backups.restore_into(
+             actor, a["environment_id"], a.get("backup_id"), berth=current_berth(),
+             neutralize=a["neutralize"], profile=a["neutralize_profile"],
+             anonymize=a["anonymize"], target_time=a.get("target_time"),
+             source_environment_id=a.get("source_environment_id")), **DESTRUCTIVE),
     Tool("rollback_deployment", "Go back to a successful deployment's code and "
                                 "configuration (task_id: that deployment).",
-         _args(task_id=ma.fields.UUID(required=True), **CONFIRM), lambda actor, a: _dump(
-             DeploymentSchema(), operations.rollback(actor, a["task_id"], current_berth())),
-         writes=True, destructive=True, idempotent=False),
+         _args(task_id=ID, **CONFIRM), DeploymentSchema(),
+         lambda actor, a: operations.rollback(actor, a["task_id"], current_berth()),
+         **DESTRUCTIVE),
 ]
 BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -47,11 +47,7 @@ def overview(actor, apps_domain):
     """{attention, projects, servers, recent, counts} as the overview page shows them."""
     envs = _environments(actor, apps_domain)
     servers = fleet(actor, envs)
-    by_id = {e["id"]: e for e in envs}
-    attention = (_environment_items(envs) + _server_items(servers)
-                 + _last_failed(by_id, actor) + _webhook_items(actor))
-    attention.sort(key=lambda a: (a["severity"] != CRITICAL, a["since"] is None,
-                                  -(a["since"].timestamp() if a["since"] else 0)))
+    attention = _attention(actor, envs, servers)
     projects = {p: {"id": p, "name": n, "environments": [], "more": 0, "troubled": False}
                 for p, n in projects_for(actor).select(Project.id, Project.name)
                 .order_by(Project.name).tuples()}
@@ -71,6 +67,21 @@ def overview(actor, apps_domain):
             "servers": sorted(servers, key=lambda s: s["reachable"] and not s["alerts"])
             [:SERVERS_SHOWN], "servers_total": len(servers),
             "recent": _recent(actor), "counts": dict(counts), "environments": len(envs)}
+
+
+def attention(actor, apps_domain):
+    """What needs attention alone (the overview polls it): no projects, no activity."""
+    envs = _environments(actor, apps_domain)
+    return _attention(actor, envs, fleet(actor, envs))
+
+
+def _attention(actor, envs, servers):
+    """The attention items, critical first, then the newest."""
+    found = (_environment_items(envs) + _server_items(servers)
+             + _last_failed({e["id"]: e for e in envs}, actor) + _webhook_items(actor))
+    found.sort(key=lambda a: (a["severity"] != CRITICAL, a["since"] is None,
+                              -(a["since"].timestamp() if a["since"] else 0)))
+    return found
 
 
 def badges(actor, project_ids, apps_domain):

@@ -417,6 +417,11 @@ class StorageUnavailable(BadGateway):
     code = "storage_unavailable"
 
 
+class OutsideWindow(Unprocessable):
+    """A restore's moment outside the environment's point-in-time window (the body
+    carries `window_start` and `window_end`, None when there is no window)."""
+
+
 class InvalidDomain(Unprocessable):
     code = "invalid_domain"  # not a host name a certificate can be had for, or reserved
 

@@ -125,7 +125,7 @@ def check(env, source_env, target_time):
              "empty: no backup of it holds a base with its WAL archived after it")
     why = (f"target_time {_iso(target_time)} is outside the environment's point-in-time "
            f"window, {where}.")
-    raise errors.Unprocessable(why, details={"target_time": [why]},
+    raise errors.OutsideWindow(why, details={"target_time": [why]},
                                window_start=_iso(span and span[0]),
                                window_end=_iso(span and span[1]))
 
