@@ -124,6 +124,17 @@ class Config:
     WEBHOOK_POLL_SECONDS = "0.25"
     WEBHOOK_TIMEOUT_SECONDS = "10"
     WEBHOOK_RETRY_DELAYS = "30,300,1800,7200"
+    # E-mail notification channels send through this SMTP server (None: e-mail
+    # channels cannot be made). SMTP_SECURITY: `starttls`, `tls` (implicit, port 465)
+    # or `none`; the server's certificate is checked against SMTP_CA_BUNDLE (None:
+    # the system's roots). The password is read from the environment only.
+    SMTP_HOST = None
+    SMTP_PORT = 587
+    SMTP_SECURITY = "starttls"
+    SMTP_USERNAME = None
+    SMTP_PASSWORD = None
+    SMTP_FROM = "Berth <berth@localhost>"
+    SMTP_CA_BUNDLE = None
 
 
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,
@@ -186,6 +197,9 @@ def load(overrides=None, environ=None):
             settings[name] = _coerce(default, raw)
     settings.update(overrides or {})
     retry_delays(settings["WEBHOOK_RETRY_DELAYS"])  # refuse to start on a bad value
+    if settings["SMTP_SECURITY"] not in ("starttls", "tls", "none"):
+        raise ValueError("CP_SMTP_SECURITY must be starttls, tls or none, got "
+                         f"{settings['SMTP_SECURITY']!r}")
     for name in _POSITIVE:
         if not (isinstance(settings[name], int) and settings[name] > 0):
             raise ValueError(f"CP_{name} must be a positive integer, got {settings[name]!r}")

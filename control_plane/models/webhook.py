@@ -9,6 +9,14 @@ from control_plane.vocabulary.states import DeliveryStatus
 
 
 class Webhook(BaseModel):
+    """A subscription to events: an outgoing webhook (`channel` null), or a
+    notification channel of that type (e-mail, Slack, Telegram...). Both share the
+    outbox's fan-out, deliveries, retries and auto-pause.
+
+    A channel's `url` is where it sends, without secrets (shown to users);
+    `options` holds its other settings that are not secret, and `secret_encrypted`
+    its secret ones (a chat's webhook URL, a bot's token), sealed as JSON."""
+
     organization = peewee.ForeignKeyField(Organization, backref="webhooks")
     project = peewee.ForeignKeyField(Project, null=True, backref="webhooks")
     url = peewee.CharField(max_length=2048)
@@ -17,6 +25,8 @@ class Webhook(BaseModel):
     format = peewee.CharField(max_length=8, default="raw")
     is_active = peewee.BooleanField(default=True)
     secret_encrypted = peewee.TextField()  # signing needs the secret itself
+    channel = peewee.CharField(max_length=8, null=True)
+    options = JSONField(null=True)
     last_triggered_at = DateTimeField(null=True)
     failure_count = peewee.IntegerField(default=0)  # consecutive failed deliveries
     updated_at = DateTimeField(null=True)

@@ -109,6 +109,10 @@ class WebhookRateLimited(RateLimited):
     code = "webhook_rate_limit"
 
 
+class ChannelRateLimited(RateLimited):
+    code = "channel_rate_limit"
+
+
 # API keys, user tokens and scopes
 class MissingApiKey(Unauthorized):
     code = "missing_api_key"
@@ -356,6 +360,10 @@ class InvalidSignature(Unauthorized):
 # outgoing webhooks
 class WebhookLimitReached(Conflict):
     code = "webhook_limit_reached"
+
+
+class ChannelLimitReached(Conflict):
+    code = "channel_limit_reached"
 
 
 class InvalidWebhookUrl(Unprocessable):

@@ -114,6 +114,7 @@ IDEMPOTENT_POSTS = {
     # Beyond the spec's list: creating and running automation rules (docs/decisions.md).
     "/api/public/v1/projects/{project_id}/automation-rules",
     "/api/public/v1/automation-rules/{rule_id}/run",
+    "/api/public/v1/notification-channels",
 }
 
 

@@ -37,6 +37,7 @@ OWN_201 = {  # what each idempotent POST answers on a first request
     "/api/public/v1/projects": "Project",
     "/api/public/v1/projects/{project_id}/environments": "Environment",
     "/api/public/v1/webhooks": "WebhookCreated",
+    "/api/public/v1/notification-channels": "NotificationChannel",
     "/api/public/v1/projects/{project_id}/automation-rules": "AutomationRule",
     "/api/public/v1/automation-rules/{rule_id}/run": "AutomationRun",
     "/api/public/v1/environments/{env_id}/actions/{action}": None,  # its own is a 202

@@ -48,6 +48,7 @@ def register(app):
         automation,
         backups,
         changelog,
+        channels,
         drills,
         environments,
         metric_history,
@@ -63,6 +64,6 @@ def register(app):
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, drills, wal_archive, servers,
                    registration_tokens, monitoring, metric_history, tickets, changelog, webhooks,
-                   automation, audit):
+                   channels, automation, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -27,7 +27,15 @@ from control_plane.infra import clock, config, secretbox, security
 from control_plane.infra.db import database, execute, execute_many, found, is_sqlite
 from control_plane.infra.observability import WEBHOOK_ATTEMPTS
 from control_plane.models import Event, Webhook, WebhookDelivery
-from control_plane.services.webhooks import fanout, net, payloads, senders, subscriptions, urls
+from control_plane.services.webhooks import (
+    channel_send,
+    fanout,
+    net,
+    payloads,
+    senders,
+    subscriptions,
+    urls,
+)
 from control_plane.vocabulary.states import DeliveryStatus
 
 log = logging.getLogger("berth.webhooks")
@@ -98,7 +106,10 @@ def _submit(jobs, settings, inbox):
 
 @functools.lru_cache(maxsize=4096)
 def receiver_of(url):
-    """Whose bound a send counts against: the URL's host and port."""
+    """Whose bound a send counts against: the URL's host and port (e-mail: the
+    SMTP server)."""
+    if url.startswith("mailto:"):
+        return "smtp"
     try:
         target = urls.parse(url)
     except ValueError:
@@ -170,6 +181,9 @@ def send(job, settings, bodies=None, paused=()):
             if delivery.claimed_until else CLAIM_SECONDS
         if left < timeout + CLAIM_MARGIN or hook.id in paused:
             return delivery, hook, RELEASED
+        if hook.channel:
+            return delivery, hook, channel_send.send(hook, payloads.envelope(event), settings,
+                                                     timeout, delivery.id)
         secret = _secret_of(hook)
         if secret is None:
             return delivery, hook, _Failure("the signing secret cannot be read; rotate it")

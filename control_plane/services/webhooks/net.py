@@ -165,8 +165,8 @@ def _describe(exc, timeout, deadline):
 _FORBIDDEN = re.compile(r"[\x00-\x1f\x7f]")  # would end a request line or header early
 
 
-def _request_head(target, headers, length):
-    lines = [f"POST {target.path} HTTP/1.1"]
+def _request_head(target, headers, length, method="POST"):
+    lines = [f"{method} {target.path} HTTP/1.1"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     lines.append(f"Content-Length: {length}")
     if any(_FORBIDDEN.search(line) for line in lines):
@@ -251,8 +251,9 @@ def _outcome(status, snippet, duration_ms):
     return SendResult(False, status, duration_ms, snippet, f"HTTP {status}")
 
 
-def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=None):
-    """POST `body` to `url` safely; never raises for network problems."""
+def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=None,
+         method="POST"):
+    """POST (or `method`) `body` to `url` safely; never raises for network problems."""
     started = time.monotonic()
     deadline = started + timeout
 
@@ -287,7 +288,7 @@ def post(url, body, headers, *, timeout=10.0, allow_private=False, ca_bundle=Non
     headers = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")}
     try:
         payload = _request_head(target, {"Host": target.url.split("/", 3)[2], **headers},
-                                len(body)) + body
+                                len(body), method) + body
     except (ValueError, UnicodeError) as exc:
         return fail(f"invalid request: {exc}")
     error = None

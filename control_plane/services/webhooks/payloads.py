@@ -29,7 +29,7 @@ GREEN, RED, GREY = "#2EB67D", "#E01E5A", "#9E9E9E"
 
 # data key -> label, in display order; keys not listed here are shown after them.
 LABELS = (
-    ("name", "Name"), ("status", "Status"), ("from", "From"), ("to", "To"),
+    ("name", "Name"), ("server_name", "Server"), ("status", "Status"), ("from", "From"), ("to", "To"),
     ("duration_seconds", "Duration"), ("environment_id", "Environment"),
     ("project_id", "Project"), ("task_id", "Task"), ("environment_status", "Environment status"),
     ("cancelled_by", "Cancelled by"), ("rule_name", "Rule"), ("action_type", "Action"),
@@ -110,8 +110,9 @@ def summary(envelope) -> str:
     data = envelope.get("data") or {}
     if envelope["event"] == events.Name.ENVIRONMENT_STATUS_CHANGED and "to" in data:
         return f"Environment status: {data.get('from') or '-'} → {data['to']}"
-    if "name" in data:
-        return f"{title(envelope)}: {data['name']}"
+    name = data.get("name") or data.get("server_name")  # what it is about, if named
+    if name:
+        return f"{title(envelope)}: {name}"
     return title(envelope)
 
 

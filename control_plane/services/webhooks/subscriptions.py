@@ -59,17 +59,17 @@ def secret_of(webhook):
     return secretbox.unseal(webhook.secret_encrypted, SECRET_PURPOSE)
 
 
-def normalize_events(names):
-    """1 to 10 distinct known names, aliases rewritten to `deploy.*`; else 422."""
+def normalize_events(names, most=MAX_EVENTS):
+    """1 to `most` distinct known names, aliases rewritten to `deploy.*`; else 422."""
     unknown = sorted({n for n in names if n not in ACCEPTED})
     if unknown:
         raise Unprocessable(f"Unknown event name(s): {', '.join(unknown)}. Accepted: "
                             f"{', '.join(ACCEPTED)}.",
                             details={"json": {"events": [f"Unknown: {', '.join(unknown)}"]}})
     names = [canonical(n) for n in names]
-    if not 1 <= len(names) <= MAX_EVENTS:
-        raise Unprocessable(f"events must hold 1 to {MAX_EVENTS} names.",
-                            details={"json": {"events": [f"1 to {MAX_EVENTS} names."]}})
+    if not 1 <= len(names) <= most:
+        raise Unprocessable(f"events must hold 1 to {most} names.",
+                            details={"json": {"events": [f"1 to {most} names."]}})
     if len(set(names)) != len(names):
         raise Unprocessable("events must not repeat a name (aliases count as their deploy.* name).",
                             details={"json": {"events": ["Duplicate names."]}})
@@ -80,8 +80,10 @@ def _check_url(url, settings):
     return urls.check_url(url, allow_private=settings["WEBHOOK_ALLOW_PRIVATE"])
 
 
-def _visible(actor):
-    query = Webhook.select().where(Webhook.organization == actor.organization_id)
+def visible(actor, channels=False):
+    """The webhooks (or, with `channels`, the notification channels) the actor sees."""
+    kind = Webhook.channel.is_null(False) if channels else Webhook.channel.is_null()
+    query = Webhook.select().where(Webhook.organization == actor.organization_id, kind)
     if actor.project_scoped:
         query = query.where(Webhook.project == actor.project_id)
     return query
@@ -89,25 +91,25 @@ def _visible(actor):
 
 def list_webhooks(actor, *, limit, offset):
     """Oldest first (new webhooks land on the last page: offsets stay stable)."""
-    rows, total = offset_page(_visible(actor).order_by(Webhook.created_at, Webhook.id),
+    rows, total = offset_page(visible(actor).order_by(Webhook.created_at, Webhook.id),
                               limit=limit, offset=offset)
     return {"items": rows, "total": total, "limit": limit, "offset": offset,
             "has_more": offset + len(rows) < total}
 
 
 def get_webhook(actor, webhook_id):
-    webhook = _visible(actor).where(Webhook.id == webhook_id).first()
+    webhook = visible(actor).where(Webhook.id == webhook_id).first()
     if webhook is None:
         raise NotFound("Webhook not found.")
     return webhook
 
 
-_OWN_PROJECT = object()
+OWN_PROJECT = object()
 
 
-def _project_for(actor, project_id):
+def project_for(actor, project_id):
     """The project a new webhook belongs to (None: organization-wide)."""
-    if project_id is _OWN_PROJECT:  # omitted: a project-scoped key's own project
+    if project_id is OWN_PROJECT:  # omitted: a project-scoped key's own project
         if not actor.project_scoped:
             return None
         project_id = actor.project_id
@@ -125,7 +127,7 @@ def _project_for(actor, project_id):
     return project.id
 
 
-def create_webhook(actor, berth, *, url, events, description="", project_id=_OWN_PROJECT,
+def create_webhook(actor, berth, *, url, events, description="", project_id=OWN_PROJECT,
                    is_active=True, format="raw"):
     """Returns (webhook, secret): the secret in clear this once."""
     url = _check_url(url, berth.settings)
@@ -134,8 +136,9 @@ def create_webhook(actor, berth, *, url, events, description="", project_id=_OWN
     with database.atomic():
         # Serialize creations per organization, so the limit holds under concurrency.
         for_update(Organization.select().where(Organization.id == actor.organization_id)).first()
-        project = _project_for(actor, project_id)
-        if Webhook.select().where(Webhook.organization == actor.organization_id).count() >= MAX_PER_ORG:
+        project = project_for(actor, project_id)
+        if Webhook.select().where(Webhook.organization == actor.organization_id,
+                                  Webhook.channel.is_null()).count() >= MAX_PER_ORG:
             raise WebhookLimitReached(f"The organization already has {MAX_PER_ORG} webhooks.")
         webhook = Webhook.create(
             organization=actor.organization_id, project=project, url=url, events=events,
@@ -156,7 +159,7 @@ def update_webhook(actor, berth, webhook_id, changes):
     if "events" in changes:
         fields["events"] = normalize_events(changes["events"])
     with database.atomic():
-        webhook = for_update(_visible(actor).where(Webhook.id == webhook_id)).first()
+        webhook = for_update(visible(actor).where(Webhook.id == webhook_id)).first()
         if webhook is None:
             raise NotFound("Webhook not found.")
         if "is_active" in fields and fields["is_active"] != webhook.is_active:
@@ -191,7 +194,11 @@ def rotate_secret(actor, webhook_id):
 
 def deliveries(actor, webhook_id):
     """The 50 most recent deliveries, newest first, each with its event's name."""
-    webhook = get_webhook(actor, webhook_id)
+    return delivery_log(get_webhook(actor, webhook_id))
+
+
+def delivery_log(webhook):
+    """A webhook's or channel's 50 most recent deliveries, newest first."""
     return list(
         WebhookDelivery.select(
             WebhookDelivery.id, Event.name.alias("event"), WebhookDelivery.status,

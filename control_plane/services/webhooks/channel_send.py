@@ -1,0 +1,50 @@
+"""Sending one event to a notification channel: its sealed settings read, the
+message made in its type's format, and sent by e-mail (mail.py) or by the
+SSRF-safe HTTPS sender (net.py). Never raises; returns a SendResult."""
+
+import functools
+import json
+
+from control_plane.infra import secretbox, security
+from control_plane.services.webhooks import channel_types, mail, net
+
+SECRET_PURPOSE = "channel-settings"
+
+
+def seal(secrets):
+    return secretbox.seal(json.dumps(secrets, sort_keys=True), SECRET_PURPOSE)
+
+
+def secrets_of(channel):
+    """The channel's secret settings, or None when they cannot be read (sealed under
+    another CP_SECRET_KEY): setting them again repairs that. Cached per sealed
+    value and key, as the webhooks' signing secrets are."""
+    return _unseal(channel.secret_encrypted, security.derived_key(f"secretbox:{SECRET_PURPOSE}"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _unseal(token, _key):
+    raw = secretbox.unseal(token, SECRET_PURPOSE)
+    return None if raw is None else json.loads(raw)
+
+
+class _Failure:
+    ok, status_code, duration_ms, body_snippet = False, None, 0, None
+
+    def __init__(self, error):
+        self.error = error
+
+
+def send(channel, envelope, settings, timeout, txn_id):
+    """`envelope` (payloads.envelope) to `channel`; `txn_id` names this delivery
+    (a Matrix transaction: its retries are one message)."""
+    secrets = secrets_of(channel)
+    if secrets is None:
+        return _Failure("the channel's secret settings cannot be read; set them again")
+    options = channel.options or {}
+    if channel.channel == "email":
+        return mail.send(mail.message(envelope, options["to"], settings), settings, timeout)
+    req = channel_types.request(channel.channel, options, secrets, envelope, txn_id)
+    return net.post(req.url, req.body, req.headers, method=req.method, timeout=timeout,
+                    allow_private=settings["WEBHOOK_ALLOW_PRIVATE"],
+                    ca_bundle=settings.get("WEBHOOK_CA_BUNDLE"))
