@@ -115,6 +115,7 @@ CONSEQUENCES = {
                 "its users are cut off while it restarts.",
     "delete rule": "The rule stops and is deleted; its run history goes with it.",
     "delete webhook": "No more events are sent to this address; its deliveries are deleted.",
+    "delete channel": "No more events are sent to this channel; its deliveries are deleted.",
     "revoke key": "Every client using this key is refused from now on. It cannot be undone.",
     "end session": "That browser is signed out at its next request.",
     "remove domain": "The environment stops answering on this domain.",
@@ -282,6 +283,7 @@ def register(app):
     from control_plane.console import (  # noqa: F401 - the views register on `blp`
         account,
         backups,
+        channels,
         environments,
         organization,
         overview,

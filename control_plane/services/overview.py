@@ -240,11 +240,13 @@ def _last_failed(envs, actor):
 
 
 def _webhook_items(actor):
-    paused = (Webhook.select(Webhook.id, Webhook.url, Webhook.updated_at)
+    """Paused webhooks and notification channels (both pause after PAUSE_AFTER)."""
+    paused = (Webhook.select(Webhook.id, Webhook.url, Webhook.channel, Webhook.updated_at)
               .where(Webhook.organization == actor.organization_id, ~Webhook.is_active,
                      Webhook.failure_count >= PAUSE_AFTER))
-    return [{**_item(WARNING, "webhook", f"the webhook to {w.url} is paused after "
-                                         f"{PAUSE_AFTER} failed deliveries", w.updated_at),
+    return [{**_item(WARNING, "channel" if w.channel else "webhook",
+                     f"the {w.channel + ' channel' if w.channel else 'webhook'} to {w.url} is "
+                     f"paused after {PAUSE_AFTER} failed deliveries", w.updated_at),
              "webhook_id": w.id} for w in paused]
 
 

@@ -88,7 +88,8 @@ def test_signing_in_gives_a_strict_cookie_and_every_page_its_headers(app, world)
     assert cookie.startswith("berth_session=ses_")
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" not in cookie
     assert "Path=/" in cookie
-    for path in ("/projects", "/servers", "/webhooks", "/keys", "/audit", "/account"):
+    for path in ("/projects", "/servers", "/webhooks", "/channels", "/keys", "/audit",
+                 "/account"):
         r = b.get(path)
         assert r.status_code == 200, path
         assert '<meta charset="utf-8">' in _text(r)

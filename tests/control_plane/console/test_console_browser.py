@@ -555,6 +555,11 @@ def _every_page(stand, deployed):
     WebhookDelivery.create(webhook=found, event=sent, status="failed", attempt_count=5,
                            response_status=500, response_body="<h1>down</h1>",
                            error_reason="HTTP 500", duration_ms=12, delivered_at=sent.created_at)
+    channel = Webhook.create(organization=stand.org, channel="ntfy", url="https://ntfy.sh/berth",
+                             options={"server": "https://ntfy.sh", "topic": "berth"},
+                             events=["deploy.started"], secret_encrypted="sealed")
+    WebhookDelivery.create(webhook=channel, event=sent, status="delivered", attempt_count=1,
+                           response_status=200, duration_ms=9, delivered_at=sent.created_at)
     rule = rules.create_rule(stand.project, name="nightly", trigger={
         "type": "schedule", "cron": "0 3 * * *", "timezone": "Europe/Brussels"},
         action={"type": "backup", "environment_id": str(deployed.id)})
@@ -562,9 +567,10 @@ def _every_page(stand, deployed):
             ("project", f"/projects/{stand.project.id}"),
             ("environment", f"/environments/{deployed.id}"), ("servers", "/servers"),
             ("server", f"/servers/{stand.server.id}"), ("webhooks", "/webhooks"),
-            ("webhook", f"/webhooks/{found.id}"), ("keys", "/keys"), ("audit", "/audit"),
+            ("webhook", f"/webhooks/{found.id}"), ("channels", "/channels"),
+            ("channel", f"/channels/{channel.id}"), ("keys", "/keys"), ("audit", "/audit"),
             ("account", "/account"), ("rules", f"/projects/{stand.project.id}/rules"),
-            ("rule", f"/rules/{rule.id}")], (found, rule)
+            ("rule", f"/rules/{rule.id}")], (found, channel, rule)
 
 
 def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
