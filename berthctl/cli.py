@@ -32,7 +32,7 @@ class State:
 @click.pass_context
 def cli(ctx, url):
     """Berth from the command line: environments, deployments, logs, metrics,
-    backups, automation rules and the audit log."""
+    backups, automation rules, notification channels and the audit log."""
     ctx.ensure_object(State).url_option = url
 
 
@@ -110,6 +110,7 @@ def _register():
     from berthctl.commands import (
         audit,
         backups,
+        channels,
         envs,
         logs,
         mcp,
@@ -119,7 +120,8 @@ def _register():
         servers,
     )
 
-    for module in (projects, servers, rules, audit, envs, logs, metrics, backups, mcp):
+    for module in (projects, servers, rules, audit, envs, logs, metrics, backups,
+                   channels, mcp):
         for command in module.COMMANDS:
             cli.add_command(command)
     _add_output_option(cli)
