@@ -8,6 +8,7 @@ import click
 
 from berthctl import __version__, config
 from berthctl.client import OPS, Client
+from berthctl.commands import read_secret
 from berthctl.errors import INTERRUPTED, USAGE, CliError
 from berthctl.output import echo
 
@@ -55,8 +56,8 @@ def login(ctx, login_url, user_token):
     if not url:
         url = click.prompt("Control plane URL", default=config.DEFAULT_URL, err=True)
     url = config.normalize_url(url)
-    api_key = _secret("API key")
-    token = _secret("User token") if user_token else None
+    api_key = read_secret("API key")
+    token = read_secret("User token") if user_token else None
     client = Client(url, api_key, token)
     client.get("/projects", limit=1)  # 401/403 here: nothing is stored
     if token:
@@ -64,17 +65,6 @@ def login(ctx, login_url, user_token):
     path = config.save({"url": url, "api_key": api_key, **({"user_token": token} if token
                                                             else {})})
     click.echo(f"Logged in to {url}; stored in {path}", err=True)
-
-
-def _secret(what):
-    if sys.stdin.isatty():
-        value = click.prompt(what, hide_input=True, err=True)
-    else:
-        value = sys.stdin.readline()
-    value = value.strip()
-    if not value:
-        raise click.UsageError(f"No {what.lower()} on stdin.")
-    return value
 
 
 @cli.command()

@@ -1,5 +1,8 @@
 """The command groups of berthctl, one module each."""
 
+import os
+import sys
+
 import click
 
 
@@ -14,3 +17,18 @@ class _Id(click.ParamType):
 
 
 ID = _Id()
+
+
+def read_secret(what, env=None):
+    """A secret from the environment variable `env`, else stdin (a hidden prompt on
+    a terminal): never from argv, where shell history and `ps` would keep it."""
+    value = os.environ.get(env) if env else None
+    if not value:
+        if sys.stdin.isatty():
+            value = click.prompt(what, hide_input=True, err=True)
+        else:
+            value = sys.stdin.readline()
+    value = value.strip()
+    if not value:
+        raise click.UsageError(f"No {what} on stdin" + (f" or in {env}." if env else "."))
+    return value

@@ -1,12 +1,10 @@
 """`berthctl channels`: notification channels (e-mail, Slack, Discord, Teams,
 Telegram, Matrix, ntfy), their test message and delivery log."""
 
-import os
-import sys
 
 import click
 
-from berthctl.commands import ID
+from berthctl.commands import ID, read_secret
 from berthctl.errors import CliError
 from berthctl.output import echo, emit
 
@@ -89,7 +87,7 @@ def create(state, channel_type, events, description, project_id, pairs, with_sec
     settings = _settings(pairs)
     name = SECRETS.get(channel_type)
     if name and (with_secret or channel_type not in OPTIONAL_SECRETS):
-        settings[name] = _read_secret(f"{channel_type} {name}")
+        settings[name] = read_secret(f"{channel_type} {name}", SECRET_ENV)
     elif with_secret:
         raise click.UsageError(f"{channel_type} channels have no secret setting.")
     body = {"type": channel_type, "settings": settings, "events": list(events),
@@ -120,7 +118,7 @@ def update(state, channel_id, events, description, is_active, pairs, with_secret
         kind = client.get(f"/notification-channels/{channel_id}")["type"]
         if kind not in SECRETS:
             raise click.UsageError(f"{kind} channels have no secret setting.")
-        body.setdefault("settings", {})[SECRETS[kind]] = _read_secret(f"{kind} {SECRETS[kind]}")
+        body.setdefault("settings", {})[SECRETS[kind]] = read_secret(f"{kind} {SECRETS[kind]}", SECRET_ENV)
     if not body:
         raise click.UsageError("Nothing to change: give --event, --description, --enable, "
                                "--disable, --set or --secret.")
@@ -177,19 +175,6 @@ def _settings(pairs):
         else:
             settings[key] = value
     return settings
-
-
-def _read_secret(what):
-    value = os.environ.get(SECRET_ENV)
-    if not value:
-        if sys.stdin.isatty():
-            value = click.prompt(what, hide_input=True, err=True)
-        else:
-            value = sys.stdin.readline()
-    value = value.strip()
-    if not value:
-        raise click.UsageError(f"No {what}: give it on stdin or in {SECRET_ENV}.")
-    return value
 
 
 COMMANDS = [channels]

@@ -14,10 +14,9 @@ from control_plane.events import SUBSCRIBABLE, Name
 from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
 from control_plane.infra.pagination import offset_page
-from control_plane.models import Organization, Webhook, WebhookDelivery
+from control_plane.models import Organization, Webhook
 from control_plane.services import audit
 from control_plane.services.webhooks import channel_send, channel_types, mail, subscriptions, urls
-from control_plane.vocabulary import states
 from control_plane.vocabulary.errors import (
     ChannelLimitReached,
     ChannelRateLimited,
@@ -109,7 +108,7 @@ def update_channel(actor, berth, channel_id, changes):
         fields["events"] = subscriptions.normalize_events(changes["events"], MAX_EVENTS)
     with database.atomic():
         channel = get_channel(actor, channel_id, lock=True)
-        shown = {k: v for k, v in fields.items()}
+        shown = dict(fields)  # what the audit event says: never a sealed value
         if "settings" in changes:
             stored = channel_send.secrets_of(channel) or {}
             merged = {**(channel.options or {}), **stored, **(changes["settings"] or {})}
@@ -117,11 +116,7 @@ def update_channel(actor, berth, channel_id, changes):
             fields.update(options=options, url=url, secret_encrypted=channel_send.seal(secrets))
             shown.update(settings=options, destination=url,
                          sealed_replaced=sorted(k for k in secrets if secrets[k] != stored.get(k)))
-        if "is_active" in fields and fields["is_active"] != channel.is_active:
-            states.check("webhook", states.webhook_state(channel.is_active),
-                         states.webhook_state(fields["is_active"]))
-            if fields["is_active"]:
-                fields["failure_count"] = 0
+        subscriptions.check_activity(channel, fields)
         Webhook.update(updated_at=clock.now(), **fields).where(Webhook.id == channel.id).execute()
         audit.record(actor.organization_id, "channel.update", "notification_channel",
                      channel.id, shown)
@@ -131,10 +126,8 @@ def update_channel(actor, berth, channel_id, changes):
 def delete_channel(actor, channel_id):
     """The channel and its delivery log."""
     with database.atomic():
-        channel = get_channel(actor, channel_id)
-        WebhookDelivery.delete().where(WebhookDelivery.webhook == channel.id).execute()
-        channel.delete_instance()
-        audit.record(actor.organization_id, "channel.delete", "notification_channel", channel.id)
+        subscriptions.remove(actor, get_channel(actor, channel_id), "channel.delete",
+                             "notification_channel")
 
 
 def deliveries(actor, channel_id):

@@ -162,11 +162,7 @@ def update_webhook(actor, berth, webhook_id, changes):
         webhook = for_update(visible(actor).where(Webhook.id == webhook_id)).first()
         if webhook is None:
             raise NotFound("Webhook not found.")
-        if "is_active" in fields and fields["is_active"] != webhook.is_active:
-            states.check("webhook", states.webhook_state(webhook.is_active),
-                         states.webhook_state(fields["is_active"]))
-            if fields["is_active"]:
-                fields["failure_count"] = 0
+        check_activity(webhook, fields)
         Webhook.update(updated_at=clock.now(), **fields).where(Webhook.id == webhook.id).execute()
         audit.record(actor.organization_id, "webhook.update", "webhook", webhook.id, fields)
         return Webhook.get_by_id(webhook.id)
@@ -175,10 +171,24 @@ def update_webhook(actor, berth, webhook_id, changes):
 def delete_webhook(actor, webhook_id):
     """The webhook and its whole delivery history."""
     with database.atomic():
-        webhook = get_webhook(actor, webhook_id)
-        WebhookDelivery.delete().where(WebhookDelivery.webhook == webhook.id).execute()
-        webhook.delete_instance()
-        audit.record(actor.organization_id, "webhook.delete", "webhook", webhook.id)
+        remove(actor, get_webhook(actor, webhook_id), "webhook.delete", "webhook")
+
+
+def remove(actor, row, action, target_type):
+    """A webhook or channel and its delivery log, audited as `action`."""
+    WebhookDelivery.delete().where(WebhookDelivery.webhook == row.id).execute()
+    row.delete_instance()
+    audit.record(actor.organization_id, action, target_type, row.id)
+
+
+def check_activity(row, fields):
+    """A change of `is_active` in `fields`, checked against the state table; a
+    resumed webhook or channel starts its failure count again."""
+    if "is_active" in fields and fields["is_active"] != row.is_active:
+        states.check("webhook", states.webhook_state(row.is_active),
+                     states.webhook_state(fields["is_active"]))
+        if fields["is_active"]:
+            fields["failure_count"] = 0
 
 
 def rotate_secret(actor, webhook_id):
