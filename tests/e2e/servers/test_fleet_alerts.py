@@ -1,15 +1,22 @@
 """Fleet alerts end to end: a real gateway, real `berth-agent run` processes and real
 containers; the events are read from the outbox the webhooks are sent from, and the
 scheduler's job (alerts.sweep) is run as the scheduler runs it. An agent killed is
-`server.unreachable` once, and `server.recovered` once when it returns; a container
+`server.unreachable` once, and `server.recovered` once when it returns (and reaches
+the e-mail and chat notification channels that follow it); a container
 that keeps crashing is `environment.crash_loop`, from the agent's heartbeat; a server
 reached over SSH says the same at its checks."""
+
+import json
 
 from control_plane.agent_link import Plain
 from control_plane.models import Event, Server
 from control_plane.services.servers import alerts
+from control_plane.services.webhooks import delivery
+from tests.conftest import auth
 from tests.support.agents import registered_server
+from tests.support.smtp_receiver import smtp_receiver  # noqa: F401 - fixture
 from tests.support.waiting import wait_for
+from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
 
 def names(org):
@@ -17,11 +24,20 @@ def names(org):
             .order_by(Event.created_at, Event.id)]
 
 
-def test_an_agent_killed_is_unreachable_once_then_recovered_once(app, world, gateway, agents,
-                                                                 tmp_path, fake_clock):
+def test_an_agent_killed_is_unreachable_once_then_recovered_once(
+        app, client, world, gateway, agents, tmp_path, fake_clock, https_receiver,  # noqa: F811
+        smtp_receiver, trust_ca):  # noqa: F811
     settings = app.extensions["berth"].settings
+    settings.update(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_CA_BUNDLE=trust_ca,
+                    **smtp_receiver.settings())
     quiet = settings["ALERT_UNREACHABLE_SECONDS"]
     org = world.org()
+    raw = world.key(org)[0]
+    for kind, given in (("email", {"to": ["oncall@example.com"]}),
+                        ("slack", {"url": https_receiver.url + "/slack/hook"})):
+        r = client.post("/api/public/v1/notification-channels", headers=auth(raw), json={
+            "type": kind, "settings": given, "events": ["server.unreachable"]})
+        assert r.status_code == 201, r.json
     server, credential = registered_server(org)
     agent = agents(server, credential)
     wait_for(lambda: str(server.id) in gateway.sessions, what="agent connected")
@@ -39,6 +55,11 @@ def test_an_agent_killed_is_unreachable_once_then_recovered_once(app, world, gat
         fake_clock.advance(minutes=5)
         alerts.sweep(Plain(settings))
     assert names(org) == ["server.unreachable"]
+    assert delivery.run(Plain(settings)) == 2  # where the people on call read
+    (mail,) = smtp_receiver.wait_for(1)
+    assert mail["Subject"] == f"[Berth] Server unreachable: {server.name}"
+    (chat,) = https_receiver.wait_for(1)
+    assert json.loads(chat.body)["text"].startswith("server.unreachable: Server unreachable")
 
     agents(server, credential)
     wait_for(lambda: swept("server.recovered"), timeout=30, interval=0.5,
