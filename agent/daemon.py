@@ -18,6 +18,7 @@ import grpc
 from agent import __version__, commands, live, upgrade_guard
 from agent.facts import host_facts
 from agent.journal import CommandJournal
+from agent.mail import kept_port
 from agent.status import StatusFile, now_iso
 from protocol import wire
 from protocol.kinds import DISK_CHANGING
@@ -55,6 +56,10 @@ class Host:
     first needed. The daemon is one; `berth-agent exec` over SSH another."""
 
     over_ssh = False  # live container metrics: states only (the spec's SSH rows)
+
+    def mail_catcher(self):
+        """Over SSH, none: there is no resident process to take mail (agent/mail/)."""
+        return None
 
     def __init__(self, config, data_dir, docker_client=None):
         self.config = config
@@ -132,10 +137,13 @@ class Agent(Host):
         self._measure_disk = threading.Event()
         self._proxy_report = None  # likewise the latest ProxyReport
         self._outbox = _closed_queue()  # the current stream's, once there is one
+        self._catcher, self._catcher_lock = None, threading.Lock()
 
     # --- connection loop -------------------------------------------------
 
     def run_forever(self):
+        if kept_port(self.data_dir):  # ERPs here were configured with its port
+            self.mail_catcher()
         self._start_disk_meter()
         self._resume_restores()
         self._start_proxy_watch()
@@ -260,6 +268,21 @@ class Agent(Host):
                 if _closed(outbox) or self.stop.wait(every or 15):
                     return
         threading.Thread(target=beat, name="berth-heartbeat", daemon=True).start()
+
+    def mail_catcher(self):
+        """Where non-production ERPs' mail goes (agent/mail/), started when first
+        needed (a server with none of them holds no SMTP server nor its imports);
+        None when the engine's bridge is not found: those ERPs' mail then fails to
+        send, and never leaves."""
+        with self._catcher_lock:
+            if self._catcher is None:
+                try:
+                    from agent.mail.catcher import Catcher, bridge_gateway
+
+                    self._catcher = Catcher(self.data_dir, bridge_gateway()).start()
+                except Exception as exc:
+                    log.warning("no mail catcher: %s", exc)
+            return self._catcher
 
     def _start_disk_meter(self):
         """A pass at start, then every interval; each report goes on the current

@@ -36,6 +36,12 @@ class AgentError(Exception):
         super().__init__(message or self.__doc__)
 
 
+class NoMailCatcher(AgentError):
+    """This server has no mail catcher."""
+
+    code = AgentErrorCode.UNAVAILABLE
+
+
 class EngineUnreachable(AgentError):
     """The container engine could not be reached."""
 

@@ -78,3 +78,20 @@ def runtime_logs(agent, body):
 
     return pb.RuntimeLogs(**runtime_logs(agent.docker(), body.environment_id, body.source,
                                          body.lines))
+
+
+@answers("mails")
+def mails(agent, body):
+    """The mail catcher's mails of an environment: the newest `limit`, or one."""
+    import json
+
+    from agent.errors import NoMailCatcher
+
+    catcher = agent.mail_catcher()
+    if catcher is None:
+        raise NoMailCatcher()
+    if body.mail_id:
+        found = {"mail": catcher.store.read(body.environment_id, body.mail_id)}
+    else:
+        found = {"mails": catcher.store.list(body.environment_id, body.limit or 50)}
+    return pb.Mails(mails_json=json.dumps(found))

@@ -4,6 +4,7 @@ holds, the in-process gateway (gateway/server.py) or the Redis relay
 protocol request and turn the reply into plain data: services never handle
 protobuf messages nor import the gateway."""
 
+import json
 import operator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -117,6 +118,14 @@ def runtime_logs(link: AgentLink, server_id, environment_id, source, lines, time
     logs = reply.runtime_logs
     return Reply(reply.error_code,
                  {"log": logs.log, "lines": logs.lines, "truncated": logs.truncated})
+
+
+def mails(link: AgentLink, server_id, environment_id, limit, mail_id, timeout) -> Reply:
+    """The mail catcher's: {"mails": [summary...]}, or with `mail_id` {"mail": mail|None}."""
+    reply = link.call(server_id, pb.LiveRequest(mails=pb.MailsRequest(
+        environment_id=str(environment_id), limit=limit, mail_id=mail_id or "")), timeout)
+    found = reply.mails.mails_json
+    return Reply(reply.error_code, json.loads(found) if found else {})
 
 
 def disk_usage(report: pb.DiskReport) -> list[dict]:

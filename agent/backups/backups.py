@@ -32,7 +32,7 @@ from agent.backups import (
     taking,
 )
 from agent.backups.databases import DB, REPLACED, STAGED
-from agent.backups.neutralize import is_neutralized
+from agent.backups.neutralize import catch_mail, is_neutralized
 from agent.backups.neutralize import neutralize as neutralize_database
 from agent.backups.transfer import Checked, Transfer
 from agent.config import RESTORE_JOURNAL, write_private
@@ -412,12 +412,15 @@ class _CopySafety:
     def __init__(self, payload):
         self.profile = payload.get("neutralize_profile") or "standard"
         self.anonymize = bool(payload.get("anonymize"))
+        self.mail = payload.get("mail")  # the server's mail catcher, if it has one
         self.record = None
 
     def apply(self, backups, env_id, db, database, log):
         neutralize_database(backups.envs, env_id, database, log)
         self.record = safe_copy.make_safe(backups.api, db, database, profile=self.profile,
                                           anonymize=self.anonymize, log=log)
+        if self.mail:  # after the checks: they want no live mail server but the dummy
+            catch_mail(backups.api, db, database, self.mail, log)
 
 
 def restore_jobs():

@@ -7,6 +7,7 @@ status file)."""
 import contextlib
 
 from agent.commands import handles
+from agent.mail import erp_settings
 from agent.status import now_iso
 from protocol.kinds import CommandKind
 
@@ -53,6 +54,8 @@ def restore(agent, payload, log, revert_to=None):
     source = (f"import {payload['import'].get('import_id')}" if payload.get("import")
               else payload["backup_id"])
     key = f"restore {source} into {payload['environment_id']}"
+    if payload.get("neutralize"):  # a copy: its mail goes to the catcher, once made safe
+        payload = {**payload, "mail": erp_settings(agent, payload["environment_id"])}
     with _backups(agent, payload, CommandKind.RESTORE, key) as backups:
         return backups.restore(payload, log)
 

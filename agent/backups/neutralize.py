@@ -5,6 +5,8 @@ installed module's data/neutralize.sql: outgoing mail servers off, scheduled
 actions off but the autovacuum, payment providers and carriers in test mode,
 and the parameter `database.is_neutralized` set."""
 
+import re
+
 from agent.backups import exec_stream
 from agent.deploy import one_off
 from agent.errors import AgentError
@@ -44,6 +46,31 @@ def neutralize(envs, env_id, database, log, *, network_of=None, db_host=None, vo
         raise NeutralizeError(f"odoo neutralize failed (exit {code}): the restored database "
                               "was not neutralised")
     log("info", "the restored database is neutralised")
+
+
+DUMMY = "neutralization - disable emails"  # the mail server neutralize.sql adds
+_PLAIN = re.compile(r"^[A-Za-z0-9.:-]+$")
+
+
+def catch_mail(api, db_container, database, mail, log):
+    """The neutralised copy's dummy mail server (host `invalid`, so that nothing
+    falls back to a configured one) pointed at the server's mail catcher instead:
+    what the copy sends is kept to be read, and still leaves for nowhere."""
+    values = [str(mail[key]) for key in ("host", "port", "user", "password")]
+    if not all(_PLAIN.match(v) for v in values):  # ours alone; still never quoted blindly
+        raise NeutralizeError("unexpected characters in the mail catcher's settings")
+    host, port, user, password = values
+    sql = (f"UPDATE ir_mail_server SET smtp_host = '{host}', smtp_port = {int(port)}, "
+           f"smtp_user = '{user}', smtp_pass = '{password}', smtp_encryption = 'none' "
+           f"WHERE name = '{DUMMY}' AND active")
+    try:
+        exec_stream.run(api, db_container.id, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1",
+                                               "-U", "odoo", "-d", database, "-c", sql],
+                        what="psql")
+    except AgentError as exc:
+        log("warning", f"the copy's mail could not be pointed at the mail catcher: {exc}")
+        return
+    log("info", "the copy's mail goes to this server's mail catcher")
 
 
 def is_neutralized(api, db_container, database="odoo"):

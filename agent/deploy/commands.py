@@ -5,11 +5,15 @@ settings, the proxy follows: a deploy routes the environment's host names to
 its new ERP container, a destroy unroutes them, and the others load the
 routes again (an ERP's address changes when it starts)."""
 
+from pathlib import Path
+
 from agent import commands
 from agent.commands import handles
 from agent.deploy.requirements import RequirementsFailed
 from agent.deploy.updates import UpdateFailed
 from agent.errors import AgentError
+from agent.mail import erp_settings
+from agent.mail.store import MailStore
 from protocol.errors import AgentErrorCode
 from protocol.kinds import CommandKind, Phase
 
@@ -78,6 +82,8 @@ def deploy(agent, payload, log):
     reverts to the previous code and the pre-deploy backup, and fails."""
     # First: an engine that cannot be reached fails the deploy itself, not its backup.
     environments = _environments(agent)
+    if payload.get("mail_catcher"):  # not production: its mail goes to the catcher
+        payload = {**payload, "mail": erp_settings(agent, payload["environment_id"])}
     maintenance = _maintenance(agent, payload, log)
     pre = payload.get("pre_backup")
     if not pre:
@@ -154,6 +160,8 @@ for _kind in (CommandKind.START, CommandKind.STOP, CommandKind.RESTART):
 def destroy(agent, payload, log):
     result = _environments(agent).destroy(payload["environment_id"],
                                           payload.get("delete_data", False), log)
+    if payload.get("delete_data"):  # its caught mails too, caught or not by a catcher now
+        MailStore(Path(agent.data_dir) / "mails").forget(payload["environment_id"])
     if payload.get("proxy"):
         agent.proxy().unroute(payload["environment_id"])
     return result

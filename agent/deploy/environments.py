@@ -20,6 +20,7 @@ from agent.deploy import db_ready, requirements, updates
 from agent.deploy import git as git_cmd
 from agent.deploy.git import DeployError
 from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
+from agent.mail import HOST_NAME as MAIL_HOST
 from protocol import wal
 
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
@@ -335,6 +336,10 @@ class Environments:
                  f"addons_path = {addons_path(spec)}", "data_dir = /var/lib/odoo",
                  "proxy_mode = True"]
         lines += [f"{k} = {v}" for k, v in option_lines(spec.get("erp_options"))]
+        if mail := spec.get("mail"):  # Odoo sends through these when no mail server is set
+            lines += [f"smtp_server = {mail['host']}", f"smtp_port = {mail['port']}",
+                      f"smtp_user = {mail['user']}", f"smtp_password = {mail['password']}",
+                      "smtp_ssl = False"]
         path = n["dir"] / "odoo.conf"
         path.write_text("\n".join(lines) + "\n")
         os.chmod(path, 0o644)  # the ERP runs as its own user inside the container
@@ -383,6 +388,8 @@ class Environments:
                     spec["erp_image"], name=n["erp"], detach=True, network=n["network"],
                     labels=self._labels(env_id, "erp"), restart_policy={"Name": "unless-stopped"},
                     environment=variables(spec.get("variables")), volumes=erp_volumes(n),
+                    # The mail catcher's address on this server (agent/mail/catcher.py).
+                    extra_hosts={MAIL_HOST: "host-gateway"} if spec.get("mail") else None,
                     **resources)
         except EngineError:
             self._discard(n["erp"], log)

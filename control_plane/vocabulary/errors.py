@@ -362,6 +362,10 @@ class WebhookLimitReached(Conflict):
     code = "webhook_limit_reached"
 
 
+class NoMailCatcher(Conflict):
+    code = "no_mail_catcher"
+
+
 class ChannelLimitReached(Conflict):
     code = "channel_limit_reached"
 

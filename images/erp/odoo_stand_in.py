@@ -10,6 +10,7 @@ starts the server, any other command is run as is. Run as `odoo` it is the serve
   odoo [-c FILE] [--db_host H] [--db_port P] [-r USER] [-w PASSWORD] [-d DB]
        [--addons-path A,B] [-D DATA_DIR] [-p PORT] [--http-interface ADDR]
        [--proxy-mode] [-i MODULES] [-u MODULES] [--stop-after-init]
+       [--smtp HOST] [--smtp-port P] [--smtp-user U] [--smtp-password PW] [--smtp-ssl]
   odoo neutralize [the same options] -d DB [--stdout]
 
 `neutralize` is Odoo's (16+): the modules' data/neutralize.sql on the existing
@@ -37,6 +38,13 @@ serves on 8069:
   GET /websocket     a websocket upgrade: one text frame naming the port that
                      answered, then a close. Like Odoo, with `workers` above 0 it is
                      served on gevent_port (8072), else on the HTTP port.
+  POST /berth/send-mail  {"to": [..], "subject", "body", "html"?, "attachments"?:
+                     [{"name", "content_base64"}]}: a MIME message sent as Odoo sends
+                     mail: through the first active ir_mail_server by sequence, else
+                     the options' smtp_server/smtp_port/smtp_user/smtp_password/smtp_ssl
+                     (10 s timeout), a copy kept in mail_message. 200 {"sent": true,
+                     "server": "host:port", "via": "ir_mail_server"|"config"}, 502
+                     {"sent": false, "error"} when it could not be sent.
 """
 
 import argparse
@@ -49,12 +57,16 @@ import http.server
 import importlib.util
 import json
 import logging
+import mimetypes
 import os
 import signal
+import smtplib
 import sys
 import threading
 import time
 import uuid
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
 
 import psycopg2
 from psycopg2 import sql
@@ -64,7 +76,9 @@ DB_WAIT_SECONDS = 30
 DEFAULTS = {"db_host": None, "db_port": "5432", "db_user": None, "db_password": None,
             "db_name": "odoo", "addons_path": "", "data_dir": "/var/lib/odoo",
             "http_port": "8069", "http_interface": "", "proxy_mode": "False",
-            "workers": "0", "gevent_port": "8072"}
+            "workers": "0", "gevent_port": "8072", "smtp_server": "localhost",
+            "smtp_port": "25", "smtp_user": None, "smtp_password": None, "smtp_ssl": "False"}
+SMTP_TIMEOUT = 10  # seconds: a mail server that does not answer must not hang the request
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
 log = logging.getLogger("odoo.service.server")
 
@@ -108,6 +122,11 @@ def parse_args(argv):
     p.add_argument("-i", "--init", default="")
     p.add_argument("-u", "--update", default="")
     p.add_argument("--stop-after-init", action="store_true")
+    p.add_argument("--smtp", dest="smtp_server")
+    p.add_argument("--smtp-port", dest="smtp_port")
+    p.add_argument("--smtp-user", dest="smtp_user")
+    p.add_argument("--smtp-password", dest="smtp_password")
+    p.add_argument("--smtp-ssl", dest="smtp_ssl", action="store_const", const="True")
     return p.parse_known_args(argv)
 
 
@@ -129,10 +148,12 @@ def settings(args, env_defaults):
         merged["http_port"] = int(merged["http_port"] or 8069)
         merged["gevent_port"] = int(merged["gevent_port"] or 8072)
         merged["workers"] = int(merged["workers"] or 0)
+        merged["smtp_port"] = int(merged["smtp_port"] or 25)
     except ValueError as exc:
         raise ConfigError(f"{path or 'options'}: a port is not a number ({exc})") from exc
     merged["db_name"] = (merged["db_name"] or "odoo").split(",")[0].strip()
     merged["proxy_mode"] = (merged["proxy_mode"] or "").lower() in ("true", "1", "yes")
+    merged["smtp_ssl"] = (merged["smtp_ssl"] or "").lower() in ("true", "1", "yes")
     merged["addons_path"] = [p.strip() for p in (merged["addons_path"] or "").split(",") if p.strip()]
     merged["data_dir"] = merged["data_dir"] or DEFAULTS["data_dir"]
     merged["config_file"] = path
@@ -172,8 +193,8 @@ AUTOVACUUM = "Base: Auto-vacuum internal data"  # the one scheduled action left 
 NEUTRALIZE_SQL = """UPDATE ir_cron SET active = false WHERE id NOT IN (SELECT res_id
     FROM ir_model_data WHERE model = 'ir.cron' AND name = 'autovacuum_job');
 UPDATE ir_mail_server SET active = false;
-INSERT INTO ir_mail_server (name, smtp_host, smtp_port, active)
-    VALUES ('neutralization - disable emails', 'invalid', 1025, true);
+INSERT INTO ir_mail_server (name, smtp_host, smtp_port, smtp_encryption, active)
+    VALUES ('neutralization - disable emails', 'invalid', 1025, 'none', true);
 UPDATE fetchmail_server SET active = false;
 UPDATE payment_provider SET state = 'disabled' WHERE state NOT IN ('test', 'disabled');
 UPDATE delivery_carrier SET prod_environment = false;
@@ -240,7 +261,9 @@ def create_tables(cr):
                " name varchar NOT NULL, smtp_host varchar NOT NULL, smtp_port integer,"
                " active boolean NOT NULL DEFAULT true)")
     cr.execute("ALTER TABLE ir_mail_server ADD COLUMN IF NOT EXISTS smtp_user varchar,"
-               " ADD COLUMN IF NOT EXISTS smtp_pass varchar")
+               " ADD COLUMN IF NOT EXISTS smtp_pass varchar,"
+               " ADD COLUMN IF NOT EXISTS sequence integer DEFAULT 10,"
+               " ADD COLUMN IF NOT EXISTS smtp_encryption varchar DEFAULT 'none'")
 
 
 def adapt_version(version):
@@ -377,6 +400,62 @@ class Database:
         finally:
             conn.close()
 
+    def outgoing(self, msg, body):
+        """Keep the message's copy in mail_message, as Odoo does before it sends, and
+        choose the server as Odoo does: the first active ir_mail_server by sequence
+        (then id), else the options' smtp_* (smtp_ssl meaning STARTTLS, as in Odoo).
+        Returns (via, host, port, user, password, encryption)."""
+        conn = self.connect(timeout=2)
+        try:
+            with conn, conn.cursor() as cr:
+                cr.execute("INSERT INTO mail_message (subject, body, email_from)"
+                           " VALUES (%s, %s, %s)", (msg["Subject"], body, msg["From"]))
+                cr.execute("SELECT smtp_host, smtp_port, smtp_user, smtp_pass, smtp_encryption"
+                           " FROM ir_mail_server WHERE active ORDER BY sequence, id LIMIT 1")
+                row = cr.fetchone()
+        finally:
+            conn.close()
+        if row:
+            return ("ir_mail_server", row[0], row[1] or 25, row[2], row[3], row[4] or "none")
+        s = self.s
+        return ("config", s["smtp_server"], s["smtp_port"], s["smtp_user"], s["smtp_password"],
+                "starttls" if s["smtp_ssl"] else "none")
+
+
+def build_mail(s, request):
+    """The MIME message of a /berth/send-mail request: text, an HTML alternative,
+    attachments. ValueError, KeyError or TypeError when the request is not one."""
+    to, subject, body = (request.get(k) for k in ("to", "subject", "body"))
+    if not (isinstance(to, list) and to and all(isinstance(a, str) and a for a in to)
+            and isinstance(subject, str) and isinstance(body, str)):
+        raise ValueError('needs "to" (a list of addresses), "subject" and "body"')
+    domain = f"{s['db_name']}.example"
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = f"odoo@{domain}", ", ".join(to), subject
+    msg["Date"], msg["Message-Id"] = formatdate(localtime=True), make_msgid(domain=domain)
+    msg.set_content(body)
+    if request.get("html"):
+        msg.add_alternative(request["html"], subtype="html")
+    for a in request.get("attachments") or ():
+        data = base64.b64decode(a["content_base64"], validate=True)
+        mimetype = mimetypes.guess_type(a["name"])[0] or "application/octet-stream"
+        maintype, _, subtype = mimetype.partition("/")
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=a["name"])
+    return msg
+
+
+def send_mail(msg, host, port, user, password, encryption):
+    """smtplib as Odoo uses it: SSL or STARTTLS as the server asks (certificates not
+    verified, as Odoo's default), a login when a user is set. OSError (smtplib's
+    errors among them) when the mail could not be handed over."""
+    smtp_class = smtplib.SMTP_SSL if encryption == "ssl" else smtplib.SMTP
+    with smtp_class(host, port, timeout=SMTP_TIMEOUT) as smtp:
+        if encryption == "starttls":
+            smtp.starttls()
+        if user:
+            smtp.login(user, password or "")
+        smtp.send_message(msg)
+
 
 class Handler(http.server.BaseHTTPRequestHandler):
     server_version = f"odoo-stand-in/{VERSION}"
@@ -462,6 +541,38 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                         "host": host}})
         else:
             self.send(404, {"error": "not found", "path": path})
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        try:  # read the body whatever the path: the connection is kept alive
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        except ValueError:
+            return self.send(400, {"error": "bad Content-Length"})
+        if path != "/berth/send-mail":
+            return self.send(404, {"error": "not found", "path": path})
+        try:
+            request = json.loads(raw or b"null")
+            if not isinstance(request, dict):
+                raise ValueError("the body is not a JSON object")
+            msg = build_mail(self.s, request)
+        except (ValueError, KeyError, TypeError) as exc:
+            return self.send(400, {"sent": False, "error": f"bad request: {exc}"})
+        body = request.get("html") or f"<p>{html.escape(request['body'])}</p>"
+        mlog = logging.getLogger("odoo.addons.base.models.ir_mail_server")
+        try:
+            via, host, port, *login = self.db.outgoing(msg, body)
+        except psycopg2.Error as exc:
+            return self.send(503, {"sent": False, "error": str(exc).strip()})
+        try:
+            send_mail(msg, host, port, *login)
+        except OSError as exc:
+            mlog.info("Mail delivery failed via SMTP server '%s:%s' (%s): %s", host, port, via,
+                      exc)
+            return self.send(502, {"sent": False, "server": f"{host}:{port}", "via": via,
+                                   "error": str(exc) or type(exc).__name__})
+        mlog.info("Sent email with Message-Id %s via %s:%s (%s)", msg["Message-Id"], host,
+                  port, via)
+        self.send(200, {"sent": True, "server": f"{host}:{port}", "via": via})
 
     def log_message(self, fmt, *args):
         logging.getLogger("werkzeug").info("%s - - [%s] %s", self.client(),

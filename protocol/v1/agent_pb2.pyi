@@ -204,20 +204,22 @@ class CommandResult(_message.Message):
     def __init__(self, command_id: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., result_json: _Optional[str] = ...) -> None: ...
 
 class LiveReply(_message.Message):
-    __slots__ = ("correlation_id", "error_code", "error_message", "host_metrics", "container_metrics", "runtime_logs")
+    __slots__ = ("correlation_id", "error_code", "error_message", "host_metrics", "container_metrics", "runtime_logs", "mails")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HOST_METRICS_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_METRICS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_LOGS_FIELD_NUMBER: _ClassVar[int]
+    MAILS_FIELD_NUMBER: _ClassVar[int]
     correlation_id: str
     error_code: str
     error_message: str
     host_metrics: HostMetrics
     container_metrics: ContainerMetrics
     runtime_logs: RuntimeLogs
-    def __init__(self, correlation_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetrics, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogs, _Mapping]] = ...) -> None: ...
+    mails: Mails
+    def __init__(self, correlation_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetrics, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogs, _Mapping]] = ..., mails: _Optional[_Union[Mails, _Mapping]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
     __slots__ = ("welcome", "command", "request")
@@ -276,16 +278,18 @@ class ProxySettings(_message.Message):
     def __init__(self, image: _Optional[str] = ..., acme_directory: _Optional[str] = ..., acme_email: _Optional[str] = ..., acme_roots_pem: _Optional[str] = ...) -> None: ...
 
 class LiveRequest(_message.Message):
-    __slots__ = ("correlation_id", "host_metrics", "container_metrics", "runtime_logs")
+    __slots__ = ("correlation_id", "host_metrics", "container_metrics", "runtime_logs", "mails")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_METRICS_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_METRICS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_LOGS_FIELD_NUMBER: _ClassVar[int]
+    MAILS_FIELD_NUMBER: _ClassVar[int]
     correlation_id: str
     host_metrics: HostMetricsRequest
     container_metrics: ContainerMetricsRequest
     runtime_logs: RuntimeLogsRequest
-    def __init__(self, correlation_id: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetricsRequest, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetricsRequest, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogsRequest, _Mapping]] = ...) -> None: ...
+    mails: MailsRequest
+    def __init__(self, correlation_id: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetricsRequest, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetricsRequest, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogsRequest, _Mapping]] = ..., mails: _Optional[_Union[MailsRequest, _Mapping]] = ...) -> None: ...
 
 class HostMetricsRequest(_message.Message):
     __slots__ = ()
@@ -364,3 +368,19 @@ class RuntimeLogs(_message.Message):
     lines: int
     truncated: bool
     def __init__(self, log: _Optional[str] = ..., lines: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class MailsRequest(_message.Message):
+    __slots__ = ("environment_id", "limit", "mail_id")
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MAIL_ID_FIELD_NUMBER: _ClassVar[int]
+    environment_id: str
+    limit: int
+    mail_id: str
+    def __init__(self, environment_id: _Optional[str] = ..., limit: _Optional[int] = ..., mail_id: _Optional[str] = ...) -> None: ...
+
+class Mails(_message.Message):
+    __slots__ = ("mails_json",)
+    MAILS_JSON_FIELD_NUMBER: _ClassVar[int]
+    mails_json: str
+    def __init__(self, mails_json: _Optional[str] = ...) -> None: ...

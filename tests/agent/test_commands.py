@@ -19,6 +19,8 @@ class Recorder:
 
 
 class FakeAgent:
+    data_dir = "/nonexistent/agent-data"  # a destroy forgets mails there: none for "e1"
+
     def docker(self):
         return "engine"
 

@@ -33,7 +33,8 @@ def answer(agent, request):
 def test_every_request_kind_has_a_handler_and_a_reply_body_of_its_name():
     kinds = {f.name for f in pb.LiveRequest.DESCRIPTOR.oneofs_by_name["kind"].fields}
     bodies = {f.name for f in pb.LiveReply.DESCRIPTOR.oneofs_by_name["body"].fields}
-    assert set(live.HANDLERS) == kinds == {"host_metrics", "container_metrics", "runtime_logs"}
+    assert set(live.HANDLERS) == kinds == {"host_metrics", "container_metrics", "runtime_logs",
+                                           "mails"}
     assert kinds <= bodies
 
 

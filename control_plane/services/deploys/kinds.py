@@ -51,6 +51,8 @@ def _payload(task, env, settings, *, delete_data=False):
         "addon_repositories": config.get("addon_repositories") or [],
         "auto_revert": env.auto_revert is not False,
         "install_modules": env.install_modules or [],
+        # Not production: the ERP's mail goes to the server's catcher (agent/mail/).
+        "mail_catcher": env.environment_type != "production",
         **configuration.agent_fields(config),  # secret values sealed until delivery
         **routes.fields(env, settings),  # the proxy and the host names it routes here
         **wal.agent_fields(env, settings),  # where its database archives its WAL

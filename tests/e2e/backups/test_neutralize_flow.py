@@ -6,11 +6,18 @@ Production holds a live mail server and scheduled actions. Its backup restored
 into staging is neutralised before the copy serves: mail servers off and a dummy
 one, every scheduled action off but the autovacuum, `database.is_neutralized`
 set, shown as `neutralized: true`. Restored into production it is untouched.
+The copy's mail goes to its server's mail catcher and is read through the API.
 `"neutralize": false` keeps the copy live and the task log says who asked. A
 neutralisation that fails fails the restore, and staging is put back as it was."""
 
+import base64
+import json
+import urllib.error
+import urllib.request
+
 import pytest
 
+from agent.deploy.environments import erp_address
 from control_plane.models import Event
 from tests.support.backup_flow import (
     V1,
@@ -48,6 +55,42 @@ def flag(s, env_id):
                            " WHERE key = 'database.is_neutralized'), 'absent')")
 
 
+def send_mail(s, env_id, **body):
+    """The ERP sends a mail as Odoo would (the stand-in's /berth/send-mail)."""
+    address = erp_address(s.envs.docker, s.envs._names(env_id)["erp"])
+    request = urllib.request.Request(f"http://{address}/berth/send-mail", method="POST",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=20) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def caught_in_staging(client, s, staging, prod):
+    """The neutralised copy's invoice e-mail is caught on its server and read through
+    the API; production has no catcher."""
+    invoice = base64.b64encode(b"%PDF-1.4 invoice").decode()
+    status, sent = send_mail(s, staging, to=["ada@customer.example"], subject="Invoice 2026/001",
+                             body="Dear Ada, your invoice is attached.",
+                             html="<p>Dear Ada, your <b>invoice</b> is attached.</p>",
+                             attachments=[{"name": "INV_2026_001.pdf",
+                                           "content_base64": invoice}])
+    assert status == 200 and sent["via"] == "ir_mail_server", sent
+    assert sent["server"].startswith("host.docker.internal:")
+    r = client.get(f"{P}/environments/{staging}/mails", headers=s.reader)
+    assert r.status_code == 200, r.json
+    (mail,) = r.json["mails"]
+    assert (mail["subject"], mail["to"]) == ("Invoice 2026/001", "ada@customer.example")
+    assert mail["attachments"] == [{"name": "INV_2026_001.pdf", "size": 16}]
+    whole = client.get(f"{P}/environments/{staging}/mails/{mail['id']}", headers=s.reader).json
+    assert whole["text"].startswith("Dear Ada") and "<b>invoice</b>" in whole["html"]
+    assert {"name": "Subject", "value": "Invoice 2026/001"} in whole["headers"]
+    r = client.get(f"{P}/environments/{prod}/mails", headers=s.reader)
+    assert r.status_code == 409 and r.json["error"] == "no_mail_catcher"
+
+
 def shown(client, s, env_id):
     env = client.get(f"{P}/environments/{env_id}", headers=s.reader).json
     status = client.get(f"{P}/environments/{env_id}/status", headers=s.reader).json
@@ -74,8 +117,10 @@ def test_restored_copies_are_neutralised(client, stand):
     done = restore(client, s, staging, backup)
     assert done["status"] == "success", done
     assert notes(s, staging) == LIVE
+    # The dummy mail server points at the agent's mail catcher, not at `invalid`.
     assert mail_servers(s, staging).splitlines() == [
-        "customers|smtp.example.com|f", "neutralization - disable emails|invalid|t"]
+        "customers|smtp.example.com|f",
+        "neutralization - disable emails|host.docker.internal|t"]
     assert crons(s, staging).splitlines() == [
         "Base: Auto-vacuum internal data|t", "Mail: Email Queue Manager|f",
         "Invoices: send reminders|f"]
@@ -88,6 +133,7 @@ def test_restored_copies_are_neutralised(client, stand):
     assert not s.envs._container(s.envs._names(staging)["erp"] + "-neutralize")
     # production itself is as it was
     assert mail_servers(s, prod) == live_mail and crons(s, prod) == live_crons
+    caught_in_staging(client, s, staging, prod)
 
     # 2. Into production: never neutralised.
     done = restore(client, s, prod, backup)

@@ -1,0 +1,53 @@
+"""The mail catcher's mails: what a non-production environment's ERP sent, kept by
+its server's agent and never sent on (agent/mail/), read live through the agent
+link. Production sends its mail out: it has none."""
+
+import datetime as dt
+
+from limits import RateLimitItemPerMinute
+
+from control_plane import agent_link
+from control_plane.services.servers.monitoring import _ask, _ready
+from control_plane.vocabulary import errors
+from protocol.errors import AgentErrorCode
+
+PER_ENVIRONMENT = RateLimitItemPerMinute(30)
+TIMEOUT = 10
+PRODUCTION = "production"
+
+
+def _read(actor, environment_id, berth, limit=0, mail_id=None):
+    env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "mails:environment")
+    if env.environment_type == PRODUCTION:
+        raise errors.NoMailCatcher("A production environment sends its mail out: none is "
+                                   "caught.")
+    unreachable = errors.ServerUnreachable("The server's agent could not be reached.")
+    reply = _ask(berth, agent_link.mails, env.server_id, env.id, limit, mail_id, TIMEOUT,
+                 unreachable=unreachable)
+    if reply.error_code == AgentErrorCode.UNAVAILABLE:
+        raise errors.NoMailCatcher("This server has no mail catcher: a server reached over "
+                                   "SSH has none, and an older agent must be upgraded.")
+    if reply.error_code:
+        raise unreachable
+    return env, reply.data
+
+
+def _shaped(mail):
+    at = dt.datetime.fromtimestamp(mail.pop("received_at_unix_ms") / 1000, dt.UTC)
+    return {**mail, "received_at": at.replace(tzinfo=None)}
+
+
+def list_mails(actor, environment_id, berth, limit=50):
+    """The newest `limit` mails, newest first."""
+    env, data = _read(actor, environment_id, berth, limit=limit)
+    return {"environment_id": env.id, "mails": [_shaped(m) for m in data.get("mails") or []]}
+
+
+def get_mail(actor, environment_id, mail_id, berth):
+    """One mail: its headers, text and HTML parts, attachments' names and sizes."""
+    env, data = _read(actor, environment_id, berth, mail_id=mail_id)
+    if not data.get("mail"):
+        raise errors.NotFound("Mail not found (the catcher keeps the newest 500, for 7 days).")
+    mail = _shaped(data["mail"])
+    mail["headers"] = [{"name": k, "value": v} for k, v in mail["headers"]]
+    return {"environment_id": env.id, **mail}
