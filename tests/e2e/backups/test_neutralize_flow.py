@@ -81,8 +81,9 @@ def caught_in_staging(client, s, staging, prod):
     assert sent["server"].startswith("host.docker.internal:")
     r = client.get(f"{P}/environments/{staging}/mails", headers=s.reader)
     assert r.status_code == 200, r.json
-    (mail,) = r.json["mails"]
+    mail, reset = r.json["mails"]  # newest first
     assert (mail["subject"], mail["to"]) == ("Invoice 2026/001", "ada@customer.example")
+    assert reset["subject"] == "Password reset"
     assert mail["attachments"] == [{"name": "INV_2026_001.pdf", "size": 16}]
     whole = client.get(f"{P}/environments/{staging}/mails/{mail['id']}", headers=s.reader).json
     assert whole["text"].startswith("Dear Ada") and "<b>invoice</b>" in whole["html"]
@@ -102,6 +103,15 @@ def shown(client, s, env_id):
 def test_restored_copies_are_neutralised(client, stand):
     s = stand
     prod, staging = production_and_staging(client, s)
+    # Before any copy: staging's ERP has no mail server of its own and sends through
+    # the configured one, the catcher; production's goes out (here: nowhere to go).
+    status, sent = send_mail(s, staging, to=["qa@example.com"], subject="Password reset",
+                             body="Reset your password")
+    assert status == 200 and sent["via"] == "config", sent
+    status, sent = send_mail(s, prod, to=["qa@example.com"], subject="Not caught", body="-")
+    assert status == 502 and not sent["server"].startswith("host.docker.internal"), sent
+    (reset,) = client.get(f"{P}/environments/{staging}/mails", headers=s.reader).json["mails"]
+    assert reset["subject"] == "Password reset" and reset["attachments"] == []
     set_notes(s, prod, LIVE)
     psql(s, prod, "INSERT INTO ir_mail_server (name, smtp_host) VALUES"
                   " ('customers', 'smtp.example.com');"
