@@ -32,8 +32,8 @@ class State:
 @click.version_option(__version__, "--version", prog_name="berthctl")
 @click.pass_context
 def cli(ctx, url):
-    """Berth from the command line: environments, deployments, logs, metrics,
-    backups, automation rules, notification channels and the audit log."""
+    """Berth from the command line: environments, deployments, logs, caught mails,
+    metrics, backups, automation rules, notification channels and the audit log."""
     ctx.ensure_object(State).url_option = url
 
 
@@ -103,6 +103,7 @@ def _register():
         channels,
         envs,
         logs,
+        mails,
         mcp,
         metrics,
         projects,
@@ -110,7 +111,7 @@ def _register():
         servers,
     )
 
-    for module in (projects, servers, rules, audit, envs, logs, metrics, backups,
+    for module in (projects, servers, rules, audit, envs, logs, mails, metrics, backups,
                    channels, mcp):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -29,6 +29,9 @@ log = logging.getLogger("berth.agent")
 # Sign-in without TLS is the point here: the address is the bridge's own, which never
 # leaves this host, and the password only tells environments apart.
 warnings.filterwarnings("ignore", "Requiring AUTH while not requiring TLS", UserWarning)
+# aiosmtpd logs each connection, and warns of its own deprecated attribute at every
+# sign-in (it sets it itself; we read auth_data): the catcher logs what it keeps.
+logging.getLogger("mail.log").setLevel(logging.ERROR)
 
 
 class Catcher:
@@ -54,7 +57,7 @@ class Catcher:
         return AuthResult(success=ok, handled=False, auth_data=auth_data if ok else None)
 
     async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's name
-        env_id = session.login_data.decode()
+        env_id = session.auth_data.login.decode()  # who signed in (_authenticate)
         mail_id = self.store.save(env_id, envelope.original_content or envelope.content)
         log.info("caught mail %s of environment %s", mail_id, env_id)
         return "250 Caught (not sent on)"

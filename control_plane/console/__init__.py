@@ -285,6 +285,7 @@ def register(app):
         backups,
         channels,
         environments,
+        mails,
         organization,
         overview,
         projects,

@@ -123,6 +123,10 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
         log = client.get(f"{P}/environments/{staging}/logs?task_id={done['id']}",
                          headers=s.reader).json["log"]
         assert "predates neutralisation" in log and "upgrade" in log
+        # It has no mail catcher: reading the copy's mails says so (and to upgrade).
+        r = client.get(f"{P}/environments/{staging}/mails", headers=s.reader)
+        assert r.status_code == 409 and r.json["error"] == "no_mail_catcher", r.json
+        assert "upgrade" in r.json["message"]
     finally:
         envs = Environments(docker_client, root=root)
         for env_id in s.created:

@@ -7,6 +7,7 @@ import datetime as dt
 from limits import RateLimitItemPerMinute
 
 from control_plane import agent_link
+from control_plane.services.environment_settings import access
 from control_plane.services.servers.monitoring import _ask, _ready
 from control_plane.vocabulary import errors
 from protocol.errors import AgentErrorCode
@@ -17,10 +18,11 @@ PRODUCTION = "production"
 
 
 def _read(actor, environment_id, berth, limit=0, mail_id=None):
-    env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "mails:environment")
-    if env.environment_type == PRODUCTION:
+    if access.environment(actor, environment_id).environment_type == PRODUCTION:  # first:
+        # whatever its state, production has nothing caught
         raise errors.NoMailCatcher("A production environment sends its mail out: none is "
                                    "caught.")
+    env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "mails:environment")
     unreachable = errors.ServerUnreachable("The server's agent could not be reached.")
     reply = _ask(berth, agent_link.mails, env.server_id, env.id, limit, mail_id, TIMEOUT,
                  unreachable=unreachable)
