@@ -24,6 +24,7 @@ from control_plane.api.pagination import CursorArgs
 from control_plane.api.public import audit as audit_api
 from control_plane.api.public import backups as backups_api
 from control_plane.api.public import environments as env_api
+from control_plane.api.public import mails as mails_api
 from control_plane.api.public import monitoring as monitoring_api
 from control_plane.api.public import projects as projects_api
 from control_plane.api.public import servers as servers_api
@@ -34,7 +35,7 @@ from control_plane.services.backups import backups
 from control_plane.services.deploys import environments as envs
 from control_plane.services.deploys import operations
 from control_plane.services.projects import projects
-from control_plane.services.servers import monitoring, servers
+from control_plane.services.servers import mails, monitoring, servers
 
 ENVIRONMENT = {"environment_id": ma.fields.UUID(required=True, metadata={
     "description": "The environment's id (list_environments)"})}
@@ -132,6 +133,15 @@ TOOLS = [
     Tool("list_backups", "An environment's backups, newest first: type, status, sizes.",
          _args(backups_api.BackupListArgs, **ENVIRONMENT), backups_api.BackupPage(),
          lambda actor, a: backups.list_backups(actor, a.pop("environment_id"), **a)),
+    Tool("list_mails", "The e-mails a non-production environment's ERP sent, caught on its "
+                       "server and never sent on, newest first.",
+         _args(mails_api.MailArgs, **ENVIRONMENT), mails_api.MailListSchema(),
+         lambda actor, a: mails.list_mails(actor, a["environment_id"], current_berth(),
+                                           a["limit"])),
+    Tool("get_mail", "One caught e-mail: headers, text and HTML parts, attachments' names.",
+         _args(mail_id=ma.fields.String(required=True), **ENVIRONMENT), mails_api.MailSchema(),
+         lambda actor, a: mails.get_mail(actor, a["environment_id"], a["mail_id"],
+                                         current_berth())),
     Tool("list_rules", "A project's automation rules: trigger, action, whether on.",
          _args(CursorArgs, **PROJECT), RulePage(),
          lambda actor, a: _page(rules.list_rules(actor, a.pop("project_id"), **a))),

@@ -14,7 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from control_plane.models import AuditEvent, Deployment, TaskLogLine
+from control_plane.models import AuditEvent, Deployment, Environment, TaskLogLine
 from control_plane.services.automation import rules
 from tests.conftest import new_uuid
 from tests.support.agents import http_app  # noqa: F401 - fixture
@@ -22,7 +22,7 @@ from tests.support.agents import http_app  # noqa: F401 - fixture
 READS = {"list_projects", "get_project", "list_environments", "get_environment",
          "environment_status", "list_deployments", "get_deployment", "task_log", "runtime_logs",
          "environment_metrics", "list_servers", "server_metrics", "list_backups", "list_rules",
-         "get_rule", "list_audit_events"}
+         "get_rule", "list_audit_events", "list_mails", "get_mail"}
 WRITES = {"start_environment", "stop_environment", "restart_environment",
           "deploy_environment", "redeploy_environment", "backup_environment",
           "restore_environment", "rollback_deployment"}
@@ -117,6 +117,15 @@ def test_answers_are_the_apis_shapes_and_every_call_is_audited(http_app, world, 
     assert answer(shown)["name"] == "nightly" and answer(shown)["next_run_at"]
     every = json.dumps([answer(r) for r in (projects, envs, status)])
     assert raw not in every and key.key_hash not in every
+    # Caught mails: production has none; a staging copy's server (no agent here) is asked.
+    production = world.environment(project)
+    Environment.update(environment_type="production").where(
+        Environment.id == production.id).execute()
+    prod_mails, staging_mails = session(
+        http_app, raw, ("list_mails", {"environment_id": str(production.id)}),
+        ("list_mails", {"environment_id": str(env.id)}))
+    assert prod_mails.is_error and answer(prod_mails)["error"] == "no_mail_catcher"
+    assert staging_mails.is_error and answer(staging_mails)["error"] == "server_unreachable"
 
 
 def test_a_destructive_tool_needs_confirm_and_a_change_is_the_keys(http_app, world, fleet):  # noqa: F811
