@@ -19,6 +19,25 @@ off but the autovacuum, incoming mail servers off, payment providers and carrier
 out of live mode, `database.is_neutralized` set); `--stdout` prints the SQL
 instead. Exit 1, saying the database is not neutralized, when it cannot.
 
+  odoo shell [the same options] [-d DB] [--shell-interface python]
+
+`shell` is Odoo's: with standard input not a terminal, it runs that input as a Python
+script (`exec(sys.stdin.read(), local_vars)`), else an interactive console
+(`code.InteractiveConsole`, the one Odoo falls back to; other --shell-interface values
+fall back to it too), with `env`, `self`, `odoo` and `openerp` among the variables;
+it logs on stderr only, so stdout holds only what the script prints. An exception
+ends it with the traceback and exit 1, `sys.exit(n)` or the console's `exit(n)` with
+n, Ctrl-D with 0; the transaction is rolled back at the end unless the script called
+`env.cr.commit()`. Without an ORM, `env` is a psycopg2 connection to DB in one
+transaction: `env.cr` (execute(sql, params=None), fetchone, fetchall, fetchmany,
+dictfetchall, rowcount, commit, rollback), `env['a.b']` for the table a_b (KeyError when
+there is none) with only `search_count([])`, other domains raising
+NotImplementedError; `self` and `env.user` the administrator (base.user_admin: `id`,
+`login`, `name`; Odoo's are the superuser, base.user_root, login __system__, which the
+stand-in lacks); `odoo` holds SUPERUSER_ID, release.version and api.Environment.
+DB must exist (the shell creates nothing: exit 1 otherwise); without a database (-d or
+db_name), no `env` or `self`, as in Odoo.
+
 The config file (-c, else $ODOO_RC) must be readable and hold [options]; otherwise it
 exits 1 with the reason. It waits up to 30 s for PostgreSQL, creates the database
 (db_name, default "odoo") when missing with Odoo's tables in the shape the
@@ -50,6 +69,7 @@ serves on 8069:
 import argparse
 import ast
 import base64
+import code
 import configparser
 import hashlib
 import html
@@ -64,6 +84,7 @@ import smtplib
 import sys
 import threading
 import time
+import types
 import uuid
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
@@ -80,6 +101,7 @@ DEFAULTS = {"db_host": None, "db_port": "5432", "db_user": None, "db_password": 
             "smtp_port": "25", "smtp_user": None, "smtp_password": None, "smtp_ssl": "False"}
 SMTP_TIMEOUT = 10  # seconds: a mail server that does not answer must not hang the request
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
+LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s ? %(name)s: %(message)s"
 log = logging.getLogger("odoo.service.server")
 
 
@@ -127,6 +149,7 @@ def parse_args(argv):
     p.add_argument("--smtp-user", dest="smtp_user")
     p.add_argument("--smtp-password", dest="smtp_password")
     p.add_argument("--smtp-ssl", dest="smtp_ssl", action="store_const", const="True")
+    p.add_argument("--shell-interface", dest="shell_interface")
     return p.parse_known_args(argv)
 
 
@@ -151,6 +174,8 @@ def settings(args, env_defaults):
         merged["smtp_port"] = int(merged["smtp_port"] or 25)
     except ValueError as exc:
         raise ConfigError(f"{path or 'options'}: a port is not a number ({exc})") from exc
+    given = args.db_name or config.get("db_name") or env_defaults.get("db_name") or ""
+    merged["db_name_set"] = given.strip() not in ("", "False", "None")  # Odoo's default: none
     merged["db_name"] = (merged["db_name"] or "odoo").split(",")[0].strip()
     merged["proxy_mode"] = (merged["proxy_mode"] or "").lower() in ("true", "1", "yes")
     merged["smtp_ssl"] = (merged["smtp_ssl"] or "").lower() in ("true", "1", "yes")
@@ -587,24 +612,27 @@ def stop(signum, frame):
     raise SystemExit(0)
 
 
+def report_configuration(s, unknown):
+    log.info("Odoo version %s (berth test stand-in)", VERSION)
+    log.info("Using configuration file at %s", s["config_file"] or "(none)")
+    log.info("addons paths: %s", s["addons_path"])
+    log.info("database: %s@%s:%s/%s", s["db_user"] or "default", s["db_host"] or "default",
+             s["db_port"], s["db_name"] or "(none)")
+    if unknown:
+        log.warning("options without effect in the stand-in: %s", " ".join(unknown))
+
+
 def serve(argv, env_defaults):
     # PID 1 ignores signals it has no handler for: `docker stop` would wait for SIGKILL.
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO,
-                        format="%(asctime)s %(process)d %(levelname)s ? %(name)s: %(message)s")
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=LOG_FORMAT)
     args, unknown = parse_args(argv)
     try:
         s = settings(args, env_defaults)
     except ConfigError as exc:
         fail(str(exc))
-    log.info("Odoo version %s (berth test stand-in)", VERSION)
-    log.info("Using configuration file at %s", s["config_file"] or "(none)")
-    log.info("addons paths: %s", s["addons_path"])
-    log.info("database: %s@%s:%s/%s", s["db_user"] or "default", s["db_host"] or "default",
-             s["db_port"], s["db_name"])
-    if unknown:
-        log.warning("options without effect in the stand-in: %s", " ".join(unknown))
+    report_configuration(s, unknown)
     filestore = os.path.join(s["data_dir"], "filestore", s["db_name"])
     try:
         os.makedirs(filestore, exist_ok=True)
@@ -646,8 +674,7 @@ def serve(argv, env_defaults):
 
 def neutralize(argv, env_defaults):
     """`odoo neutralize -d DB`: Odoo's options plus --stdout; the database must exist."""
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO,
-                        format="%(asctime)s %(process)d %(levelname)s ? %(name)s: %(message)s")
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=LOG_FORMAT)
     nlog = logging.getLogger("odoo.modules.neutralize")
     args, unknown = parse_args(argv)
     to_stdout = "--stdout" in unknown
@@ -684,9 +711,180 @@ def neutralize(argv, env_defaults):
     return 0
 
 
+SUPERUSER_ID = 1
+
+
+class Cursor:
+    """What scripts use of Odoo's `env.cr`, on a psycopg2 connection: one transaction,
+    committed only by commit()."""
+
+    def __init__(self, conn, dbname):
+        self._conn, self._cr, self.dbname = conn, conn.cursor(), dbname
+
+    def execute(self, query, params=None):
+        self._cr.execute(query, params)
+
+    def fetchone(self):
+        return self._cr.fetchone()
+
+    def fetchall(self):
+        return self._cr.fetchall()
+
+    def fetchmany(self, size=None):
+        return self._cr.fetchmany(size) if size is not None else self._cr.fetchmany()
+
+    def dictfetchall(self):
+        names = [c.name for c in self._cr.description]
+        return [dict(zip(names, row, strict=True)) for row in self._cr.fetchall()]
+
+    @property
+    def rowcount(self):
+        return self._cr.rowcount
+
+    def commit(self):
+        self._conn.commit()
+
+    def rollback(self):
+        self._conn.rollback()
+
+    def _query(self, query, params=None):
+        """A query of the stand-in's own, on another cursor of the same transaction:
+        the script's pending results stay."""
+        with self._conn.cursor() as cr:
+            cr.execute(query, params)
+            return cr.fetchall()
+
+
+class Model:
+    """An Odoo model as far as the stand-in goes: its table, counted."""
+
+    def __init__(self, env, name):
+        self.env, self._name, self._table = env, name, name.replace(".", "_")
+
+    def search_count(self, domain, limit=None):
+        if domain:
+            raise NotImplementedError(f"the Odoo stand-in supports only [] as the domain of"
+                                      f" search_count, not {domain!r}")
+        query = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) AS records").format(
+            sql.Identifier(self._table))
+        return self.env.cr._query(query, (limit,))[0][0]
+
+    def __repr__(self):
+        return f"{self._name}()"
+
+
+class User:
+    _name = "res.users"
+
+    def __init__(self, env, id, login, name):
+        self.env, self.id, self.login, self.name = env, id, login, name
+
+    def __repr__(self):
+        return f"res.users({self.id},)"
+
+
+class Environment:
+    """Odoo's `env` as far as the stand-in goes: env.cr, env.uid, env.context,
+    env.user, env['a.b'] (a model whose table a_b exists, else KeyError)."""
+
+    def __init__(self, cr, uid, context):
+        self.cr, self.uid, self.context, self._user = cr, uid, context, None
+
+    def __getitem__(self, model_name):
+        table = model_name.replace(".", "_")
+        if not self.cr._query("SELECT to_regclass(%s) IS NOT NULL", (table,))[0][0]:
+            raise KeyError(model_name)
+        return Model(self, model_name)
+
+    def __contains__(self, model_name):
+        try:
+            self[model_name]
+        except KeyError:
+            return False
+        return True
+
+    @property
+    def user(self):
+        """The administrator (base.user_admin), else the first user."""
+        if self._user is None:
+            rows = self.cr._query(
+                "SELECT u.id, u.login, p.name FROM res_users u LEFT JOIN res_partner p"
+                " ON p.id = u.partner_id ORDER BY u.id = (SELECT res_id FROM ir_model_data"
+                " WHERE module = 'base' AND name = 'user_admin' LIMIT 1) DESC NULLS LAST,"
+                " u.id LIMIT 1")
+            self._user = User(self, *rows[0]) if rows else None
+        return self._user
+
+
+def odoo_module():
+    """What `odoo` (and `openerp`) hold in the stand-in's shell."""
+    odoo = types.ModuleType("odoo", "The Berth stand-in's: no ORM (see `env`).")
+    odoo.SUPERUSER_ID = SUPERUSER_ID
+    odoo.api = types.SimpleNamespace(Environment=Environment)
+    odoo.release = types.SimpleNamespace(version=VERSION)
+    return odoo
+
+
+def console(local_vars):
+    """Odoo's Shell.console: the script on standard input, or a Python console."""
+    if not os.isatty(sys.stdin.fileno()):
+        local_vars["__name__"] = "__main__"
+        exec(sys.stdin.read(), local_vars)
+        return
+    if "env" not in local_vars:
+        print("No environment set, use `odoo shell -d dbname` to get one.")
+    for name in sorted(local_vars):
+        print(f"{name}: {local_vars[name]}")
+    interactive = code.InteractiveConsole(local_vars)
+    try:
+        import readline
+        import rlcompleter
+    except ImportError:
+        print("readline or rlcompleter not available, autocomplete disabled.")
+    else:
+        readline.set_completer(rlcompleter.Completer(local_vars).complete)
+        readline.parse_and_bind("tab: complete")
+    interactive.interact()
+
+
+def shell(argv, env_defaults):
+    """`odoo shell`: Odoo's options plus --shell-interface (only `python` here); logs
+    on stderr, stdout is the script's."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+    args, unknown = parse_args(argv)
+    try:
+        s = settings(args, env_defaults)
+    except ConfigError as exc:
+        fail(str(exc))
+    if not s["db_name_set"]:
+        s["db_name"] = None
+    report_configuration(s, unknown)
+    odoo = odoo_module()
+    local_vars = {"openerp": odoo, "odoo": odoo}
+    if not s["db_name"]:
+        console(local_vars)
+        return 0
+    db = Database(s)
+    db.wait()
+    try:
+        conn = db.connect()
+    except psycopg2.Error as exc:
+        fail(f"cannot open database {s['db_name']}: {str(exc).strip()}")
+    try:  # an exception or SystemExit leaves with the transaction rolled back
+        env = Environment(Cursor(conn, s["db_name"]), SUPERUSER_ID, {})
+        local_vars.update(env=env, self=env.user)
+        console(local_vars)
+        env.cr.rollback()
+    finally:
+        conn.close()
+    return 0
+
+
 def main(argv, env_defaults):
     if argv and argv[0] == "neutralize":
         return neutralize(argv[1:], env_defaults)
+    if argv and argv[0] == "shell":
+        return shell(argv[1:], env_defaults)
     return serve(argv, env_defaults)
 
 
