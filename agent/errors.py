@@ -39,7 +39,7 @@ class AgentError(Exception):
 class NoMailCatcher(AgentError):
     """This server has no mail catcher."""
 
-    code = AgentErrorCode.UNAVAILABLE
+    code = AgentErrorCode.NO_MAIL_CATCHER
 
 
 class EngineUnreachable(AgentError):

@@ -82,16 +82,21 @@ def runtime_logs(agent, body):
 
 @answers("mails")
 def mails(agent, body):
-    """The mail catcher's mails of an environment: the newest `limit`, or one."""
+    """The mails an environment's ERP sent to the catcher: the newest `limit`, or
+    one. Read from disk: a read starts no SMTP server."""
     import json
 
-    from agent.errors import NoMailCatcher
+    from agent.errors import AgentError, NoMailCatcher
+    from agent.mail.store import MailStore
 
-    catcher = agent.mail_catcher()
-    if catcher is None:
+    if agent.over_ssh:
         raise NoMailCatcher()
-    if body.mail_id:
-        found = {"mail": catcher.store.read(body.environment_id, body.mail_id)}
-    else:
-        found = {"mails": catcher.store.list(body.environment_id, body.limit or 50)}
-    return pb.Mails(mails_json=json.dumps(found))
+    store = MailStore(agent.data_dir / "mails")
+    try:
+        if body.mail_id:
+            found = {"mail": store.read(body.environment_id, body.mail_id)}
+        else:
+            found = {"mails": store.list(body.environment_id, body.limit or 50)}
+    except (OSError, ValueError) as exc:
+        raise AgentError(f"the caught mails could not be read: {exc}") from exc
+    return pb.Mails(mails_json=json.dumps(found, ensure_ascii=False))

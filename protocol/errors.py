@@ -16,6 +16,7 @@ class AgentErrorCode(StrEnum):
     IMAGE_NOT_FOUND = "image_not_found"  # no such image on this server
     AGENT_ERROR = "agent_error"  # another of the agent's own errors
     UNAVAILABLE = "unavailable"  # anything else, or a request kind the agent does not know
+    NO_MAIL_CATCHER = "no_mail_catcher"  # a server over SSH: no process to take mail
 
     # Why an uploaded import was refused (agent/backups/safe_zip.py, odoo_zip.py).
     IMPORT_REFUSED = "import_refused"  # refused, with no narrower reason

@@ -49,7 +49,7 @@ def neutralize(envs, env_id, database, log, *, network_of=None, db_host=None, vo
 
 
 DUMMY = "neutralization - disable emails"  # the mail server neutralize.sql adds
-_PLAIN = re.compile(r"^[A-Za-z0-9.:-]+$")
+_PLAIN = re.compile(r"[A-Za-z0-9.:-]+")
 
 
 def catch_mail(api, db_container, database, mail, log):
@@ -57,18 +57,22 @@ def catch_mail(api, db_container, database, mail, log):
     falls back to a configured one) pointed at the server's mail catcher instead:
     what the copy sends is kept to be read, and still leaves for nowhere."""
     values = [str(mail[key]) for key in ("host", "port", "user", "password")]
-    if not all(_PLAIN.match(v) for v in values):  # ours alone; still never quoted blindly
+    if not all(_PLAIN.fullmatch(v) for v in values):  # ours alone; still never quoted blindly
         raise NeutralizeError("unexpected characters in the mail catcher's settings")
     host, port, user, password = values
-    sql = (f"UPDATE ir_mail_server SET smtp_host = '{host}', smtp_port = {int(port)}, "
-           f"smtp_user = '{user}', smtp_pass = '{password}', smtp_encryption = 'none' "
-           f"WHERE name = '{DUMMY}' AND active")
+    sql = (f"WITH pointed AS (UPDATE ir_mail_server SET smtp_host = '{host}', "
+           f"smtp_port = {int(port)}, smtp_user = '{user}', smtp_pass = '{password}', "
+           f"smtp_encryption = 'none' WHERE name = '{DUMMY}' AND active RETURNING id) "
+           "SELECT count(*) FROM pointed")
     try:
-        exec_stream.run(api, db_container.id, ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                                               "-U", "odoo", "-d", database, "-c", sql],
-                        what="psql")
-    except AgentError as exc:
-        log("warning", f"the copy's mail could not be pointed at the mail catcher: {exc}")
+        changed = exec_stream.run(api, db_container.id, [
+            "psql", "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-U", "odoo",
+            "-d", database, "-c", sql], what="psql").strip()
+    except AgentError:  # never its message: psql would quote the statement
+        log("warning", "the copy's mail could not be pointed at the mail catcher")
+        return
+    if changed in ("", "0"):
+        log("warning", "the copy has no dummy mail server to point at the mail catcher")
         return
     log("info", "the copy's mail goes to this server's mail catcher")
 

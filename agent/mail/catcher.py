@@ -99,15 +99,22 @@ def _key(data_dir):
 
 def _kept_port(data_dir, host):
     """The port this server's catcher had, while it is still free; else a free one
-    (aiosmtpd's controller cannot be given port 0)."""
+    (aiosmtpd's controller cannot be given port 0). Probed as the server binds
+    (SO_REUSEADDR): connections closed a moment ago do not hold the port."""
     kept = kept_port(data_dir)
     for port in (kept, 0) if kept else (0,):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind((host, port))
             except OSError:
                 continue
-            return s.getsockname()[1]
+            chosen = s.getsockname()[1]
+        if kept and chosen != kept:
+            log.warning("the mail catcher's port %s is taken: it listens on %s now, and "
+                        "ERPs configured with the old one send nothing until redeployed",
+                        kept, chosen)
+        return chosen
     raise OSError(f"no port free on {host}")
 
 

@@ -16,12 +16,13 @@ MAX_MAILS = 500
 MAX_AGE_DAYS = 7
 MAX_BYTES = 100 * 1024 * 1024
 MAX_MAIL_BYTES = 10 * 1024 * 1024  # one message; the SMTP server refuses larger ones
-_ID = re.compile(r"^[0-9]{13}-[0-9a-f]{32}$")
-_ENV = re.compile(r"^[0-9a-f-]{36}$")
+MAX_PART_BYTES = 512 * 1024  # of a text or HTML part read back: a live reply stays small
+_ID = re.compile(r"[0-9]{13}-[0-9a-f]{32}")
+_ENV = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def is_environment_id(text):
-    return bool(_ENV.match(str(text)))
+    return bool(_ENV.fullmatch(str(text)))
 
 
 class MailStore:
@@ -47,7 +48,7 @@ class MailStore:
         return mail_id
 
     def _files(self, folder):
-        return sorted((p for p in folder.glob("*.eml") if _ID.match(p.stem)), reverse=True)
+        return sorted((p for p in folder.glob("*.eml") if _ID.fullmatch(p.stem)), reverse=True)
 
     def _prune(self, folder):
         oldest = (time.time() - MAX_AGE_DAYS * 86400) * 1000
@@ -65,28 +66,37 @@ class MailStore:
         folder = self._dir(env_id)
         if not folder.is_dir():
             return []
+        with self._lock:  # the bounds hold for a quiet environment too (its age)
+            self._prune(folder)
         out = []
         for path in self._files(folder)[:limit]:
             try:
                 out.append(summary(path.stem, _parse(path.read_bytes())))
             except FileNotFoundError:  # pruned meanwhile
                 continue
+            except Exception:  # noqa: BLE001 - a mail not even its sender could read
+                out.append(unreadable(path.stem))
         return out
 
     def read(self, env_id, mail_id):
         """One mail whole (headers, text, HTML, attachments' names and sizes), or None."""
-        if not _ID.match(mail_id or ""):
+        if not _ID.fullmatch(mail_id or ""):
             return None
         path = self._dir(env_id) / f"{mail_id}.eml"
         try:
             message = _parse(path.read_bytes())
         except FileNotFoundError:
             return None
-        text, html = message.get_body(("plain",)), message.get_body(("html",))
-        return {**summary(mail_id, message),
-                "headers": [(k, str(v)) for k, v in message.items()],
-                "text": text.get_content() if text else "",
-                "html": html.get_content() if html else ""}
+        try:
+            shown = summary(mail_id, message)
+            text, html = message.get_body(("plain",)), message.get_body(("html",))
+        except Exception:  # noqa: BLE001 - its structure cannot be read
+            return {**unreadable(mail_id), "headers": [], "text": "", "html": "",
+                    "truncated": False}
+        text, cut_text = _content(text)
+        html, cut_html = _content(html)
+        return {**shown, "headers": [(k, _header(message, k)) for k in message.keys()],
+                "text": text, "html": html, "truncated": cut_text or cut_html}
 
     def forget(self, env_id):
         """The environment's mails, all of them (it is destroyed)."""
@@ -96,6 +106,33 @@ class MailStore:
 
 def _parse(raw):
     return email.message_from_bytes(raw, policy=email.policy.default)
+
+
+def _content(part):
+    """A text part's text (its declared charset, else UTF-8 with replacements), at most
+    MAX_PART_BYTES of it: (text, whether it was cut)."""
+    if part is None:
+        return "", False
+    try:
+        text = part.get_content()
+    except (LookupError, UnicodeError, ValueError):  # an unknown or lying charset
+        text = (part.get_payload(decode=True) or b"").decode("utf-8", "replace")
+    raw = text.encode("utf-8")
+    if len(raw) <= MAX_PART_BYTES:
+        return text, False
+    return raw[:MAX_PART_BYTES].decode("utf-8", "ignore"), True
+
+
+def _header(message, name):
+    try:
+        return str(message[name])
+    except Exception:  # noqa: BLE001 - a header the parser cannot decode: its raw form
+        return str(message.get_all(name, [""])[0].encode("utf-8", "replace"))
+
+
+def unreadable(mail_id):
+    return {"id": mail_id, "received_at_unix_ms": int(mail_id[:13]), "from": "", "to": "",
+            "subject": "(this mail could not be read)", "attachments": [], "has_html": False}
 
 
 def summary(mail_id, message):

@@ -10,5 +10,9 @@ def up(migrator, db):
 
 
 def down(migrator, db):
+    # Channels would become broken webhooks: they and their deliveries go first.
+    db.execute_sql('DELETE FROM webhook_delivery WHERE webhook_id IN '
+                   '(SELECT id FROM webhook WHERE channel IS NOT NULL)')
+    db.execute_sql('DELETE FROM webhook WHERE channel IS NOT NULL')
     migrator.migrate(migrator.drop_column('webhook', 'channel'),
                      migrator.drop_column('webhook', 'options'))

@@ -51,7 +51,7 @@ def ask(agent, env_id, **fields):
 def test_a_mail_is_kept_for_its_environment_and_read_back_whole(catcher, tmp_path):
     env, other = uuid.uuid4(), uuid.uuid4()
     send(catcher, env, message())
-    agent = SimpleNamespace(mail_catcher=lambda: catcher)
+    agent = SimpleNamespace(mail_catcher=lambda: catcher, over_ssh=False, data_dir=tmp_path)
     reply, found = ask(agent, env, limit=10)
     assert reply.error_code == ""
     (summary,) = found["mails"]
@@ -85,9 +85,30 @@ def test_nothing_is_taken_without_the_environments_own_password(catcher):
     assert catcher.store.list(env) == []
 
 
-def test_a_server_without_a_catcher_says_unavailable():
-    reply, _ = ask(SimpleNamespace(mail_catcher=lambda: None), uuid.uuid4(), limit=1)
-    assert reply.error_code == "unavailable"
+def test_a_server_over_ssh_has_no_catcher(tmp_path):
+    reply, _ = ask(SimpleNamespace(over_ssh=True, data_dir=tmp_path), uuid.uuid4(), limit=1)
+    assert reply.error_code == "no_mail_catcher"
+
+
+def test_a_mail_its_reader_cannot_decode_is_shown_as_such_and_parts_are_capped(catcher,
+                                                                               tmp_path):
+    env = uuid.uuid4()
+    agent = SimpleNamespace(over_ssh=False, data_dir=tmp_path)
+    with smtplib.SMTP(catcher.host, catcher.port, timeout=5) as smtp:
+        smtp.login(*catcher.credentials(env))
+        smtp.sendmail("a@example.com", ["b@example.com"],
+                      b"Subject: odd\r\nContent-Type: text/plain; charset=x-no-such\r\n\r\n"
+                      b"caf\xc3\xa9\r\n")
+        big = EmailMessage()
+        big["Subject"], big["From"], big["To"] = "long", "a@example.com", "b@example.com"
+        big.set_content("\u00e9" * (store.MAX_PART_BYTES))  # twice the cap in UTF-8
+        smtp.send_message(big)
+    long_mail, odd = ask(agent, env, limit=10)[1]["mails"]
+    assert odd["subject"] == "odd"
+    assert ask(agent, env, mail_id=odd["id"])[1]["mail"]["text"].startswith("café")
+    whole = ask(agent, env, mail_id=long_mail["id"])[1]["mail"]
+    assert whole["truncated"] is True
+    assert len(whole["text"].encode()) <= store.MAX_PART_BYTES
 
 
 def test_the_store_keeps_its_bounds_and_forgets_an_environment(catcher, monkeypatch):

@@ -15,9 +15,9 @@ blp = Blueprint("mails", __name__, description=(
     "server's agent and is kept there (the newest 500, for 7 days), never sent on."))
 
 UNAVAILABLE = ("`no_mail_catcher`: a production environment (its mail goes out), or a "
-               "server without a catcher (over SSH, or an agent to upgrade); "
-               "`environment_not_ready`, `no_server`")
-UNREACHABLE = "`server_unreachable`: the server's agent could not be reached"
+               "server without a catcher (over SSH, or an agent to upgrade); `no_server`")
+UNREACHABLE = ("`server_unreachable`: the server's agent could not be reached, or could not "
+               "read its caught mails")
 
 
 class Attachment(ma.Schema):
@@ -52,6 +52,8 @@ class MailSchema(MailSummarySchema):
     html = ma.fields.String(required=True, metadata={"description": (
         "The HTML part, or empty: the sender's markup, to be shown only where it cannot run "
         "scripts or fetch anything (the console uses a sandboxed frame).")})
+    truncated = ma.fields.Boolean(required=True, metadata={"description": (
+        "The text or HTML part was cut at 512 KiB.")})
 
 
 class MailArgs(ma.Schema):

@@ -8,7 +8,7 @@ from limits import RateLimitItemPerMinute
 
 from control_plane import agent_link
 from control_plane.services.environment_settings import access
-from control_plane.services.servers.monitoring import _ask, _ready
+from control_plane.services.servers.monitoring import ask
 from control_plane.vocabulary import errors
 from protocol.errors import AgentErrorCode
 
@@ -18,19 +18,24 @@ PRODUCTION = "production"
 
 
 def _read(actor, environment_id, berth, limit=0, mail_id=None):
-    if access.environment(actor, environment_id).environment_type == PRODUCTION:  # first:
-        # whatever its state, production has nothing caught
+    """Asked of the server's agent: the catcher keeps mails whatever the ERP's state
+    (a deploy, a stop), so only an environment with no server cannot answer."""
+    env = access.environment(actor, environment_id)
+    if env.environment_type == PRODUCTION:
         raise errors.NoMailCatcher("A production environment sends its mail out: none is "
                                    "caught.")
-    env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "mails:environment")
+    if env.server_id is None:
+        raise errors.NoServer("The environment has no server yet.")
+    berth.limiter.hit_target(PER_ENVIRONMENT, "mails:environment", env.id.hex)
     unreachable = errors.ServerUnreachable("The server's agent could not be reached.")
-    reply = _ask(berth, agent_link.mails, env.server_id, env.id, limit, mail_id, TIMEOUT,
+    reply = ask(berth, agent_link.mails, env.server_id, env.id, limit, mail_id, TIMEOUT,
                  unreachable=unreachable)
-    if reply.error_code == AgentErrorCode.UNAVAILABLE:
+    if reply.error_code in (AgentErrorCode.NO_MAIL_CATCHER, AgentErrorCode.UNAVAILABLE):
+        # UNAVAILABLE: an agent of an earlier release, which knows no such request.
         raise errors.NoMailCatcher("This server has no mail catcher: a server reached over "
                                    "SSH has none, and an older agent must be upgraded.")
     if reply.error_code:
-        raise unreachable
+        raise errors.ServerUnreachable("The server's agent could not read its caught mails.")
     return env, reply.data
 
 

@@ -34,7 +34,7 @@ def _now_ms():
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _ask(berth, read, *args, unreachable, timed_out=None):
+def ask(berth, read, *args, unreachable, timed_out=None):
     """One live read through the agent link (`read`: one of agent_link's). `unreachable`
     is raised when the agent cannot be asked; `timed_out` (default: the same) when
     it is too slow."""
@@ -73,7 +73,7 @@ def own_server(actor, server_id):
 def server_metrics(actor, server_id, berth):
     server = own_server(actor, server_id)
     berth.limiter.hit_target(PER_SERVER, "metrics:server", server.id.hex)
-    reply = _ask(berth, agent_link.host_metrics, server.id, METRICS_TIMEOUT,
+    reply = ask(berth, agent_link.host_metrics, server.id, METRICS_TIMEOUT,
                  unreachable=errors.MetricsUnavailable())
     if reply.error_code or reply.data is None:
         raise errors.MetricsUnavailable()
@@ -96,7 +96,7 @@ def _ready(actor, environment_id, berth, limit, namespace):
 
 def environment_metrics(actor, environment_id, berth):
     env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
-    reply = _ask(berth, agent_link.container_metrics, env.server_id, env.id, METRICS_TIMEOUT,
+    reply = ask(berth, agent_link.container_metrics, env.server_id, env.id, METRICS_TIMEOUT,
                  unreachable=errors.MetricsUnavailable())
     if reply.error_code:
         raise errors.MetricsUnavailable()
@@ -199,7 +199,7 @@ def runtime_logs(actor, environment_id, source, lines, berth):
     unreachable = errors.ServerUnreachable(
         "The server or its container engine could not be reached.")
     timed_out = errors.EngineTimeout("The container engine did not answer within 20 seconds.")
-    reply = _ask(berth, agent_link.runtime_logs, env.server_id, env.id,
+    reply = ask(berth, agent_link.runtime_logs, env.server_id, env.id,
                  "erp" if source == "container" else source, lines, LOGS_TIMEOUT,
                  unreachable=unreachable, timed_out=timed_out)
     if reply.error_code == AgentErrorCode.CONTAINER_NOT_FOUND:

@@ -19,7 +19,9 @@ def secrets_of(channel):
     """The channel's secret settings, or None when they cannot be read (sealed under
     another CP_SECRET_KEY): setting them again repairs that. Cached per sealed
     value and key, as the webhooks' signing secrets are."""
-    return _unseal(channel.secret_encrypted, security.derived_key(f"secretbox:{SECRET_PURPOSE}"))
+    found = _unseal(channel.secret_encrypted,
+                    security.derived_key(f"secretbox:{SECRET_PURPOSE}"))
+    return None if found is None else dict(found)  # a copy: the cached one stays as sealed
 
 
 @functools.lru_cache(maxsize=1024)

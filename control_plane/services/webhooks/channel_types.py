@@ -21,7 +21,6 @@ from control_plane.services.webhooks import payloads
 
 SECRET = {"secret": True}  # a field's metadata: sealed, never shown again
 URL_FIELDS = ("url", "api_url", "homeserver", "server")  # checked as webhook URLs are
-TELEGRAM_MAX = 4096  # characters of a Telegram message
 
 
 def _text(required=True, **kwargs):
@@ -54,8 +53,9 @@ class Telegram(ma.Schema):
 class Matrix(ma.Schema):
     homeserver = _text(validate=ma.validate.Length(1, 512),
                        metadata={"description": "The homeserver's https URL."})
+    # A room id, not an alias: sending names the room (an alias would need a lookup).
     room_id = _text(validate=ma.validate.Regexp(
-        r"^[!#][^:\s]{1,255}:\S{1,255}$", error="A room id (!id:server) or alias (#name:server)."))
+        r"^![^:\s]{1,255}:\S{1,255}$", error="A room id (!id:server, in the room's settings)."))
     access_token = _text(validate=ma.validate.Length(1, 1024),
                          metadata={**SECRET, "description": "The sending account's token (secret)."})
 
@@ -91,7 +91,9 @@ def split(kind, settings):
 def destination(kind, options, secrets):
     """Where the channel sends, without its secrets: the subscription's `url`."""
     if kind == "email":
-        return "mailto:" + ",".join(options["to"])
+        shown = "mailto:" + ",".join(options["to"])
+        return shown if len(shown) <= 2048 else (  # the column's length
+            f"mailto:{options['to'][0]} and {len(options['to']) - 1} more")
     if kind in CHAT_LAYOUTS:
         parts = urllib.parse.urlsplit(secrets["url"])
         return f"{parts.scheme}://{parts.netloc}/…"
@@ -117,8 +119,13 @@ def lines(envelope):
             + [f"Event {envelope['event_id']} · {envelope['timestamp']}"])
 
 
+FACT_CHARS = 300  # of one detail in a message (an error message may be long)
+
+
 def _html(envelope):
-    facts = "".join(f"<br><b>{html.escape(label)}</b>: {html.escape(text)}"
+    """Cut in its text, never its markup: ten details of FACT_CHARS stay within a
+    Telegram message."""
+    facts = "".join(f"<br><b>{html.escape(label)}</b>: {html.escape(text[:FACT_CHARS])}"
                     for label, text in payloads.facts(envelope))
     return (f"<b>{html.escape(envelope['event'])}</b>\n{html.escape(payloads.summary(envelope))}"
             f"{facts}<br><i>Event {html.escape(envelope['event_id'])} · "
@@ -131,7 +138,7 @@ def request(kind, options, secrets, envelope, txn_id):
     if kind in CHAT_LAYOUTS:
         return Request(secrets["url"], payloads.dump(CHAT_LAYOUTS[kind](envelope)), json_headers)
     if kind == "telegram":
-        text = _html(envelope).replace("<br>", "\n")[:TELEGRAM_MAX]
+        text = _html(envelope).replace("<br>", "\n")
         return Request(
             f"{options['api_url'].rstrip('/')}/bot{secrets['bot_token']}/sendMessage",
             payloads.dump({"chat_id": options["chat_id"], "text": text, "parse_mode": "HTML",

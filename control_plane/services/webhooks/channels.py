@@ -76,6 +76,19 @@ def _settings(kind, given, berth):
     return options, secrets, channel_types.destination(kind, options, secrets)
 
 
+def _secrets_follow(channel, stored, given):
+    """A channel's secrets go only where they were given for: moving its address (a
+    Bot API server, a homeserver, an ntfy server) needs them again, or the stored
+    token would be sent to the new address."""
+    moved = [k for k in channel_types.URL_FIELDS
+             if k in given and given[k] != (channel.options or {}).get(k)]
+    missing = sorted(k for k in channel_types.secret_names(channel.channel)
+                     if stored.get(k) and k not in given)
+    if moved and missing:
+        said = f"Give {', '.join(missing)} again to send to a new {moved[0]}."
+        raise Unprocessable(said, details={"json": {"settings": {k: [said] for k in missing}}})
+
+
 def create_channel(actor, berth, *, type, events, settings, description="",  # noqa: A002
                    project_id=subscriptions.OWN_PROJECT, is_active=True):
     events = subscriptions.normalize_events(events, MAX_EVENTS)
@@ -111,7 +124,9 @@ def update_channel(actor, berth, channel_id, changes):
         shown = dict(fields)  # what the audit event says: never a sealed value
         if "settings" in changes:
             stored = channel_send.secrets_of(channel) or {}
-            merged = {**(channel.options or {}), **stored, **(changes["settings"] or {})}
+            given = changes["settings"] or {}
+            _secrets_follow(channel, stored, given)
+            merged = {**(channel.options or {}), **stored, **given}
             options, secrets, url = _settings(channel.channel, merged, berth)
             fields.update(options=options, url=url, secret_encrypted=channel_send.seal(secrets))
             shown.update(settings=options, destination=url,

@@ -6,6 +6,7 @@ sender does, whose status is the SMTP server's reply code (250 when it took the
 message)."""
 
 import html
+import logging
 import smtplib
 import ssl
 import time
@@ -15,6 +16,8 @@ from email.utils import make_msgid
 from control_plane.services.webhooks import channel_types, payloads
 from control_plane.services.webhooks.net import SendResult
 
+log = logging.getLogger("berth.webhooks")
+
 
 def configured(settings):
     return bool(settings.get("SMTP_HOST"))
@@ -22,7 +25,8 @@ def configured(settings):
 
 def message(envelope, to, settings):
     msg = EmailMessage()
-    msg["Subject"] = f"[Berth] {payloads.summary(envelope)}"
+    # One line: a name may hold a line break, which a header may not.
+    msg["Subject"] = " ".join(f"[Berth] {payloads.summary(envelope)}".split())
     msg["From"] = settings["SMTP_FROM"]
     msg["To"] = ", ".join(to)
     # The event's id, so a mail client threads nothing together and a reader can
@@ -50,34 +54,52 @@ def _context(settings):
 
 
 def send(msg, settings, timeout):
+    """Within `timeout` in all: each step of the exchange waits at most the time left
+    (smtplib's own timeout is per step). What the server or the network said is
+    logged; the delivery keeps a reason that names no part of the operator's setup."""
     started = time.monotonic()
+    deadline = started + timeout
 
-    def result(ok, code, error=None):
-        return SendResult(ok, code, int((time.monotonic() - started) * 1000), None, error)
+    def result(ok, code, error=None, snippet=None):
+        return SendResult(ok, code, int((time.monotonic() - started) * 1000), snippet, error)
+
+    def left(smtp=None):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no answer within {timeout:g} s")
+        if smtp is not None and smtp.sock is not None:
+            smtp.sock.settimeout(remaining)
+        return remaining
 
     if not configured(settings):
         return result(False, None, "no SMTP server is configured (CP_SMTP_HOST)")
-    host, port, security = settings["SMTP_HOST"], int(settings["SMTP_PORT"]), settings[
-        "SMTP_SECURITY"]
+    host, port = settings["SMTP_HOST"], int(settings["SMTP_PORT"])
+    security = settings["SMTP_SECURITY"]
     try:
         if security == "tls":
-            smtp = smtplib.SMTP_SSL(host, port, timeout=timeout, context=_context(settings))
+            smtp = smtplib.SMTP_SSL(host, port, timeout=left(), context=_context(settings))
         else:
-            smtp = smtplib.SMTP(host, port, timeout=timeout)
+            smtp = smtplib.SMTP(host, port, timeout=left())
         with smtp:
             if security == "starttls":
+                left(smtp)
                 smtp.starttls(context=_context(settings))
             if settings.get("SMTP_USERNAME"):
+                left(smtp)
                 smtp.login(settings["SMTP_USERNAME"], settings.get("SMTP_PASSWORD") or "")
+            left(smtp)
             refused = smtp.send_message(msg)
     except smtplib.SMTPResponseException as exc:  # the server said no
-        return result(False, exc.smtp_code, f"SMTP {exc.smtp_code}: "
-                      f"{exc.smtp_error.decode('utf-8', 'replace')[:200]}")
+        log.warning("SMTP %s refused a notification: %s", exc.smtp_code,
+                    exc.smtp_error.decode("utf-8", "replace")[:300])
+        return result(False, exc.smtp_code, f"the SMTP server refused it (SMTP {exc.smtp_code})")
     except smtplib.SMTPRecipientsRefused as exc:
         return result(False, None, f"every recipient was refused: {', '.join(exc.recipients)}")
     except (OSError, smtplib.SMTPException) as exc:  # connection, TLS, timeout
-        return result(False, None, f"SMTP failed: {type(exc).__name__}: {exc}"[:300])
+        log.warning("the SMTP server could not take a notification: %s", exc)
+        return result(False, None, f"the SMTP server could not be reached or spoken to "
+                                   f"({type(exc).__name__})")
     # Some recipients refused: the others have it, and a retry would send it to them
     # again; the refusal is kept in the delivery's answer.
     snippet = f"refused recipients: {', '.join(sorted(refused))}" if refused else None
-    return SendResult(True, 250, int((time.monotonic() - started) * 1000), snippet, None)
+    return result(True, 250, snippet=snippet)

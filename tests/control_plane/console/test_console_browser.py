@@ -9,16 +9,20 @@ an unknown address; axe-core on every page (light, dark, phone), the pages that
 show a secret once and a refused form. No page breaks its Content-Security-Policy. A screenshot of
 each page, at 1280 and 390 px, is saved under build/test-artifacts/console."""
 
+import base64
 import datetime as dt
+import json
 import os
 import re
 import shutil
 import signal
+import urllib.request
 from pathlib import Path
 
+import docker
 import pytest
 
-from agent.deploy.environments import Environments
+from agent.deploy.environments import Environments, erp_address
 from control_plane.app import create_app
 from control_plane.models import (
     ApiKey,
@@ -548,6 +552,29 @@ def test_the_overview_shows_what_needs_attention_on_a_desk_and_a_phone(stand, de
         p.context.close()
 
 
+def _caught_mail(stand, deployed):
+    """The staging ERP sends an invoice e-mail (the stand-in's /berth/send-mail, as Odoo
+    sends): its server's catcher keeps it. Returns the mail's id, as the console lists it."""
+    engine = docker.from_env()
+    address = erp_address(engine, Environments(engine, root=stand.root)._names(deployed.id)["erp"])
+    body = {"to": ["ada@customer.example"], "subject": "Invoice 2026/001",
+            "body": "Dear Ada, your invoice is attached.",
+            "html": "<p>Dear Ada, your <b>invoice</b> is attached.</p><script>alert(1)</script>",
+            "attachments": [{"name": "INV_2026_001.pdf",
+                             "content_base64": base64.b64encode(b"%PDF-1.4").decode()}]}
+    request = urllib.request.Request(f"http://{address}/berth/send-mail", method="POST",
+                                     data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=20) as answer:
+        assert json.load(answer)["sent"] is True
+    page = stand.page()
+    page.goto(f"{stand.url}/environments/{deployed.id}/mails")
+    link = page.get_by_role("link", name="Invoice 2026/001")
+    mail_id = link.get_attribute("href").rsplit("/", 1)[1]
+    page.context.close()
+    return mail_id
+
+
 def _every_page(stand, deployed):
     """(name, path) of each page of the console, a webhook's and a rule's included."""
     found, _ = hook(stand.org, "https://hooks.example.com/every-page", events=["deploy.started"])
@@ -560,6 +587,7 @@ def _every_page(stand, deployed):
                              events=["deploy.started"], secret_encrypted="sealed")
     WebhookDelivery.create(webhook=channel, event=sent, status="delivered", attempt_count=1,
                            response_status=200, duration_ms=9, delivered_at=sent.created_at)
+    caught = _caught_mail(stand, deployed)
     rule = rules.create_rule(stand.project, name="nightly", trigger={
         "type": "schedule", "cron": "0 3 * * *", "timezone": "Europe/Brussels"},
         action={"type": "backup", "environment_id": str(deployed.id)})
@@ -569,6 +597,8 @@ def _every_page(stand, deployed):
             ("server", f"/servers/{stand.server.id}"), ("webhooks", "/webhooks"),
             ("webhook", f"/webhooks/{found.id}"), ("channels", "/channels"),
             ("channel", f"/channels/{channel.id}"), ("keys", "/keys"), ("audit", "/audit"),
+            ("mails", f"/environments/{deployed.id}/mails"),
+            ("mail", f"/environments/{deployed.id}/mails/{caught}"),
             ("account", "/account"), ("rules", f"/projects/{stand.project.id}/rules"),
             ("rule", f"/rules/{rule.id}")], (found, channel, rule)
 
@@ -590,6 +620,10 @@ def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
                 width = page.evaluate("() => document.documentElement.scrollWidth")
                 assert width <= 390, (path, width)
                 continue
+            if name == "mail":  # the sender's HTML, shown in a frame where nothing runs
+                shown = page.frame_locator('iframe[sandbox=""]').locator("b")
+                assert shown.inner_text() == "invoice"
+                assert page.evaluate("() => window.alerted === undefined")
             if name == "webhook":  # a delivery opened: the body it sends, read then
                 page.locator("ul.deliveries summary").first.click()
                 sent = page.locator("ul.deliveries pre.log").first

@@ -126,6 +126,12 @@ def test_settings_are_merged_and_a_secret_left_out_is_kept(client, key, receiver
     r = client.patch(f"{C}/{made['id']}", headers=auth(raw),
                      json={"settings": {"bot_token": "42:" + "b" * 30}})
     assert r.status_code == 200
+    # Its address moved without its token: refused, or the token would follow it.
+    r = client.patch(f"{C}/{made['id']}", headers=auth(raw),
+                     json={"settings": {"api_url": "https://bots.example.net"}})
+    assert r.status_code == 422 and "bot_token" in r.json["details"]["json"]["settings"]
+    assert client.get(f"{C}/{made['id']}", headers=auth(raw)).json["settings"][
+        "api_url"] == receiver.url
     last = AuditEvent.select().where(AuditEvent.action == "channel.update").order_by(
         AuditEvent.created_at.desc()).first()
     assert last.changes["sealed_replaced"] == ["bot_token"]
@@ -140,6 +146,8 @@ def test_settings_are_merged_and_a_secret_left_out_is_kept(client, key, receiver
     ("telegram", {"bot_token": TOKEN, "chat_id": "general"}, "chat_id"),
     ("matrix", {"homeserver": "https://m.example.org", "room_id": "room",
                 "access_token": "t"}, "room_id"),
+    ("matrix", {"homeserver": "https://m.example.org", "room_id": "#ops:example.org",
+                "access_token": "t"}, "room_id"),  # an alias: sending needs the room's id
     ("ntfy", {"topic": "no spaces"}, "topic"),
     ("ntfy", {"topic": "ok", "server": "https://10.0.0.1"}, "server"),
     ("email", {"to": ["not-an-address"]}, "to"),
@@ -249,7 +257,12 @@ def test_the_test_email_goes_through_smtp_with_starttls_and_auth(client, key, sm
     smtp.refuse(554)
     r = client.post(f"{C}/{made['id']}/test", headers=auth(raw)).json
     assert (r["success"], r["status_code"]) == (False, 554)
-    assert r["message"].startswith("SMTP 554")
+    assert r["message"] == "the SMTP server refused it (SMTP 554)"  # not the server's words
+    # Ten long addresses: the destination shown is cut to fit, the list kept whole.
+    many = [f"{'x' * 200}{i}@example.com" for i in range(10)]
+    made = create(client, raw, "email", {"to": many}).json
+    assert made["destination"] == f"mailto:{many[0]} and 9 more"
+    assert made["settings"]["to"] == many
 
 
 def test_a_wrong_smtp_password_is_a_failed_test_not_an_error(client, key, smtp, settings):
