@@ -30,19 +30,12 @@ def _unseal(token, _key):
     return None if raw is None else json.loads(raw)
 
 
-class _Failure:
-    ok, status_code, duration_ms, body_snippet = False, None, 0, None
-
-    def __init__(self, error):
-        self.error = error
-
-
 def send(channel, envelope, settings, timeout, txn_id):
     """`envelope` (payloads.envelope) to `channel`; `txn_id` names this delivery
     (a Matrix transaction: its retries are one message)."""
     secrets = secrets_of(channel)
     if secrets is None:
-        return _Failure("the channel's secret settings cannot be read; set them again")
+        return net.failed("the channel's secret settings cannot be read; set them again")
     options = channel.options or {}
     if channel.channel == "email":
         return mail.send(mail.message(envelope, options["to"], settings), settings, timeout)

@@ -186,7 +186,7 @@ def send(job, settings, bodies=None, paused=()):
                                                      timeout, delivery.id)
         secret = _secret_of(hook)
         if secret is None:
-            return delivery, hook, _Failure("the signing secret cannot be read; rotate it")
+            return delivery, hook, net.failed("the signing secret cannot be read; rotate it")
         env = payloads.envelope(event)
         raw = None
         if bodies is not None and (hook.format or "raw") == "raw":
@@ -200,7 +200,7 @@ def send(job, settings, bodies=None, paused=()):
             ca_bundle=settings.get("WEBHOOK_CA_BUNDLE"))
     except Exception as exc:  # a bug here must not lose the claim's bookkeeping
         log.exception("webhook delivery %s: sending failed", delivery.id)
-        return delivery, hook, _Failure(f"internal error: {type(exc).__name__}")
+        return delivery, hook, net.failed(f"internal error: {type(exc).__name__}")
 
 
 RELEASED = object()  # not sent: the claim is given back, no attempt counted
@@ -217,13 +217,6 @@ def _secret_of(hook):
 @functools.lru_cache(maxsize=1024)
 def _unseal(token, _key):
     return secretbox.unseal(token, subscriptions.SECRET_PURPOSE)
-
-
-class _Failure:
-    ok, status_code, duration_ms, body_snippet = False, None, None, None
-
-    def __init__(self, error):
-        self.error = error
 
 
 def retry_delays(settings):

@@ -47,6 +47,11 @@ class SendResult:
     error: str | None
 
 
+def failed(error):
+    """An attempt that never reached the receiver (nothing sent)."""
+    return SendResult(False, None, None, None, error)
+
+
 def resolve(host, port):
     """All addresses of `host`, in the resolver's order (tests replace this)."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
