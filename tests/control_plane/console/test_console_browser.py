@@ -556,7 +556,8 @@ def _caught_mail(stand, deployed):
     """The staging ERP sends an invoice e-mail (the stand-in's /berth/send-mail, as Odoo
     sends): its server's catcher keeps it. Returns the mail's id, as the console lists it."""
     engine = docker.from_env()
-    address = erp_address(engine, Environments(engine, root=stand.root)._names(deployed.id)["erp"])
+    address = erp_address(engine, Environments(engine, root=stand.root)._names(
+        str(deployed.id))["erp"])
     body = {"to": ["ada@customer.example"], "subject": "Invoice 2026/001",
             "body": "Dear Ada, your invoice is attached.",
             "html": "<p>Dear Ada, your <b>invoice</b> is attached.</p><script>alert(1)</script>",
@@ -623,7 +624,6 @@ def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
             if name == "mail":  # the sender's HTML, shown in a frame where nothing runs
                 shown = page.frame_locator('iframe[sandbox=""]').locator("b")
                 assert shown.inner_text() == "invoice"
-                assert page.evaluate("() => window.alerted === undefined")
             if name == "webhook":  # a delivery opened: the body it sends, read then
                 page.locator("ul.deliveries summary").first.click()
                 sent = page.locator("ul.deliveries pre.log").first
@@ -641,6 +641,11 @@ def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):
         if scheme == "dark":
             page.goto(stand.url + "/")
             shot(page, "overview-dark")
+        # The caught mail's own script, refused by its frame's sandbox as it must be:
+        # the one report a page may give.
+        blocked = [p for p in page.problems if "about:srcdoc" in p and "sandboxed" in p]
+        assert blocked, page.problems
+        page.problems[:] = [p for p in page.problems if p not in blocked]
         clean(page)
         page.context.close()
     for row in made:
