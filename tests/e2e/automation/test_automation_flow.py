@@ -202,7 +202,8 @@ def test_copy_database_makes_staging_a_neutralised_copy_of_production(client, st
     assert psql(s, staging, "SELECT ref FROM orders") == "SO001"
     assert psql(s, staging, "SELECT value FROM ir_config_parameter "
                             "WHERE key = 'database.is_neutralized'") == "true"
-    assert psql(s, staging, "SELECT count(*) FROM ir_mail_server WHERE active "
-                            "AND smtp_host <> 'invalid'") == "0"
+    # Its one active mail server is neutralisation's dummy, pointed at the catcher.
+    assert psql(s, staging, "SELECT name, smtp_host FROM ir_mail_server WHERE active") == \
+        "neutralization - disable emails|host.docker.internal"
     assert client.get(f"{P}/environments/{staging}", headers=s.reader).json["neutralized"] is True
     assert psql(s, prod, "SELECT count(*) FROM ir_mail_server WHERE active") == "1"
