@@ -69,9 +69,10 @@ POLICY_422 = (r"^/api/v1/environments/\{env_id\}/(domains|config)$"
               r"|^/api/public/v1/servers$"
               r"|^/api/public/v1/(projects/\{project_id\}/)?automation-rules(/\{rule_id\})?$")
 ACCEPTED_422 = ACCEPTED_400 + ["422"]
-# No agent is connected in this test: live reads and destroys answer their
-# documented 502 / 504 (the server or its agent did not answer). 500 stays a failure.
+# No agent is connected in this test: live reads (caught mails too) and destroys
+# answer their documented 502 / 504 (the server or its agent did not answer). 500 stays a failure.
 LIVE = (r"^/api/public/v1/(servers|environments)/\{[a-z_]+\}/(metrics|runtime-logs)$"
+        r"|^/api/public/v1/environments/\{env_id\}/mails(/\{mail_id\})?$"
         r"|^/api/v1/deployments/environment/\{environment_id\}/destroy$")
 GATEWAY_ERRORS = ["2xx", "3xx", "4xx", "502", "504"]
 
