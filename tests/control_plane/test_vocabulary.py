@@ -207,7 +207,7 @@ def test_the_agents_codes_keep_their_wire_values():
     """Agents and control planes of other releases, and the API's readers, know them."""
     assert sorted(AgentErrorCode) == sorted([
         "engine_unreachable", "engine_timeout", "engine_error", "container_not_found",
-        "image_not_found", "agent_error", "unavailable",
+        "image_not_found", "agent_error", "unavailable", "no_mail_catcher",
         "import_refused", "import_corrupt", "import_unsafe_member", "import_too_large",
         "import_zip_bomb", "import_unrecognised", "import_bad_manifest",
         "import_version_mismatch", "import_missing_dump", "import_not_a_dump",
