@@ -118,7 +118,8 @@ def update(state, channel_id, events, description, is_active, pairs, with_secret
         kind = client.get(f"/notification-channels/{channel_id}")["type"]
         if kind not in SECRETS:
             raise click.UsageError(f"{kind} channels have no secret setting.")
-        body.setdefault("settings", {})[SECRETS[kind]] = read_secret(f"{kind} {SECRETS[kind]}", SECRET_ENV)
+        body.setdefault("settings", {})[SECRETS[kind]] = read_secret(
+            f"{kind} {SECRETS[kind]}", SECRET_ENV)
     if not body:
         raise click.UsageError("Nothing to change: give --event, --description, --enable, "
                                "--disable, --set or --secret.")

@@ -3,7 +3,17 @@ message, pause, resume and delete, and a channel's page with its deliveries."""
 
 from flask import redirect, request, url_for
 
-from control_plane.console import FormInvalid, actor, berth, blp, confirm, form_errors, render
+from control_plane.api.public.channels import NotificationChannelCreateSchema
+from control_plane.console import (
+    FormInvalid,
+    actor,
+    berth,
+    blp,
+    confirm,
+    form_errors,
+    load,
+    render,
+)
 from control_plane.services.webhooks import channel_types, mail
 from control_plane.services.webhooks import channels as svc
 from control_plane.services.webhooks import subscriptions as webhooks
@@ -62,11 +72,11 @@ def channels_page():
 @blp.post("/channels/new/<any(" + ",".join(channel_types.TYPES) + "):kind>")
 def create_channel(kind):
     svc.count_mutation(actor(), berth().limiter)
+    body = load(NotificationChannelCreateSchema(), {
+        "type": kind, "settings": _typed_settings(kind), "events": request.form.getlist("events"),
+        "description": request.form.get("description", "").strip()})
     try:
-        channel = svc.create_channel(
-            actor(), berth(), type=kind, settings=_typed_settings(kind),
-            events=request.form.getlist("events"),
-            description=request.form.get("description", "").strip()[:500])
+        channel = svc.create_channel(actor(), berth(), **body)
     except Unprocessable as err:
         raise _beside_fields(err) from None
     return redirect(url_for("console.channel", channel_id=channel.id, done="created"), 303)

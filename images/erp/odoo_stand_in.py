@@ -185,6 +185,14 @@ def settings(args, env_defaults):
     return merged
 
 
+def checked_settings(args, env_defaults):
+    """`settings`, or exit 1 with the reason (every command's start)."""
+    try:
+        return settings(args, env_defaults)
+    except ConfigError as exc:
+        fail(str(exc))
+
+
 def find_addons(addons_path):
     """Add-ons as Odoo finds them: the first directory of a name in addons_path that
     holds a __manifest__.py (read with ast.literal_eval, as Odoo does)."""
@@ -628,10 +636,7 @@ def serve(argv, env_defaults):
     signal.signal(signal.SIGINT, stop)
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=LOG_FORMAT)
     args, unknown = parse_args(argv)
-    try:
-        s = settings(args, env_defaults)
-    except ConfigError as exc:
-        fail(str(exc))
+    s = checked_settings(args, env_defaults)
     report_configuration(s, unknown)
     filestore = os.path.join(s["data_dir"], "filestore", s["db_name"])
     try:
@@ -683,10 +688,7 @@ def neutralize(argv, env_defaults):
         fail(f"unrecognized arguments: {' '.join(unknown)}")
     if not args.db_name:
         fail("neutralize needs a database: -d DB")
-    try:
-        s = settings(args, env_defaults)
-    except ConfigError as exc:
-        fail(str(exc))
+    s = checked_settings(args, env_defaults)
     if to_stdout:
         print("BEGIN;\n" + NEUTRALIZE_SQL + "COMMIT;")
         return 0
@@ -852,10 +854,7 @@ def shell(argv, env_defaults):
     on stderr, stdout is the script's."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
     args, unknown = parse_args(argv)
-    try:
-        s = settings(args, env_defaults)
-    except ConfigError as exc:
-        fail(str(exc))
+    s = checked_settings(args, env_defaults)
     if not s["db_name_set"]:
         s["db_name"] = None
     report_configuration(s, unknown)

@@ -8,7 +8,7 @@ from limits import RateLimitItemPerMinute
 
 from control_plane import agent_link
 from control_plane.services.environment_settings import access
-from control_plane.services.servers.monitoring import ask
+from control_plane.services.servers.monitoring import ask, ready
 from control_plane.vocabulary import errors
 from protocol.errors import AgentErrorCode
 
@@ -24,9 +24,8 @@ def _read(actor, environment_id, berth, limit=0, mail_id=None):
     if env.environment_type == PRODUCTION:
         raise errors.NoMailCatcher("A production environment sends its mail out: none is "
                                    "caught.")
-    if env.server_id is None:
-        raise errors.NoServer("The environment has no server yet.")
-    berth.limiter.hit_target(PER_ENVIRONMENT, "mails:environment", env.id.hex)
+    ready(actor, environment_id, berth, PER_ENVIRONMENT, "mails:environment", running=False,
+          env=env)
     unreachable = errors.ServerUnreachable("The server's agent could not be reached.")
     reply = ask(berth, agent_link.mails, env.server_id, env.id, limit, mail_id, TIMEOUT,
                  unreachable=unreachable)

@@ -81,11 +81,13 @@ def server_metrics(actor, server_id, berth):
             "queried_at": _now_ms()}
 
 
-def _ready(actor, environment_id, berth, limit, namespace):
-    env = access.environment(actor, environment_id)
+def ready(actor, environment_id, berth, limit, namespace, running=True, env=None):
+    """The environment a live read asks about, counted against `limit`: on a server,
+    and (with `running`) past its first deploy."""
+    env = env or access.environment(actor, environment_id)
     if env.server_id is None:
         raise errors.NoServer("The environment has no server yet.")
-    if env.status in NOT_READY:
+    if running and env.status in NOT_READY:
         raise errors.EnvironmentNotReady(
             f"The environment is {env.status}; try again when it is running.")
     berth.limiter.hit_target(limit, namespace, env.id.hex)
@@ -95,7 +97,7 @@ def _ready(actor, environment_id, berth, limit, namespace):
 
 
 def environment_metrics(actor, environment_id, berth):
-    env = _ready(actor, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
+    env = ready(actor, environment_id, berth, PER_ENVIRONMENT, "metrics:environment")
     reply = ask(berth, agent_link.container_metrics, env.server_id, env.id, METRICS_TIMEOUT,
                  unreachable=errors.MetricsUnavailable())
     if reply.error_code:
@@ -195,7 +197,7 @@ def _agent_time(unix_ms, now):
 
 
 def runtime_logs(actor, environment_id, source, lines, berth):
-    env = _ready(actor, environment_id, berth, LOGS_PER_ENVIRONMENT, "logs:environment")
+    env = ready(actor, environment_id, berth, LOGS_PER_ENVIRONMENT, "logs:environment")
     unreachable = errors.ServerUnreachable(
         "The server or its container engine could not be reached.")
     timed_out = errors.EngineTimeout("The container engine did not answer within 20 seconds.")

@@ -2,10 +2,9 @@
 message made in its type's format, and sent by e-mail (mail.py) or by the
 SSRF-safe HTTPS sender (net.py). Never raises; returns a SendResult."""
 
-import functools
 import json
 
-from control_plane.infra import secretbox, security
+from control_plane.infra import secretbox
 from control_plane.services.webhooks import channel_types, mail, net
 
 SECRET_PURPOSE = "channel-settings"
@@ -16,17 +15,9 @@ def seal(secrets):
 
 
 def secrets_of(channel):
-    """The channel's secret settings, or None when they cannot be read (sealed under
-    another CP_SECRET_KEY): setting them again repairs that. Cached per sealed
-    value and key, as the webhooks' signing secrets are."""
-    found = _unseal(channel.secret_encrypted,
-                    security.derived_key(f"secretbox:{SECRET_PURPOSE}"))
-    return None if found is None else dict(found)  # a copy: the cached one stays as sealed
-
-
-@functools.lru_cache(maxsize=1024)
-def _unseal(token, _key):
-    raw = secretbox.unseal(token, SECRET_PURPOSE)
+    """The channel's secret settings (a copy), or None when they cannot be read
+    (sealed under another CP_SECRET_KEY): setting them again repairs that."""
+    raw = secretbox.unseal_cached(channel.secret_encrypted, SECRET_PURPOSE)
     return None if raw is None else json.loads(raw)
 
 

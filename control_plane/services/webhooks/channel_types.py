@@ -57,7 +57,8 @@ class Matrix(ma.Schema):
     room_id = _text(validate=ma.validate.Regexp(
         r"^![^:\s]{1,255}:\S{1,255}$", error="A room id (!id:server, in the room's settings)."))
     access_token = _text(validate=ma.validate.Length(1, 1024),
-                         metadata={**SECRET, "description": "The sending account's token (secret)."})
+                         metadata={**SECRET,
+                                   "description": "The sending account's token (secret)."})
 
 
 class Ntfy(ma.Schema):

@@ -4,16 +4,12 @@ message now, and the delivery log. A channel is a subscription of its own type
 auto-pause, and its own limits. Its secret settings are sealed and never shown
 again."""
 
-import datetime as dt
-import uuid
-
 import marshmallow as ma
 from limits import RateLimitItemPerMinute
 
-from control_plane.events import SUBSCRIBABLE, Name
+from control_plane.events import SUBSCRIBABLE
 from control_plane.infra import clock
 from control_plane.infra.db import database, for_update
-from control_plane.infra.pagination import offset_page
 from control_plane.models import Organization, Webhook
 from control_plane.services import audit
 from control_plane.services.webhooks import channel_send, channel_types, mail, subscriptions, urls
@@ -37,11 +33,7 @@ def count_mutation(actor, limiter):
 
 
 def list_channels(actor, *, limit, offset):
-    """Oldest first, as webhooks are listed."""
-    rows, total = offset_page(subscriptions.visible(actor, channels=True)
-                              .order_by(Webhook.created_at, Webhook.id), limit=limit, offset=offset)
-    return {"items": rows, "total": total, "limit": limit, "offset": offset,
-            "has_more": offset + len(rows) < total}
+    return subscriptions.page(subscriptions.visible(actor, channels=True), limit, offset)
 
 
 def get_channel(actor, channel_id, lock=False):
@@ -153,17 +145,11 @@ def test_channel(actor, berth, channel_id):
     """Send one test message now and report how it went, as a webhook's test ping
     does: no delivery entry, failure_count and last_triggered_at unchanged."""
     channel = get_channel(actor, channel_id)
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    envelope = {"event_id": str(uuid.uuid4()), "event": Name.PING.value, "timestamp": now,
-                "organization_id": str(channel.organization_id),
-                "data": {"channel_id": str(channel.id), "message":
-                         "Test message from Berth: this notification channel works."}}
+    envelope = subscriptions.ping_envelope(channel.organization_id, {
+        "channel_id": str(channel.id),
+        "message": "Test message from Berth: this notification channel works."})
     result = channel_send.send(channel, envelope, berth.settings, TEST_TIMEOUT,
                                envelope["event_id"])
     audit.record(actor.organization_id, "channel.test", "notification_channel", channel.id,
                  {"success": bool(result.ok)})
-    message = None
-    if not result.ok:
-        message = result.error or f"The receiver answered {result.status_code}."
-    return {"success": bool(result.ok), "status_code": result.status_code or 0,
-            "duration_ms": int(result.duration_ms or 0), "message": message}
+    return subscriptions.outcome(result)

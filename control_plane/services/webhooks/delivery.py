@@ -23,7 +23,7 @@ import logging
 import random
 import time
 
-from control_plane.infra import clock, config, secretbox, security
+from control_plane.infra import clock, config, secretbox
 from control_plane.infra.db import database, execute, execute_many, found, is_sqlite
 from control_plane.infra.observability import WEBHOOK_ATTEMPTS
 from control_plane.models import Event, Webhook, WebhookDelivery
@@ -184,7 +184,8 @@ def send(job, settings, bodies=None, paused=()):
         if hook.channel:
             return delivery, hook, channel_send.send(hook, payloads.envelope(event), settings,
                                                      timeout, delivery.id)
-        secret = _secret_of(hook)
+        secret = secretbox.unseal_cached(hook.secret_encrypted,
+                                         subscriptions.SECRET_PURPOSE)
         if secret is None:
             return delivery, hook, net.failed("the signing secret cannot be read; rotate it")
         env = payloads.envelope(event)
@@ -204,19 +205,6 @@ def send(job, settings, bodies=None, paused=()):
 
 
 RELEASED = object()  # not sent: the claim is given back, no attempt counted
-
-
-def _secret_of(hook):
-    """`subscriptions.secret_of`, without decrypting the same sealed secret for
-    every delivery (the sealing key is part of the cache key: a changed
-    CP_SECRET_KEY is never answered from the cache)."""
-    return _unseal(hook.secret_encrypted,
-                   security.derived_key(f"secretbox:{subscriptions.SECRET_PURPOSE}"))
-
-
-@functools.lru_cache(maxsize=1024)
-def _unseal(token, _key):
-    return secretbox.unseal(token, subscriptions.SECRET_PURPOSE)
 
 
 def retry_delays(settings):

@@ -29,7 +29,8 @@ GREEN, RED, GREY = "#2EB67D", "#E01E5A", "#9E9E9E"
 
 # data key -> label, in display order; keys not listed here are shown after them.
 LABELS = (
-    ("name", "Name"), ("server_name", "Server"), ("status", "Status"), ("from", "From"), ("to", "To"),
+    ("name", "Name"), ("server_name", "Server"), ("status", "Status"), ("from", "From"),
+    ("to", "To"),
     ("duration_seconds", "Duration"), ("environment_id", "Environment"),
     ("project_id", "Project"), ("task_id", "Task"), ("environment_status", "Environment status"),
     ("cancelled_by", "Cancelled by"), ("rule_name", "Rule"), ("action_type", "Action"),

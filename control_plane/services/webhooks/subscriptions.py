@@ -90,8 +90,13 @@ def visible(actor, channels=False):
 
 
 def list_webhooks(actor, *, limit, offset):
-    """Oldest first (new webhooks land on the last page: offsets stay stable)."""
-    rows, total = offset_page(visible(actor).order_by(Webhook.created_at, Webhook.id),
+    return page(visible(actor), limit, offset)
+
+
+def page(query, limit, offset):
+    """Webhooks or channels oldest first (new ones land on the last page: offsets
+    stay stable), as an offset page."""
+    rows, total = offset_page(query.order_by(Webhook.created_at, Webhook.id),
                               limit=limit, offset=offset)
     return {"items": rows, "total": total, "limit": limit, "offset": offset,
             "has_more": offset + len(rows) < total}
@@ -288,19 +293,26 @@ def ping(actor, berth, webhook_id):
     if secret is None:
         return {"success": False, "status_code": 0, "duration_ms": 0,
                 "message": "The webhook's secret cannot be read; rotate it."}
-    envelope = {
-        "event_id": str(uuid.uuid4()), "event": Name.PING.value, "timestamp": _iso_now(),
-        "organization_id": str(webhook.organization_id),
-        "data": {"webhook_id": str(webhook.id),
-                 "message": "Test ping from Berth: this webhook is reachable."},
-    }
+    envelope = ping_envelope(webhook.organization_id, {
+        "webhook_id": str(webhook.id),
+        "message": "Test ping from Berth: this webhook is reachable."})
     body, headers = payloads.render(webhook, envelope, secret)
-    result = net.post(webhook.url, body, headers, timeout=PING_TIMEOUT,
-                              allow_private=berth.settings["WEBHOOK_ALLOW_PRIVATE"],
-                              ca_bundle=berth.settings["WEBHOOK_CA_BUNDLE"])
+    return outcome(net.post(webhook.url, body, headers, timeout=PING_TIMEOUT,
+                            allow_private=berth.settings["WEBHOOK_ALLOW_PRIVATE"],
+                            ca_bundle=berth.settings["WEBHOOK_CA_BUNDLE"]))
+
+
+def ping_envelope(organization_id, data):
+    """A `ping` event made now (never stored), as a test sends it."""
+    return {"event_id": str(uuid.uuid4()), "event": Name.PING.value, "timestamp": _iso_now(),
+            "organization_id": str(organization_id), "data": data}
+
+
+def outcome(result):
+    """A test's answer from a send's result: never the receiver's body."""
     message = None
     if not result.ok:
-        message = result.error or f"The receiver answered HTTP {result.status_code}."
+        message = result.error or f"The receiver answered {result.status_code}."
         if result.body_snippet and result.body_snippet.strip() in message:
             message = f"The receiver answered HTTP {result.status_code}."
     return {"success": bool(result.ok), "status_code": result.status_code or 0,

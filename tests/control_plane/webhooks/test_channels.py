@@ -9,6 +9,10 @@ import pytest
 
 from control_plane.models import AuditEvent, Webhook
 from tests.conftest import auth
+from tests.control_plane.webhooks.test_delivery import (  # noqa: F401 - fixtures
+    receiver,
+    settings,
+)
 from tests.support.smtp_receiver import smtp_receiver  # noqa: F401 - fixture
 from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
@@ -31,26 +35,13 @@ def key(world, org):
 
 
 @pytest.fixture
-def settings(app, trust_ca):  # noqa: F811
-    s = app.extensions["berth"].settings
-    s["WEBHOOK_ALLOW_PRIVATE"] = True
-    s["WEBHOOK_CA_BUNDLE"] = trust_ca
-    return s
-
-
-@pytest.fixture
-def receiver(https_receiver, settings):  # noqa: F811
-    return https_receiver
-
-
-@pytest.fixture
 def smtp(smtp_receiver, settings):  # noqa: F811
     settings.update(smtp_receiver.settings())
     return smtp_receiver
 
 
-def create(client, raw, kind, settings, events=("server.unreachable",), **body):
-    return client.post(C, headers=auth(raw), json={"type": kind, "settings": settings,
+def create(client, raw, kind, given, events=("server.unreachable",), **body):
+    return client.post(C, headers=auth(raw), json={"type": kind, "settings": given,
                                                    "events": list(events), **body})
 
 
@@ -74,7 +65,7 @@ def assert_no_secret(text):
 
 
 def test_a_channel_is_made_read_changed_and_deleted_without_showing_its_secret(
-        client, key, org, receiver):
+        client, key, org, receiver):  # noqa: F811
     raw = key()
     r = create(client, raw, "slack", chat_settings("slack", receiver.url),
                events=["server.unreachable", "deploy.failed", "deployment.completed"],
@@ -110,7 +101,8 @@ def test_a_channel_is_made_read_changed_and_deleted_without_showing_its_secret(
     assert_no_secret(audit)
 
 
-def test_settings_are_merged_and_a_secret_left_out_is_kept(client, key, receiver, settings):
+def test_settings_are_merged_and_a_secret_left_out_is_kept(
+        client, key, receiver, settings):  # noqa: F811
     raw = key()
     made = create(client, raw, "telegram", chat_settings("telegram", receiver.url)).json
     assert made["settings"] == {"chat_id": "-100200300", "api_url": receiver.url}
@@ -196,8 +188,8 @@ def test_channels_count_apart_from_webhooks_and_project_keys_see_their_own(clien
 
 
 @pytest.mark.parametrize("kind", ["slack", "discord", "teams", "telegram", "matrix", "ntfy"])
-def test_the_test_message_reaches_each_chat_service_in_its_own_format(client, key, receiver,
-                                                                      kind):
+def test_the_test_message_reaches_each_chat_service_in_its_own_format(
+        client, key, receiver, kind):  # noqa: F811
     raw = key()
     made = create(client, raw, kind, chat_settings(kind, receiver.url)).json
     r = client.post(f"{C}/{made['id']}/test", headers=auth(raw))
@@ -232,7 +224,7 @@ def test_the_test_message_reaches_each_chat_service_in_its_own_format(client, ke
     assert_no_secret(json.dumps(client.get(C, headers=auth(raw)).json))
 
 
-def test_a_failing_receiver_is_reported_by_the_test(client, key, receiver):
+def test_a_failing_receiver_is_reported_by_the_test(client, key, receiver):  # noqa: F811
     raw = key()
     made = create(client, raw, "ntfy", chat_settings("ntfy", receiver.url)).json
     receiver.respond(403)
@@ -265,7 +257,8 @@ def test_the_test_email_goes_through_smtp_with_starttls_and_auth(client, key, sm
     assert made["settings"]["to"] == many
 
 
-def test_a_wrong_smtp_password_is_a_failed_test_not_an_error(client, key, smtp, settings):
+def test_a_wrong_smtp_password_is_a_failed_test_not_an_error(client, key, smtp,
+                                                              settings):  # noqa: F811
     raw = key()
     made = create(client, raw, "email", {"to": ["ops@example.com"]}).json
     settings["SMTP_PASSWORD"] = "wrong"
