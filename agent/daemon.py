@@ -161,7 +161,7 @@ class Agent(Host):
     def _session(self):
         """One stream, until it drops. Returns whether the gateway welcomed us."""
         outbox = self._outbox = queue.Queue()
-        welcomed = False
+        welcomed, shells = False, None
         address = self.config.grpc_address
         try:
             with channel_with_options(address, self.config.grpc_tls) as ch:
@@ -193,6 +193,11 @@ class Agent(Host):
                         self.pool.submit(self._execute, outbox, message.command)
                     elif kind == "request":
                         self.pool.submit(self._answer, outbox, message.request)
+                    elif kind == "shell_open":
+                        shells = shells or self._shells(outbox)
+                        shells.open(message.shell_open)
+                    elif kind == "shell" and shells is not None:
+                        shells.input(message.shell)
                     if self.stop.is_set():
                         stream.cancel()
         except grpc.RpcError as exc:
@@ -203,7 +208,15 @@ class Agent(Host):
                 welcomed = True  # not a failure: again at once, to another gateway
         finally:
             outbox.put(_END)
+            if shells is not None:  # nobody reads them any more: hung up
+                shells.close_all()
         return welcomed
+
+    def _shells(self, outbox):
+        """This stream's shell sessions (agent/shell.py, loaded at the first one)."""
+        from agent.shell import Shells
+
+        return Shells(self, outbox.put, outbox.qsize)
 
     def _commit_upgrade(self):
         """The gateway welcomed the new version of an upgrade: it stays. False when

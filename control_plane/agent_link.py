@@ -21,10 +21,27 @@ class HostKeyChanged(NotConnected):
     contact until an operator accepts it (gateway/ssh/sessions.py)."""
 
 
+class ShellUnsupported(Exception):
+    """The server's agent is of a release without shell sessions."""
+
+
+class ShellPipe(Protocol):
+    def send(self, frame: pb.ShellFrame) -> None:
+        """Input, a new size, the input's end or a hang-up (`close`), to the agent
+        (thread-safe, never blocks). After `close` nothing more is delivered."""
+
+
 class AgentLink(Protocol):
     def call(self, server_id, request: pb.LiveRequest, timeout: float) -> pb.LiveReply:
         """Send a live request and wait for its reply (blocking, thread-safe).
         Raises NotConnected, or TimeoutError after `timeout` seconds."""
+
+    def shell(self, server_id, opening: pb.ShellOpen, on_frame) -> ShellPipe:
+        """Open a shell session (protocol: ShellOpen). `on_frame(ShellFrame)` is
+        called, from the link's own thread, with each frame the agent sends: `opened`,
+        output, then `exited` or an `error_code` (also when the way to the agent is
+        lost), after which the session is gone. Raises NotConnected or
+        ShellUnsupported at once."""
 
     def wake(self, server_id) -> None:
         """Durable commands are queued for the server: deliver them now if it is
@@ -55,6 +72,9 @@ class Unlinked:
     gateway's poll, live requests fail as not connected."""
 
     def call(self, server_id, request, timeout):
+        raise NotConnected(str(server_id))
+
+    def shell(self, server_id, opening, on_frame):
         raise NotConnected(str(server_id))
 
     def wake(self, server_id):

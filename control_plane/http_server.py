@@ -69,7 +69,7 @@ async def _serve(app, host, port, beside=0):
     executor = ThreadPoolExecutor(cfg["HTTP_THREADS"], thread_name_prefix="berth-http")
     container = _Container(app, executor=executor)
     server = _Server(container, max_connections=_connection_cap(cfg["HTTP_MAX_CONNECTIONS"], beside),
-                     spool_dir=_spool_dir(app),
+                     spool_dir=_spool_dir(app), sockets=_sockets(app),
                      idle_connection_timeout=cfg["HTTP_HEADER_TIMEOUT"],
                      body_timeout=cfg["HTTP_BODY_TIMEOUT"], max_header_size=MAX_HEADER_BYTES,
                      chunk_size=BODY_CHUNK,
@@ -190,6 +190,15 @@ def _spool_dir(app):
     return where
 
 
+def _sockets(app):
+    """The shell sessions' WebSockets (control_plane/shell_socket.py), for Berth's app."""
+    if "berth" not in getattr(app, "extensions", {}):
+        return None
+    from control_plane import shell_socket
+
+    return shell_socket
+
+
 def _spool_path(spool):
     """The file's path if the spool is a named file (not one in memory)."""
     name = getattr(spool, "name", None)
@@ -227,13 +236,20 @@ def _next_chunks(iterator):
 
 
 class _Server(HTTPServer):
-    def initialize(self, *args, max_connections, spool_dir=None, **kwargs):
+    def initialize(self, *args, max_connections, spool_dir=None, sockets=None, **kwargs):
         super().initialize(*args, **kwargs)
         self.max_connections, self.open_connections = max_connections, 0
         self.spool_dir = spool_dir
+        self.sockets = sockets  # the shell_socket module, for Berth's app
+        self.socket_app = sockets.application(self.request_callback.wsgi_application) \
+            if sockets else None
 
     def start_request(self, server_conn, request_conn):
-        return _Adapter(self.request_callback, request_conn, self.spool_dir)
+        adapter = _Adapter(self.request_callback, request_conn, self.spool_dir)
+        if self.sockets is None:
+            return adapter
+        return _Switch(adapter, lambda: self.socket_app.start_request(server_conn, request_conn),
+                       self.sockets.wants)
 
     def _handle_connection(self, connection, address):
         """tornado's accept callback. No tornado object is made for a connection
@@ -357,6 +373,28 @@ class _Adapter(HTTPMessageDelegate):
         self.chunks = None
         if self.spool is not None:
             _discard_spool(self.spool)
+
+
+class _Switch(HTTPMessageDelegate):
+    """A request to the app (`adapter`), or, once its head says it is a shell
+    session's WebSocket (`wants`), to tornado's own handler of it (`socket`)."""
+
+    def __init__(self, adapter, socket, wants):
+        self.inner, self.socket, self.wants = adapter, socket, wants
+
+    def headers_received(self, start_line, headers):
+        if self.wants(start_line, headers):
+            self.inner = self.socket()
+        return self.inner.headers_received(start_line, headers)
+
+    def data_received(self, chunk):
+        return self.inner.data_received(chunk)
+
+    def finish(self):
+        return self.inner.finish()
+
+    def on_connection_close(self):
+        return self.inner.on_connection_close()
 
 
 # tornado answers a malformed request with these literal bytes, written from inside

@@ -7,16 +7,18 @@ is not. Which one depends on the other side's revision: agents installed before
 revisions (revision 0) read every payload as JSON and report their proxy as
 JSON, and keep doing so against any later gateway.
 
-REVISION 2 (this one): typed environment commands and proxy reports; each side
-says its revision in Hello and Welcome. An agent of this revision needs a
-gateway of at least REVISION (`gateway_too_old`)."""
+REVISION 2: typed environment commands and proxy reports; each side says its
+revision in Hello and Welcome. REVISION 3 (this one): shell sessions (ShellOpen,
+ShellFrame), offered only to agents of at least SHELLS. An agent of this
+revision needs a gateway of at least REVISION (`gateway_too_old`)."""
 
 import json
 
 from protocol.kinds import CommandKind
 from protocol.v1 import agent_pb2 as pb
 
-REVISION = 2
+REVISION = 3
+SHELLS = 3  # the first revision whose agents open shell sessions
 # What a draining gateway answers a new stream (UNAVAILABLE): the agent tries again
 # at once, not after a longer backoff, and the balancer sends it to another gateway.
 DRAINING = "this gateway is shutting down"

@@ -10,7 +10,7 @@ import operator
 import uuid
 
 from control_plane import agent_link
-from control_plane.gateway import reports
+from control_plane.gateway import reports, shells
 from control_plane.models.metrics import SERVER_SERIES
 from control_plane.services.environment_settings import configuration
 from control_plane.services.servers import history
@@ -114,7 +114,8 @@ async def _proxy(gateway, session, report):
 
 HANDLERS = {"hello": _hello, "heartbeat": _heartbeat, "reply": _reply, "ack": _ack,
             "log": _command(reports.logged), "phase": _command(reports.entered_phase),
-            "result": _command(reports.finished), "disk": _disk, "proxy": _proxy}
+            "result": _command(reports.finished), "disk": _disk, "proxy": _proxy,
+            "shell": shells.deliver}
 
 
 def due_commands(session):

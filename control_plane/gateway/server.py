@@ -15,7 +15,7 @@ import uuid
 import grpc
 
 from control_plane.agent_link import NotConnected
-from control_plane.gateway import messages
+from control_plane.gateway import messages, shells
 from control_plane.infra.config import Config
 from control_plane.infra.observability import AGENT_WAKEUPS, AGENTS_CONNECTED
 from control_plane.services import agents
@@ -101,6 +101,7 @@ class Session:
         self.server_id = server_id
         self.outbox = asyncio.Queue()
         self.pending = {}  # correlation id -> Future of LiveReply
+        self.shells = {}  # shell session id -> its pipe (gateway/shells.py)
         self.in_flight = set()  # command ids sent on this stream, not yet acked
         self.revision = 0  # the agent's protocol revision, from its Hello
         self.woken = False
@@ -314,6 +315,15 @@ class Gateway(pb_grpc.AgentGatewayServicer):
             self.ask(str(server_id), request, timeout), self.loop)
         return future.result(timeout + 5)
 
+    def shell(self, server_id, opening, on_frame):
+        """Open a shell session on a stream (agent_link.AgentLink.shell)."""
+        session = self.sessions.get(str(server_id)) if self.loop is not None else None
+        if session is None:
+            if self.remote is not None:
+                return self.remote.shell(server_id, opening, on_frame)
+            raise NotConnected(str(server_id))
+        return shells.open_local(self, session, opening, on_frame)
+
     async def ask(self, server_id, request, timeout):
         """On the loop: a live request to a stream held here (`call` and the relay)."""
         session = self.sessions.get(server_id)
@@ -411,6 +421,7 @@ class Gateway(pb_grpc.AgentGatewayServicer):
         for reply in session.pending.values():
             if not reply.done():
                 reply.set_exception(NotConnected(server_id))
+        shells.lost(session)
         if session.connecting is not None:
             try:
                 since = await session.connecting

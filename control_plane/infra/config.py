@@ -135,6 +135,14 @@ class Config:
     SMTP_PASSWORD = None
     SMTP_FROM = "Berth <berth@localhost>"
     SMTP_CA_BUNDLE = None
+    # Shell sessions into environments (services/servers/shells.py): at most this many
+    # open on one server; one ends after SHELL_IDLE_SECONDS with no byte either way and
+    # after SHELL_MAX_SECONDS in all. With SHELL_TRANSCRIPTS, what each session showed
+    # (its first MiB) is kept with its record, as long as the audit log.
+    SHELL_SESSIONS_PER_SERVER = 5
+    SHELL_IDLE_SECONDS = 900
+    SHELL_MAX_SECONDS = 28800
+    SHELL_TRANSCRIPTS = False
 
 
 _BOOL = {"1": True, "true": True, "yes": True, "on": True,
@@ -158,7 +166,8 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
              "SSH_CHECK_SECONDS", "SSH_DISK_SECONDS", "SSH_INSTALL_TIMEOUT",
              "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS", "AGENT_UPGRADE_CONCURRENCY",
              "AGENT_UPGRADE_TIMEOUT", "METRICS_FLUSH_SECONDS", "METRICS_MINUTE_RETENTION_HOURS",
-             "METRICS_HOUR_RETENTION_DAYS", "AUDIT_RETENTION_DAYS")
+             "METRICS_HOUR_RETENTION_DAYS", "AUDIT_RETENTION_DAYS", "SHELL_SESSIONS_PER_SERVER",
+             "SHELL_IDLE_SECONDS", "SHELL_MAX_SECONDS")
 
 
 # Set but empty means the default (a deployment description can pass a variable

@@ -14,6 +14,7 @@ from control_plane.models.org import Organization, User, UserToken, WebSession
 from control_plane.models.project import Project
 from control_plane.models.release import Release
 from control_plane.models.server import AgentUpgrade, OrgSshKey, RegistrationToken, Server
+from control_plane.models.shell import ShellSession
 from control_plane.models.ticket import Ticket, TicketComment
 from control_plane.models.wal import WalFile
 from control_plane.models.webhook import Event, Webhook, WebhookDelivery
@@ -25,6 +26,7 @@ ALL_MODELS = [
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
     AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
     AuditEvent, WebSession, FilestorePack, FilestoreObject, BackupPack, WalFile,
+    ShellSession,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

@@ -2,7 +2,8 @@ import peewee
 
 from control_plane.models.base import BaseModel, DateTimeField, JSONField
 
-PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel")
+PERMISSIONS = ("project.environments.deploy", "project.deployments.cancel",
+               "project.environments.shell")
 # What a user may do in the web console, as the two key types do on the public API.
 USER_ACCESS = ("full_access", "read_only")
 

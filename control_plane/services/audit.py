@@ -60,6 +60,11 @@ def unbind(token):
     _actor.reset(token)
 
 
+def current():
+    """Who is acting now (None: no one)."""
+    return None if _quiet.get() else _actor.get()
+
+
 def active():
     """Whether someone is acting: a change made now is an audit event."""
     return _actor.get() is not None and not _quiet.get()

@@ -370,6 +370,15 @@ class ChannelLimitReached(Conflict):
     code = "channel_limit_reached"
 
 
+# shell sessions
+class ShellLimitReached(Conflict):
+    code = "shell_limit_reached"
+
+
+class ShellUnavailable(Conflict):
+    code = "shell_unavailable"
+
+
 class InvalidWebhookUrl(Unprocessable):
     code = "invalid_webhook_url"
 

@@ -41,7 +41,7 @@ class RegisterResponse(_message.Message):
     def __init__(self, server_id: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
 
 class AgentMessage(_message.Message):
-    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk", "proxy", "phase")
+    __slots__ = ("hello", "heartbeat", "ack", "log", "result", "reply", "disk", "proxy", "phase", "shell")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class AgentMessage(_message.Message):
     DISK_FIELD_NUMBER: _ClassVar[int]
     PROXY_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
+    SHELL_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     heartbeat: Heartbeat
     ack: CommandAck
@@ -60,7 +61,8 @@ class AgentMessage(_message.Message):
     disk: DiskReport
     proxy: ProxyReport
     phase: TaskPhase
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ..., proxy: _Optional[_Union[ProxyReport, _Mapping]] = ..., phase: _Optional[_Union[TaskPhase, _Mapping]] = ...) -> None: ...
+    shell: ShellFrame
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., log: _Optional[_Union[TaskLog, _Mapping]] = ..., result: _Optional[_Union[CommandResult, _Mapping]] = ..., reply: _Optional[_Union[LiveReply, _Mapping]] = ..., disk: _Optional[_Union[DiskReport, _Mapping]] = ..., proxy: _Optional[_Union[ProxyReport, _Mapping]] = ..., phase: _Optional[_Union[TaskPhase, _Mapping]] = ..., shell: _Optional[_Union[ShellFrame, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("facts", "revision")
@@ -222,14 +224,64 @@ class LiveReply(_message.Message):
     def __init__(self, correlation_id: _Optional[str] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., host_metrics: _Optional[_Union[HostMetrics, _Mapping]] = ..., container_metrics: _Optional[_Union[ContainerMetrics, _Mapping]] = ..., runtime_logs: _Optional[_Union[RuntimeLogs, _Mapping]] = ..., mails: _Optional[_Union[Mails, _Mapping]] = ...) -> None: ...
 
 class ControlMessage(_message.Message):
-    __slots__ = ("welcome", "command", "request")
+    __slots__ = ("welcome", "command", "request", "shell_open", "shell")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    SHELL_OPEN_FIELD_NUMBER: _ClassVar[int]
+    SHELL_FIELD_NUMBER: _ClassVar[int]
     welcome: Welcome
     command: Command
     request: LiveRequest
-    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., request: _Optional[_Union[LiveRequest, _Mapping]] = ...) -> None: ...
+    shell_open: ShellOpen
+    shell: ShellFrame
+    def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., request: _Optional[_Union[LiveRequest, _Mapping]] = ..., shell_open: _Optional[_Union[ShellOpen, _Mapping]] = ..., shell: _Optional[_Union[ShellFrame, _Mapping]] = ...) -> None: ...
+
+class ShellOpen(_message.Message):
+    __slots__ = ("session_id", "environment_id", "odoo", "command", "tty", "rows", "cols")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    ODOO_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    environment_id: str
+    odoo: bool
+    command: _containers.RepeatedScalarFieldContainer[str]
+    tty: bool
+    rows: int
+    cols: int
+    def __init__(self, session_id: _Optional[str] = ..., environment_id: _Optional[str] = ..., odoo: _Optional[bool] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ...) -> None: ...
+
+class ShellFrame(_message.Message):
+    __slots__ = ("session_id", "data", "rows", "cols", "eof", "close", "opened", "exited", "exit_code", "error_code", "error_message", "stderr")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    CLOSE_FIELD_NUMBER: _ClassVar[int]
+    OPENED_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    data: bytes
+    rows: int
+    cols: int
+    eof: bool
+    close: bool
+    opened: bool
+    exited: bool
+    exit_code: int
+    error_code: str
+    error_message: str
+    stderr: bool
+    def __init__(self, session_id: _Optional[str] = ..., data: _Optional[bytes] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., eof: _Optional[bool] = ..., close: _Optional[bool] = ..., opened: _Optional[bool] = ..., exited: _Optional[bool] = ..., exit_code: _Optional[int] = ..., error_code: _Optional[str] = ..., error_message: _Optional[str] = ..., stderr: _Optional[bool] = ...) -> None: ...
 
 class Welcome(_message.Message):
     __slots__ = ("server_id", "heartbeat_seconds", "revision")

@@ -69,4 +69,4 @@ def test_an_agent_needs_a_gateway_of_its_revision():
     assert wire.gateway_too_old(pb.Welcome(revision=wire.REVISION)) is None
     assert wire.gateway_too_old(pb.Welcome(revision=wire.REVISION + 1)) is None
     said = wire.gateway_too_old(pb.Welcome())  # a gateway from before revisions
-    assert "revision 0, older than this agent's 2" in said and "upgrade" in said
+    assert f"revision 0, older than this agent's {wire.REVISION}" in said and "upgrade" in said

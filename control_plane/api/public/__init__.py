@@ -57,6 +57,7 @@ def register(app):
         projects,
         registration_tokens,
         servers,
+        shells,
         tickets,
         wal_archive,
         webhooks,
@@ -64,7 +65,7 @@ def register(app):
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, drills, wal_archive, servers,
-                   registration_tokens, monitoring, mails, metric_history, tickets, changelog,
+                   registration_tokens, monitoring, mails, shells, metric_history, tickets, changelog,
                    webhooks, channels, automation, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -97,6 +97,9 @@ class Reach:
     def call(self, server_id, request, timeout):
         return self._for(server_id).call(server_id, request, timeout)
 
+    def shell(self, server_id, opening, on_frame):
+        return self._for(server_id).shell(server_id, opening, on_frame)
+
     def wake(self, server_id):
         try:
             self._for(server_id).wake(server_id)

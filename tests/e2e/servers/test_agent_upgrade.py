@@ -27,6 +27,7 @@ from control_plane.agent_install import wheelhouse
 from control_plane.agent_link import Plain
 from control_plane.models import AgentUpgrade, Server
 from control_plane.services.servers import upgrades
+from protocol.wire import REVISION
 from tests.support.agents import wait_for
 from tests.support.backup_flow import (
     Stand,
@@ -172,7 +173,8 @@ def test_an_upgrade_that_cannot_connect_rolls_back_by_itself(client, stand, agen
 
     def too_new(source):
         wire = source / "protocol" / "wire.py"
-        wire.write_text(wire.read_text().replace("REVISION = 2", "REVISION = 99", 1))
+        wire.write_text(wire.read_text().replace(f"REVISION = {REVISION}\n",
+                                                     "REVISION = 99\n", 1))
     broken = stamped(agent_wheelhouse, tmp_path / "broken", __version__, too_new)
     s.set(WHEELHOUSE_DIR=str(broken), AGENT_UPGRADE_TIMEOUT=15)
     agent = _started(s, credential, agents, old_wheelhouse)

@@ -1,0 +1,174 @@
+"""Shell sessions end to end: the control plane's real HTTP server (its WebSocket), the
+real gateway, a real `berth-agent run` and the environment's real ERP container (the
+stand-in, which follows `odoo shell`'s contract).
+
+One environment: a command runs and exits with its code, error output apart; an
+interactive terminal computes `echo $((6*7))`, is resized and exits; `odoo shell`
+counts the partners from a piped script; a session over the server's limit is
+refused; a client that goes away leaves nothing running in the container; a ticket
+works once; a read-only key cannot open one; every session is in the audit log with
+its exit code, and with transcripts on, what it showed is kept."""
+
+import asyncio
+import threading
+import time
+
+import pytest
+import requests
+
+from agent.deploy.environments import Environments
+from control_plane import http_server
+from control_plane.models import Server
+from control_plane.services import agents as agent_svc
+from tests.conftest import auth
+from tests.support.agents import registered_server, wait_for
+from tests.support.services import free_port
+from tests.support.shell_client import Shell, open_shell
+
+P = "/api/public/v1"
+pytestmark = pytest.mark.slow
+
+
+def _served(app):
+    """The app on the real HTTP server (WebSockets included), in a daemon thread."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    app.config["PUBLIC_URL"] = url
+    threading.Thread(target=asyncio.run, args=(http_server._serve(app, "127.0.0.1", port),),
+                     daemon=True).start()
+    wait_for(lambda: _answers(url), timeout=15, what="the HTTP server")
+    return url
+
+
+def _answers(url):
+    try:
+        return requests.get(url + "/healthz", timeout=2).ok
+    except requests.ConnectionError:
+        return False
+
+
+class Stand:
+    pass
+
+
+@pytest.fixture
+def stand(app, world, agents, gateway, tmp_path, erp_image, postgres_image, docker_client):
+    settings = app.extensions["berth"].settings
+    settings["ERP_IMAGE"], settings["POSTGRES_IMAGE"] = erp_image, postgres_image
+    s = Stand()
+    s.app, s.settings, s.docker = app, settings, docker_client
+    s.url = _served(app)
+    s.org = world.org()
+    s.server, credential = registered_server(s.org)
+    s.project = world.project(s.org, s.server)
+    s.raw, _ = world.key(s.org)
+    s.key = auth(s.raw)
+    s.reader = auth(world.key(s.org, "read_only")[0])
+    s.root = tmp_path / "srv"
+    s.agent = agents(s.server, credential, env={"BERTH_AGENT_ENV_ROOT": str(s.root)})
+    wait_for(lambda: str(s.server.id) in gateway.sessions
+             and agent_svc.is_connected(Server.get_by_id(s.server.id)), timeout=30,
+             what="agent connected")
+    s.envs = Environments(docker_client, root=s.root)
+    s.created = []
+    yield s
+    for env_id in s.created:
+        s.envs.destroy(env_id, True, lambda *a: None)
+
+
+def _running_environment(s):
+    r = requests.post(f"{s.url}{P}/projects/{s.project.id}/environments", headers=s.key,
+                      json={"name": "Production"}, timeout=30)
+    assert r.status_code == 201, r.text
+    env_id = r.json()["id"]
+    s.created.append(env_id)
+    wait_for(lambda: requests.get(f"{s.url}{P}/environments/{env_id}", headers=s.key,
+                                  timeout=10).json()["status"] == "running",
+             timeout=240, interval=0.5, what="the environment running")
+    return env_id
+
+
+def _processes(s, env_id):
+    container = s.docker.containers.get(s.envs._names(env_id)["erp"])
+    return " ".join(" ".join(p) for p in container.top(ps_args="-eo pid,args")["Processes"])
+
+
+def test_shell_sessions(stand):
+    s = stand
+    env_id = _running_environment(s)
+    s.settings["SHELL_TRANSCRIPTS"] = True
+
+    # One command, no terminal: its output, its error output apart, its exit code.
+    r, sh = open_shell(s.url, s.key, env_id, tty=False,
+                       command=["sh", "-c", "echo $((6*7)); echo oops >&2; exit 3"])
+    assert r.status_code == 201, r.text
+    assert r.json()["ticket"].startswith("shk_") and r.json()["end_reason"] is None
+    sh.ended()
+    assert (bytes(sh.out), bytes(sh.err), sh.exit_code) == (b"42\n", b"oops\n", 3)
+    assert sh.messages[0]["type"] == "opened"
+    first = r.json()["id"]
+
+    # The ticket works once.
+    again = Shell(s.url, r.json())
+    again.ended(timeout=15)
+    assert again.error["code"] == "invalid_ticket"
+
+    # An interactive terminal: typed, resized, exited.
+    r, sh = open_shell(s.url, s.key, env_id)
+    sh.read_until(lambda x: x.messages and x.messages[0]["type"] == "opened")
+    sh.send("echo $((6*7))\r")
+    sh.output_has("42")
+    sh.control(type="resize", rows=40, cols=132)
+    sh.send("stty size\r")
+    sh.output_has("40 132")
+    sh.send("exit 5\r")
+    sh.ended()
+    assert sh.exit_code == 5
+
+    # `odoo shell` on the environment's database, a script piped in.
+    r, sh = open_shell(s.url, s.key, env_id, odoo=True, tty=False)
+    sh.read_until(lambda x: x.messages)
+    sh.send("print('partners', env['res.partner'].search_count([]))\n")
+    sh.control(type="eof")
+    sh.ended()
+    assert sh.exit_code == 0, (bytes(sh.out), bytes(sh.err))
+    assert bytes(sh.out).decode().startswith("partners "), bytes(sh.out)
+
+    # At most CP_SHELL_SESSIONS_PER_SERVER open: the next is refused.
+    s.settings["SHELL_SESSIONS_PER_SERVER"] = 1
+    r, held = open_shell(s.url, s.key, env_id)
+    held.read_until(lambda x: x.messages)
+    held.send("sleep 4242\r")
+    r2, refused = open_shell(s.url, s.key, env_id)
+    assert (r2.status_code, r2.json()["error"]) == (409, "shell_limit_reached"), r2.text
+    wait_for(lambda: "sleep 4242" in _processes(s, env_id), timeout=15, what="sleep running")
+
+    # The client goes away: nothing it started keeps running.
+    held.close()
+    wait_for(lambda: "sleep 4242" not in _processes(s, env_id), timeout=20,
+             what="the session's processes ended")
+    wait_for(lambda: open_shell(s.url, s.key, env_id, command=["true"])[0].status_code == 201,
+             timeout=20, what="a session's place freed")
+    s.settings["SHELL_SESSIONS_PER_SERVER"] = 5
+
+    # A read-only key may not open one.
+    r = requests.post(f"{s.url}{P}/environments/{env_id}/shell-sessions", headers=s.reader,
+                      json={}, timeout=10)
+    assert r.status_code == 403, r.text
+
+    # The record and the audit log: who, when, the exit code, the transcript.
+    listed = requests.get(f"{s.url}{P}/environments/{env_id}/shell-sessions", headers=s.key,
+                          timeout=10).json()["sessions"]
+    by_id = {x["id"]: x for x in listed}
+    assert (by_id[first]["exit_code"], by_id[first]["end_reason"]) == (3, "exited")
+    assert by_id[held.opened["id"]]["end_reason"] == "closed"
+    one = requests.get(f"{s.url}{P}/environments/{env_id}/shell-sessions/{first}",
+                       headers=s.key, timeout=10).json()
+    assert "42" in one["transcript"] and one["command"][0] == "sh"
+    time.sleep(0.5)
+    events = requests.get(f"{s.url}{P}/audit-events", headers=s.key, timeout=10,
+                          params={"target_id": env_id}).json()["data"]
+    closes = [e for e in events if e["action"] == "shell.close"]
+    assert any(e["changes"]["session_id"] == first and e["changes"]["exit_code"] == 3
+               for e in closes), closes
+    assert any(e["action"] == "shell.open" for e in events)
