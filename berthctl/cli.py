@@ -109,10 +109,11 @@ def _register():
         projects,
         rules,
         servers,
+        shell,
     )
 
-    for module in (projects, servers, rules, audit, envs, logs, mails, metrics, backups,
-                   channels, mcp):
+    for module in (projects, servers, rules, audit, envs, logs, mails, shell, metrics,
+                   backups, channels, mcp):
         for command in module.COMMANDS:
             cli.add_command(command)
     _add_output_option(cli)

@@ -38,6 +38,9 @@ _work = ThreadPoolExecutor(4, thread_name_prefix="berth-shell")
 CLOSED_BY_AGENT = {
     AgentErrorCode.CONTAINER_NOT_FOUND: ("environment_not_ready",
                                          "The environment's ERP container is not running."),
+    # The Redis relay's word (gateway/shells.py) for ShellUnsupported on the far side.
+    "shell_unsupported": ("shell_unavailable", "This server's agent is of a release without "
+                                               "shell sessions: upgrade it."),
 }
 
 

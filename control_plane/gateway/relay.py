@@ -20,6 +20,7 @@ import redis
 import redis.asyncio as aioredis
 
 from control_plane.agent_link import NotConnected
+from control_plane.gateway import shells
 from protocol.v1 import agent_pb2 as pb
 
 log = logging.getLogger("berth.relay")
@@ -48,11 +49,58 @@ class RedisRelay:
         reply.ParseFromString(got[1])
         return reply
 
+    def shell(self, server_id, opening, on_frame):
+        """A shell session on a stream another process holds: its output comes on
+        `berth:shell-out:<session>` (subscribed before the opening is published), its
+        input goes on `berth:shell-in:<session>`."""
+        out = f"berth:shell-out:{opening.session_id}"
+        pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+        pipe = RelayedShell(self.redis, opening.session_id, pubsub)
+
+        def received(message):
+            frame = pb.ShellFrame.FromString(message["data"])
+            if frame.exited or frame.error_code:
+                pipe.stop()
+            on_frame(frame)
+        try:
+            pubsub.subscribe(**{out: received})
+            pipe.thread = pubsub.run_in_thread(sleep_time=1.0, daemon=True)
+            if not self.redis.publish(f"berth:shell:{server_id}", opening.SerializeToString()):
+                raise NotConnected(str(server_id))
+        except (redis.RedisError, NotConnected) as exc:
+            pipe.stop()
+            log.info("shell session for %s not relayed: %s", server_id, exc)
+            raise NotConnected(str(server_id)) from None
+        return pipe
+
     def wake(self, server_id):
         try:
             self.redis.publish(f"berth:wake:{server_id}", b"")
         except redis.RedisError as exc:  # the gateways' poll delivers it instead
             log.warning("wake-up for %s not relayed: %s", server_id, exc)
+
+
+class RelayedShell:
+    """The web side's pipe of a relayed shell session."""
+
+    def __init__(self, client, session_id, pubsub):
+        self.redis, self.channel, self.pubsub = client, f"berth:shell-in:{session_id}", pubsub
+        self.thread = None
+
+    def send(self, frame):
+        try:
+            self.redis.publish(self.channel, frame.SerializeToString())
+        except redis.RedisError as exc:  # the idle limit ends the session
+            log.warning("shell input not relayed: %s", exc)
+        if frame.close:
+            self.stop()
+
+    def stop(self):
+        if self.thread is not None:
+            self.thread.stop()  # (from its own thread too: it ends after this message)
+        else:
+            with contextlib.suppress(Exception):
+                self.pubsub.close()
 
 
 class GatewaySubscriber:
@@ -65,10 +113,11 @@ class GatewaySubscriber:
         self.redis = aioredis.Redis.from_url(url)
         self.pubsub = None
         self.held = set()  # server ids whose streams this gateway holds
+        self.shells = {}  # relayed shell session id -> its local pipe
 
     @staticmethod
     def _channels(server_id):
-        return f"berth:live:{server_id}", f"berth:wake:{server_id}"
+        return f"berth:live:{server_id}", f"berth:wake:{server_id}", f"berth:shell:{server_id}"
 
     async def hold(self, server_id):
         self.held.add(server_id)
@@ -96,6 +145,7 @@ class GatewaySubscriber:
             try:
                 self.pubsub = self.redis.pubsub()
                 channels = [c for server_id in list(self.held) for c in self._channels(server_id)]
+                channels += [f"berth:shell-in:{sid}" for sid in list(self.shells)]
                 await self.pubsub.subscribe("berth:gateway", *channels)
                 delay = 0.5
                 await self._listen()
@@ -117,6 +167,59 @@ class GatewaySubscriber:
                 self.gateway.wake_local(server_id)
             elif kind == "live":
                 asyncio.create_task(self._answer(server_id, message["data"]))
+            elif kind == "shell":
+                await self._open_shell(server_id, message["data"])
+            elif kind == "shell-in":
+                self._shell_input(server_id, message["data"])  # (the id is the session's)
+
+    def _shell_input(self, sid, data):
+        held = self.shells.get(sid)
+        if held is None:
+            return
+        pipe, frames = held
+        frame = pb.ShellFrame.FromString(data)
+        pipe.send(frame)
+        if frame.close:  # the agent sends nothing more: the publisher ends now
+            frames.put_nowait(pb.ShellFrame(session_id=sid, error_code="closed"))
+
+    async def _open_shell(self, server_id, data):
+        """A shell session a web process asks for on a stream held here: its frames
+        published in order by one task, its input subscribed to."""
+        from control_plane.agent_link import NotConnected, ShellUnsupported
+
+        opening = pb.ShellOpen.FromString(data)
+        sid, frames = opening.session_id, asyncio.Queue()
+        out, inbound = f"berth:shell-out:{sid}", f"berth:shell-in:{sid}"
+
+        async def publish():
+            while True:
+                frame = await frames.get()
+                try:
+                    await self.redis.publish(out, frame.SerializeToString())
+                except (redis.RedisError, OSError) as exc:
+                    log.warning("shell output not relayed: %s", exc)
+                if frame.exited or frame.error_code:
+                    self.shells.pop(sid, None)
+                    await self._unsubscribe(inbound)
+                    return
+        asyncio.create_task(publish())
+        try:
+            if self.pubsub is not None:
+                await self.pubsub.subscribe(inbound)
+            session = self.gateway.sessions.get(server_id)
+            if session is None:  # released meanwhile: never relayed again from here
+                raise NotConnected(server_id)
+            pipe = shells.open_local(self.gateway, session, opening, frames.put_nowait)
+            self.shells[sid] = (pipe, frames)
+        except (NotConnected, ShellUnsupported, redis.RedisError, OSError) as exc:
+            code = shells.UNSUPPORTED if isinstance(exc, ShellUnsupported) else "unavailable"
+            frames.put_nowait(pb.ShellFrame(session_id=sid, error_code=code,
+                                            error_message=shells.LOST))
+
+    async def _unsubscribe(self, channel):
+        if self.pubsub is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                await self.pubsub.unsubscribe(channel)
 
     async def _answer(self, server_id, data):
         request = pb.LiveRequest()

@@ -9,6 +9,7 @@ from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
 
 LOST = "the server's agent disconnected"
+UNSUPPORTED = "shell_unsupported"  # relayed: the agent's release has no shells
 
 
 class LocalShell:

@@ -292,3 +292,64 @@ def test_backup_create_without_a_user_token_says_so(stand, created, tmp_path):
     assert run.returncode == 3
     assert "user token" in run.stderr
     no_traceback(run)
+
+
+def test_shell_runs_a_command_and_exits_with_its_code(stand, created, tmp_path):
+    env = created[1]
+    run = berthctl("shell", env["id"], "--", "sh", "-c", "echo $((6*7)); echo oops >&2; exit 3",
+                   env=stand.env(tmp_path), timeout=120)
+    assert (run.returncode, run.stdout, run.stderr) == (3, "42\n", "oops\n")
+
+
+def test_shell_odoo_runs_a_piped_script(stand, created, tmp_path):
+    env = created[1]
+    run = berthctl("shell", env["id"], "--odoo", env=stand.env(tmp_path), timeout=120,
+                   input="print('partners', env['res.partner'].search_count([]))\n")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("partners ") and run.stdout.split()[1].isdigit(), run.stdout
+
+
+def test_shell_on_a_terminal_is_interactive(stand, created, tmp_path):
+    """On a terminal: raw mode, what is typed reaches the container's shell, the
+    window's size is the remote one, the exit code is the shell's."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+    import time
+
+    env = created[1]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+    proc = subprocess.Popen([BERTHCTL, "shell", env["id"]], stdin=slave, stdout=slave,
+                            stderr=slave, env=stand.env(tmp_path), start_new_session=True)
+    os.close(slave)
+    out = bytearray()
+
+    def read_until(token, timeout=60):
+        deadline = time.monotonic() + timeout
+        while token not in out:
+            assert time.monotonic() < deadline, f"{token!r} not seen: {bytes(out)!r}"
+            try:
+                out.extend(os.read(master, 4096))
+            except OSError:
+                raise AssertionError(f"{token!r} not seen: {bytes(out)!r}") from None
+
+    try:
+        time.sleep(1)  # typed before the session opened, it would wait for it anyway
+        os.write(master, b"echo $((6*7)); stty size\r")
+        read_until(b"42")
+        read_until(b"33 111")
+        os.write(master, b"exit 7\r")
+        assert proc.wait(60) == 7, bytes(out)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+
+
+def test_shell_refused_for_a_read_only_key(stand, created, tmp_path):
+    run = berthctl("shell", created[1]["id"], "--", "true", env=stand.env(tmp_path, "read_only"))
+    assert run.returncode == 3, run.stderr
+    no_traceback(run)

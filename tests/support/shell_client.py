@@ -1,11 +1,17 @@
 """A shell session's client for tests: the POST that opens it, then its WebSocket
 (control_plane/shell_socket.py's protocol), read with a deadline."""
 
+import asyncio
 import json
+import threading
 import time
 
 import requests
 from websockets.sync.client import connect
+
+from control_plane import http_server
+from tests.support.services import free_port
+from tests.support.waiting import wait_for
 
 INPUT, OUTPUT, ERROR = 0, 1, 2
 
@@ -75,3 +81,22 @@ def open_shell(base_url, headers, env_id, **body):
     r = requests.post(f"{base_url}/api/public/v1/environments/{env_id}/shell-sessions",
                       headers=headers, json=body, timeout=30)
     return r, (Shell(base_url, r.json()) if r.status_code == 201 else None)
+
+
+def serve_app(app):
+    """`app` on the real HTTP server (its WebSockets included) in a daemon thread, as
+    its PUBLIC_URL; the server lives as long as the test process."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    app.config["PUBLIC_URL"] = url
+    threading.Thread(target=asyncio.run, args=(http_server._serve(app, "127.0.0.1", port),),
+                     daemon=True).start()
+    wait_for(lambda: _answers(url), timeout=15, what="the HTTP server")
+    return url
+
+
+def _answers(url):
+    try:
+        return requests.get(url + "/healthz", timeout=2).ok
+    except requests.ConnectionError:
+        return False

@@ -110,3 +110,49 @@ def test_redis_stopped_and_started_degrades_and_recovers(app, client, world, age
     finally:
         gw.stop_from_thread()
         redis.stop()
+
+
+def test_a_shell_session_crosses_redis_to_the_gateway_holding_the_agent(
+        app, world, agents, remote_gateway, redis_server, docker_client, erp_image):
+    """A web process without a gateway (scale-out): the session's opening, input and
+    output go through Redis to the gateway process holding the agent's stream."""
+    from agent.deploy.environments import Environments
+    from tests.support.shell_client import open_shell, serve_app
+
+    app.extensions["berth"].gateway = RedisRelay(redis_server.url)
+    url = serve_app(app)
+    org = world.org()
+    server, credential = registered_server(org)
+    env = world.environment(world.project(org, server), "running", server=server)
+    raw, _ = world.key(org)
+    agents(server, credential, address=f"127.0.0.1:{remote_gateway.port}")
+    wait_for(lambda: str(server.id) in remote_gateway.sessions, what="session held")
+    name = Environments(docker_client)._names(str(env.id))["erp"]
+    container = docker_client.containers.run(erp_image, ["sleep", "300"], name=name,
+                                             detach=True, entrypoint=[])
+    try:
+        r, sh = open_shell(url, auth(raw), env.id, tty=False, command=["sh", "-c", "cat; exit 4"])
+        assert r.status_code == 201, r.text
+        sh.read_until(lambda x: x.messages)
+        sh.send("through redis\n")
+        sh.output_has("through redis")
+        sh.control(type="eof")
+        sh.ended()
+        assert sh.exit_code == 4
+
+        # A client that goes away: the session ends on the gateway's side too.
+        r, sh = open_shell(url, auth(raw), env.id, command=["sleep", "4243"])
+        sh.read_until(lambda x: x.messages)
+        sh.close()
+        wait_for(lambda: "4243" not in str(container.top()["Processes"]), timeout=20,
+                 what="the relayed session hung up")
+        wait_for(lambda: not remote_gateway.relay.shells, timeout=10,
+                 what="the gateway's relay forgot the session")
+    finally:
+        container.remove(force=True)
+
+    # Nobody holds the server: refused at once.
+    other = world.environment(world.project(org, world.server(org)), "running")
+    r, sh = open_shell(url, auth(raw), other.id, command=["true"])
+    sh.ended(timeout=15)
+    assert sh.error["code"] == "server_unreachable"

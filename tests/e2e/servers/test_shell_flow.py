@@ -9,42 +9,21 @@ refused; a client that goes away leaves nothing running in the container; a tick
 works once; a read-only key cannot open one; every session is in the audit log with
 its exit code, and with transcripts on, what it showed is kept."""
 
-import asyncio
-import threading
 import time
 
 import pytest
 import requests
 
 from agent.deploy.environments import Environments
-from control_plane import http_server
 from control_plane.models import Server
 from control_plane.services import agents as agent_svc
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
-from tests.support.services import free_port
 from tests.support.shell_client import Shell, open_shell
+from tests.support.shell_client import serve_app as _served
 
 P = "/api/public/v1"
 pytestmark = pytest.mark.slow
-
-
-def _served(app):
-    """The app on the real HTTP server (WebSockets included), in a daemon thread."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    app.config["PUBLIC_URL"] = url
-    threading.Thread(target=asyncio.run, args=(http_server._serve(app, "127.0.0.1", port),),
-                     daemon=True).start()
-    wait_for(lambda: _answers(url), timeout=15, what="the HTTP server")
-    return url
-
-
-def _answers(url):
-    try:
-        return requests.get(url + "/healthz", timeout=2).ok
-    except requests.ConnectionError:
-        return False
 
 
 class Stand:
