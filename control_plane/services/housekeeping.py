@@ -10,7 +10,8 @@ so one turn never holds a long transaction.
   and no delivery row of theirs left).
 - Custom-domain claims still pending 7 days after they were added.
 - Automation rules deleted more than 90 days ago, with their runs.
-- Audit events older than CP_AUDIT_RETENTION_DAYS (90)."""
+- Audit events older than CP_AUDIT_RETENTION_DAYS (90), and shell sessions' records
+  (with their transcripts) as old."""
 
 import datetime as dt
 
@@ -20,6 +21,7 @@ from control_plane.models import Deployment, Event, IdempotencyRecord, TaskLogLi
 from control_plane.services import audit
 from control_plane.services.automation import rules
 from control_plane.services.environment_settings import domains
+from control_plane.services.servers import shells
 
 LOG_RETENTION = dt.timedelta(days=90)
 EVENT_RETENTION = dt.timedelta(days=30)
@@ -61,4 +63,5 @@ def run(retention_days=90):
     return {"task_log_lines": prune_task_logs(now), "idempotency_records": prune_idempotency(now),
             "events": prune_events(now), "domain_claims": domains.prune_pending(now, BATCH),
             "automation_rules": rules.sweep(now),
-            "audit_events": audit.prune(now, retention_days)}
+            "audit_events": audit.prune(now, retention_days),
+            "shell_sessions": shells.prune(now, retention_days)}

@@ -40,6 +40,7 @@ from tests.support.backup_flow import (
     wait_running,
 )
 from tests.support.serve import Served
+from tests.support.shell_client import open_shell, serve_app
 
 pytestmark = pytest.mark.slow
 WHEEL = Path(__file__).with_name("berth-0.1.0-py3-none-any.whl")
@@ -127,6 +128,12 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
         r = client.get(f"{P}/environments/{staging}/mails", headers=s.reader)
         assert r.status_code == 409 and r.json["error"] == "no_mail_catcher", r.json
         assert "upgrade" in r.json["message"]
+        # It opens no shell sessions: the session's stream says so (and to upgrade), and
+        # the agent was sent nothing it does not know.
+        r, sh = open_shell(serve_app(app), s.key, env_id, command=["true"])
+        assert r.status_code == 201, r.text
+        sh.ended(timeout=15)
+        assert sh.error["code"] == "shell_unavailable" and "upgrade" in sh.error["message"]
     finally:
         envs = Environments(docker_client, root=root)
         for env_id in s.created:

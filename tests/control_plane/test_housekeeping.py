@@ -91,7 +91,7 @@ def test_a_turn_with_nothing_to_remove_takes_no_write_lock(app, backend, tmp_pat
     try:
         assert housekeeping.run() == {"task_log_lines": 0, "idempotency_records": 0,
                                       "events": 0, "domain_claims": 0, "automation_rules": 0,
-                                      "audit_events": 0}
+                                      "audit_events": 0, "shell_sessions": 0}
     finally:
         writer.execute("ROLLBACK")
         writer.close()
@@ -121,3 +121,34 @@ def test_automation_rules_go_90_days_after_their_deletion_with_their_runs(app, w
     assert AutomationRule.get_or_none(AutomationRule.id == old.id) is None
     assert AutomationRun.select().where(AutomationRun.rule == old.id).count() == 0
     assert AutomationRun.select().where(AutomationRun.rule == recent.id).count() == 1
+
+
+def test_shell_sessions_end_when_they_cannot_go_on_and_go_with_the_audit_log(
+        app, world, fake_clock):
+    import datetime as dt
+
+    from control_plane.infra import clock
+    from control_plane.models import ShellSession
+
+    org = world.org()
+    env = world.environment(world.project(org))
+    now = clock.now()
+
+    def session(**fields):
+        return ShellSession.create(organization=org, environment=env, server_id=env.server_id,
+                                   actor_type="api_key", expires_at=now + dt.timedelta(
+                                       seconds=30), **fields).id
+    unused = session()
+    held = session(started_at=now, seen_at=now)
+    done = session(started_at=now, seen_at=now, ended_at=now, end_reason="exited", exit_code=0)
+    fake_clock.advance(seconds=60)
+    housekeeping.run()
+    assert ShellSession.get_by_id(unused).end_reason == "expired"
+    assert ShellSession.get_by_id(held).ended_at is None  # said alive a minute ago
+    fake_clock.advance(seconds=60)
+    housekeeping.run()
+    assert ShellSession.get_by_id(held).end_reason == "disconnected"
+    assert ShellSession.get_by_id(done).end_reason == "exited"
+    fake_clock.advance(days=91)
+    assert housekeeping.run(retention_days=90)["shell_sessions"] == 3
+    assert not ShellSession.select().count()

@@ -89,7 +89,7 @@ def stream_path(session_id):
 class ShellSessions(MethodView):
     @live_errors((409, "`shell_limit_reached`: the server has CP_SHELL_SESSIONS_PER_SERVER "
                        "sessions open; `no_server`; `environment_not_ready`"))
-    @blp.arguments(ShellOpenSchema)
+    @blp.arguments(ShellOpenSchema, required=False)  # every field has a default
     @blp.response(201, ShellOpenedSchema, description=STREAM)
     def post(self, args, env_id):
         """Open a shell session (permission `project.environments.shell` for users; 30 a

@@ -31,6 +31,7 @@ SEEN_SECONDS = 20  # how often a stream's holder says it is alive
 STALE_SECONDS = 90
 TRANSCRIPT_MAX = 1024 * 1024
 COMMAND_MAX = 64  # arguments
+BATCH = 5000
 
 
 def _digest(ticket):
@@ -135,3 +136,30 @@ def session(actor, environment_id, session_id):
     if row is None:
         raise errors.NotFound("Shell session not found.")
     return row
+
+
+def prune(now, retention_days):
+    """Records (and transcripts) older than the audit log's retention, a batch a turn;
+    before that, sessions that cannot go on are recorded as ended: a ticket never used
+    (`expired`), a stream nobody holds any more (`disconnected`). Rows are looked for
+    first: a turn that finds nothing writes nothing (no write lock on SQLite)."""
+    open_ = ShellSession.ended_at.is_null()
+    stale = now - dt.timedelta(seconds=STALE_SECONDS)
+    for reason, which in (
+            ("expired", ShellSession.started_at.is_null() & (ShellSession.expires_at < now)),
+            ("disconnected", ShellSession.started_at.is_null(False)
+             & (ShellSession.seen_at < stale))):
+        ids = _ids(ShellSession.select(ShellSession.id).where(open_, which))
+        if ids:
+            ShellSession.update(ended_at=now, end_reason=reason).where(
+                ShellSession.id.in_(ids), open_).execute()
+    ids = _ids(ShellSession.select(ShellSession.id).where(
+        ShellSession.created_at < now - dt.timedelta(days=retention_days)))
+    if not ids:
+        return 0
+    with database.atomic():
+        return ShellSession.delete().where(ShellSession.id.in_(ids)).execute()
+
+
+def _ids(query):
+    return [i for (i,) in query.limit(BATCH).tuples()]
