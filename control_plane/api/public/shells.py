@@ -21,7 +21,8 @@ STREAM = ("/api/public/v1/shell-sessions/{id}/stream: open a WebSocket there and
           "terminal). Binary messages carry bytes, their first byte the channel: 0 input, "
           "1 output, 2 error output. Text messages are JSON: from the client `resize` (rows, "
           "cols), `eof` (pipes only) and `close`; from the server `opened`, then `exit` "
-          "(exit_code) or `error` (code, message) before it closes. docs/shell.md has it whole.")
+          "(exit_code) or `error` (code, message) before it closes. docs/decisions.md, "
+          "Shell sessions, has it whole.")
 
 
 class ShellOpenSchema(ma.Schema):
