@@ -6,8 +6,9 @@ do on the public API, and what their permissions allow on /api/v1.
 Every request: the session cookie names a live session (else the sign-in page);
 every write carries the session's CSRF token and comes from this origin; a
 read-only user's writes are refused here, whatever the page showed. Pages run
-only this package's scripts (htmx, uPlot, console.js) under a strict
-Content-Security-Policy; templates escape every value."""
+only this package's scripts (htmx, uPlot, xterm.js, console.js) under a strict
+Content-Security-Policy (the terminal's page alone allows inline styles: console/shells.py);
+templates escape every value."""
 
 import hashlib
 from pathlib import Path
@@ -205,7 +206,7 @@ def audited_read():
 def _headers(response):
     response = current_app.extensions["berth_compress"].after_request(response)
     headers = response.headers
-    headers["Content-Security-Policy"] = CSP
+    headers["Content-Security-Policy"] = g.get("csp", CSP)
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Referrer-Policy"] = "same-origin"
     if request.endpoint != "console.static":
@@ -291,6 +292,7 @@ def register(app):
         projects,
         rules,
         servers,
+        shells,
     )
 
     app.register_blueprint(blp)
