@@ -61,7 +61,7 @@ def _running_environment(s):
     assert r.status_code == 201, r.text
     env_id = r.json()["id"]
     s.created.append(env_id)
-    wait_for(lambda: requests.get(f"{s.url}{P}/environments/{env_id}", headers=s.key,
+    wait_for(lambda: requests.get(f"{s.url}{P}/environments/{env_id}", headers=s.reader,
                                   timeout=10).json()["status"] == "running",
              timeout=240, interval=0.5, what="the environment running")
     return env_id
@@ -70,6 +70,11 @@ def _running_environment(s):
 def _processes(s, env_id):
     container = s.docker.containers.get(s.envs._names(env_id)["erp"])
     return " ".join(" ".join(p) for p in container.top(ps_args="-eo pid,args")["Processes"])
+
+
+def _sessions(s, env_id):
+    return requests.get(f"{s.url}{P}/environments/{env_id}/shell-sessions", headers=s.reader,
+                        timeout=10).json()["sessions"]
 
 
 def test_shell_sessions(stand):
@@ -114,8 +119,11 @@ def test_shell_sessions(stand):
     assert bytes(sh.out).decode().startswith("partners "), bytes(sh.out)
 
     # At most CP_SHELL_SESSIONS_PER_SERVER open: the next is refused.
+    wait_for(lambda: all(x["ended_at"] for x in _sessions(s, env_id)), timeout=10,
+             what="the sessions so far recorded as ended")
     s.settings["SHELL_SESSIONS_PER_SERVER"] = 1
     r, held = open_shell(s.url, s.key, env_id)
+    assert r.status_code == 201, r.text
     held.read_until(lambda x: x.messages)
     held.send("sleep 4242\r")
     r2, refused = open_shell(s.url, s.key, env_id)
@@ -136,18 +144,55 @@ def test_shell_sessions(stand):
     assert r.status_code == 403, r.text
 
     # The record and the audit log: who, when, the exit code, the transcript.
-    listed = requests.get(f"{s.url}{P}/environments/{env_id}/shell-sessions", headers=s.key,
-                          timeout=10).json()["sessions"]
+    listed = _sessions(s, env_id)
     by_id = {x["id"]: x for x in listed}
     assert (by_id[first]["exit_code"], by_id[first]["end_reason"]) == (3, "exited")
     assert by_id[held.opened["id"]]["end_reason"] == "closed"
     one = requests.get(f"{s.url}{P}/environments/{env_id}/shell-sessions/{first}",
-                       headers=s.key, timeout=10).json()
+                       headers=s.reader, timeout=10).json()
     assert "42" in one["transcript"] and one["command"][0] == "sh"
     time.sleep(0.5)
-    events = requests.get(f"{s.url}{P}/audit-events", headers=s.key, timeout=10,
+    events = requests.get(f"{s.url}{P}/audit-events", headers=s.reader, timeout=10,
                           params={"target_id": env_id}).json()["data"]
     closes = [e for e in events if e["action"] == "shell.close"]
     assert any(e["changes"]["session_id"] == first and e["changes"]["exit_code"] == 3
                for e in closes), closes
     assert any(e["action"] == "shell.open" for e in events)
+
+
+def test_sessions_end_at_their_limits_and_with_the_agents_stream(stand, gateway):
+    """Idle too long, or the agent's stream lost: the client is told why, the record
+    says so, and what ran is hung up by the agent."""
+    s = stand
+    env_id = _running_environment(s)
+
+    # Typed before the agent said `opened`: it waits for it, nothing is lost.
+    r, sh = open_shell(s.url, s.key, env_id, tty=False, command=["cat"])
+    sh.send("early\n")
+    sh.output_has("early")
+    sh.control(type="close")
+    sh.ended()
+    assert sh.exit_code is None and sh.error is None
+
+    s.settings["SHELL_IDLE_SECONDS"] = 2
+    r, sh = open_shell(s.url, s.key, env_id, command=["sleep", "4244"])
+    sh.ended(timeout=30)
+    assert sh.error["code"] == "shell_idle_timeout", sh.messages
+    wait_for(lambda: "sleep 4244" not in _processes(s, env_id), timeout=20, what="hung up")
+    s.settings["SHELL_IDLE_SECONDS"] = 900
+
+    r, sh = open_shell(s.url, s.key, env_id, command=["sleep", "4245"])
+    sh.read_until(lambda x: x.messages)
+    wait_for(lambda: "sleep 4245" in _processes(s, env_id), timeout=15, what="sleep running")
+    held = gateway.sessions[str(s.server.id)]
+    gateway.loop.call_soon_threadsafe(held.outbox.put_nowait, None)  # the stream ends
+    sh.ended(timeout=30)
+    assert sh.error["code"] == "server_unreachable", sh.messages
+    wait_for(lambda: "sleep 4245" not in _processes(s, env_id), timeout=20,
+             what="the agent hung up the sessions of its lost stream")
+
+    def ends():  # (recorded as the socket closes: read until every one is)
+        return {x["command"][0] + x["command"][-1]: x["end_reason"]
+                for x in _sessions(s, env_id)}
+    wait_for(lambda: None not in ends().values(), timeout=10, what="every end recorded")
+    assert ends() == {"catcat": "closed", "sleep4244": "idle", "sleep4245": "disconnected"}
