@@ -105,6 +105,11 @@ def test_shell_sessions(stand):
     sh.control(type="resize", rows=40, cols=132)
     sh.send("stty size\r")
     sh.output_has("40 132")
+    sh.send("sleep 4246\r")  # Ctrl-C is a byte: the terminal interrupts the sleep
+    wait_for(lambda: "sleep 4246" in _processes(s, env_id), timeout=15, what="sleep running")
+    sh.send("\x03")
+    sh.send("echo after $((1+1))\r")
+    sh.output_has("after 2", timeout=10)
     sh.send("exit 5\r")
     sh.ended()
     assert sh.exit_code == 5
