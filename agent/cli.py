@@ -143,13 +143,29 @@ SSH_COMMANDS = {
     "check": "facts, metrics, crash loops and the proxy's state, for a check (frames)",
     "disk": "measure the environments' disk use once (DiskReport)",
     "serve": "answer live and check calls while the connection lasts (frames both ways)",
+    "shell": "a shell, `odoo shell` or COMMAND in an environment's ERP container, on this "
+             "session's terminal",
 }
 
 
-def _over_ssh(name):
+def _shell_arguments(p):
+    p.add_argument("environment_id", help="the environment whose ERP container it runs in")
+    p.add_argument("--odoo", action="store_true", help="`odoo shell` on its database")
+    p.add_argument("--no-tty", action="store_true",
+                   help="no terminal: the output and error output apart, stdin's end passed on")
+    p.add_argument("command", nargs="*", metavar="-- COMMAND",
+                   help="what to run instead of the container's shell")
+
+
+# The over-SSH commands that take arguments (the others read their message on stdin).
+SSH_ARGUMENTS = {"shell": _shell_arguments}
+
+
+def _over_ssh(name, args):
     from agent import over_ssh
 
-    return over_ssh.ENTRY_POINTS[name]()
+    entry = over_ssh.ENTRY_POINTS[name]
+    return entry(args) if name in SSH_ARGUMENTS else entry()
 
 
 def main(argv=None):
@@ -168,7 +184,17 @@ def main(argv=None):
     p.set_defaults(func=status)
     # Over SSH (agent/over_ssh.py, loaded only then): one call each, the message on stdin.
     for name, about in SSH_COMMANDS.items():
-        commands.add_parser(name, help=f"(over SSH) {about}").set_defaults(
-            func=lambda args, name=name: _over_ssh(name))
+        p = commands.add_parser(name, help=f"(over SSH) {about}")
+        SSH_ARGUMENTS.get(name, lambda p: None)(p)
+        p.set_defaults(func=lambda args, name=name: _over_ssh(name, args))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    after = []
+    if argv[:1] == ["shell"] and "--" in argv:
+        # What follows `--` is the command, whatever it looks like (argparse would
+        # refuse it after a subcommand's positional argument).
+        at = argv.index("--")
+        argv, after = argv[:at], argv[at + 1:]
     args = parser.parse_args(argv)
+    if after:
+        args.command = [*args.command, *after]
     sys.exit(args.func(args))

@@ -20,7 +20,11 @@ one `berth-agent` invocation per call, with the message on standard input.
 - `berth-agent serve`: `live` and `check` calls, many over one session while
   the control plane holds its connection, so that a call starts no process; it ends
   with the connection. The control plane falls back to one invocation a call when
-  it cannot use it (an agent without it, a call while it answers another)."""
+  it cannot use it (an agent without it, a call while it answers another).
+- `berth-agent shell ENVIRONMENT_ID [--odoo] [--no-tty] [-- COMMAND...]`: a shell
+  session in the environment's ERP container on the SSH session's own streams
+  (agent/shell_terminal.py), with the terminal sshd gives unless `--no-tty`;
+  its exit code is the command's."""
 
 import contextlib
 import fcntl
@@ -276,7 +280,17 @@ def worker(command_id):
     (_box() / f"{command_id}.pid").unlink(missing_ok=True)
 
 
-ENTRY_POINTS = {"exec": exec_command, "configure": configure, "serve": serve,
+def shell(args):
+    """A shell session on this SSH session's terminal (or standard streams)."""
+    from agent.shell import command_for
+    from agent.shell_terminal import on_terminal
+
+    return on_terminal(_host().docker(), args.environment_id,
+                       command_for(args.odoo, args.command), tty=not args.no_tty)
+
+
+# The entry points; `shell` takes its parsed arguments (agent/cli.py's SSH_ARGUMENTS).
+ENTRY_POINTS = {"exec": exec_command, "shell": shell, "configure": configure, "serve": serve,
                 **{name: _one_call(name) for name in ANSWERS}}
 
 

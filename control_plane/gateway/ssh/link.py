@@ -9,6 +9,7 @@ from control_plane.gateway.ssh.checks import Checks
 from control_plane.gateway.ssh.commands import Commands
 from control_plane.gateway.ssh.installer import Installer
 from control_plane.gateway.ssh.sessions import Sessions
+from control_plane.gateway.ssh.shells import Shells
 from control_plane.infra import config
 from control_plane.services.servers import ssh as servers_ssh
 from protocol.v1 import agent_pb2 as pb
@@ -17,7 +18,7 @@ from protocol.v1 import agent_pb2 as pb
 class SshLink:
     """The AgentLink of servers reached over SSH, made of one part per concern:
     the connections (`sessions`), the durable commands (`commands`), the agent's
-    installs (`installer`) and the checks (`checks`)."""
+    installs (`installer`), the checks (`checks`) and the shell sessions (`shells`)."""
 
     def __init__(self, settings):
         self.settings = settings
@@ -25,6 +26,7 @@ class SshLink:
         self.commands = Commands(self.sessions, disk_changed=lambda s: self.checks.disk_changed(s))
         self.installer = Installer(self.sessions)
         self.checks = Checks(self.sessions, self.commands, self.installer)
+        self.shells = Shells(self.sessions)
 
     # --- AgentLink ----------------------------------------------------------------------
 
@@ -41,6 +43,15 @@ class SshLink:
                 out = await self.sessions.invoke(target, "live", request.SerializeToString())
             return pb.LiveReply.FromString(out)
         return self.sessions.run(ask(), timeout + 5)
+
+    def shell(self, server_id, opening, on_frame):
+        """A shell session: `berth-agent shell` there on an SSH session of its own
+        (shells.py), started before this returns. NotConnected when the server
+        cannot be reached (or its key changed)."""
+        target = servers_ssh.target(server_id)
+        if target is None:
+            raise NotConnected(str(server_id))
+        return self.shells.open(target, opening, on_frame)
 
     def wake(self, server_id):
         """Commands are queued for the server: send them now (in the background)."""

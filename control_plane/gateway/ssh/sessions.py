@@ -63,7 +63,9 @@ class Sessions:
         self.total = settings["SSH_SESSIONS_TOTAL"]
         self.loop = None
         self._start_lock = threading.Lock()
-        self.connections = {}  # server id -> connection (or the Future of one being made)
+        # server id (or (server id, name) for one apart) -> connection (or the Future
+        # of one being made)
+        self.connections = {}
         self.sessions = {}  # server id -> Semaphore of its calls
         self.command_slots = {}  # server id -> Semaphore of the commands followed
         self.served = {}  # server id -> its `berth-agent serve` (_Served)
@@ -175,20 +177,23 @@ class Sessions:
             served.close()
         self.no_serve.pop(server_id, None)
 
-    async def connection(self, target):
-        """The server's connection, made (once, for all waiting on it) when missing."""
+    async def connection(self, target, apart=None):
+        """The server's connection, made (once, for all waiting on it) when missing.
+        `apart`: the name of another connection to the server, for sessions kept off
+        the calls' and commands' one (shells.py)."""
         import asyncssh
 
-        held = self.connections.get(target.server_id)
+        key = target.server_id if apart is None else (target.server_id, apart)
+        held = self.connections.get(key)
         if isinstance(held, asyncio.Future):
             return await asyncio.shield(held)
         if held is not None and not held.is_closed():
             return held
-        made = self.connections[target.server_id] = self.loop.create_future()
+        made = self.connections[key] = self.loop.create_future()
         try:
             conn = await asyncio.wait_for(self._connect(target), self.connect_timeout)
         except BaseException as exc:
-            self.connections.pop(target.server_id, None)
+            self.connections.pop(key, None)
             if isinstance(exc, asyncio.TimeoutError):
                 exc = NotConnected(f"no SSH connection within {self.connect_timeout} s")
             elif isinstance(exc, (OSError, asyncssh.Error)):
@@ -196,7 +201,7 @@ class Sessions:
             made.set_exception(exc)
             made.exception()  # read: no "never retrieved" warning when nobody else waits
             raise exc from None
-        self.connections[target.server_id] = conn
+        self.connections[key] = conn
         made.set_result(conn)
         return conn
 
@@ -299,9 +304,9 @@ class Sessions:
             del self.connections[server_id]
         conn.close()
 
-    def forget(self, server_id):
-        """(On the loop.) Close the server's connection, if one is held."""
-        conn = self.connections.pop(server_id, None)
+    def forget(self, server_id, apart=None):
+        """(On the loop.) Close the server's connection (or its `apart` one), if held."""
+        conn = self.connections.pop(server_id if apart is None else (server_id, apart), None)
         if conn is not None and not isinstance(conn, asyncio.Future):
             conn.close()
 
