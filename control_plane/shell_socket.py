@@ -20,6 +20,7 @@ from tornado.web import Application
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from control_plane.agent_link import NotConnected, ShellUnsupported
+from control_plane.infra import handoff
 from control_plane.services.servers import shells
 from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
@@ -68,6 +69,7 @@ class ShellSocket(WebSocketHandler):
     def open(self, session_id):
         self.set_nodelay(True)  # keystrokes are small: never wait to fill a packet
         self.loop = asyncio.get_running_loop()
+        self.handoff = handoff.of(self.loop)  # the agent's frames: many to a wake-up
         self.session_id = session_id
         self.timers.append(self.loop.call_later(TICKET_WAIT, self._no_ticket))
 
@@ -80,12 +82,13 @@ class ShellSocket(WebSocketHandler):
         self.done = True
         self.close(4001 if code == "invalid_ticket" else 1011, code)
 
-    async def on_message(self, message):
+    def on_message(self, message):
+        """Plain, not a coroutine: a keystroke costs no task (tornado awaits what this
+        returns, the start's coroutine only)."""
         if self.done:
-            return
+            return None
         if self.row is None:
-            await self._start(message)
-            return
+            return self._start(message)
         if isinstance(message, bytes):
             if message[:1] == bytes([INPUT]) and len(message) > 1:
                 self._input(pb.ShellFrame(data=message[1:]))
@@ -103,6 +106,7 @@ class ShellSocket(WebSocketHandler):
             self._input(pb.ShellFrame(eof=True))
         elif kind == "close":
             self._hang_up("closed")
+        return None
 
     async def _start(self, message):
         try:
@@ -139,7 +143,7 @@ class ShellSocket(WebSocketHandler):
 
     def _from_agent(self, frame):
         """(Any thread.) A frame from the agent, handled on this socket's loop."""
-        self.loop.call_soon_threadsafe(self._frame, frame)
+        self.handoff.call(self._frame, frame)
 
     def _frame(self, frame):
         if self.done:

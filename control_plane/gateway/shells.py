@@ -4,6 +4,7 @@ session of a stream that ended told so (`lost`). The caller's side (the web
 process's socket, services/servers/shells.py) holds the session's rules: who, how
 many, how long; here only bytes move."""
 
+from control_plane.infra import handoff
 from protocol import wire
 from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
@@ -16,12 +17,12 @@ class LocalShell:
     """A session on a stream held here. `send` is called from any thread."""
 
     def __init__(self, loop, session, session_id, on_frame):
-        self.loop, self.session, self.id = loop, session, session_id
+        self.handoff, self.session, self.id = handoff.of(loop), session, session_id
         self.on_frame = on_frame
 
     def send(self, frame):
         frame.session_id = self.id
-        self.loop.call_soon_threadsafe(self._send, frame)
+        self.handoff.call(self._send, frame)
 
     def _send(self, frame):
         if frame.close:
