@@ -193,6 +193,11 @@ def policy_refusals_are_policy(ctx, response, case):
         if body.get("error") != "invalid_automation_rule":
             raise AssertionError(f"valid automation rule refused: {body}")
         return
+    if case.operation.path.endswith("/shell-sessions"):
+        # A command or `odoo shell`, not both (said in words).
+        if set(body.get("details") or {}) != {"command"}:
+            raise AssertionError(f"valid shell session refused: {body}")
+        return
     if case.operation.path.endswith("/environments"):
         # The capacity of the server the project is on.
         if body.get("error") != "exceeds_server_capacity":

@@ -60,13 +60,15 @@ STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)
 # may ask for more than the server its project is on has (`exceeds_server_capacity`):
 # a server the run itself registers has no cores until its agent reports them.
 # A notification channel's settings are one object whose fields depend on its
-# type (said in words), and an e-mail channel needs an SMTP server configured.
+# type (said in words), and an e-mail channel needs an SMTP server configured. A shell
+# session runs a command or `odoo shell`, not both (said in words).
 POLICY_422 = (r"^/api/v1/environments/\{env_id\}/(domains|config)$"
               r"|^/api/public/v1/projects/\{project_id\}/environments$"
               r"|^/api/public/v1/(servers|environments)/\{[a-z_]+\}/metrics/history$"
               r"|^/api/public/v1/webhooks(/\{webhook_id\})?$"
               r"|^/api/public/v1/notification-channels(/\{channel_id\})?$"
               r"|^/api/public/v1/servers$"
+              r"|^/api/public/v1/environments/\{env_id\}/shell-sessions$"
               r"|^/api/public/v1/(projects/\{project_id\}/)?automation-rules(/\{rule_id\})?$")
 ACCEPTED_422 = ACCEPTED_400 + ["422"]
 # No agent is connected in this test: live reads (caught mails too) and destroys
