@@ -50,6 +50,12 @@ SPOOL_IN_MEMORY = 1024 * 1024  # a spooled body past this goes to a temporary fi
 FILE_BLOCK = 1024 * 1024
 # Request bodies reach the app in pieces of up to this size (tornado's default 64 KiB).
 BODY_CHUNK = 512 * 1024
+# What a connection reads from its socket at once. tornado allocates (and zeroes) a
+# buffer of this size for every read, also the one that finds nothing more: at 512 KiB
+# (its HTTPServer passes BODY_CHUNK here too) each small request or WebSocket message
+# paid for a large allocation, the largest cost of a shell session's keystroke. Only a
+# storage upload, whose body is large, reads BODY_CHUNK at once.
+READ_CHUNK = 64 * 1024
 
 log = logging.getLogger("berth")
 # WSGIContainer logs every 4xx as a warning; with no logging set up that would
@@ -267,7 +273,7 @@ class _Server(HTTPServer):
     # (the JSON 400s are set up here; a head's bytes must reach the app).
     def _head_in(self, connection, address, head):
         stream = IOStream(connection, max_buffer_size=self.max_buffer_size,
-                          read_chunk_size=self.read_chunk_size)
+                          read_chunk_size=READ_CHUNK)
         stream._read_buffer += head  # tornado reads these first, as its own
         stream._read_buffer_size += len(head)
         _answer_errors_in_json(stream)
@@ -349,6 +355,7 @@ class _Adapter(HTTPMessageDelegate):
                                          headers=headers)
         if start_line.method == "PUT" and start_line.path.startswith(STORAGE_PATH):
             self.connection.set_max_body_size(PART_MAX + BODY_HEADROOM)
+            self._reads(BODY_CHUNK)
             where = self.spool_dir() if self.spool_dir else None
             self.spool = (tempfile.NamedTemporaryFile(dir=where, prefix=".spool-", delete=False)
                           if where else tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY))
@@ -360,7 +367,13 @@ class _Adapter(HTTPMessageDelegate):
             self.spool.write(chunk)
             self.size += len(chunk)
 
+    def _reads(self, size):
+        stream = getattr(self.connection, "stream", None)
+        if stream is not None:
+            stream.read_chunk_size = size
+
     def finish(self):
+        self._reads(READ_CHUNK)  # the connection's next request starts small again
         if self.spool is None:
             self.request.body = bytes(self.chunks)
         else:
