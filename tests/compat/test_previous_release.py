@@ -27,6 +27,7 @@ from werkzeug.serving import make_server
 from agent.deploy.environments import Environments
 from control_plane.models import Environment, Server
 from control_plane.services.backups import wal
+from protocol.wire import REVISION
 from tests.conftest import auth
 from tests.support.agents import AGENT, wait_for
 from tests.support.backup_flow import (
@@ -158,7 +159,7 @@ def test_this_agent_refuses_the_previous_control_plane_clearly(previous_release,
 
         refused = _agent([AGENT, *register], env, token)
         assert refused.returncode == 1, refused
-        assert "protocol revision 0, older than this agent's 2" in refused.stderr
+        assert f"protocol revision 0, older than this agent's {REVISION}" in refused.stderr
         assert "Traceback" not in refused.stderr and not (tmp_path / "agent.json").exists()
 
         # The token was not spent: the previous release's agent registers with it.
