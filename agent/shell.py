@@ -84,27 +84,17 @@ class ShellExec:
         return out
 
     def output(self):
-        """(is_stderr, bytes) until the command's output ends. With a terminal the
-        engine sends raw bytes; without, frames with an 8-byte header (1 stdout,
-        2 stderr; big-endian size)."""
+        """(is_stderr, bytes) until the command's output ends: with a terminal the
+        engine's raw bytes, without its multiplexed frames."""
+        from agent.backups.exec_stream import demultiplexed
+
         try:
-            while True:
-                if self.tty:
-                    data = self._read(CHUNK)
-                    if not data:
-                        return
-                    yield False, data
-                    continue
-                header = self._exact(8)
-                if header is None:
-                    return
-                kind, left = header[0], int.from_bytes(header[4:8], "big")
-                while left:
-                    data = self._read(min(left, CHUNK))
-                    if not data:
-                        return
-                    left -= len(data)
+            if not self.tty:
+                for kind, data in demultiplexed(self._read, self._exact, CHUNK):
                     yield kind == 2, data
+                return
+            while data := self._read(CHUNK):
+                yield False, data
         except (OSError, ValueError):  # closed under us: the session was hung up
             return
 

@@ -170,7 +170,7 @@ class ShellSocket(WebSocketHandler):
         self.active_at = time.monotonic()
         if self.opened:
             self.pipe.send(frame)
-        elif self.pipe is not None or self.row is not None:
+        else:  # (after the ticket: this is only called with a session)
             self.pending_input.append(frame)
 
     def _send(self, data, binary=False):

@@ -18,6 +18,23 @@ OUTPUT_POLL = 0.05  # seconds between looks at whether a stalled command's outpu
 STDERR_KEEP = 2000  # the tail of a command's error output kept for its failure message
 
 
+def demultiplexed(read, exact, chunk=CHUNK):
+    """(stream, bytes) pieces of the engine's multiplexed stream (an exec without a
+    terminal): an 8-byte header (1 stdout, 2 stderr; big-endian size) before each
+    frame. `read(n)` gives at most n bytes, `exact(n)` n or fewer at the end."""
+    while True:
+        header = exact(8)
+        if header is None or len(header) < 8:
+            return
+        kind, left = header[0], int.from_bytes(header[4:8], "big")
+        while left:
+            data = read(min(left, chunk))
+            if not data:
+                return
+            left -= len(data)
+            yield kind, data
+
+
 class ExecFailed(AgentError):
     code = AgentErrorCode.EXEC_FAILED
 
@@ -58,22 +75,12 @@ class Exec:
         return bytes(out)
 
     def frames(self):
-        """(stream, bytes) pieces of the engine's multiplexed stream: an 8-byte
-        header (1 stdout, 2 stderr; big-endian size) before each frame."""
-        while True:
-            header = self._exact(8)
-            if header is None or len(header) < 8:
-                return
-            kind, left = header[0], int.from_bytes(header[4:8], "big")
-            while left:
-                data = self._read(min(left, CHUNK))
-                if not data:
-                    return
-                left -= len(data)
-                if kind == 2:
-                    self.stderr = (self.stderr + data)[-STDERR_KEEP:]
-                else:
-                    yield data
+        """Standard output's pieces; the error output's tail is kept for messages."""
+        for kind, data in demultiplexed(self._read, self._exact):
+            if kind == 2:
+                self.stderr = (self.stderr + data)[-STDERR_KEEP:]
+            else:
+                yield data
 
     def output(self):
         """Standard output, chunk by chunk; then the exit code is checked."""

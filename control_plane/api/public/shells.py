@@ -96,15 +96,15 @@ class ShellSessions(MethodView):
         """Open a shell session (permission `project.environments.shell` for users; 30 a
         minute per environment). The answer's ticket starts its stream."""
         row, ticket = svc.open_session(current_actor(), env_id, current_berth(), **args)
-        return {**_fields(row), "ticket": ticket, "stream_path": stream_path(row.id),
-                "expires_at": row.expires_at}
+        row.ticket, row.stream_path = ticket, stream_path(row.id)  # shown this once
+        return row
 
     @blp.arguments(ShellListArgs, location="query")
     @blp.response(200, ShellListSchema)
     def get(self, args, env_id):
         """The environment's shell sessions, newest first."""
-        rows = svc.sessions(current_actor(), env_id, args["limit"])
-        return {"environment_id": env_id, "sessions": [_fields(r) for r in rows]}
+        return {"environment_id": env_id,
+                "sessions": svc.sessions(current_actor(), env_id, args["limit"])}
 
 
 @blp.route("/environments/<uuid:env_id>/shell-sessions/<uuid:session_id>")
@@ -112,13 +112,4 @@ class ShellSessionById(MethodView):
     @blp.response(200, ShellDetailSchema)
     def get(self, env_id, session_id):
         """One session: who, when, its exit code and, if kept, its transcript."""
-        row = svc.session(current_actor(), env_id, session_id)
-        return {**_fields(row), "transcript": row.transcript,
-                "transcript_truncated": row.transcript_truncated}
-
-
-def _fields(row):
-    return {name: getattr(row, name) for name in (
-        "id", "server_id", "actor_type", "actor_name", "source_ip", "odoo", "command", "tty",
-        "created_at", "started_at", "ended_at", "exit_code", "end_reason")} | {
-        "environment_id": row.environment_id}
+        return svc.session(current_actor(), env_id, session_id)
