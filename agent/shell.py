@@ -1,7 +1,8 @@
 """Shell sessions in an environment's ERP container: an interactive terminal, `odoo
 shell` on its database, or one command, run by the container engine's exec and
-carried as ShellFrames on the agent's stream (`Shells`, for the daemon) or on an
-SSH session's own terminal (`on_terminal`, for `berth-agent shell` over SSH).
+carried as ShellFrames on the session's own WebSocket to the control plane
+(agent/shell_stream.py) or else on the agent's stream (`Shells`, for the daemon), or
+on an SSH session's own terminal (`on_terminal`, for `berth-agent shell` over SSH).
 
 Nothing a session started runs after its end: the engine does not stop an exec
 whose client went away (its process would live on in the container), so the
@@ -15,6 +16,7 @@ import socket
 import threading
 import time
 
+from agent import shell_stream
 from agent.errors import AgentError, ContainerNotFound, engine_errors
 from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
@@ -200,17 +202,41 @@ class Shells:
         if closed:
             session.hang_up()
             return
-        self._frame(session_id=sid, opened=True)
+        own = shell_stream.dial(request.stream_url, request.stream_ticket) \
+            if request.stream_ticket else None
+        if own is not None:
+            threading.Thread(target=self._take, args=(sid, own), name="berth-shell-in",
+                             daemon=True).start()
+        send = own.send if own is not None else self._on_stream
+        send(pb.ShellFrame(session_id=sid, opened=True))
         for is_err, data in session.output():
-            while self.pending() > QUEUED_MAX:
+            while own is None and self.pending() > QUEUED_MAX:
                 time.sleep(0.01)
-            self._frame(session_id=sid, data=data, stderr=is_err)
+            if not send(pb.ShellFrame(session_id=sid, data=data, stderr=is_err)):
+                break  # its socket is gone: `_take` hangs the session up
         code = session.exit_code()
         with self.lock:
             ended_here = self.open_.pop(sid, None) is not None
         session.close()
         if ended_here:
-            self._frame(session_id=sid, exited=True, exit_code=-1 if code is None else code)
+            send(pb.ShellFrame(session_id=sid, exited=True, exit_code=-1 if code is None else code))
+        if own is not None:
+            own.close()
+
+    def _on_stream(self, frame):
+        self.send(pb.AgentMessage(shell=frame))
+        return True
+
+    def _take(self, sid, own):
+        """The control plane's frames on the session's own socket; its end, before
+        the session's, hangs the session up (nobody reads it any more)."""
+        for frame in own.frames():
+            frame.session_id = sid
+            self.input(frame)
+        with self.lock:
+            session = self.open_.pop(sid, None)
+        if session is not None:
+            session.hang_up()
 
     def input(self, frame):
         """A ShellFrame from the control plane: input, a resize, its end or a hang-up."""

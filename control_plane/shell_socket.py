@@ -2,7 +2,9 @@
 HTTP server's event loop: one socket costs no worker thread while it is open.
 
 The first message is the ticket `POST .../shell-sessions` answered (the session's
-rules were checked there); then bytes flow between the socket and the agent link.
+rules were checked there); then bytes flow between the socket and the agent: on the
+agent's own socket to this loop when it opens one (shell_agent_socket.py), else
+through the agent link.
 Binary messages start with their channel, as Kubernetes' exec streams do: 0 input,
 1 output, 2 error output. Text messages are JSON: `resize`, `eof`, `close` from the
 client; `opened`, then `exit` or `error` from here, and the socket closes. The
@@ -19,8 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from tornado.web import Application
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from control_plane import shell_agent_socket
 from control_plane.agent_link import NotConnected, ShellUnsupported
 from control_plane.infra import handoff
+from control_plane.infra.observability import SHELL_SESSIONS
 from control_plane.services.servers import shells
 from protocol.errors import AgentErrorCode
 from protocol.v1 import agent_pb2 as pb
@@ -48,12 +52,15 @@ CLOSED_BY_AGENT = {
 def application(app):
     """The tornado application that answers the shell sockets of Flask app `app`."""
     return Application([(PATH.rstrip("/") + r"/([0-9a-fA-F-]{36})/stream", ShellSocket,
-                         {"app": app})], websocket_max_message_size=MAX_MESSAGE)
+                         {"app": app}),
+                        (shell_agent_socket.ROUTE, shell_agent_socket.AgentShellSocket)],
+                       websocket_max_message_size=MAX_MESSAGE)
 
 
 def wants(start_line, headers):
-    """Whether a request is a shell socket's (the HTTP server routes it here)."""
-    return (start_line.path.startswith(PATH)
+    """Whether a request is a shell socket's, a client's or an agent's (the HTTP
+    server routes it here)."""
+    return (start_line.path.startswith((PATH, shell_agent_socket.PATH))
             and headers.get("Upgrade", "").lower() == "websocket")
 
 
@@ -61,6 +68,8 @@ class ShellSocket(WebSocketHandler):
     def initialize(self, app):
         self.app, self.settings_ = app, app.config
         self.row, self.pipe, self.opened, self.done = None, None, False, False
+        self.own = None  # the agent's socket for this session (shell_agent_socket.py)
+        self.pipe_closed = False
         self.pending_input = []  # input sent before the agent said `opened`
         self.transcript = bytearray() if self.settings_["SHELL_TRANSCRIPTS"] else None
         self.unsent = 0
@@ -126,6 +135,10 @@ class ShellSocket(WebSocketHandler):
                                odoo=row.odoo, command=row.command or [], tty=row.tty,
                                rows=_size(said.get("rows")) or 24,
                                cols=_size(said.get("cols")) or 80)
+        public_url = self.settings_.get("PUBLIC_URL") or ""
+        if shell_agent_socket.stream_url(public_url, self.session_id):
+            opening.stream_url = shell_agent_socket.stream_url(public_url, self.session_id)
+            opening.stream_ticket = shell_agent_socket.expect(self)
         link = self.app.extensions["berth"].gateway
         try:
             self.pipe = await self.loop.run_in_executor(
@@ -142,17 +155,32 @@ class ShellSocket(WebSocketHandler):
         self._seen()
 
     def _from_agent(self, frame):
-        """(Any thread.) A frame from the agent, handled on this socket's loop."""
-        self.handoff.call(self._frame, frame)
+        """(Any thread.) A frame from the agent's stream, handled on this socket's loop."""
+        self.handoff.call(self.agent_frame, frame)
 
-    def _frame(self, frame):
+    def agent_socket(self, own):
+        """(On the loop.) The agent's socket for this session came: its frames
+        come and go there from now on."""
+        if self.done:
+            own.close()
+        else:
+            self.own = own
+
+    def agent_socket_closed(self):
+        if not self.done:  # before the session's end: the agent's side is lost
+            self._end("disconnected", error=("server_unreachable",
+                                             "The server's agent's shell socket was lost."))
+
+    def agent_frame(self, frame):
+        """(On the loop.) A frame from the agent, on its stream or its socket."""
         if self.done:
             return
         if frame.opened:
             self.opened = True
+            SHELL_SESSIONS.labels(via="socket" if self.own is not None else "stream").inc()
             self._send_json({"type": "opened", "session_id": self.session_id})
             for queued in self.pending_input:
-                self.pipe.send(queued)
+                self._to_agent(queued)
             self.pending_input = []
         if frame.data:
             self.active_at = time.monotonic()
@@ -169,9 +197,19 @@ class ShellSocket(WebSocketHandler):
     def _input(self, frame):
         self.active_at = time.monotonic()
         if self.opened:
-            self.pipe.send(frame)
+            self._to_agent(frame)
         else:  # (after the ticket: this is only called with a session)
             self.pending_input.append(frame)
+
+    def _to_agent(self, frame):
+        (self.own or self.pipe).send(frame)
+
+    def _close_pipe(self):
+        """The agent hangs up (a no-op if the session ended there); the gateway forgets
+        the session."""
+        if self.pipe is not None and not self.pipe_closed:
+            self.pipe_closed = True
+            self.pipe.send(pb.ShellFrame(close=True))
 
     def _send(self, data, binary=False):
         try:
@@ -211,8 +249,8 @@ class ShellSocket(WebSocketHandler):
             self.timers.append(self.loop.call_later(shells.SEEN_SECONDS, self._seen))
 
     def _hang_up(self, reason, error=None):
-        if self.pipe is not None and not self.done:
-            self.pipe.send(pb.ShellFrame(close=True))
+        if not self.done:
+            self._close_pipe()
         self._end(reason, error=error)
 
     def _end(self, reason, exit_code=None, error=None):
@@ -221,6 +259,10 @@ class ShellSocket(WebSocketHandler):
         self.done = True
         for timer in self.timers:
             timer.cancel()
+        shell_agent_socket.forget(self.session_id)
+        if self.own is not None:  # its end came there: the stream's side is told too
+            self._close_pipe()
+            self.own.close()
         if error is not None:
             self._send_json({"type": "error", "code": error[0], "message": error[1]})
         elif reason == "exited":

@@ -9,8 +9,10 @@ JSON, and keep doing so against any later gateway.
 
 REVISION 2: typed environment commands and proxy reports; each side says its
 revision in Hello and Welcome. REVISION 3 (this one): shell sessions (ShellOpen,
-ShellFrame), offered only to agents of at least SHELLS. An agent of this
-revision needs a gateway of at least REVISION (`gateway_too_old`)."""
+ShellFrame), offered only to agents of at least SHELLS; a ShellOpen's
+`stream_url` and `stream_ticket` (the session's bytes on a socket of their own) need
+no revision: an agent that skips them keeps to ShellFrames on its stream. An agent of
+this revision needs a gateway of at least REVISION (`gateway_too_old`)."""
 
 import json
 

@@ -36,6 +36,9 @@ AGENT_WAKEUPS = Counter("berth_gateway_wakeups",
 JOB_RUNS = Counter("berth_scheduler_job_runs", "Scheduler job runs", ["job", "outcome"])
 JOB_DURATION = Histogram("berth_scheduler_job_duration_seconds", "Scheduler job run time",
                          ["job"], buckets=(.01, .05, .1, .5, 1, 5, 10, 30, 60, 300))
+SHELL_SESSIONS = Counter("berth_shell_sessions", "Shell sessions opened through this process, "
+                         "by how the agent's bytes came: its own socket or its stream",
+                         ["via"])
 WEBHOOK_ATTEMPTS = Counter("berth_webhook_delivery_attempts",
                            "Webhook delivery attempts made by this process", ["outcome"])
 

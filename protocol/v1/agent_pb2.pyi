@@ -238,7 +238,7 @@ class ControlMessage(_message.Message):
     def __init__(self, welcome: _Optional[_Union[Welcome, _Mapping]] = ..., command: _Optional[_Union[Command, _Mapping]] = ..., request: _Optional[_Union[LiveRequest, _Mapping]] = ..., shell_open: _Optional[_Union[ShellOpen, _Mapping]] = ..., shell: _Optional[_Union[ShellFrame, _Mapping]] = ...) -> None: ...
 
 class ShellOpen(_message.Message):
-    __slots__ = ("session_id", "environment_id", "odoo", "command", "tty", "rows", "cols")
+    __slots__ = ("session_id", "environment_id", "odoo", "command", "tty", "rows", "cols", "stream_url", "stream_ticket")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
     ODOO_FIELD_NUMBER: _ClassVar[int]
@@ -246,6 +246,8 @@ class ShellOpen(_message.Message):
     TTY_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     COLS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_URL_FIELD_NUMBER: _ClassVar[int]
+    STREAM_TICKET_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     environment_id: str
     odoo: bool
@@ -253,7 +255,9 @@ class ShellOpen(_message.Message):
     tty: bool
     rows: int
     cols: int
-    def __init__(self, session_id: _Optional[str] = ..., environment_id: _Optional[str] = ..., odoo: _Optional[bool] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ...) -> None: ...
+    stream_url: str
+    stream_ticket: str
+    def __init__(self, session_id: _Optional[str] = ..., environment_id: _Optional[str] = ..., odoo: _Optional[bool] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., stream_url: _Optional[str] = ..., stream_ticket: _Optional[str] = ...) -> None: ...
 
 class ShellFrame(_message.Message):
     __slots__ = ("session_id", "data", "rows", "cols", "eof", "close", "opened", "exited", "exit_code", "error_code", "error_message", "stderr")

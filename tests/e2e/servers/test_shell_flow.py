@@ -7,12 +7,17 @@ interactive terminal computes `echo $((6*7))`, is resized and exits; `odoo shell
 counts the partners from a piped script; a session over the server's limit is
 refused; a client that goes away leaves nothing running in the container; a ticket
 works once; a read-only key cannot open one; every session is in the audit log with
-its exit code, and with transcripts on, what it showed is kept."""
+its exit code, and with transcripts on, what it showed is kept. The agent carries a
+session's bytes on a WebSocket of its own to the HTTP server, let in once by its
+ticket, and on its gRPC stream when that socket cannot open."""
 
+import subprocess
 import time
 
 import pytest
 import requests
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from agent.deploy.environments import Environments
 from control_plane.models import Server
@@ -77,10 +82,22 @@ def _sessions(s, env_id):
                         timeout=10).json()["sessions"]
 
 
+def _carried(s):
+    """Sessions this process opened, by how the agent's bytes came (/metrics)."""
+    text = requests.get(f"{s.url}/metrics", timeout=10).text
+    counts = {"socket": 0.0, "stream": 0.0}
+    for line in text.splitlines():
+        if line.startswith("berth_shell_sessions_total{"):
+            via = line.split('via="', 1)[1].split('"', 1)[0]
+            counts[via] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
 def test_shell_sessions(stand):
     s = stand
     env_id = _running_environment(s)
     s.settings["SHELL_TRANSCRIPTS"] = True
+    carried = _carried(s)
 
     # One command, no terminal: its output, its error output apart, its exit code.
     r, sh = open_shell(s.url, s.key, env_id, tty=False,
@@ -91,6 +108,15 @@ def test_shell_sessions(stand):
     assert (bytes(sh.out), bytes(sh.err), sh.exit_code) == (b"42\n", b"oops\n", 3)
     assert sh.messages[0]["type"] == "opened"
     first = r.json()["id"]
+    assert _carried(s) == {**carried, "socket": carried["socket"] + 1}  # the agent's own
+
+    # The agent's socket is let in once, by the ticket its ShellOpen carried: for
+    # anyone else there is no session waiting (404, before any upgrade).
+    for token in ("Bearer not-the-ticket", None):
+        with pytest.raises(InvalidStatus) as refused:
+            connect(f"ws{s.url[4:]}/agent/v1/shell-sessions/{first}/stream", open_timeout=10,
+                    additional_headers={"Authorization": token} if token else None)
+        assert refused.value.response.status_code == 404
 
     # The ticket works once.
     again = Shell(s.url, r.json())
@@ -167,9 +193,25 @@ def test_shell_sessions(stand):
 
 def test_sessions_end_at_their_limits_and_with_the_agents_stream(stand, gateway):
     """Idle too long, or the agent's stream lost: the client is told why, the record
-    says so, and what ran is hung up by the agent."""
+    says so, and what ran is hung up by the agent. Without the agent's own socket its
+    stream carries the bytes."""
     s = stand
     env_id = _running_environment(s)
+
+    # The control plane's public address does not reach this server (or another web
+    # process holds the session): the agent's socket does not open, and the session's
+    # bytes go on its gRPC stream, input and output, to the exit code.
+    carried = _carried(s)
+    url, s.settings["PUBLIC_URL"] = s.settings["PUBLIC_URL"], "http://127.0.0.1:9"
+    try:
+        r, sh = open_shell(s.url, s.key, env_id, tty=False,
+                           command=["sh", "-c", "read x; echo got $x; exit 4"])
+        sh.send("it\n")
+        sh.ended()
+    finally:
+        s.settings["PUBLIC_URL"] = url
+    assert (bytes(sh.out), sh.exit_code) == (b"got it\n", 4)
+    assert _carried(s) == {**carried, "stream": carried["stream"] + 1}
 
     # Typed before the agent said `opened`: it waits for it, nothing is lost.
     r, sh = open_shell(s.url, s.key, env_id, tty=False, command=["cat"])
@@ -186,6 +228,17 @@ def test_sessions_end_at_their_limits_and_with_the_agents_stream(stand, gateway)
     wait_for(lambda: "sleep 4244" not in _processes(s, env_id), timeout=20, what="hung up")
     s.settings["SHELL_IDLE_SECONDS"] = 900
 
+    # The agent's own socket lost mid-session (reset under it): the client is told,
+    # and what ran is hung up.
+    r, sh = open_shell(s.url, s.key, env_id, tty=False, command=["sleep", "4247"])
+    sh.read_until(lambda x: x.messages)
+    wait_for(lambda: "sleep 4247" in _processes(s, env_id), timeout=15, what="sleep running")
+    _reset_the_agents_sockets(s)
+    sh.ended(timeout=30)
+    assert sh.error["code"] == "server_unreachable", sh.messages
+    wait_for(lambda: "sleep 4247" not in _processes(s, env_id), timeout=20,
+             what="the session hung up")
+
     r, sh = open_shell(s.url, s.key, env_id, command=["sleep", "4245"])
     sh.read_until(lambda x: x.messages)
     wait_for(lambda: "sleep 4245" in _processes(s, env_id), timeout=15, what="sleep running")
@@ -200,4 +253,20 @@ def test_sessions_end_at_their_limits_and_with_the_agents_stream(stand, gateway)
         return {x["command"][0] + x["command"][-1]: x["end_reason"]
                 for x in _sessions(s, env_id)}
     wait_for(lambda: None not in ends().values(), timeout=10, what="every end recorded")
-    assert ends() == {"catcat": "closed", "sleep4244": "idle", "sleep4245": "disconnected"}
+    assert ends() == {"shread x; echo got $x; exit 4": "exited", "catcat": "closed",
+                      "sleep4244": "idle", "sleep4247": "disconnected",
+                      "sleep4245": "disconnected"}
+
+
+def _reset_the_agents_sockets(s):
+    """Abort the agent process's connections to the HTTP server (`ss -K`): its shell
+    sockets, as a network that drops them would."""
+    port = s.url.rsplit(":", 1)[1]
+    listed = subprocess.run(["ss", "-tnpH", "state", "established", "dport", "=", f":{port}"],
+                            capture_output=True, text=True, check=True).stdout
+    mine = [line.split()[2] for line in listed.splitlines() if f"pid={s.agent.proc.pid}," in line]
+    assert mine, listed
+    for local in mine:
+        subprocess.run(["ss", "-K", "-tn", "src", local, "dport", "=", f":{port}"],
+                       capture_output=True, check=True)
+
