@@ -2,7 +2,8 @@
 (`LocalShell`), the agent's frames handed to the caller (`deliver`), and every
 session of a stream that ended told so (`lost`). The caller's side (the web
 process's socket, services/servers/shells.py) holds the session's rules: who, how
-many, how long; here only bytes move."""
+many, how long; here only bytes move, and only the opening and the hang-up when the
+agent opens the session's own socket (control_plane/shell_agent_socket.py)."""
 
 from control_plane.infra import handoff
 from protocol import wire
