@@ -16,6 +16,7 @@ import json
 import logging
 import time
 import uuid
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from tornado.web import Application
@@ -152,7 +153,7 @@ class ShellSocket(WebSocketHandler):
                                        "release without shell sessions: upgrade it."))
             return
         self._tick()
-        self._seen()
+        _alive(self.loop).add(self.row.id)
 
     def _from_agent(self, frame):
         """(Any thread.) A frame from the agent's stream, handled on this socket's loop."""
@@ -243,10 +244,6 @@ class ShellSocket(WebSocketHandler):
             every = min(5.0, self.settings_["SHELL_IDLE_SECONDS"] / 4)
             self.timers.append(self.loop.call_later(every, self._tick))
 
-    def _seen(self):
-        if not self.done:
-            self.loop.run_in_executor(_work, shells.seen, [self.row.id])
-            self.timers.append(self.loop.call_later(shells.SEEN_SECONDS, self._seen))
 
     def _hang_up(self, reason, error=None):
         if not self.done:
@@ -259,6 +256,7 @@ class ShellSocket(WebSocketHandler):
         self.done = True
         for timer in self.timers:
             timer.cancel()
+        _alive(self.loop).discard(self.row.id)
         shell_agent_socket.forget(self.session_id)
         if self.own is not None:  # its end came there: the stream's side is told too
             self._close_pipe()
@@ -281,9 +279,29 @@ class ShellSocket(WebSocketHandler):
             timer.cancel()
 
 
+# The sessions open on each loop, said alive together every SEEN_SECONDS: one write
+# for all of them (housekeeping ends those of a web process that stopped saying so).
+# One write each, a hundred sessions opened at once wrote a hundred times at once.
+_open_on = weakref.WeakKeyDictionary()
+
+
+def _alive(loop):
+    ids = _open_on.get(loop)
+    if ids is None:
+        ids = _open_on[loop] = set()
+        loop.call_later(shells.SEEN_SECONDS, _say_alive, loop, ids)
+    return ids
+
+
+def _say_alive(loop, ids):
+    if ids:
+        loop.run_in_executor(_work, shells.seen, list(ids)).add_done_callback(_logged)
+    loop.call_later(shells.SEEN_SECONDS, _say_alive, loop, ids)
+
+
 def _logged(future):
     if future.exception() is not None:
-        log.error("recording a shell session's end failed: %s", future.exception())
+        log.error("recording a shell session failed: %s", future.exception())
 
 
 def _size(value):
