@@ -136,10 +136,10 @@ class ShellSocket(WebSocketHandler):
                                odoo=row.odoo, command=row.command or [], tty=row.tty,
                                rows=_size(said.get("rows")) or 24,
                                cols=_size(said.get("cols")) or 80)
-        public_url = self.settings_.get("PUBLIC_URL") or ""
-        if shell_agent_socket.stream_url(public_url, self.session_id):
-            opening.stream_url = shell_agent_socket.stream_url(public_url, self.session_id)
-            opening.stream_ticket = shell_agent_socket.expect(self)
+        own_url = shell_agent_socket.stream_url(self.settings_.get("PUBLIC_URL") or "",
+                                                self.session_id)
+        if own_url:  # the agent may carry the bytes on a socket of their own
+            opening.stream_url, opening.stream_ticket = own_url, shell_agent_socket.expect(self)
         link = self.app.extensions["berth"].gateway
         try:
             self.pipe = await self.loop.run_in_executor(
