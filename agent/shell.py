@@ -172,9 +172,6 @@ class Shells:
         self.open_ = {}
         self.lock = threading.Lock()
 
-    def _frame(self, **fields):
-        self.send(pb.AgentMessage(shell=pb.ShellFrame(**fields)))
-
     def open(self, request):
         """A ShellOpen: the exec starts in the session's own thread."""
         threading.Thread(target=self._run, args=(request,), name="berth-shell",
@@ -194,7 +191,8 @@ class Shells:
             with self.lock:
                 self.open_.pop(sid, None)
             code = exc.code if isinstance(exc, AgentError) else AgentErrorCode.UNAVAILABLE
-            self._frame(session_id=sid, error_code=code, error_message=str(exc))
+            self._on_stream(pb.ShellFrame(session_id=sid, error_code=code,
+                                          error_message=str(exc)))
             return
         with self.lock:
             closed = sid not in self.open_  # hung up while it started

@@ -18,11 +18,11 @@ in all; the first at a random point of the first period), each
 timed from its send to its echo (the terminal's, as a shell's). The kinds take
 turns, the first alternating from round to round (the machine is shared), after the
 agents' start-up work has settled (--settle) and an untimed round of each kind
-(--warmup: the work two hundred sessions opened at once leave behind). Printed: p50/p95/p99/max of each kind,
-their ratios, the CPU a keystroke took in `berth serve`, the agents, the container
-engine and the client while each kind typed, how many sessions the agents carried on
-their own sockets and how many on their streams, and the verdict: p99 through the
-gateway at most 50 ms. Everything it made is removed at the end; exits 1 on FAIL.
+(--warmup: the work two hundred sessions opened at once leave behind). Printed:
+p50/p95/p99/max of each kind, their ratios, the CPU a keystroke took in `berth serve`,
+the agents, the container engine and the client while each kind typed, how many
+sessions the agents carried on their own sockets and how many on their streams, and
+the verdict: p99 through the gateway at most 50 ms. Everything it made is removed at the end; exits 1 on FAIL.
 
     python benchmarks/shell_keystroke.py [--servers 50] [--per-server 2] [--keystrokes 20]
                                          [--rate 5] [--rounds 3] [--settle 15] [--warmup 1]
@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.gateway_fanin import raise_fd_limit  # noqa: E402
 from tests.support.agents import AgentProcess  # noqa: E402
 from tests.support.serve import Served  # noqa: E402
+from tests.support.shell_client import sessions_carried  # noqa: E402
 
 TARGET_P99_MS = 50.0
 ERP_IMAGE = "berth-test-erp:latest"
@@ -249,16 +250,6 @@ def summary(values):
             "p99": percentile(values, 99), "max": max(values)}
 
 
-def carried_by(url):
-    """berth serve's sessions by how the agents carried their bytes (/metrics)."""
-    counts = {}
-    for line in requests.get(url + "/metrics", timeout=10).text.splitlines():
-        if line.startswith("berth_shell_sessions_total{"):
-            via = line.split('via="', 1)[1].split('"', 1)[0]
-            counts[via] = int(float(line.rsplit(" ", 1)[1]))
-    return counts
-
-
 async def measure(args, url, envs, keys, api, names, processes):
     posting, making = ThreadPoolExecutor(8), ThreadPoolExecutor(8)
     slots = [env_id for _, _, env_id in envs for _ in range(args.per_server)]
@@ -352,7 +343,7 @@ def main():
                      "engine": engine_pids(), "client": [os.getpid()]}
         got, cpu = asyncio.run(measure(args, served.url, envs, keys, client.api, names,
                                        processes))
-        carried = carried_by(served.url)
+        carried = sessions_carried(served.url)
     finally:
         for agent in agents:
             agent.kill()
@@ -376,10 +367,8 @@ def main():
         for kind, s in ((Gatewayed.kind, g), (Bare.kind, b)):
             print(f"  {kind:>11}: p50 {s['p50']:6.1f}  p95 {s['p95']:6.1f}  p99 {s['p99']:6.1f}"
                   f"  max {s['max']:6.1f} ms")
-        print("  the agents carried the sessions' bytes on: " + ", ".join(
-            f"their own socket {carried.get('socket', 0)}"
-            if via == "socket" else f"their stream {carried.get('stream', 0)}"
-            for via in ("socket", "stream")))
+        print(f"  the agents carried the sessions' bytes on: their own socket "
+              f"{carried['socket']}, their stream {carried['stream']}")
         for kind, by in cpu.items():
             print(f"  CPU a keystroke, {kind:>11}: " + ", ".join(
                 f"{name} {ms:.2f} ms" for name, ms in by.items()))

@@ -62,11 +62,11 @@ class Stack:
         return out.stdout.split()
 
     @staticmethod
-    def metric(container, sample):
-        """A sample from a gateway's or scheduler's own /metrics (0 when it has none yet,
-        or has not started)."""
+    def metric(container, sample, port=9100):
+        """A sample from a process's own /metrics (gateways and schedulers at 9100, web
+        processes at 8000; 0 when it has none yet, or has not started)."""
         script = ("import urllib.request;print(urllib.request.urlopen("
-                  "'http://127.0.0.1:9100/metrics').read().decode())")
+                  f"'http://127.0.0.1:{port}/metrics').read().decode())")
         out = docker("exec", container, "python3", "-c", script, check=False).stdout
         lines = [ln for ln in out.splitlines() if ln.startswith(sample + " ")]
         return int(float(lines[0].split()[-1])) if lines else 0

@@ -76,6 +76,21 @@ class Shell:
         self.ws.close()
 
 
+def sessions_carried(base_url):
+    """The server's shell sessions by how the agents carried their bytes
+    (`berth_shell_sessions_total` on /metrics): {"socket": n, "stream": n}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counts = {"socket": 0, "stream": 0}
+    text = requests.get(f"{base_url}/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        if family.name == "berth_shell_sessions":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counts[sample.labels["via"]] = int(sample.value)
+    return counts
+
+
 def open_shell(base_url, headers, env_id, **body):
     """(the POST's response, the Shell or None when it was refused)."""
     r = requests.post(f"{base_url}/api/public/v1/environments/{env_id}/shell-sessions",

@@ -7,7 +7,6 @@ reached the other one and the session fell back to the relayed stream)."""
 import pytest
 
 from tests.support.agents import wait_for
-from tests.support.scale_out import docker
 from tests.support.shell_client import open_shell
 
 pytestmark = pytest.mark.slow
@@ -33,15 +32,7 @@ def _running_environment(stack, org, agents):
 
 
 def _carried_by_socket(stack):
-    return sum(_web_metric(c, SOCKET) for c in stack.containers("web"))
-
-
-def _web_metric(container, sample):
-    script = ("import urllib.request;print(urllib.request.urlopen("
-              "'http://127.0.0.1:8000/metrics').read().decode())")
-    out = docker("exec", container, "python3", "-c", script, check=False).stdout
-    lines = [ln for ln in out.splitlines() if ln.startswith(sample + " ")]
-    return int(float(lines[0].split()[-1])) if lines else 0
+    return sum(stack.metric(c, SOCKET, port=8000) for c in stack.containers("web"))
 
 
 def test_a_sessions_two_sockets_meet_in_one_web_process(stack, org, agents):

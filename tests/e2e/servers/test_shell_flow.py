@@ -24,7 +24,7 @@ from control_plane.models import Server
 from control_plane.services import agents as agent_svc
 from tests.conftest import auth
 from tests.support.agents import registered_server, wait_for
-from tests.support.shell_client import Shell, open_shell
+from tests.support.shell_client import Shell, open_shell, sessions_carried
 from tests.support.shell_client import serve_app as _served
 
 P = "/api/public/v1"
@@ -82,22 +82,11 @@ def _sessions(s, env_id):
                         timeout=10).json()["sessions"]
 
 
-def _carried(s):
-    """Sessions this process opened, by how the agent's bytes came (/metrics)."""
-    text = requests.get(f"{s.url}/metrics", timeout=10).text
-    counts = {"socket": 0.0, "stream": 0.0}
-    for line in text.splitlines():
-        if line.startswith("berth_shell_sessions_total{"):
-            via = line.split('via="', 1)[1].split('"', 1)[0]
-            counts[via] = float(line.rsplit(" ", 1)[1])
-    return counts
-
-
 def test_shell_sessions(stand):
     s = stand
     env_id = _running_environment(s)
     s.settings["SHELL_TRANSCRIPTS"] = True
-    carried = _carried(s)
+    carried = sessions_carried(s.url)
 
     # One command, no terminal: its output, its error output apart, its exit code.
     r, sh = open_shell(s.url, s.key, env_id, tty=False,
@@ -108,7 +97,8 @@ def test_shell_sessions(stand):
     assert (bytes(sh.out), bytes(sh.err), sh.exit_code) == (b"42\n", b"oops\n", 3)
     assert sh.messages[0]["type"] == "opened"
     first = r.json()["id"]
-    assert _carried(s) == {**carried, "socket": carried["socket"] + 1}  # the agent's own
+    # The agent's own socket carried it.
+    assert sessions_carried(s.url) == {**carried, "socket": carried["socket"] + 1}
 
     # The agent's socket is let in once, by the ticket its ShellOpen carried: for
     # anyone else there is no session waiting (404, before any upgrade).
@@ -201,7 +191,7 @@ def test_sessions_end_at_their_limits_and_with_the_agents_stream(stand, gateway)
     # The control plane's public address does not reach this server (or another web
     # process holds the session): the agent's socket does not open, and the session's
     # bytes go on its gRPC stream, input and output, to the exit code.
-    carried = _carried(s)
+    carried = sessions_carried(s.url)
     url, s.settings["PUBLIC_URL"] = s.settings["PUBLIC_URL"], "http://127.0.0.1:9"
     try:
         r, sh = open_shell(s.url, s.key, env_id, tty=False,
@@ -211,7 +201,7 @@ def test_sessions_end_at_their_limits_and_with_the_agents_stream(stand, gateway)
     finally:
         s.settings["PUBLIC_URL"] = url
     assert (bytes(sh.out), sh.exit_code) == (b"got it\n", 4)
-    assert _carried(s) == {**carried, "stream": carried["stream"] + 1}
+    assert sessions_carried(s.url) == {**carried, "stream": carried["stream"] + 1}
 
     # Typed before the agent said `opened`: it waits for it, nothing is lost.
     r, sh = open_shell(s.url, s.key, env_id, tty=False, command=["cat"])
