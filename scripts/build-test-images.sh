@@ -91,8 +91,9 @@ prune() {
 
 # build_image NAME DIR: `docker build` of images/DIR on the base image.
 build_image() {
-    tag=$(cd "$IMAGES_DIR" && { printf '%s\n' "$SCRIPT_SUM"; find "$2" -type f | LC_ALL=C sort |
-        xargs sha256sum; } | sha256sum | cut -c1-12)
+    tag=$(cd "$IMAGES_DIR" && { printf '%s\n' "$SCRIPT_SUM";
+        find "$2" -type f -not -path '*/__pycache__/*' | LC_ALL=C sort | xargs sha256sum; } |
+        sha256sum | cut -c1-12)
     if ! docker image inspect "$1:$tag" >/dev/null 2>&1; then
         echo "building $1:$tag from images/$2 on $IMAGE" >&2
         # Host network: apt in the build reaches whatever mirror the host reaches.

@@ -24,7 +24,7 @@ from tests.support.services import free_port, stop_process
 from tests.support.smtp_receiver import smtp_receiver  # noqa: F401 (a fixture)
 from tests.support.waiting import wait_for
 
-SCRIPT = Path(__file__).parents[2] / "images" / "erp" / "odoo_stand_in.py"
+SCRIPT = Path(__file__).parents[2] / "images" / "erp" / "odoo-stand-in"
 DB = "stand_in_mail"
 
 

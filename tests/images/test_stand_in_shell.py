@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.services import stop_process
 
-SCRIPT = Path(__file__).parents[2] / "images" / "erp" / "odoo_stand_in.py"
+SCRIPT = Path(__file__).parents[2] / "images" / "erp" / "odoo-stand-in"
 DB = "stand_in_shell"
 
 
