@@ -9,6 +9,7 @@ starts the server, any other command is run as is. Run as `odoo` it is the serve
   odoo [-c FILE] [--db_host H] [--db_port P] [-r USER] [-w PASSWORD] [-d DB]
        [--addons-path A,B] [-D DATA_DIR] [-p PORT] [--http-interface ADDR]
        [--proxy-mode] [-i MODULES] [-u MODULES] [--stop-after-init]
+       [--test-enable] [--test-tags SPEC] [--max-cron-threads N]
        [--smtp HOST] [--smtp-port P] [--smtp-user U] [--smtp-password PW] [--smtp-ssl]
   odoo neutralize [the same options] -d DB [--stdout]
 
@@ -44,11 +45,15 @@ platform touches (ir_config_parameter holding database.uuid, ir_module_module,
 ir_model_data, ir_attachment, ir_cron holding the autovacuum and the mail queue,
 ir_mail_server, fetchmail_server, payment_provider, delivery_carrier, res_partner
 and res_users holding the administrator, res_users_apikeys, mail_message),
-installs (-i) and updates (-u, `all` for every installed module) the add-ons: an update of a module whose version rose runs its migration
-scripts (migrations/<version>/{pre,post,end}-*.py, `migrate(cr, version)`) in one
-transaction with the version change, and exits 1 with the traceback if one raises;
-versions are kept as Odoo keeps them ('1.2' is '17.0.1.2'), then creates the filestore under data_dir, then
-serves on 8069:
+installs (-i, with what the modules depend on) and updates (-u, `all` for every
+installed module) the add-ons in dependency order: an update of a module whose version
+rose runs its migration scripts (migrations/<version>/{pre,post,end}-*.py,
+`migrate(cr, version)`) in one transaction with the version change, and exits 1 with
+the traceback if one raises; versions are kept as Odoo keeps them ('1.2' is
+'17.0.1.2'). With --test-enable or --test-tags it runs the modules' tests as Odoo does
+(testing.py; with --stop-after-init, exit 1 when one failed). Then (the filestore under
+data_dir made first) it starts the cron runner (cron.py) unless max_cron_threads is 0,
+and serves on 8069:
   GET /web/health    200 {"status": "pass"} when the database answers, else 503
   GET /              a small page
   GET /berth/addons  the add-ons in addons_path: directories with a __manifest__.py
@@ -63,4 +68,7 @@ serves on 8069:
                      (10 s timeout), a copy kept in mail_message. 200 {"sent": true,
                      "server": "host:port", "via": "ir_mail_server"|"config"}, 502
                      {"sent": false, "error"} when it could not be sent.
+  POST /berth/attachments  {"name", "content_base64"}: an attachment as Odoo stores
+                     one, its file at <filestore>/<sha1[:2]>/<sha1> and its ir_attachment
+                     row; 200 {"id", "store_fname", "file_size"}.
 """

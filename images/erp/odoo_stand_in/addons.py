@@ -29,11 +29,42 @@ def find_addons(addons_path):
                 with open(manifest, encoding="utf-8") as f:
                     data = ast.literal_eval(f.read())
                 entry.update(title=data.get("name"), version=data.get("version"),
+                             depends=list(data.get("depends") or ()),
                              installable=data.get("installable", True))
             except (OSError, ValueError, SyntaxError, AttributeError) as exc:
                 entry["error"] = f"unreadable manifest: {exc}"
             found[name] = entry
     return list(found.values())
+
+
+def in_order(addons):
+    """The add-ons (name -> entry) in Odoo's loading order: each after those it depends
+    on (dependencies outside addons_path, `base` among them, are taken as loaded), else
+    by name. A cycle is broken by name order."""
+    done, order = set(), []
+
+    def visit(name, path):
+        if name in done or name not in addons or name in path:
+            return
+        for dep in sorted(addons[name].get("depends") or ()):
+            visit(dep, path | {name})
+        done.add(name)
+        order.append(name)
+
+    for name in sorted(addons):
+        visit(name, frozenset())
+    return order
+
+
+def with_dependencies(names, addons):
+    """The names and, transitively, the add-ons they depend on (as -i installs them)."""
+    wanted, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in addons and name not in wanted:
+            wanted.add(name)
+            todo.extend(addons[name].get("depends") or ())
+    return wanted
 
 
 def adapt_version(version):

@@ -13,9 +13,29 @@ DEFAULTS = {"db_host": None, "db_port": "5432", "db_user": None, "db_password": 
             "db_name": "odoo", "addons_path": "", "data_dir": "/var/lib/odoo",
             "http_port": "8069", "http_interface": "", "proxy_mode": "False",
             "workers": "0", "gevent_port": "8072", "smtp_server": "localhost",
-            "smtp_port": "25", "smtp_user": None, "smtp_password": None, "smtp_ssl": "False"}
-LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s ? %(name)s: %(message)s"
+            "smtp_port": "25", "smtp_user": None, "smtp_password": None, "smtp_ssl": "False",
+            "max_cron_threads": "2"}
+LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(dbname)s %(name)s: %(message)s"
 log = logging.getLogger("odoo.service.server")
+
+
+class _Database(logging.Filter):
+    """Odoo's log lines name the database being worked on, `?` before there is one."""
+
+    name = "?"
+
+    def filter(self, record):
+        record.dbname = self.name
+        return True
+
+
+IN_LOG = _Database()
+
+
+def start_logging(stream):
+    logging.basicConfig(stream=stream, level=logging.INFO, format=LOG_FORMAT)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(IN_LOG)
 
 
 class ConfigError(Exception):
@@ -57,6 +77,9 @@ def parse_args(argv):
     p.add_argument("-i", "--init", default="")
     p.add_argument("-u", "--update", default="")
     p.add_argument("--stop-after-init", action="store_true")
+    p.add_argument("--max-cron-threads", dest="max_cron_threads")
+    p.add_argument("--test-enable", action="store_true")
+    p.add_argument("--test-tags")
     p.add_argument("--smtp", dest="smtp_server")
     p.add_argument("--smtp-port", dest="smtp_port")
     p.add_argument("--smtp-user", dest="smtp_user")
@@ -85,6 +108,7 @@ def settings(args, env_defaults):
         merged["gevent_port"] = int(merged["gevent_port"] or 8072)
         merged["workers"] = int(merged["workers"] or 0)
         merged["smtp_port"] = int(merged["smtp_port"] or 25)
+        merged["max_cron_threads"] = int(merged["max_cron_threads"] or 0)
     except ValueError as exc:
         raise ConfigError(f"{path or 'options'}: a port is not a number ({exc})") from exc
     given = args.db_name or config.get("db_name") or env_defaults.get("db_name") or ""

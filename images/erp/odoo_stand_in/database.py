@@ -1,14 +1,23 @@
 """The database as Odoo keeps it, for the tables the platform touches: created when
 missing, modules installed and updated, and what /berth/info and mail read of it."""
 
+import hashlib
 import logging
+import mimetypes
+import os
 import time
 import uuid
 
 import psycopg2
 from psycopg2 import sql
 
-from odoo_stand_in.addons import adapt_version, find_addons, migrate
+from odoo_stand_in.addons import (
+    adapt_version,
+    find_addons,
+    in_order,
+    migrate,
+    with_dependencies,
+)
 from odoo_stand_in.config import DB_WAIT_SECONDS, VERSION, fail
 
 log = logging.getLogger("odoo.service.server")
@@ -67,6 +76,17 @@ def create_tables(cr):
     if new_cron:
         cr.execute("INSERT INTO ir_cron (name) VALUES (%s), ('Mail: Email Queue Manager')",
                    (AUTOVACUUM,))
+    # When each runs (Odoo's interval, next and last call) and the triggers that make one
+    # run now (ir_cron_trigger, Odoo 16+).
+    cr.execute("ALTER TABLE ir_cron ADD COLUMN IF NOT EXISTS interval_number integer"
+               " NOT NULL DEFAULT 1, ADD COLUMN IF NOT EXISTS interval_type varchar NOT NULL"
+               " DEFAULT 'hours', ADD COLUMN IF NOT EXISTS nextcall timestamp NOT NULL"
+               " DEFAULT (now() at time zone 'UTC'),"
+               " ADD COLUMN IF NOT EXISTS lastcall timestamp")
+    cr.execute("UPDATE ir_cron SET interval_type = 'days' WHERE name = %s"
+               " AND interval_type = 'hours' AND lastcall IS NULL", (AUTOVACUUM,))
+    cr.execute("CREATE TABLE IF NOT EXISTS ir_cron_trigger (id serial PRIMARY KEY,"
+               " cron_id integer NOT NULL, call_at timestamp NOT NULL)")
     cr.execute("INSERT INTO ir_model_data (module, name, model, res_id) SELECT 'base',"
                " 'autovacuum_job', 'ir.cron', id FROM ir_cron WHERE name = %s AND NOT EXISTS"
                " (SELECT 1 FROM ir_model_data WHERE name = 'autovacuum_job')", (AUTOVACUUM,))
@@ -101,6 +121,10 @@ class Database:
         fail(f"Database connection failure: {str(error).strip()}")
 
     def ensure(self, init, update):
+        """The database made or brought up to date: -i's modules (and what they depend
+        on) installed, -u's updated, in loading order. Returns the modules loaded as
+        Odoo tests them: those installed or updated, else (neither -i nor -u) every
+        installed one."""
         name = self.s["db_name"]
         conn = self.connect("postgres")
         conn.autocommit = True
@@ -121,6 +145,8 @@ class Database:
         if unknown:
             log.warning("invalid module names, ignored: %s", ", ".join(unknown))
             init = [m for m in init if m not in unknown]
+        init = with_dependencies(init, addons)
+        loaded = []
         conn = self.connect()
         with conn, conn.cursor() as cr:
             cr.execute("SELECT pg_advisory_xact_lock(8069)")
@@ -130,7 +156,7 @@ class Database:
                        (str(uuid.uuid4()),))
             cr.execute("INSERT INTO ir_module_module (name, state, latest_version)"
                        " VALUES ('base', 'installed', %s) ON CONFLICT DO NOTHING", (VERSION,))
-            for a in addons.values():
+            for a in (addons[n] for n in in_order(addons)):
                 version = adapt_version(a.get("version"))
                 cr.execute("SELECT state, latest_version FROM ir_module_module WHERE name = %s",
                            (a["name"],))
@@ -148,9 +174,36 @@ class Database:
                 if a["name"] in init or updating:
                     cr.execute("UPDATE ir_module_module SET latest_version = %s"
                                " WHERE name = %s AND state = 'installed'", (version, a["name"]))
+                if a["name"] in init or updating or (
+                        not init and not update and before and before[0] == "installed"):
+                    loaded.append(a["name"])
         conn.close()
         log.info("database %s ready (modules to install: %s, to update: %s)",
-                 name, ",".join(init) or "-", ",".join(update) or "-")
+                 name, ",".join(sorted(init)) or "-", ",".join(update) or "-")
+        return loaded
+
+    def attach(self, name, data):
+        """ir_attachment's _file_write: the file at <filestore>/<sha1[:2]>/<sha1> (kept
+        when already there), then the row naming it."""
+        checksum = hashlib.sha1(data).hexdigest()
+        store_fname = f"{checksum[:2]}/{checksum}"
+        path = os.path.join(self.s["data_dir"], "filestore", self.s["db_name"], store_fname)
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".part", "wb") as f:
+                f.write(data)
+            os.replace(path + ".part", path)
+        mimetype = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        conn = self.connect(timeout=2)
+        try:
+            with conn, conn.cursor() as cr:
+                cr.execute("INSERT INTO ir_attachment (name, store_fname, checksum, file_size,"
+                           " mimetype) VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                           (name, store_fname, checksum, len(data), mimetype))
+                return {"id": cr.fetchone()[0], "store_fname": store_fname,
+                        "file_size": len(data)}
+        finally:
+            conn.close()
 
     def info(self):
         conn = self.connect(timeout=2)

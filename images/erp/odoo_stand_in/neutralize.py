@@ -5,7 +5,7 @@ import sys
 
 import psycopg2
 
-from odoo_stand_in.config import LOG_FORMAT, checked_settings, fail, parse_args
+from odoo_stand_in.config import checked_settings, fail, parse_args, start_logging
 from odoo_stand_in.database import Database, create_tables
 
 # The installed modules' data/neutralize.sql (base, mail, payment, delivery) as Odoo 17
@@ -26,7 +26,7 @@ INSERT INTO ir_config_parameter (key, value) VALUES ('database.is_neutralized', 
 
 def neutralize(argv, env_defaults):
     """`odoo neutralize -d DB`: Odoo's options plus --stdout; the database must exist."""
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=LOG_FORMAT)
+    start_logging(sys.stdout)
     nlog = logging.getLogger("odoo.modules.neutralize")
     args, unknown = parse_args(argv)
     to_stdout = "--stdout" in unknown

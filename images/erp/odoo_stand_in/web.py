@@ -14,15 +14,17 @@ import threading
 
 import psycopg2
 
+from odoo_stand_in import cron, testing
 from odoo_stand_in.addons import find_addons
 from odoo_stand_in.config import (
-    LOG_FORMAT,
+    IN_LOG,
     VERSION,
     checked_settings,
     fail,
     module_list,
     parse_args,
     report_configuration,
+    start_logging,
 )
 from odoo_stand_in.database import Database
 from odoo_stand_in.mail import build_mail, send_mail
@@ -121,12 +123,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         except ValueError:
             return self.send(400, {"error": "bad Content-Length"})
-        if path != "/berth/send-mail":
+        routes = {"/berth/send-mail": self.send_mail, "/berth/attachments": self.attach}
+        if path not in routes:
             return self.send(404, {"error": "not found", "path": path})
         try:
             request = json.loads(raw or b"null")
             if not isinstance(request, dict):
                 raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            return self.send(400, {"error": f"bad request: {exc}"})
+        routes[path](request)
+
+    def attach(self, request):
+        """An attachment as Odoo stores one: its file in the filestore, its row."""
+        try:
+            name, data = request["name"], base64.b64decode(request["content_base64"],
+                                                            validate=True)
+        except (KeyError, TypeError, ValueError) as exc:
+            return self.send(400, {"error": f"bad request: {exc}"})
+        try:
+            row = self.db.attach(name, data)
+        except (OSError, psycopg2.Error) as exc:
+            return self.send(503, {"error": str(exc).strip()})
+        self.send(200, row)
+
+    def send_mail(self, request):
+        try:
             msg = build_mail(self.s, request)
         except (ValueError, KeyError, TypeError) as exc:
             return self.send(400, {"sent": False, "error": f"bad request: {exc}"})
@@ -160,7 +182,7 @@ def serve(argv, env_defaults):
     # PID 1 ignores signals it has no handler for: `docker stop` would wait for SIGKILL.
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format=LOG_FORMAT)
+    start_logging(sys.stdout)
     args, unknown = parse_args(argv)
     s = checked_settings(args, env_defaults)
     report_configuration(s, unknown)
@@ -172,18 +194,24 @@ def serve(argv, env_defaults):
         fail(f"cannot create the filestore under data_dir {s['data_dir']}: {exc.strerror}")
     db = Database(s)
     db.wait()
+    IN_LOG.name = s["db_name"]
     try:
-        db.ensure(module_list(args.init), module_list(args.update))
+        loaded = db.ensure(module_list(args.init), module_list(args.update))
     except psycopg2.Error as exc:
         fail(f"cannot set up database {s['db_name']}: {str(exc).strip()}")
     except Exception:  # a module's migration raised: Odoo logs it and stops, exit 1
         logging.getLogger("odoo.modules.registry").exception(
             "Failed to load registry (the update of database %s was rolled back)", s["db_name"])
         return 1
+    # Odoo: --test-enable alone selects the `standard` tests; --test-tags enables tests.
+    tags = args.test_tags or ("+standard" if args.test_enable else None)
+    passed = testing.run(db, loaded, tags) if tags else True
     if args.stop_after_init:
         log.info("stopping after init")
-        return 0
+        return 0 if passed else 1
     Handler.s, Handler.db = s, db
+    if s["max_cron_threads"] > 0:
+        cron.start(db)
     httpd = http.server.ThreadingHTTPServer((s["http_interface"] or "", s["http_port"]), Handler)
     httpd.daemon_threads = True
     log.info("HTTP service (werkzeug) running on %s:%s", s["http_interface"] or "0.0.0.0",
