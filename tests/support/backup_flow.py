@@ -39,6 +39,17 @@ class Stand:
     pass
 
 
+PAIRED = {("sqlite", "local"), ("postgres", "s3")}  # each database, each storage, once
+
+
+def paired_only(request):
+    """For a flow whose database part and storage part do not meet: the two pairs
+    outside PAIRED skipped (called by an autouse fixture, before the stand is made)."""
+    params = request.node.callspec.params
+    if (params["backend"], params["stand"]) not in PAIRED:
+        pytest.skip("each database and each storage run once: sqlite-local, postgres-s3")
+
+
 @pytest.fixture(params=["local", "s3"])
 def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_image,
           docker_client, monkeypatch):

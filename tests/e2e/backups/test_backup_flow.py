@@ -1,4 +1,5 @@
-"""Backups and restores end to end, on each storage backend: the control plane's
+"""Backups and restores end to end, on each storage backend (and each database, paired:
+sqlite-local, postgres-s3): the control plane's
 HTTP served for real (the agent reaches the transfer API and the local storage's
 signed URLs over HTTP), its gateway, a real `berth-agent run` and real
 containers; the S3 backend is moto's server. Both reach the network through a
@@ -16,6 +17,7 @@ import json
 import os
 import tarfile
 
+import pytest
 import requests
 
 from control_plane.agent_link import Plain
@@ -32,6 +34,7 @@ from tests.support.backup_flow import (
     finished_backup,
     listed,
     notes,
+    paired_only,
     production_and_staging,
     psql,
     restore,
@@ -81,6 +84,13 @@ def left_running(s, env_id):
 
 
 # --- the flow ---------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _paired(request):
+    """Each database and each storage once: what is stored where does not depend on
+    which database the control plane keeps its rows in."""
+    paired_only(request)
+
 
 def test_backups_end_to_end(client, stand):
     s = stand

@@ -28,6 +28,7 @@ from tests.support.backup_flow import (
     files,
     finished_backup,
     notes,
+    paired_only,
     production_and_staging,
     psql,
     set_notes,
@@ -66,15 +67,9 @@ def _iso(moment):
     return moment.isoformat().replace("+00:00", "Z")
 
 
-PAIRED = {("sqlite", "local"), ("postgres", "s3")}  # each database, each storage, once
-
-
 @pytest.fixture(autouse=True)
 def _paired(request):
-    """Before the stand is made: the other two pairs are skipped."""
-    params = request.node.callspec.params
-    if (params["backend"], params["stand"]) not in PAIRED:
-        pytest.skip("each database and each storage run once: sqlite-local, postgres-s3")
+    paired_only(request)
 
 
 @pytest.mark.parametrize("stand", ["local", "s3"], indirect=True)

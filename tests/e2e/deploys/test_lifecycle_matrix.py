@@ -236,5 +236,8 @@ def over_ssh_stand(app, client, ssh, tmp_path, erp_image, postgres_image,  # noq
         s.envs.destroy(env_id, True, lambda *a: None)
 
 
+# Once: the control plane's side on each database is the resident agent's matrix above
+# and the model's test (tests/control_plane/deploys); this one is the SSH transport.
+@pytest.mark.backends("sqlite")
 def test_every_action_from_every_state_over_ssh(over_ssh_stand, world):
     matrix(over_ssh_stand, world)

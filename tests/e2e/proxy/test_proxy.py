@@ -169,17 +169,14 @@ def _answers(name, port, roots):
         return False
 
 
+@pytest.mark.backends("sqlite")  # the agent's proxy; the deploy above runs on both databases
 def test_acme_server_unreachable_environment_runs_and_status_says_why(
-        client, app, flow, loopback_dns, pebble, backend):
+        client, app, flow, loopback_dns, pebble):
     """The ACME directory is cut off (a TCP proxy in front of pebble): the
     deployment still succeeds and the ERP runs; `berth-agent status` shows the
     proxy up and the certificate failing with the reason. Once the directory is
     back, the agent's retries (with backoff) get the certificate."""
     from tests.support.tcp_proxy import TcpProxy
-
-    if backend != "sqlite":
-        pytest.skip("the agent's proxy and ACME run once; the deploy above runs on both "
-                    "databases")
 
     f = flow
     cut = TcpProxy(int(pebble.directory.split(":")[2].split("/")[0]))
@@ -215,16 +212,13 @@ def test_acme_server_unreachable_environment_runs_and_status_says_why(
         cut.close()
 
 
+@pytest.mark.backends("sqlite")  # the agent's proxy; the deploy above runs on both databases
 def test_proxy_port_held_fails_the_deploy_readably_and_a_retry_works(client, flow, loopback_dns,
-                                                                     pebble, docker_client,
-                                                                     backend):
+                                                                     pebble, docker_client):
     """Another process holds the HTTPS port the proxy needs: the deployment fails
     saying so (nothing half-started is left), and its retry works once the port
     is free."""
     import socket
-
-    if backend != "sqlite":
-        pytest.skip("the agent's proxy runs once; the deploy above runs on both databases")
 
     f = flow
     holder = socket.create_server(("127.0.0.1", f.port))
