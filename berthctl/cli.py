@@ -110,9 +110,10 @@ def _register():
         rules,
         servers,
         shell,
+        sizes,
     )
 
-    for module in (projects, servers, rules, audit, envs, logs, mails, shell, metrics,
+    for module in (projects, servers, rules, audit, envs, logs, mails, shell, metrics, sizes,
                    backups, channels, mcp):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -150,11 +150,27 @@ def mails(link: AgentLink, server_id, environment_id, limit, mail_id, timeout) -
 
 def disk_usage(report: pb.DiskReport) -> list[dict]:
     """An agent's DiskReport: per environment its id, `measured_at_unix_ms` and the
-    figures it took (one it could not take this time is left out)."""
+    figures it took (one it could not take this time is left out), and `made_of`
+    when the agent said what the size is made of (agents before those fields never
+    do)."""
     return [{"environment_id": item.environment_id,
              "measured_at_unix_ms": item.measured_at_unix_ms,
-             **{name: getattr(item, name) for name in DISK_FIGURES if item.HasField(name)}}
+             **{name: getattr(item, name) for name in DISK_FIGURES if item.HasField(name)},
+             **_made_of(item)}
             for item in report.environments]
+
+
+def _made_of(item: pb.EnvironmentDisk) -> dict:
+    if not item.largest_tables and not item.HasField("attachments_missing"):
+        return {}
+    made_of = {"largest_tables": [{"name": t.name, "bytes": t.bytes, "rows": t.rows}
+                                  for t in item.largest_tables]}
+    if item.HasField("attachments_missing"):
+        made_of.update(filestore_files=item.filestore_files,
+                       attachments_missing=item.attachments_missing,
+                       files_orphaned=item.files_orphaned,
+                       missing_sample=list(item.missing_sample))
+    return {"made_of": made_of}
 
 
 ENVIRONMENT_FIGURES = operator.attrgetter(

@@ -46,6 +46,7 @@ class Name(StrEnum):
     SERVER_DISK_CRITICAL = "server.disk_critical", "Server disk almost full"
     SERVER_MEMORY_CRITICAL = "server.memory_critical", "Server memory almost used up"
     ENVIRONMENT_CRASH_LOOP = "environment.crash_loop", "Environment container restarting in a loop"
+    ENVIRONMENT_DISK_GROWTH = "environment.disk_growth", "Environment growing fast"
     CERTIFICATE_FAILING = "certificate.failing", "Certificate failing"
     # Sent by a webhook's test endpoint only: never stored, not subscribable.
     PING = "ping", "Test ping"
@@ -233,6 +234,19 @@ def record_crash_loop(env, server, org_id, loop):
         "environment_id": str(env.id), "project_id": str(env.project_id),
         **_server_data(server), "role": loop["role"], "restart_count": loop["restart_count"],
         "container_state": loop["state"]})
+
+
+def record_disk_growth(env, figure, rates, limit):
+    """`environment.disk_growth`: its database or filestore grew more than the limit
+    over the last day (services/servers/sizes.py); `env` joined to its project."""
+    return record_event(env.project.organization_id, env.project_id,
+                        Name.ENVIRONMENT_DISK_GROWTH, {
+                            "environment_id": str(env.id), "project_id": str(env.project_id),
+                            "figure": figure, "limit_bytes_per_day": limit,
+                            "database_bytes": env.disk_database_bytes,
+                            "filestore_bytes": env.disk_filestore_bytes,
+                            "database_bytes_per_day": rates["database_bytes_per_day"],
+                            "filestore_bytes_per_day": rates["filestore_bytes_per_day"]})
 
 
 def record_certificate_failing(server, env, hostname, reason):

@@ -29,6 +29,7 @@ AUTOMATION_SECONDS = 5  # event runs start, and schedules fire, within this of b
 UPGRADE_SECONDS = 5  # a free rollout slot is filled within this
 ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)
 HISTORY_SECONDS = 300  # metric history: hours rolled up, old points deleted
+GROWTH_SECONDS = 900  # as often as agents measure disk use
 
 
 def jobs(berth):
@@ -37,7 +38,7 @@ def jobs(berth):
     from control_plane.services import housekeeping
     from control_plane.services.automation import triggers
     from control_plane.services.backups import policy, retention, transfers, wal
-    from control_plane.services.servers import alerts, history, upgrades
+    from control_plane.services.servers import alerts, history, sizes, upgrades
     from control_plane.services.tasks import reaper
     from control_plane.services.webhooks import delivery
 
@@ -57,6 +58,7 @@ def jobs(berth):
         Job("automation", AUTOMATION_SECONDS, lambda: triggers.run(berth)),
         Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(berth)),
         Job("metric-history", HISTORY_SECONDS, lambda: history.sweep(berth)),
+        Job("size-growth", GROWTH_SECONDS, lambda: sizes.watch_growth(berth)),
         Job("agent-upgrades", UPGRADE_SECONDS, lambda: upgrades.roll_out(berth)),
         # Servers reached over SSH: reachable or not, and their due commands (the
         # checks run on the SSH link's own loop; the job only starts them).

@@ -20,7 +20,7 @@ import threading
 import time
 
 from agent.errors import AgentError
-from agent.metrics import engine
+from agent.metrics import engine, size
 from agent.metrics.disk_walk import Tree
 
 log = logging.getLogger("berth.agent")
@@ -58,10 +58,13 @@ class DiskMeter:
         self.root, self.stop = root, stop
         self.trees = {}  # (environment id, "filestore" | "addons") -> Tree
         self.databases = {}  # environment id -> last database figure
+        self.attachments = {}  # environment id -> size.Attachments
 
     def measure(self):
         """[{environment_id, database_bytes, filestore_bytes, addons_bytes,
-        measured_at_unix_ms}]; a figure that could not be taken is None."""
+        measured_at_unix_ms, and what the size is made of (agent.metrics.size):
+        largest_tables, filestore_files, attachments_missing, files_orphaned,
+        missing_sample}]; a figure that could not be taken is None (or absent)."""
         root = self.root or env_root()
         try:
             names = [n for n in os.listdir(root) if UUID.match(n)]
@@ -78,12 +81,29 @@ class DiskMeter:
                     tree = self.trees[(env_id, part)] = Tree(
                         os.path.join(root, env_id, part), self.stop)
                 figures[f"{part}_bytes"] = tree.measure()
+            figures.update(self._made_of(root, env_id, containers.get(env_id)))
             figures["measured_at_unix_ms"] = int(time.time() * 1000)
             out.append(figures)
         present = {f["environment_id"] for f in out}
         for key in [k for k in self.trees if k[0] not in present]:  # destroyed meanwhile
             del self.trees[key]
+        for key in [k for k in self.attachments if k not in present]:
+            del self.attachments[key]
         return out
+
+    def _made_of(self, root, env_id, container):
+        """What the size is made of, from a running database container only."""
+        if container is None or not container[1]:
+            return {}
+        check = self.attachments.setdefault(env_id, size.Attachments())
+        filestore = os.path.join(root, env_id, "filestore", "filestore", DB_NAME)
+        try:
+            return {"largest_tables": size.largest_tables(container[0]),
+                    **check.measure(container[0], filestore,
+                                    self.trees[(env_id, "filestore")].walks)}
+        except Exception:  # the disk figures still go; the next pass may do better
+            log.exception("what the size of %s is made of was not measured", env_id)
+            return {}
 
     def _databases(self):
         """{environment id: (container id, running)} of the PostgreSQL containers."""

@@ -23,7 +23,7 @@ from control_plane.services.backups import backups, drills, wal
 from control_plane.services.deploys import config_change, operations
 from control_plane.services.deploys import environments as envs
 from control_plane.services.environment_settings import access, domains
-from control_plane.services.servers import monitoring
+from control_plane.services.servers import monitoring, sizes
 from control_plane.services.tasks import kinds
 from control_plane.vocabulary import states
 from control_plane.vocabulary.errors import (
@@ -106,7 +106,7 @@ def _page(env_id, code=200, **form_state):
                   log=_log(env_id, shown), actions=envs.offered_actions(env),
                   backups=backups.list_backups(actor(), env_id, page_size=50)["items"],
                   drills=drills.page(actor(), env_id, page_size=5)["items"],
-                  wal=wal.get(actor(), env_id),
+                  wal=wal.get(actor(), env_id), size=sizes.size_report(actor(), env_id),
                   domains=[domains.describe(d, env, berth().settings["APPS_DOMAIN"])
                            for d in domains.list_of(env)],
                   config=config, fields=config_form.fields(config), **form_state)

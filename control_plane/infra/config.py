@@ -88,6 +88,9 @@ class Config:
     # is `server.unreachable`; a critical disk or memory figure held this long alerts.
     ALERT_UNREACHABLE_SECONDS = 90
     ALERT_HOLD_SECONDS = 120
+    # An environment whose database or filestore grew by more than this over the
+    # last day sends `environment.disk_growth` (services/servers/sizes.py; 0: never).
+    GROWTH_ALERT_MB_PER_DAY = 5120
     # Resident agents' upgrades (services/servers/upgrades.py): whether agents older
     # than the control plane are upgraded without being asked, how many restart at
     # once, and the seconds a new version has to connect before it rolls back.
@@ -212,6 +215,10 @@ def load(overrides=None, environ=None):
     for name in _POSITIVE:
         if not (isinstance(settings[name], int) and settings[name] > 0):
             raise ValueError(f"CP_{name} must be a positive integer, got {settings[name]!r}")
+    if not (isinstance(settings["GROWTH_ALERT_MB_PER_DAY"], int)
+            and settings["GROWTH_ALERT_MB_PER_DAY"] >= 0):
+        raise ValueError("CP_GROWTH_ALERT_MB_PER_DAY must be a whole number (0: no alert), got "
+                         f"{settings['GROWTH_ALERT_MB_PER_DAY']!r}")
     settings["DATA_DIR"] = str(Path(settings["DATA_DIR"]).resolve())
     tighten(Path(settings["DATA_DIR"]))
     if not settings["SECRET_KEY"]:

@@ -28,6 +28,7 @@ from control_plane.api.public import mails as mails_api
 from control_plane.api.public import monitoring as monitoring_api
 from control_plane.api.public import projects as projects_api
 from control_plane.api.public import servers as servers_api
+from control_plane.api.public import sizes as sizes_api
 from control_plane.api.public.automation import AutomationRuleSchema, RulePage
 from control_plane.services import audit
 from control_plane.services.automation import rules
@@ -35,7 +36,7 @@ from control_plane.services.backups import backups
 from control_plane.services.deploys import environments as envs
 from control_plane.services.deploys import operations
 from control_plane.services.projects import projects
-from control_plane.services.servers import mails, monitoring, servers
+from control_plane.services.servers import mails, monitoring, servers, sizes
 
 ENVIRONMENT = {"environment_id": ma.fields.UUID(required=True, metadata={
     "description": "The environment's id (list_environments)"})}
@@ -124,6 +125,11 @@ TOOLS = [
          _args(**ENVIRONMENT), monitoring_api.EnvironmentMetricsSchema(),
          lambda actor, a: monitoring.environment_metrics(actor, a["environment_id"],
                                                          current_berth())),
+    Tool("environment_size", "What an environment's size is made of: largest tables, "
+                             "attachments missing their file, orphaned files, backups' sizes "
+                             "and the growth over the last day.",
+         _args(**ENVIRONMENT), sizes_api.EnvironmentSizeSchema(),
+         lambda actor, a: sizes.size_report(actor, a["environment_id"])),
     Tool("list_servers", "The servers the organization deploys to, with their state.",
          _args(CursorArgs), servers_api.ServerPage(),
          lambda actor, a: _page(servers.list_servers(actor, **a))),

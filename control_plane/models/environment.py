@@ -35,6 +35,10 @@ class Environment(BaseModel):
     disk_filestore_bytes = peewee.BigIntegerField(null=True)
     disk_addons_bytes = peewee.BigIntegerField(null=True)
     disk_measured_at = DateTimeField(null=True)
+    # What that size is made of, as the agent last said (services/servers/sizes.py),
+    # and when its growth was last alerted (null: not since it last slowed down).
+    disk_made_of = JSONField(null=True)
+    growth_alerted_at = DateTimeField(null=True)
     updated_at = DateTimeField(null=True)
     # The backup policy (services/backups/policy.py): scheduled backups on or off
     # (None: on for `production` only), their time of day (UTC, HH:MM), the copies

@@ -152,18 +152,38 @@ class Certificate(_message.Message):
     def __init__(self, state: _Optional[str] = ..., valid_until: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class EnvironmentDisk(_message.Message):
-    __slots__ = ("environment_id", "database_bytes", "filestore_bytes", "addons_bytes", "measured_at_unix_ms")
+    __slots__ = ("environment_id", "database_bytes", "filestore_bytes", "addons_bytes", "measured_at_unix_ms", "filestore_files", "largest_tables", "attachments_missing", "files_orphaned", "missing_sample")
     ENVIRONMENT_ID_FIELD_NUMBER: _ClassVar[int]
     DATABASE_BYTES_FIELD_NUMBER: _ClassVar[int]
     FILESTORE_BYTES_FIELD_NUMBER: _ClassVar[int]
     ADDONS_BYTES_FIELD_NUMBER: _ClassVar[int]
     MEASURED_AT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    FILESTORE_FILES_FIELD_NUMBER: _ClassVar[int]
+    LARGEST_TABLES_FIELD_NUMBER: _ClassVar[int]
+    ATTACHMENTS_MISSING_FIELD_NUMBER: _ClassVar[int]
+    FILES_ORPHANED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     environment_id: str
     database_bytes: int
     filestore_bytes: int
     addons_bytes: int
     measured_at_unix_ms: int
-    def __init__(self, environment_id: _Optional[str] = ..., database_bytes: _Optional[int] = ..., filestore_bytes: _Optional[int] = ..., addons_bytes: _Optional[int] = ..., measured_at_unix_ms: _Optional[int] = ...) -> None: ...
+    filestore_files: int
+    largest_tables: _containers.RepeatedCompositeFieldContainer[TableSize]
+    attachments_missing: int
+    files_orphaned: int
+    missing_sample: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, environment_id: _Optional[str] = ..., database_bytes: _Optional[int] = ..., filestore_bytes: _Optional[int] = ..., addons_bytes: _Optional[int] = ..., measured_at_unix_ms: _Optional[int] = ..., filestore_files: _Optional[int] = ..., largest_tables: _Optional[_Iterable[_Union[TableSize, _Mapping]]] = ..., attachments_missing: _Optional[int] = ..., files_orphaned: _Optional[int] = ..., missing_sample: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TableSize(_message.Message):
+    __slots__ = ("name", "bytes", "rows")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    bytes: int
+    rows: int
+    def __init__(self, name: _Optional[str] = ..., bytes: _Optional[int] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class CommandAck(_message.Message):
     __slots__ = ("command_id", "duplicate")

@@ -122,3 +122,38 @@ def test_figures_of_a_deployed_environment(client, deployed, docker_client):
     text = subprocess.run([AGENT, "status"], env=agent.env, capture_output=True, text=True,
                           timeout=30).stdout
     assert "filestore" in text and "database" in text
+
+
+def test_what_the_size_is_made_of(client, deployed, docker_client):
+    """Attachments whose file is gone and files no attachment names, counted by the
+    agent from the ERP's own tables and filestore; the largest tables first."""
+    env_id, raw, env_dir, agent, deployed_at = deployed
+    store = env_dir / "filestore" / "filestore" / "odoo"
+    for name in ("ab/ab01", "cd/cd02", "ef/ef03"):  # the first two kept, ef03 orphaned
+        (store / name).parent.mkdir(parents=True, exist_ok=True)
+        (store / name).write_bytes(name.encode())
+    (store / "checklist" / "ab").mkdir(parents=True)  # Odoo's GC marks: not attachments
+    (store / "checklist" / "ab" / "ab01").write_bytes(b"")
+    db = docker_client.containers.list(filters={"label": [f"berth.environment_id={env_id}",
+                                                          "berth.role=postgres"]})[0]
+    code, out = db.exec_run(["psql", "-U", "odoo", "-d", "odoo", "-v", "ON_ERROR_STOP=1", "-c",
+                             "INSERT INTO ir_attachment (name, store_fname) VALUES"
+                             " ('kept', 'ab/ab01'), ('also kept', 'cd/cd02'),"
+                             " ('gone', '12/12ff'), ('outside', '../../../etc/passwd');"
+                             " CREATE TABLE ballast AS SELECT g, md5(g::text) AS s"
+                             " FROM generate_series(1, 20000) g; ANALYZE ballast"])
+    assert code == 0, out
+
+    def measured():
+        r = client.get(f"{P}/environments/{env_id}/size", headers=auth(raw))
+        assert r.status_code == 200, r.json
+        return r.json["attachments_missing"] == 2 and r.json
+
+    body = wait_for(measured, timeout=30, interval=0.5, what="the attachment check",
+                    detail=lambda: client.get(f"{P}/environments/{env_id}/size",
+                                              headers=auth(raw)).json)
+    assert sorted(body["missing_sample"]) == ["../../../etc/passwd", "12/12ff"]
+    assert (body["files_orphaned"], body["filestore_files"]) == (1, 4)
+    assert body["largest_tables"][0]["name"] == "ballast"
+    assert body["largest_tables"][0]["rows"] == 20000
+    assert len(body["largest_tables"]) <= 10 and body["database_bytes"] > 0

@@ -58,6 +58,7 @@ def register(app):
         registration_tokens,
         servers,
         shells,
+        sizes,
         tickets,
         wal_archive,
         webhooks,
@@ -65,7 +66,7 @@ def register(app):
 
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, drills, wal_archive, servers,
-                   registration_tokens, monitoring, mails, shells, metric_history, tickets, changelog,
-                   webhooks, channels, automation, audit):
+                   registration_tokens, monitoring, mails, shells, metric_history, sizes, tickets,
+                   changelog, webhooks, channels, automation, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -129,6 +129,8 @@ def record_disk_usage(server_id, report):
                       for name in agent_link.DISK_FIGURES if item.get(name, -1) >= 0}
             values[Environment.disk_measured_at] = at = _agent_time(item["measured_at_unix_ms"],
                                                                     now)
+            if "made_of" in item:  # agents before those fields keep what was stored
+                values[Environment.disk_made_of] = item["made_of"]
             Environment.update(values).where(
                 Environment.id == env_id, Environment.server == server_id, Environment.is_active,
                 Environment.disk_measured_at.is_null() | (Environment.disk_measured_at <= at),

@@ -7,6 +7,7 @@ the guards of every request; test_console_browser.py: the pages in a real browse
 import datetime as dt
 import html
 import re
+import time
 
 import pytest
 
@@ -16,9 +17,11 @@ from control_plane.models import (
     Backup,
     Deployment,
     Environment,
+    EnvironmentMetric,
     RegistrationToken,
     WalFile,
 )
+from control_plane.services.servers import monitoring
 from control_plane.services.tasks import engine
 from control_plane.services.webhooks import delivery
 from tests.conftest import auth
@@ -550,3 +553,38 @@ def test_the_point_in_time_window_is_shown_and_a_moment_restored(world, member, 
     task = Deployment.get(Deployment.environment == env.id)
     assert task.kind == "restore" and task.extra_data["point_in_time"]["target_time"] == \
         f"{start + dt.timedelta(hours=1):%Y-%m-%dT%H:%M:%S}"
+
+
+def test_what_the_size_is_made_of_is_shown_and_missing_files_stand_out(world, member):
+    org, b = member
+    env = world.environment(world.project(org, world.server(org)))
+
+    def made_of():
+        page = _text(b.get(f"/environments/{env.id}"))
+        return page[page.index('id="size-h"'):page.index('id="tasks-h"')]
+    assert "Not measured yet" in made_of()
+    monitoring.record_disk_usage(env.server_id, [{
+        "environment_id": str(env.id), "measured_at_unix_ms": int(time.time() * 1000),
+        "database_bytes": 40 * 1024 * 1024, "filestore_bytes": 3 * 1024 * 1024,
+        "made_of": {"largest_tables": [{"name": "mail_<message>", "bytes": 9 * 1024 * 1024,
+                                        "rows": 1200}],
+                    "filestore_files": 7, "attachments_missing": 2, "files_orphaned": 1,
+                    "missing_sample": ["ab/ab01", "<cd>/cd02"]}}])
+    shown = made_of()
+    assert "database 40.0 MiB" in shown and "filestore 3.0 MiB in 7 files" in shown
+    assert ('class="error" role="alert">2 attachments missing their file: <code>ab/ab01</code>, '
+            "<code>&lt;cd&gt;/cd02</code>") in shown
+    assert "1 file in the filestore no attachment names" in shown
+    assert "<code>mail_&lt;message&gt;</code>" in shown and "9.0 MiB" in shown and "1200" in shown
+    # A day of history: the growth beside each figure.
+    day_ago = int(time.time()) - 86400
+    EnvironmentMetric.insert(step=3600, at=day_ago - day_ago % 3600, n=60, environment_id=env.id,
+                             database_bytes=20 * 1024 * 1024,
+                             filestore_bytes=3 * 1024 * 1024).execute()
+    shown = made_of()
+    assert re.search(r"database 40\.0 MiB \(\+(19|20)\.\d MiB a day\)", shown), shown
+    assert "in 7 files (+0 Bytes a day)" in shown
+    Environment.update(disk_made_of={"largest_tables": [], "filestore_files": 2,
+                                     "attachments_missing": 0, "files_orphaned": 0,
+                                     "missing_sample": []}).where(Environment.id == env.id).execute()
+    assert "Every attachment has its file." in made_of()
