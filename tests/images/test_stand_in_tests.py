@@ -104,7 +104,7 @@ def messages(lines, logger_prefix=""):
 
 def test_an_install_runs_the_modules_tests_in_order_and_a_failure_exits_1(erp):
     done, lines = odoo(erp, "tests_install", "-i", "berth_crm", "--test-enable")
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
     assert {db for _level, db, _name, msg in lines if is_start(msg)} == {"tests_install"}
     assert [(name, msg) for _level, _db, name, msg in lines if is_start(msg)] == [  # the dependency's at_install tests first, the post_install ones last
         ("odoo.addons.berth_sale.tests.test_main", "Starting TestPartners.test_count ..."),
@@ -172,8 +172,10 @@ def test_tests_that_do_not_import_fail_the_run(erp):
         for f in ("test_broken.py", "__init__.py"):
             (erp["files"] / "addons" / "berth_untested" / "tests" / f).unlink()
         (erp["files"] / "addons" / "berth_untested" / "tests").rmdir()
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr  # no crash
     assert "a_module_nobody_has" in done.stdout
+    assert ("ERROR", "0 failed, 1 error(s) of 0 tests when loading database 'tests_broken'") \
+        in lines_of(lines), done.stdout[-3000:]  # counted once, not again for post_install
 
 
 @pytest.fixture(scope="module")

@@ -177,28 +177,34 @@ class Result(unittest.TestResult):
         self._log(logging.INFO, test, "skipped %s : %s", self.describe(test), reason)
 
 
-def _suite(report, modules, position, selector):
-    """make_suite, or an empty one with the error counted when a module's tests do not
-    import (Odoo stops loading there; a build must fail either way)."""
-    try:
-        return make_suite(modules, position, selector)
-    except Exception:
-        logging.getLogger("odoo.modules.module").exception(
-            "Can not `import` the tests of %s.", ", ".join(modules))
-        report.errors.append((unittest.case._ErrorHolder(f"import of {modules}"),
-                              "the tests do not import"))
-        return unittest.TestSuite()
+def _suite(report, modules, position, selector, broken):
+    """The modules' tests at that position; a module whose tests do not import is
+    counted as an error once (`broken`) and left out (Odoo stops loading there; a
+    build must fail either way)."""
+    suite = unittest.TestSuite()
+    for module in modules:
+        if module in broken:
+            continue
+        try:
+            suite.addTests(make_suite([module], position, selector))
+        except Exception:
+            broken.add(module)
+            logging.getLogger("odoo.modules.module").exception(
+                "Can not `import` the tests of %s.", module)
+            report.errors.append((unittest.suite._ErrorHolder(f"{module}.tests"),
+                                  "the tests do not import"))
+    return suite
 
 
 def run(db, loaded, tags):
     """`loaded`: the modules to test, in dependency order. Returns True when all passed."""
     install_odoo(db.s["addons_path"])
     TransactionCase.db = db
-    selector, report = TagsSelector(tags), Result()
+    selector, report, broken = TagsSelector(tags), Result(), set()
     for module in loaded:
         started = time.monotonic()
         before = (report.testsRun, len(report.failures), len(report.errors))
-        _suite(report, [module], "at_install", selector).run(report)
+        _suite(report, [module], "at_install", selector, broken).run(report)
         spent = time.monotonic() - started
         log.info("Module %s loaded in %.2fs (incl. %.2fs test), 0 queries", module, spent, spent)
         tests, failed, errors = (report.testsRun - before[0], len(report.failures) - before[1],
@@ -210,7 +216,7 @@ def run(db, loaded, tags):
     started = time.monotonic()
     logging.getLogger("odoo.service.server").info("Starting post tests")
     before = report.testsRun
-    _suite(report, loaded, "post_install", selector).run(report)
+    _suite(report, loaded, "post_install", selector, broken).run(report)
     logging.getLogger("odoo.service.server").info(
         "%d post-tests in %.2fs, 0 queries", report.testsRun - before, time.monotonic() - started)
     failed, errors = len(report.failures), len(report.errors)
