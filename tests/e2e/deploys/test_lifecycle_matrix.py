@@ -9,7 +9,8 @@ failed deploy and a runtime error leave an environment: its containers there
 (the ERP stopped behind the control plane's back, for `error`), its status set.
 The flows reuse one environment per connection, destroyed and deployed again
 along the way; deletions take three more, and a project's deletion one more.
-Both connections, on both databases."""
+Both connections, each on one database (the resident agent on PostgreSQL, SSH on
+SQLite): the control plane's side is tested on both by the model's test."""
 
 import pytest
 
@@ -205,6 +206,10 @@ def resident(app, client, world, agents, gateway, http_app, tmp_path, erp_image,
         s.envs.destroy(env_id, True, lambda *a: None)
 
 
+# Once each: the control plane's side on both databases is the model's test
+# (tests/control_plane/deploys/test_lifecycle_model.py); here the agents, resident on
+# PostgreSQL and over SSH (below) on SQLite.
+@pytest.mark.backends("postgres")
 def test_every_action_from_every_state_with_a_resident_agent(resident, world):
     matrix(resident, world)
 
@@ -236,8 +241,6 @@ def over_ssh_stand(app, client, ssh, tmp_path, erp_image, postgres_image,  # noq
         s.envs.destroy(env_id, True, lambda *a: None)
 
 
-# Once: the control plane's side on each database is the resident agent's matrix above
-# and the model's test (tests/control_plane/deploys); this one is the SSH transport.
 @pytest.mark.backends("sqlite")
 def test_every_action_from_every_state_over_ssh(over_ssh_stand, world):
     matrix(over_ssh_stand, world)
