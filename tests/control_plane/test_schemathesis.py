@@ -110,19 +110,7 @@ def live(backend, tmp_path, request):
     served = Served(tmp_path / "data", env)
     boot = served.admin("bootstrap")
     org = boot["organization_id"]
-    # As large as an environment may ask for: an environment larger than its server
-    # is a 422 `exceeds_server_capacity`, a limit of the server, not of the schema.
-    server = served.admin("server", "create", "--org", org, "--name", "s1", "--provider", "p",
-                          "--cpu-cores", "1024", "--ram-mb", "4194304", "--disk-gb", "1000000")
-    user = served.admin("user", "create", "--org", org, "--name", "u", "--email", "u@example.com",
-                        "--permission", "project.environments.deploy",
-                        "--permission", "project.deployments.cancel")
-    ticket = served.admin("ticket", "create", "--org", org, "--subject", "s",
-                          "--description", "d")
-    served.admin("release", "add", "--version", "1.2.3", "--date", "2026-01-02", "--title", "t",
-                 "--highlight", "h", "--added", "x")
-    tokens = [served.admin("user", "token", user["id"])["token"] for _ in range(4)]
-    read_keys, write_keys = _keys(served, org)
+    server, ticket, tokens, read_keys, write_keys = _seeded(served, org)
     served.start()
     key = {"Authorization": f"Bearer {boot['key']}"}
     api = served.url + "/api/public/v1"
@@ -132,7 +120,7 @@ def live(backend, tmp_path, request):
         assert r.status_code == 201, r.text
         return r.json()
 
-    project = post("/projects", {"name": "p", "server_id": server["id"]})
+    project = post("/projects", {"name": "p", "server_id": server})
     env_ = post(f"/projects/{project['id']}/environments", {"name": "e"})
     webhook = post("/webhooks", {"url": "https://hooks.example.com/berth",
                                  "events": ["deploy.failed"]})
@@ -143,7 +131,7 @@ def live(backend, tmp_path, request):
     task = requests.get(f"{api}/environments/{env_['id']}/logs", headers=key,
                         timeout=30).json()["task_id"]
     ids = {"project_id": [project["id"]], "env_id": [env_["id"]], "environment_id": [env_["id"]],
-           "server_id": [server["id"]], "ticket_id": [ticket["id"]],
+           "server_id": [server], "ticket_id": [ticket],
            "webhook_id": [webhook["id"]], "token_id": [token["token_id"]],
            "task_id": [task], "deployment_id": [task], "rule_id": [rule["id"]]}
     (tmp_path / "schemathesis.toml").write_text(_config(ids))
@@ -156,12 +144,16 @@ def live(backend, tmp_path, request):
     served.stop()
 
 
-def _keys(served, org):
-    """Enough keys that the fuzzer stays mostly under the fixed per-key limits. Made
-    through the service layer on the same database (a `berth admin` process each
-    would take minutes); the organization and everything else come from the CLI."""
+def _seeded(served, org):
+    """The rest of what the fuzzer needs, made through the services `berth admin` calls
+    on the same database (a process each took some 30 s of every run's setup): a
+    server, a ticket, a release, user tokens, and enough keys that the fuzzer stays
+    mostly under the fixed per-key limits. Returns (server id, ticket id, user tokens,
+    read-only keys, full-access keys)."""
     from control_plane.app import create_app
-    from control_plane.services.accounts import keys
+    from control_plane.services.accounts import keys, orgs
+    from control_plane.services.servers import servers
+    from control_plane.services.support import releases, tickets
 
     app = create_app({"DATA_DIR": served.env["CP_DATA_DIR"],
                       "DATABASE_URL": served.env.get("CP_DATABASE_URL") or None})
@@ -173,7 +165,19 @@ def _keys(served, org):
                                 support_tickets=True)[1] for i in range(n)]
 
     with app.extensions["berth"].db.connection_context():
-        return make("read_only", 30), make("full_access", 200)
+        # As large as an environment may ask for: an environment larger than its server
+        # is a 422 `exceeds_server_capacity`, a limit of the server, not of the schema.
+        server = servers.create_server(name="s1", provider="p", cpu_cores=1024,
+                                       ram_mb=4194304, disk_gb=1000000, org_id=org)
+        user = orgs.create_user(org, "u", "u@example.com", ("project.environments.deploy",
+                                                            "project.deployments.cancel"))
+        ticket = tickets.create_ticket(org_id=org, subject="s", description="d")
+        releases.add_release(version="1.2.3", date="2026-01-02", title="t", highlights=("h",),
+                             categories={"added": ("x",), "changed": (), "improved": (),
+                                         "fixed": ()})
+        tokens = [orgs.issue_user_token(user.id) for _ in range(4)]
+        return (str(server.id), str(ticket.id), tokens, make("read_only", 30),
+                make("full_access", 200))
 
 
 def _st(served, surface):
