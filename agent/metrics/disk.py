@@ -29,7 +29,6 @@ DEFAULT_INTERVAL_S = 900
 MIN_INTERVAL_S = 1.0
 ENV_ROOT = "/srv/berth"  # agent.deploy.environments.DEFAULT_ROOT (metrics import no deploy module)
 ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
-DB_NAME, DB_USER = "odoo", "odoo"  # as agent.deploy.environments configures every environment
 SIZE_SQL = "SELECT pg_database_size(current_database())"
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
@@ -96,7 +95,7 @@ class DiskMeter:
         if container is None or not container[1]:
             return {}
         check = self.attachments.setdefault(env_id, size.Attachments())
-        filestore = os.path.join(root, env_id, "filestore", "filestore", DB_NAME)
+        filestore = os.path.join(root, env_id, "filestore", "filestore", size.DB_NAME)
         try:
             return {"largest_tables": size.largest_tables(container[0]),
                     **check.measure(container[0], filestore,
@@ -121,15 +120,11 @@ class DiskMeter:
 
     def _database(self, env_id, container):
         if container is not None and container[1]:
+            rows = size.psql(container[0], SIZE_SQL)
             try:
-                code, out = engine.exec_output(container[0], [
-                    "psql", "-U", DB_USER, "-d", DB_NAME, "-tAXc", SIZE_SQL])
-                if code == 0:
-                    self.databases[env_id] = int(out.strip())
-                else:
-                    log.info("database size of %s not measured (psql exited %s)", env_id, code)
-            except (AgentError, ValueError) as exc:
-                log.info("database size of %s not measured: %s", env_id, exc)
+                self.databases[env_id] = int(rows[0][0])
+            except (TypeError, IndexError, ValueError):
+                log.info("database size of %s not measured (%s)", env_id, rows)
         elif container is None:
             self.databases.pop(env_id, None)
         return self.databases.get(env_id)

@@ -36,21 +36,23 @@ NAMES_SQL = ("SELECT DISTINCT store_fname FROM ir_attachment WHERE store_fname I
 STORED = re.compile(r"^[0-9a-f]{2}$")  # Odoo's layout: <sha1[:2]>/<sha1>
 
 
-def _psql(container_id, sql, timeout=120):
-    """The query's rows (fields split on |), or None when it could not run."""
+def psql(container_id, sql, timeout=120):
+    """The query's rows in the ERP's database (fields split on |), or None when it
+    could not run (said in the log)."""
     try:
         code, out = engine.exec_output(container_id, [
             "psql", "-U", DB_USER, "-d", DB_NAME, "-tAX", "-F", "|", "-c", sql], timeout)
     except AgentError as exc:
-        log.info("size not measured: %s", exc)
+        log.info("psql in %s: %s", container_id[:12], exc)
         return None
     if code != 0:
+        log.info("psql in %s exited %s", container_id[:12], code)
         return None
     return [line.split("|") for line in out.splitlines() if line]
 
 
 def largest_tables(container_id):
-    rows = _psql(container_id, TABLES_SQL)
+    rows = psql(container_id, TABLES_SQL)
     if rows is None:
         return None
     try:
@@ -99,11 +101,11 @@ class Attachments:
     def measure(self, container_id, filestore, walks):
         """{filestore_files, attachments_missing, files_orphaned, missing_sample}, or
         what was last taken when nothing changed (empty when never taken)."""
-        changes = _psql(container_id, CHANGES_SQL)
+        changes = psql(container_id, CHANGES_SQL)
         key = (walks, changes and changes[0][0])
         if changes is None or key == self.key:
             return self.figures
-        names = _psql(container_id, NAMES_SQL, timeout=600)
+        names = psql(container_id, NAMES_SQL, timeout=600)
         if names is None:  # no ir_attachment table yet (a database being made)
             return self.figures
         root = os.path.realpath(filestore)

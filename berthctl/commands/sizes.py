@@ -20,8 +20,9 @@ def size(state, env_id):
 
     def grows(figure):
         per_day = growth.get(f"{figure}_per_day")
-        return "" if per_day is None else f"  ({'+' if per_day >= 0 else '-'}" \
-            f"{human_bytes(abs(per_day))} a day)"
+        if per_day is None:
+            return ""
+        return f"  ({'+' if per_day >= 0 else '-'}{human_bytes(abs(per_day))} a day)"
 
     echo(f"measured {body['measured_at'] or 'not yet'}")
     files = body["filestore_files"]

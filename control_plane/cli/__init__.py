@@ -263,9 +263,13 @@ def main():
         admin_project,
         admin_rule,
     )
+    from control_plane.infra.config import SettingError
 
     try:
         cli.main(standalone_mode=False)
+    except SettingError as exc:  # refused before anything started: one line, no traceback
+        click.echo(f"berth: error: {exc}", err=True)
+        sys.exit(1)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)

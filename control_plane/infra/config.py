@@ -159,7 +159,10 @@ def _coerce(default, raw):
         except KeyError:
             raise ValueError(f"expected a boolean, got {raw!r}") from None
     if isinstance(default, int):
-        return int(raw)
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"expected a whole number, got {raw!r}") from None
     return raw
 
 
@@ -171,6 +174,9 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
              "AGENT_UPGRADE_TIMEOUT", "METRICS_FLUSH_SECONDS", "METRICS_MINUTE_RETENTION_HOURS",
              "METRICS_HOUR_RETENTION_DAYS", "AUDIT_RETENTION_DAYS", "SHELL_SESSIONS_PER_SERVER",
              "SHELL_IDLE_SECONDS", "SHELL_MAX_SECONDS")
+
+
+_NOT_NEGATIVE = ("GROWTH_ALERT_MB_PER_DAY",)  # 0 turns the thing off
 
 
 # Set but empty means the default (a deployment description can pass a variable
@@ -199,26 +205,33 @@ def grpc_public_address(settings, port=50051):
     return f"{urlparse(settings['PUBLIC_URL']).hostname}:{port}"
 
 
+class SettingError(ValueError):
+    """A setting the control plane refuses to start with (said in one line)."""
+
+
 def load(overrides=None, environ=None):
-    """Return the settings as a dict: defaults < CP_* environment < overrides."""
+    """Return the settings as a dict: defaults < CP_* environment < overrides.
+    SettingError names the first setting that cannot be used."""
     environ = os.environ if environ is None else environ
     settings = {k: v for k, v in vars(Config).items() if k.isupper()}
     for name, default in list(settings.items()):
         raw = environ.get(f"CP_{name}")
         if raw is not None and not (raw == "" and name in _NEVER_EMPTY):
-            settings[name] = _coerce(default, raw)
+            try:
+                settings[name] = _coerce(default, raw)
+            except ValueError as exc:
+                raise SettingError(f"CP_{name}: {exc}") from None
     settings.update(overrides or {})
     retry_delays(settings["WEBHOOK_RETRY_DELAYS"])  # refuse to start on a bad value
     if settings["SMTP_SECURITY"] not in ("starttls", "tls", "none"):
-        raise ValueError("CP_SMTP_SECURITY must be starttls, tls or none, got "
+        raise SettingError("CP_SMTP_SECURITY must be starttls, tls or none, got "
                          f"{settings['SMTP_SECURITY']!r}")
     for name in _POSITIVE:
         if not (isinstance(settings[name], int) and settings[name] > 0):
-            raise ValueError(f"CP_{name} must be a positive integer, got {settings[name]!r}")
-    if not (isinstance(settings["GROWTH_ALERT_MB_PER_DAY"], int)
-            and settings["GROWTH_ALERT_MB_PER_DAY"] >= 0):
-        raise ValueError("CP_GROWTH_ALERT_MB_PER_DAY must be a whole number (0: no alert), got "
-                         f"{settings['GROWTH_ALERT_MB_PER_DAY']!r}")
+            raise SettingError(f"CP_{name} must be a positive integer, got {settings[name]!r}")
+    for name in _NOT_NEGATIVE:
+        if not (isinstance(settings[name], int) and settings[name] >= 0):
+            raise SettingError(f"CP_{name} must be a whole number (0: off), got {settings[name]!r}")
     settings["DATA_DIR"] = str(Path(settings["DATA_DIR"]).resolve())
     tighten(Path(settings["DATA_DIR"]))
     if not settings["SECRET_KEY"]:
@@ -237,7 +250,7 @@ def retry_delays(raw):
     except (TypeError, ValueError):
         delays = ()
     if not delays or not all(0 <= d < math.inf for d in delays):  # also refuses NaN
-        raise ValueError("CP_WEBHOOK_RETRY_DELAYS must be seconds separated by commas "
+        raise SettingError("CP_WEBHOOK_RETRY_DELAYS must be seconds separated by commas "
                          f"(e.g. 30,300,1800,7200), got {raw!r}")
     return delays
 

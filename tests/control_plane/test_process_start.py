@@ -62,3 +62,14 @@ def test_migrate_without_a_database_is_one_line_not_a_traceback(tmp_path):
     assert r.returncode == 1
     assert "cannot reach the database" in r.stderr and "Traceback" not in r.stderr
     assert "pw@" not in r.stderr  # the password is not repeated
+
+
+@pytest.mark.parametrize("setting, value, said", [
+    ("CP_GROWTH_ALERT_MB_PER_DAY", "-1", "CP_GROWTH_ALERT_MB_PER_DAY must be a whole number"),
+    ("CP_ALERT_HOLD_SECONDS", "0", "CP_ALERT_HOLD_SECONDS must be a positive integer"),
+    ("CP_ALERT_HOLD_SECONDS", "soon", "CP_ALERT_HOLD_SECONDS: expected a whole number, got 'soon'")])
+def test_a_setting_out_of_its_range_is_refused_in_one_line(tmp_path, setting, value, said):
+    env = {**os.environ, "CP_DATA_DIR": str(tmp_path / "data"), setting: value}
+    r = subprocess.run([BERTH, "migrate"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and said in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr

@@ -120,6 +120,12 @@ class Database:
                 time.sleep(1)
         fail(f"Database connection failure: {str(error).strip()}")
 
+    def open(self):
+        """A connection to the database, once PostgreSQL answers (psycopg2.Error when
+        the database cannot be opened)."""
+        self.wait()
+        return self.connect()
+
     def ensure(self, init, update):
         """The database made or brought up to date: -i's modules (and what they depend
         on) installed, -u's updated, in loading order. Returns the modules loaded as

@@ -39,10 +39,8 @@ def neutralize(argv, env_defaults):
     if to_stdout:
         print("BEGIN;\n" + NEUTRALIZE_SQL + "COMMIT;")
         return 0
-    db = Database(s)
-    db.wait()
     try:
-        conn = db.connect()
+        conn = Database(s).open()
     except psycopg2.Error as exc:
         nlog.error("The database %s is not neutralized: %s", s["db_name"], str(exc).strip())
         return 1

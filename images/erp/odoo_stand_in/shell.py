@@ -54,10 +54,8 @@ def shell(argv, env_defaults):
     if not s["db_name"]:
         console(local_vars)
         return 0
-    db = Database(s)
-    db.wait()
     try:
-        conn = db.connect()
+        conn = Database(s).open()
     except psycopg2.Error as exc:
         fail(f"cannot open database {s['db_name']}: {str(exc).strip()}")
     try:  # an exception or SystemExit leaves with the transaction rolled back
