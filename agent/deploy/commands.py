@@ -9,6 +9,7 @@ from pathlib import Path
 
 from agent import commands
 from agent.commands import handles
+from agent.deploy import checks
 from agent.deploy.requirements import RequirementsFailed
 from agent.deploy.updates import UpdateFailed
 from agent.errors import AgentError
@@ -74,32 +75,63 @@ def _rerouted(agent, payload, log):
         proxy.apply()
 
 
+def _stands(agent, payload, environments, log):
+    """The deploy, routed, then checked (agent/deploy/checks.py); what was deployed
+    before stays aside until the checks pass, and comes back (its route too) when
+    one fails, unless the environment's `post_deploy_checks` is `warn`."""
+    env_id = payload["environment_id"]
+    proxy = agent.proxy() if payload.get("proxy") else None
+    route = (proxy.routes().get(env_id) if proxy is not None else None)
+    result = environments.deploy(payload, log, stopped=_maintenance(agent, payload, log),
+                                 keep_previous=True)
+    try:
+        _routed(agent, payload, log, result)
+        report = checks.run(environments.docker, environments.root / env_id, proxy, payload,
+                            result, log)
+    except Exception:
+        environments.settle(env_id)
+        raise
+    failed = [c for c in report if c["status"] == "failed"]
+    if not failed or payload.get("post_deploy_checks") == "warn":
+        if failed:
+            log("warning", "the environment's post-deploy checks only warn: the deploy stands")
+        environments.settle(env_id)
+        return {**result, "checks": report}
+    why = "; ".join(f"{c['name']}: {c['detail']}" for c in failed)
+    failure = environments.unwind(env_id, payload, f"the post-deploy checks failed ({why})",
+                                  log, database_changed=bool(result.get("updated_modules")),
+                                  checks=report)
+    if route is not None and not failure.kept_as_is:  # the previous ERP's route, as it was
+        proxy.route(env_id, route["hostnames"], route["erp"], longpolling=route["longpolling"])
+    raise failure
+
+
 @handles(CommandKind.DEPLOY)
 def deploy(agent, payload, log):
     """With `pre_backup` (an environment whose database has data), the backup
     command runs first; if it fails, nothing of the environment is touched. If
-    the deploy's module update fails (agent/deploy/updates.py), the deploy
-    reverts to the previous code and the pre-deploy backup, and fails."""
+    the deploy's module update fails (agent/deploy/updates.py), or its new ERP
+    or a post-deploy check (agent/deploy/checks.py), the deploy reverts to the
+    previous code (and the pre-deploy backup, when a module update ran), and fails."""
     # First: an engine that cannot be reached fails the deploy itself, not its backup.
     environments = _environments(agent)
     if payload.get("mail_catcher"):  # not production: its mail goes to the catcher
         payload = {**payload, "mail": erp_settings(agent, payload["environment_id"])}
-    maintenance = _maintenance(agent, payload, log)
     pre = payload.get("pre_backup")
     if not pre:
         try:
-            return _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
+            return _stands(agent, payload, environments, log)
         except RequirementsFailed as exc:  # before anything was stopped
             raise DeployFailed(str(exc), {"untouched": True}) from exc
         except UpdateFailed as exc:  # a database the control plane saw no data in yet
             if exc.kept_as_is:
-                raise DeployFailed(f"{exc}; {exc.kept_as_is}", {}) from exc
-            log("error", f"{exc}; reverting to the previous code (no pre-deploy backup: the "
-                         "database stays as the update left it)")
-            environments.start_erp(payload["environment_id"], log)
-            _rerouted(agent, payload, log)
-            raise DeployFailed(f"{exc}; reverted to the previous code", {"untouched": True}) \
-                from exc
+                raise DeployFailed(f"{exc}; {exc.kept_as_is}", _said(exc, {})) from exc
+            log("error", f"{exc}; reverting to the previous code" + (
+                " (no pre-deploy backup: the database stays as the update left it)"
+                if exc.database_changed else ""))
+            _restarted(agent, payload, environments, log)
+            raise DeployFailed(f"{exc}; reverted to the previous code",
+                               _said(exc, {"untouched": True})) from exc
     try:
         backup = commands.run(agent, CommandKind.BACKUP, pre, log, label="pre-deploy backup")
     except Exception as exc:
@@ -108,21 +140,39 @@ def deploy(agent, payload, log):
     log("info", f"pre-deploy backup {pre['backup_id']} taken and verified")
     commands.enter_phase(log, Phase.DEPLOY)  # the deploy's own time limit starts now
     try:
-        result = _routed(agent, payload, log, environments.deploy(payload, log, stopped=maintenance))
+        result = _stands(agent, payload, environments, log)
     except RequirementsFailed as exc:  # before anything was stopped
         raise DeployFailed(str(exc), {"pre_backup": backup, "untouched": True}) from exc
     except UpdateFailed as exc:
         if exc.kept_as_is:
             raise DeployFailed(f"{exc}; {exc.kept_as_is}: the environment is left as "
-                               f"the update left it; the pre-deploy backup {pre['backup_id']} "
-                               "holds the database from before", {"pre_backup": backup}) from exc
+                               f"the deploy left it; the pre-deploy backup {pre['backup_id']} "
+                               "holds the database from before",
+                               _said(exc, {"pre_backup": backup})) from exc
+        if not exc.database_changed:  # no module update ran: the database stays
+            log("error", f"{exc}; reverting to the previous code and ERP")
+            _restarted(agent, payload, environments, log)
+            raise DeployFailed(f"{exc}; reverted: the previous code is back (no module "
+                               "was updated: the database was not restored)",
+                               _said(exc, {"pre_backup": backup, "untouched": True})) from exc
         _revert(agent, payload, environments, pre, backup, exc, log)
         raise DeployFailed(f"{exc}; reverted: the previous code is back and the database is "
                            f"the pre-deploy backup {pre['backup_id']}",
-                           {"pre_backup": backup, "untouched": True}) from exc
+                           _said(exc, {"pre_backup": backup, "untouched": True})) from exc
     except Exception as exc:
         raise DeployFailed(str(exc), {"pre_backup": backup}) from exc
     return {**result, "pre_backup": backup}
+
+
+def _said(failure, result):
+    """The partial result, with the post-deploy checks' report when they ran."""
+    return {**result, "checks": failure.checks} if failure.checks is not None else result
+
+
+def _restarted(agent, payload, environments, log):
+    """The previous ERP (put back, stopped) started and routed again."""
+    environments.start_erp(payload["environment_id"], log)
+    _rerouted(agent, payload, log)
 
 
 def _revert(agent, payload, environments, pre, backup, failure, log):
@@ -134,8 +184,7 @@ def _revert(agent, payload, environments, pre, backup, failure, log):
                  f"{pre['backup_id']}")
     try:
         commands.run(agent, CommandKind.RESTORE, pre, log, revert_to=backup)
-        environments.start_erp(payload["environment_id"], log)
-        _rerouted(agent, payload, log)
+        _restarted(agent, payload, environments, log)
     except Exception as exc:
         raise DeployFailed(f"{failure}; the revert failed too ({exc}): the environment needs "
                            f"the pre-deploy backup {pre['backup_id']} restored",

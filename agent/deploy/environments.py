@@ -29,7 +29,9 @@ DEFAULT_ROOT = "/srv/berth"
 ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
 CONTAINER_ADDONS = "/mnt/extra-addons"
 ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
-PREVIOUS_ADDONS = "addons.previous"  # the code deployed before, during a deploy
+# What was deployed before, kept aside during a deploy until it stands (settle) or
+# fails (put_back): the code, the configuration and the stopped ERP container.
+PREVIOUS_ADDONS, PREVIOUS_CONF, PREVIOUS_ERP = "addons.previous", "odoo.conf.previous", "-previous"
 HEALTH_POLL = 0.1  # seconds between health checks: a restore or deploy waits on the first success
 CRASH_LOOK, CRASHES = 1.0, 2  # seconds between looks at the ERP's state; restarts that fail it
 
@@ -83,8 +85,11 @@ class Environments:
 
     # --- deploy ---------------------------------------------------------------
 
-    def deploy(self, spec, log, stopped=None):
-        """`stopped()`: called when a module update has stopped the previous ERP."""
+    def deploy(self, spec, log, stopped=None, keep_previous=False):
+        """The environment at the spec's code and settings, answering its health check.
+        With `keep_previous`, what was deployed before stays aside: the caller settles
+        the deploy once it stands (`settle`) or puts the previous one back (`unwind`).
+        `stopped()`: called when a module update has stopped the previous ERP."""
         env_id = spec["environment_id"]
         n = self._names(env_id)
         if spec.get("unreadable_variables"):
@@ -105,27 +110,27 @@ class Environments:
             self._network(env_id, n, log)
             db = self._postgres(env_id, n, spec, password, log)
             self._wait_db(db, log)
-            conf = n["dir"] / "odoo.conf"
-            previous_conf = conf.read_text() if conf.exists() else None
+            _keep_conf(n["dir"])
             code = self._checkout(spec.get("git"), n["dir"] / "addons", log)
             addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
                                                               n["dir"] / "addons", log)
             self._config(n, spec, password, log)
             dirs = self._addon_dirs(n, spec)
-            run = {**spec, "erp_image": self._with_requirements(env_id, n, spec, dirs,
-                                                                previous_conf, log)}
+            run = {**spec, "erp_image": self._with_requirements(env_id, n, spec, dirs, log)}
             update, install = updates.plan(db, dirs, log, spec.get("install_modules") or ())
+            previous = self._aside(n, log, stop_log="for the module update" if update or install
+                                   else "to start the new one")
             if update or install:
-                erp, address = self._updated(env_id, n, run, update, install,
-                                             previous_conf, log, stopped)
+                erp, address = self._updated(env_id, n, run, update, install, previous, log,
+                                             stopped)
             else:
-                erp = self._erp(env_id, n, run, log)
-                address = self._wait_http(erp, log)
-            _discard_tree(n["dir"] / PREVIOUS_ADDONS)
+                erp, address = self._started(env_id, n, run, previous, log)
+        if not keep_previous:
+            self.settle(env_id)
         log("info", f"environment is up at {address} on its network")
         return {"erp_container": erp.id, "db_container": db.id, "erp_address": address,
                 "git_commit": None, **code, "image_tag": spec["erp_image"],
-                "addon_commits": addon_commits}
+                "addon_commits": addon_commits, "updated_modules": [*update, *install]}
 
     def _addon_dirs(self, n, spec):
         """The add-ons path's directories, on this server."""
@@ -133,14 +138,10 @@ class Environments:
         addons = n["dir"] / "addons"
         return [addons, *(addons / ADDON_REPOS / name for name in names)]
 
-    def _updated(self, env_id, n, spec, update, install, previous_conf, log, stopped=None):
-        """The module update (agent/deploy/updates.py) with the previous ERP stopped
-        and kept aside, then the new ERP; if the update fails, or the new ERP after
-        it, the previous code, configuration and ERP container are put back (the
-        ERP left stopped: its database goes back first, from the pre-deploy
-        backup, agent/deploy/commands.py) and UpdateFailed is raised."""
-        previous = self._container(n["erp"])
-        kept = f"{n['erp']}-previous"
+    def _aside(self, n, log, stop_log):
+        """The running ERP stopped and renamed `<name>-previous` (a stale one left by
+        an agent stopped mid-deploy removed first): the previous ERP, or None."""
+        previous, kept = self._container(n["erp"]), n["erp"] + PREVIOUS_ERP
         with engine_errors():
             stale = self._container(kept)
             if stale is not None:
@@ -148,8 +149,28 @@ class Environments:
             if previous is not None:
                 if previous.status == "running":
                     previous.stop(timeout=20)
-                    log("info", f"stopped {previous.name} for the module update")
+                    log("info", f"stopped {previous.name} {stop_log}")
                 previous.rename(kept)
+        return previous
+
+    def _started(self, env_id, n, spec, previous, log):
+        """The new ERP, no module to update; if it does not serve, the previous one
+        comes back (its database untouched by the deploy)."""
+        try:
+            erp = self._erp(env_id, n, spec, log)
+            return erp, self._wait_http(erp, log)
+        except DeployError as exc:
+            if previous is None or not spec.get("auto_revert", True):
+                self.settle(env_id)
+                raise
+            raise self.unwind(env_id, spec, f"the new ERP did not serve: {exc}", log,
+                              database_changed=False) from exc
+
+    def _updated(self, env_id, n, spec, update, install, previous, log, stopped=None):
+        """The module update (agent/deploy/updates.py) with the previous ERP stopped
+        and kept aside, then the new ERP; if the update fails, or the new ERP after
+        it, the deploy unwinds (its database goes back afterwards, from the
+        pre-deploy backup, agent/deploy/commands.py) and UpdateFailed is raised."""
         try:
             if stopped is not None:
                 stopped()
@@ -165,48 +186,60 @@ class Environments:
         except Exception as exc:
             failure = exc if isinstance(exc, updates.UpdateFailed) else \
                 updates.UpdateFailed(f"the module update did not finish: {exc}")
-            if previous is None:
-                kept_as_is = "there is no previous deploy to go back to"
-            elif not spec.get("auto_revert", True):
-                kept_as_is = "automatic revert is off"
-            else:
-                self._put_back(n, previous, kept, previous_conf, log)
-                raise failure from exc
-            self._discard_previous(previous, n, kept_as_is, log)
-            raise updates.UpdateFailed(str(failure), kept_as_is=kept_as_is) from exc
-        if previous is not None:
-            with contextlib.suppress(EngineError), engine_errors():
-                previous.remove(force=True)
+            raise self.unwind(env_id, spec, str(failure), log) from exc
         return erp, address
 
-    def _discard_previous(self, previous, n, why, log):
-        """No revert (`why`): the environment stays as the failed update left it."""
+    def unwind(self, env_id, spec, why, log, database_changed=True, checks=None):
+        """A deploy that does not stand: the previous code, configuration and
+        (stopped) ERP container put back; or, without a previous deploy or with the
+        environment's automatic revert off, the environment left as the deploy left
+        it (`kept_as_is` says why). Returns the UpdateFailed to raise."""
+        n = self._names(env_id)
+        if self._container(n["erp"] + PREVIOUS_ERP) is None:
+            kept_as_is = "there is no previous deploy to go back to"
+        elif not spec.get("auto_revert", True):
+            kept_as_is = "automatic revert is off"
+        else:
+            self.put_back(env_id, log)
+            return updates.UpdateFailed(why, database_changed=database_changed, checks=checks)
+        self.settle(env_id)
+        log("warning", f"{kept_as_is}: the environment is left as the deploy left it")
+        return updates.UpdateFailed(why, kept_as_is=kept_as_is,
+                                    database_changed=database_changed, checks=checks)
+
+    def settle(self, env_id):
+        """The deploy stands: what was kept aside of the previous one is removed."""
+        n = self._names(env_id)
+        previous = self._container(n["erp"] + PREVIOUS_ERP)
         with contextlib.suppress(EngineError), engine_errors():
             if previous is not None:
                 previous.remove(force=True)
         _discard_tree(n["dir"] / PREVIOUS_ADDONS)
-        log("warning", f"{why}: the environment is left as the update left it")
+        (n["dir"] / PREVIOUS_CONF).unlink(missing_ok=True)
 
-    def _put_back(self, n, previous, kept, previous_conf, log):
+    def put_back(self, env_id, log):
         """The previous add-ons, configuration and (stopped) ERP container back."""
-        new = self._container(n["erp"])
+        n = self._names(env_id)
+        new, previous = self._container(n["erp"]), self._container(n["erp"] + PREVIOUS_ERP)
         with engine_errors():
             if new is not None:
                 new.remove(force=True)
             if previous is not None:
                 previous.rename(n["erp"])
-        self._previous_files(n, previous_conf)
+        self._previous_files(n)
         log("warning", "the previous add-ons, configuration and ERP container are back")
 
-    def _previous_files(self, n, previous_conf):
+    def _previous_files(self, n):
         addons, old = n["dir"] / "addons", n["dir"] / PREVIOUS_ADDONS
         if old.exists():
             _discard_tree(addons)
             old.rename(addons)
-        if previous_conf is not None:
-            (n["dir"] / "odoo.conf").write_text(previous_conf)
+        conf = n["dir"] / PREVIOUS_CONF
+        if conf.exists():
+            (n["dir"] / "odoo.conf").write_text(conf.read_text())
+            conf.unlink()
 
-    def _with_requirements(self, env_id, n, spec, dirs, previous_conf, log):
+    def _with_requirements(self, env_id, n, spec, dirs, log):
         """The ERP image with the add-ons' requirements (agent/deploy/requirements.py);
         if they cannot be installed, the previous add-ons and configuration are put
         back (the running ERP was never stopped) and RequirementsFailed is raised."""
@@ -214,7 +247,7 @@ class Environments:
         try:
             return requirements.image(self, env_id, n, spec["erp_image"], dirs, log)
         except requirements.RequirementsFailed:
-            self._previous_files(n, previous_conf)
+            self._previous_files(n)
             raise
 
     def start_erp(self, env_id, log):
@@ -436,8 +469,11 @@ class Environments:
 
     def start(self, env_id, log):
         with engine_errors():
-            # The database first, then the ERP that needs it.
+            # The database first, then the ERP that needs it; never an ERP kept aside
+            # by a deploy that has not settled.
             for c in sorted(self._all(env_id), key=lambda c: c.labels.get(ROLE_LABEL) != "postgres"):
+                if c.name.endswith(PREVIOUS_ERP):
+                    continue
                 c.start()
                 log("info", f"started {c.name}")
         return {"started": True}
@@ -521,6 +557,18 @@ def erp_address(docker_client, name, port=8069):
 
 def _discard_tree(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+def _keep_conf(env_dir):
+    """The configuration deployed until now, kept aside (owner-only: it holds the
+    database password) until the deploy stands."""
+    kept = env_dir / PREVIOUS_CONF
+    kept.unlink(missing_ok=True)
+    conf = env_dir / "odoo.conf"
+    if conf.exists():
+        fd = os.open(kept, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(conf.read_text())
 
 
 def erp_volumes(n):

@@ -24,15 +24,19 @@ DB = "odoo"
 
 
 class UpdateFailed(DeployError):
-    """The update failed (or the ERP after it): the deploy reverts, unless
-    `kept_as_is` says why not (the environment turned it off, or a first deploy
-    has nothing to go back to): then nothing was put back."""
+    """The update failed (or the ERP after it, or a post-deploy check): the deploy
+    reverts, unless `kept_as_is` says why not (the environment turned it off, or a
+    first deploy has nothing to go back to): then nothing was put back.
+    `database_changed`: a module update ran (the revert restores the database too);
+    `checks`: the post-deploy checks' report, when they ran."""
 
     code = AgentErrorCode.MODULE_UPDATE_FAILED
 
-    def __init__(self, message=None, kept_as_is=None):
+    def __init__(self, message=None, kept_as_is=None, database_changed=True, checks=None):
         super().__init__(message)
         self.kept_as_is = kept_as_is
+        self.database_changed = database_changed
+        self.checks = checks
 
 
 def _key(version):

@@ -80,6 +80,9 @@ class Environment(BaseModel):
     # A deploy whose module update fails reverts to the previous code and the
     # pre-deploy backup (agent/deploy/updates.py), unless turned off (False; None: on).
     auto_revert = peewee.BooleanField(null=True)
+    # A failing post-deploy check (agent/deploy/checks.py) fails the deploy and
+    # reverts ("enforce", None) or is only logged ("warn").
+    post_deploy_checks = peewee.CharField(max_length=8, null=True)
     # Module names each deploy installs (`-i`) when the database lacks them
     # (agent/deploy/updates.py); None: none.
     install_modules = JSONField(null=True)

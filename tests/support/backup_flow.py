@@ -79,7 +79,9 @@ def stand(request, app, world, agents, gateway, tmp_path, erp_image, postgres_im
 
     peopled(s, world, tmp_path)
     s.root, s.gateway, s.start_agent = tmp_path / "srv", gateway, agents
-    s.agent = agents(s.server, s.credential, env={"BERTH_AGENT_ENV_ROOT": str(s.root)})
+    # The stand-in runs a triggered cron at once: a runner that does not is seen in 5 s.
+    s.agent = agents(s.server, s.credential, env={"BERTH_AGENT_ENV_ROOT": str(s.root),
+                                                  "BERTH_AGENT_CRON_CHECK_SECONDS": "5"})
     connected(s)
     s.envs = Environments(docker_client, root=s.root)
     s.created = []

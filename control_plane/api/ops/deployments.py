@@ -72,7 +72,8 @@ class DeploymentSchema(Schema):
                        "`deleted_containers`, `deleted_database`, `deleted_data` (a destroy), "
                        "`backup_id` (a backup; a restore's backup restored), "
                        "`safety_backup_id` and `neutralize` (a restore: whether it neutralises "
-                       "the restored database)"})
+                       "the restored database), `checks` (a deploy: each post-deploy check's "
+                       "`name`, `status` passed, failed or skipped, and `detail`)"})
     created_at = UTCDateTime(required=True)
     started_at = UTCDateTime(allow_none=True, required=True)
     completed_at = UTCDateTime(allow_none=True, required=True)
@@ -131,12 +132,17 @@ DeploymentPage = cursor_page_schema(DeploymentSchema, "DeploymentPage")
 
 MODULE_NAME = r"^[A-Za-z0-9_]{1,128}$"  # as Odoo's -i takes them: comma-separated
 MAX_INSTALL_MODULES = 100
+CHECK_MODES = ("enforce", "warn")
 
 
-AUTO_REVERT = ("When a deploy's module update fails (or the ERP after it), the previous "
-               "code and the pre-deploy backup come back by themselves (true, the default); "
-               "false leaves the environment as the update left it, `failed`, the task "
-               "log naming the pre-deploy backup")
+AUTO_REVERT = ("When a deploy's module update fails (or the ERP after it, or a post-deploy "
+               "check), the previous code comes back by itself, and the pre-deploy backup "
+               "when a module update ran (true, the default); false leaves the environment "
+               "as the deploy left it, `failed`, the task log naming the pre-deploy backup")
+POST_DEPLOY_CHECKS = ("What a failing post-deploy check (the websocket through the proxy "
+                      "with workers, the cron runner, modules left to upgrade, attachments' "
+                      "files) does: `enforce` (the default) fails the deploy and reverts as "
+                      "a failed module update does; `warn` logs it and the deploy stands")
 INSTALL_MODULES = ("ERP modules (technical names) each deploy installs (`-i`) when the "
                    "database lacks them, from the add-ons or the ERP image's own; at most "
                    f"{MAX_INSTALL_MODULES}, [] for none. Installed modules stay installed "
@@ -147,6 +153,9 @@ class EnvironmentSettingsBody(ma.Schema):
     auto_deploy = Boolean()
     git_branch = Branch()
     auto_revert = Boolean(metadata={"description": AUTO_REVERT})
+    post_deploy_checks = ma.fields.String(
+        validate=ma.validate.OneOf(CHECK_MODES, error="One of: enforce, warn."),
+        metadata={"description": POST_DEPLOY_CHECKS})
     install_modules = ma.fields.List(
         ma.fields.String(validate=ma.validate.Regexp(MODULE_NAME, error=(
             "A module's technical name: letters, digits and underscores, at most 128."))),
@@ -164,6 +173,10 @@ class OpsEnvironmentSchema(Schema):
     auto_deploy = ma.fields.Boolean(required=True)
     auto_revert = ma.fields.Function(lambda env: env.auto_revert is not False, required=True,
                                      metadata={"type": "boolean", "description": AUTO_REVERT})
+    post_deploy_checks = ma.fields.Function(
+        lambda env: env.post_deploy_checks or "enforce", required=True,
+        metadata={"type": "string", "enum": list(CHECK_MODES),
+                  "description": POST_DEPLOY_CHECKS})
     install_modules = ma.fields.Function(lambda env: env.install_modules or [], required=True,
                                          metadata={"type": "array", "items": {"type": "string"},
                                                    "description": INSTALL_MODULES})
@@ -295,7 +308,8 @@ class EnvironmentSettings(MethodView):
         """Change an environment's deployment settings
 
         `auto_deploy`, `git_branch` (used from the next deployment on),
-        `auto_revert` (whether a failed module update reverts) and
-        `install_modules` (what each deploy installs when missing); omitted
+        `auto_revert` (whether a failed deploy reverts), `post_deploy_checks`
+        (`enforce` or `warn`) and `install_modules` (what each deploy installs
+        when missing); omitted
         fields stay (permission `project.environments.deploy`)."""
         return svc.update_environment(current_actor(), project_id, env_id, body)

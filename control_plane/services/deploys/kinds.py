@@ -50,6 +50,7 @@ def _payload(task, env, settings, *, delete_data=False):
                 "commit": task.git_commit},
         "addon_repositories": config.get("addon_repositories") or [],
         "auto_revert": env.auto_revert is not False,
+        "post_deploy_checks": env.post_deploy_checks or "enforce",
         "install_modules": env.install_modules or [],
         # Not production: the ERP's mail goes to the server's catcher (agent/mail/).
         "mail_catcher": env.environment_type != "production",
@@ -87,12 +88,24 @@ def _code_fields(d, result):
     the project's commit's subject and author (an agent of 0.2.0 or before sends
     neither: its deployments show the commit alone)."""
     fields = {"git_commit": result.get("git_commit") or d.git_commit,
-              "config": with_addon_commits(d.config, result.get("addon_commits"))}
+              "config": with_addon_commits(d.config, result.get("addon_commits")),
+              **_checks_fields(d, result)}
     said = {k: storable(str(result[f"git_{k}"]))[:200] for k in ("message", "author")
             if result.get(f"git_{k}")}
     if said:
-        fields["extra_data"] = {**(d.extra_data or {}), "commit": said}
+        fields["extra_data"] = {**fields.get("extra_data", d.extra_data or {}), "commit": said}
     return fields
+
+
+def _checks_fields(d, result):
+    """The post-deploy checks' report (agent/deploy/checks.py), kept whether the
+    deploy stood or failed; an earlier agent sends none."""
+    report = result.get("checks")
+    if not isinstance(report, list):
+        return {}
+    kept = [{k: storable(str(c.get(k) or ""))[:500] for k in ("name", "status", "detail")}
+            for c in report[:10] if isinstance(c, dict)]
+    return {"extra_data": {**(d.extra_data or {}), "checks": kept}}
 
 
 def _destroy_fields(d, result):
@@ -147,6 +160,7 @@ def _code_settled(d, outcome, org_id, now, env_status):
 
 def _kind(name, command, **hooks):
     hooks = {"payload": _payload, "defaults": _defaults, "task_fields": _code_fields,
+             "result_fields": _checks_fields,
              "failure": "the deployment failed", "started": _started, "settled": _settled,
              **hooks}
     return kinds.register(kinds.Kind(name, command, **hooks))

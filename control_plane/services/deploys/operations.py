@@ -96,9 +96,9 @@ def create_deployment(actor, *, project_id, environment_id, berth, git_branch=No
 
 def update_environment(actor, project_id, environment_id, changes):
     """`auto_deploy`, `git_branch` (the next deployment's branch),
-    `auto_revert` (a failed module update reverts) and `install_modules` (what
-    each deploy installs when missing); omitted fields stay. Nothing is deployed
-    now."""
+    `auto_revert` (a failed deploy reverts), `post_deploy_checks` (`enforce` or
+    `warn`) and `install_modules` (what each deploy installs when missing); omitted
+    fields stay. Nothing is deployed now."""
     with database.atomic():
         env = access.environment(actor, environment_id, DEPLOY, lock=True)
         if env.project_id != project_id:
@@ -110,6 +110,8 @@ def update_environment(actor, project_id, environment_id, changes):
             fields["branch"] = changes["git_branch"]
         if "auto_revert" in changes:
             fields["auto_revert"] = changes["auto_revert"]
+        if "post_deploy_checks" in changes:
+            fields["post_deploy_checks"] = changes["post_deploy_checks"]
         if "install_modules" in changes:
             fields["install_modules"] = list(dict.fromkeys(changes["install_modules"])) or None
         return access.update_environment(env, fields)

@@ -241,6 +241,7 @@ def settle(d, outcome, *, only_if=None, now=None):
               "completed_at": now, "updated_at": now, **outcome.fields}
     if outcome.result is not None:  # the work was done: it started, at the latest now
         fields["started_at"] = d.started_at or now
+        fields.update(kind.result_fields(d, outcome.result))
     if outcome.ok:
         fields.update(kind.task_fields(d, outcome.result))
     elif outcome.status == D.FAILED:

@@ -54,6 +54,8 @@ class Kind:
     # (payload) -> how long it may run before the reaper fails it.
     time_limit: Callable = lambda payload: TIME_LIMIT
     task_fields: Callable = _no_fields  # (task, result) -> task fields on success
+    # (task, result) -> task fields kept from any result, a failure's partial one too
+    result_fields: Callable = _no_fields
     on_success: Callable | None = None  # (env, result, org_id, now): the environment's effects
     started: Callable = _nothing  # (task, org_id, now): the agent has the command
     refused: Callable = _nothing  # (task, result) -> why a success is a failure, or None

@@ -486,6 +486,27 @@ def test_automatic_revert_is_on_until_turned_off(client, ops):
 
 
 
+def test_post_deploy_checks_enforce_until_set_to_warn(client, ops):
+    """`post_deploy_checks`: `enforce` by default, `warn` by PATCH, carried by the
+    next deploy's command; anything else is a 422 that changes nothing."""
+    env = ops.env()
+    ops.deployment(env, status="success", kind="deploy")
+    url = f"{V1}/projects/{ops.project.id}/environments/{env.id}"
+    assert client.patch(url, headers=ops.h, json={}).json["post_deploy_checks"] == "enforce"
+    assert command_of(_queue(client, ops, env)["id"]).payload["post_deploy_checks"] == "enforce"
+    Deployment.update(status="success").execute()
+    Environment.update(status="running").where(Environment.id == env.id).execute()
+    r = client.patch(url, headers=ops.h, json={"post_deploy_checks": "warn"})
+    assert r.status_code == 200 and r.json["post_deploy_checks"] == "warn"
+    assert r.json["auto_revert"] is True  # the others stay
+    assert command_of(_queue(client, ops, env)["id"]).payload["post_deploy_checks"] == "warn"
+    for bad in ("sometimes", "", None, True):
+        r = client.patch(url, headers=ops.h, json={"post_deploy_checks": bad})
+        assert r.status_code == 422 and r.json["error"] == "validation_error", bad
+    assert Environment.get_by_id(env.id).post_deploy_checks == "warn"
+
+
+
 def test_modules_to_install_are_a_setting_each_deploy_carries(client, ops):
     """`install_modules`: none by default; a list of technical names, duplicates
     dropped, carried by the next deploy's command; a bad name or a list too long

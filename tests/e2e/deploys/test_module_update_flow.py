@@ -15,7 +15,6 @@ Modules named in the environment's `install_modules` are installed by the next
 deploy; a new ERP image that updates the database but cannot serve fails its
 health check at once, and the deploy reverts code, image and database."""
 
-import hashlib
 import subprocess
 
 import pytest
@@ -152,28 +151,6 @@ def test_a_deploy_updates_changed_modules_and_reverts_a_failed_update(client, st
         "failed"
     names = {c.name for c in s.envs.docker.containers.list(all=True, ignore_removed=True)}
     assert f"{erp}-previous" not in names
-
-
-# A new image of the ERP that runs its update (`--stop-after-init`) but whose server
-# exits at start, as one missing a library the server needs.
-BROKEN_ENTRYPOINT = """#!/bin/sh
-case " $* " in *" --stop-after-init "*) exec /usr/bin/odoo-stand-in "$@" ;; esac
-echo "ImportError: No module named 'gevent'" >&2
-exit 1
-"""
-
-
-@pytest.fixture(scope="module")
-def erp_that_cannot_serve(docker_client, erp_image, tmp_path_factory):
-    digest = hashlib.sha256((BROKEN_ENTRYPOINT + erp_image).encode()).hexdigest()[:12]
-    tag = f"berth-test-erp-broken:{digest}"
-    context = tmp_path_factory.mktemp("broken")
-    (context / "entrypoint.sh").write_text(BROKEN_ENTRYPOINT)
-    (context / "Dockerfile").write_text(  # /entrypoint.sh is a link to the stand-in
-        f"FROM {erp_image}\nUSER root\nRUN rm /entrypoint.sh\n"
-        "COPY entrypoint.sh /entrypoint.sh\nRUN chmod 0755 /entrypoint.sh\nUSER odoo\n")
-    docker_client.images.build(path=str(context), tag=tag, rm=True)
-    return tag
 
 
 def installed(s, env_id):

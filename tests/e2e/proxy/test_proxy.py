@@ -256,3 +256,70 @@ def _situation(client, f, env_id, docker_client):
                       all=True, filters={"label": f"berth.environment_id={env_id}"})]
     return json.dumps({"task_log": lines, "erp": erp, "postgres": db,
                        "containers": containers}, indent=1, default=str)
+
+
+@pytest.mark.backends("sqlite")  # the agent's check and proxy; the deploy runs on both above
+def test_a_websocket_route_that_does_not_reach_the_erp_fails_the_deploy_and_reverts(
+        client, flow, loopback_dns, docker_client):
+    """Workers on, and the proxy cannot reach the ERP's long-polling port (a rule
+    rejects it, as a firewall or a proxy without the route would): the deploy
+    answers its health check, fails the websocket check through the proxy and
+    reverts; the route goes back to the previous ERP. `warn` lets it stand."""
+    f = flow
+    env_id = client.post(f"{P}/projects/{f.project.id}/environments", headers=f.key,
+                         json={"name": "Realtime"}).json["id"]
+    f.created.append(env_id)
+    host = _url_host(client, f, env_id)
+    loopback_dns.a(host)
+    first = client.get(f"{V1}/deployments?project_id={f.project.id}", headers=f.user).json
+    _settled(client, f, first["data"][0]["id"])
+    roots = f.pebble.issuing_roots()
+    assert wait_https(host, f.port, roots)[0] == 200
+    short = env_id.replace("-", "")[:12]
+    previous = docker_client.containers.get(f"berth-{short}-erp").id
+    subnet = docker_client.networks.get(f"berth-{short}").attrs["IPAM"]["Config"][0]["Subnet"]
+    rule = ["OUTPUT", "-d", subnet, "-p", "tcp", "--dport", "8072", "-j", "REJECT",
+            "--reject-with", "tcp-reset"]
+    subprocess.run(["iptables", "-I", *rule], check=True)
+    try:
+        r = client.patch(f"{V1}/environments/{env_id}/config", headers=f.user,
+                         json={"erp_options": {"workers": 2}})
+        done = _ended(client, f, r.json["deployment"]["id"])
+        assert done["status"] == "failed", done
+        assert "the post-deploy checks failed (websocket: " \
+               f"https://{host}/websocket through the proxy answered 502" in done["error_message"]
+        seen = {c["name"]: c["status"] for c in done["extra_data"]["checks"]}
+        assert seen["websocket"] == "failed"
+        erp = docker_client.containers.get(f"berth-{short}-erp")
+        assert (erp.id, erp.status) == (previous, "running")
+        # The previous ERP's route, without workers: /websocket on its HTTP port.
+        assert websocket_hello(host, f.port, roots) == ("HTTP/1.1 101 Switching Protocols",
+                                                        '{"port": 8069}')
+
+        r = client.patch(f"{V1}/projects/{f.project.id}/environments/{env_id}",
+                         headers=f.user, json={"post_deploy_checks": "warn"})
+        assert r.status_code == 200, r.json
+        r = client.post(f"{V1}/environments/{env_id}/deploy", headers=f.user,
+                        json={"force": True})
+        done = _ended(client, f, r.json["deployment"]["id"])
+        assert done["status"] == "success", done
+        assert {c["name"]: c["status"] for c in done["extra_data"]["checks"]}["websocket"] == \
+            "failed"
+    finally:
+        subprocess.run(["iptables", "-D", *rule], check=True)
+    # The route reaches the long-polling port again: the check passes.
+    r = client.post(f"{V1}/environments/{env_id}/deploy", headers=f.user, json={"force": True})
+    done = _settled(client, f, r.json["deployment"]["id"])
+    checks = {c["name"]: c for c in done["extra_data"]["checks"]}
+    assert checks["websocket"]["status"] == "passed", checks
+    assert checks["websocket"]["detail"] == \
+        f"WebSocket handshake on https://{host}/websocket through the proxy"
+    assert websocket_hello(host, f.port, roots) == ("HTTP/1.1 101 Switching Protocols",
+                                                    '{"port": 8072}')
+
+
+def _ended(client, f, deployment_id):
+    return wait_for(lambda: (d := client.get(f"{V1}/deployments/{deployment_id}",
+                                             headers=f.user).json)["status"]
+                    in ("success", "failed", "cancelled") and d,
+                    timeout=180, interval=0.3, what=f"deployment {deployment_id} ended")
