@@ -102,6 +102,23 @@ def test_rollback_is_offered_on_older_deployments_and_named_in_the_history(world
     assert _offered(page) == {str(current.id)}
 
 
+def test_a_deploys_post_deploy_checks_are_shown_with_its_log(world, member, fake_clock):
+    org, b = member
+    env = world.environment(world.project(org))
+    checks = [{"name": "websocket", "status": "failed",
+               "detail": "https://erp.example.com/websocket through the proxy answered 502"},
+              {"name": "cron", "status": "passed", "detail": "scheduled action 2 ran"}]
+    failed = _deployment(env, 1, fake_clock, status="failed", extra_data={"checks": checks},
+                         error_message="the post-deploy checks failed")
+    plain = _deployment(env, 2, fake_clock)
+    page = _text(b.get(f"/environments/{env.id}?task={failed.id}"))
+    assert "Post-deploy checks" in page
+    assert "websocket: failed</span> <small>https://erp.example.com/websocket through the " \
+           "proxy answered 502</small>" in page
+    assert "cron: passed" in page
+    assert "Post-deploy checks" not in _text(b.get(f"/environments/{env.id}?task={plain.id}"))
+
+
 def test_the_status_panel_says_the_last_deployment_once(world, member, fake_clock):
     org, b = member
     env = world.environment(world.project(org))
