@@ -102,6 +102,8 @@ class Reply:
 HOST_METRICS = tuple(f.name for f in pb.HostMetrics.DESCRIPTOR.fields)
 CONTAINER_FIGURES = ("cpu_percent", "memory_used_bytes", "memory_limit_bytes", "memory_percent")
 DISK_FIGURES = ("database_bytes", "filestore_bytes", "addons_bytes")
+# What the disk measurement counts (in `made_of`), kept as history beside the sizes.
+DISK_COUNTS = ("filestore_files", "attachments_missing", "files_orphaned")
 
 
 def host_metrics(link: AgentLink, server_id, timeout) -> Reply:

@@ -20,7 +20,9 @@ from protocol.v1 import agent_pb2 as pb
 
 ENVIRONMENTS_KEPT = 1000  # environments a session keeps ids and disk figures of (history)
 SERVER_FIGURES = operator.itemgetter(*SERVER_SERIES)  # of host_metrics_data, in series order
-NO_DISK = (None, None, None)  # database, filestore, add-ons: not measured yet
+# database, filestore, add-ons; filestore files, attachments missing, files orphaned:
+# not measured yet
+NO_DISK = (None,) * 6
 
 
 async def _hello(gateway, session, hello):
@@ -103,9 +105,11 @@ async def _disk(gateway, session, report):
         env = _hex(session, item["environment_id"])
         if env and (env in session.disk or len(session.disk) < ENVIRONMENTS_KEPT):
             known = session.disk.get(env, NO_DISK)
+            taken = {**item, **item.get("made_of", {})}
             session.disk[env] = tuple(
-                item[name] if item.get(name, -1) >= 0 else was
-                for name, was in zip(agent_link.DISK_FIGURES, known, strict=True))
+                taken[name] if isinstance(taken.get(name), int) and taken[name] >= 0 else was
+                for name, was in zip(agent_link.DISK_FIGURES + agent_link.DISK_COUNTS, known,
+                                     strict=True))
 
 
 async def _proxy(gateway, session, report):

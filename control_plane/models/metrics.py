@@ -17,7 +17,9 @@ SERVER_SERIES = ("cpu_percent", "memory_percent", "disk_percent",
                  "network_rx_bytes_per_second", "network_tx_bytes_per_second")
 ENVIRONMENT_SERIES = ("erp_cpu_percent", "erp_memory_used_bytes", "postgres_cpu_percent",
                       "postgres_memory_used_bytes", "database_bytes", "filestore_bytes",
-                      "addons_bytes")
+                      "addons_bytes",
+                      # what the disk measurement counts (migration 0037)
+                      "filestore_files", "attachments_missing", "files_orphaned")
 
 
 def _columns(model, series):

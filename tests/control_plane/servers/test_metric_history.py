@@ -59,7 +59,8 @@ def test_heartbeats_become_server_and_environment_history(client, world, fleet, 
     server, env, raw, agent = fleet
     agent.send(pb.AgentMessage(disk=pb.DiskReport(environments=[pb.EnvironmentDisk(
         environment_id=str(env.id), database_bytes=5_000_000, filestore_bytes=7_000,
-        measured_at_unix_ms=int(time.time() * 1000))])))
+        measured_at_unix_ms=int(time.time() * 1000), filestore_files=12,
+        attachments_missing=3, files_orphaned=0)])))
     other = world.environment(world.project(world.org(), world.server(world.org())),
                               "running")  # not on this agent's server
     minute = history.minute_now()
@@ -94,6 +95,9 @@ def test_heartbeats_become_server_and_environment_history(client, world, fleet, 
     assert point["postgres_cpu_percent"] == {"avg": None, "min": None, "max": None}
     assert point["database_bytes"]["avg"] == 5_000_000
     assert point["addons_bytes"]["avg"] is None
+    # What the measurement counted, beside the sizes.
+    assert [point[s]["avg"] for s in ("filestore_files", "attachments_missing",
+                                      "files_orphaned")] == [12, 3, 0]
 
     # The default step over the default 24 hours: 5 minutes.
     assert _history(client, raw, f"servers/{server.id}")["step"] == "5m"
