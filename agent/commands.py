@@ -15,7 +15,8 @@ from agent import __version__
 from protocol.kinds import CommandKind
 
 HANDLERS = {}
-HANDLER_MODULES = ("agent.deploy.commands", "agent.backups.commands", "agent.upgrade")
+HANDLER_MODULES = ("agent.deploy.commands", "agent.deploy.module_tests", "agent.backups.commands",
+                   "agent.upgrade")
 
 
 def handles(kind):

@@ -100,6 +100,7 @@ def _register():
     from berthctl.commands import (
         audit,
         backups,
+        builds,
         channels,
         envs,
         logs,
@@ -114,7 +115,7 @@ def _register():
     )
 
     for module in (projects, servers, rules, audit, envs, logs, mails, shell, metrics, sizes,
-                   backups, channels, mcp):
+                   backups, builds, channels, mcp):
         for command in module.COMMANDS:
             cli.add_command(command)
     _add_output_option(cli)

@@ -48,6 +48,9 @@ class Name(StrEnum):
     ENVIRONMENT_CRASH_LOOP = "environment.crash_loop", "Environment container restarting in a loop"
     ENVIRONMENT_DISK_GROWTH = "environment.disk_growth", "Environment growing fast"
     CERTIFICATE_FAILING = "certificate.failing", "Certificate failing"
+    BUILD_STARTED = "build.started", "Build started"
+    BUILD_COMPLETED = "build.completed", "Build passed"
+    BUILD_FAILED = "build.failed", "Build failed"
     # Sent by a webhook's test endpoint only: never stored, not subscribable.
     PING = "ping", "Test ping"
 
@@ -247,6 +250,17 @@ def record_disk_growth(env, figure, rates, limit):
                             "filestore_bytes": env.disk_filestore_bytes,
                             "database_bytes_per_day": rates["database_bytes_per_day"],
                             "filestore_bytes_per_day": rates["filestore_bytes_per_day"]})
+
+
+def record_build(build, name):
+    """`build.started`, `build.completed` (its tests passed) or `build.failed` (a test
+    failed, the tests could not run, or a newer push cancelled it: `status` says)."""
+    return record_event(build.organization_id, build.project_id, name, {
+        "build_id": str(build.id), "project_id": str(build.project_id),
+        "rule_id": str(build.rule_id) if build.rule_id else None, "branch": build.branch,
+        "commit": build.commit, "status": build.status,
+        "environment_id": str(build.environment_id) if build.environment_id else None,
+        "counts": build.counts, "reason": build.reason})
 
 
 def record_certificate_failing(server, env, hostname, reason):

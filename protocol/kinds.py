@@ -25,6 +25,7 @@ class CommandKind(StrEnum):
     EXPORT = "export"  # a completed backup written as Odoo's backup zip
     DRILL = "drill"  # a backup restored into a throwaway copy, checked, then removed
     UPGRADE = "upgrade"  # the agent installs the control plane's version and restarts into it
+    TEST = "test"  # a build: the changed modules' tests run in a deployed environment
 
 
 # Kinds whose success changes what an environment holds on disk: its use is measured
@@ -44,6 +45,7 @@ class TaskKind(StrEnum):
     RESTORE = "restore"
     EXPORT = "export"
     DRILL = "drill"
+    TEST = "test"  # a build's test run (services/automation/builds.py)
 
 
 class Phase(StrEnum):

@@ -91,6 +91,7 @@ class Config:
     # An environment whose database or filestore grew by more than this over the
     # last day sends `environment.disk_growth` (services/servers/sizes.py; 0: never).
     GROWTH_ALERT_MB_PER_DAY = 5120
+    BUILDS_PER_SERVER = 1  # builds a server runs at once; the next wait, queued
     # Resident agents' upgrades (services/servers/upgrades.py): whether agents older
     # than the control plane are upgraded without being asked, how many restart at
     # once, and the seconds a new version has to connect before it rolls back.
@@ -173,7 +174,7 @@ _POSITIVE = ("HTTP_THREADS", "HTTP_HEADER_TIMEOUT", "HTTP_BODY_TIMEOUT", "HTTP_M
              "ALERT_UNREACHABLE_SECONDS", "ALERT_HOLD_SECONDS", "AGENT_UPGRADE_CONCURRENCY",
              "AGENT_UPGRADE_TIMEOUT", "METRICS_FLUSH_SECONDS", "METRICS_MINUTE_RETENTION_HOURS",
              "METRICS_HOUR_RETENTION_DAYS", "AUDIT_RETENTION_DAYS", "SHELL_SESSIONS_PER_SERVER",
-             "SHELL_IDLE_SECONDS", "SHELL_MAX_SECONDS")
+             "SHELL_IDLE_SECONDS", "SHELL_MAX_SECONDS", "BUILDS_PER_SERVER")
 
 
 _NOT_NEGATIVE = ("GROWTH_ALERT_MB_PER_DAY",)  # 0 turns the thing off

@@ -4,6 +4,7 @@ from control_plane.models.api_key import ApiKey
 from control_plane.models.audit import AuditEvent
 from control_plane.models.automation import AutomationRule, AutomationRun
 from control_plane.models.backup import Backup, BackupImport
+from control_plane.models.build import Build
 from control_plane.models.domain import CustomDomain
 from control_plane.models.environment import AgentCommand, Deployment, Environment, TaskLogLine
 from control_plane.models.filestore import BackupPack, FilestoreObject, FilestorePack
@@ -26,7 +27,7 @@ ALL_MODELS = [
     AddonRepository, GitWebhookSecret, GitDelivery, CustomDomain, AutomationRule,
     AutomationRun, OrgSshKey, AgentUpgrade, ServerMetric, EnvironmentMetric,
     AuditEvent, WebSession, FilestorePack, FilestoreObject, BackupPack, WalFile,
-    ShellSession,
+    ShellSession, Build,
 ]
 
 __all__ = [m.__name__ for m in ALL_MODELS] + ["ALL_MODELS"]

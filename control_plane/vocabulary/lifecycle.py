@@ -117,6 +117,10 @@ RULES = {rule.kind: rule for rule in (
     # its images and configuration: the environment itself serves on, untouched.
     Rule(K.DRILL, frozenset({E.RUNNING}), why="only a running environment is drilled",
          **_DATA),
+    # A build's tests (services/automation/builds.py): the ERP is stopped while they
+    # run in a one-off container, and started again after, whatever they said.
+    Rule(K.TEST, frozenset({E.RUNNING}), E.DEPLOYING, E.RUNNING, AS_BEFORE,
+         why="only a running environment runs tests", **_DATA),
 )}
 
 # What the console offers, in its order: the actions a person starts there.

@@ -141,6 +141,7 @@ class AutomationAction(StrEnum):
     BACKUP = "backup"
     COPY_DATABASE = "copy_database"  # a backup of one environment restored into another
     PREVIEW = "preview"  # an environment for each pushed branch
+    TEST = "test"  # a build of each push: the changed modules' tests (automation/builds.py)
 
 
 class BackupStatus(StrEnum):

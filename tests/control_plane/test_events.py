@@ -9,7 +9,7 @@ from control_plane.events import Name
 def test_subscribable_names_are_the_table_without_ping():
     assert events.SUBSCRIBABLE == tuple(n.value for n in Name)[:-1]
     assert Name.PING.value not in events.SUBSCRIBABLE
-    assert len(set(events.SUBSCRIBABLE)) == len(events.SUBSCRIBABLE) == 27
+    assert len(set(events.SUBSCRIBABLE)) == len(events.SUBSCRIBABLE) == 30
 
 
 def test_deployment_aliases_name_the_deploy_events():

@@ -42,7 +42,8 @@ ACCEPTED_400 = ["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]
 STATEFUL_400 = (r"^/api/v1/deployments/\{deployment_id\}/(retry|cancel|rollback)$"
                 r"|^/api/v1/environments/\{env_id\}/imports/\{import_id\}/complete$"
                 r"|^/api/(public/)?v1/(projects|support/tickets|deployments)$|^/api/v1/servers$"
-                r"|^/api/public/v1/automation-rules/\{rule_id\}/runs$|^/api/public/v1/audit-events$")
+                r"|^/api/public/v1/automation-rules/\{rule_id\}/runs$|^/api/public/v1/audit-events$"
+                r"|^/api/public/v1/projects/\{project_id\}/builds$")
 # Policies no schema states: which well-formed host names are reserved (`.test`,
 # `example.com`, the apps domain...), so a new domain may be a 422
 # `invalid_domain`; which variable names are reserved or look like credentials

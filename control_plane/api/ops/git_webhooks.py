@@ -141,7 +141,8 @@ def receive_push(args, git_provider):
 
     def automation(project, push):  # the project's git_push rules, in the same transaction
         return triggers.on_push(project, branch=push.branch, commit=push.commit,
-                                deleted=push.deleted, actor=push.pusher, berth=berth)
+                                deleted=push.deleted, actor=push.pusher, berth=berth,
+                                base=push.before)
     summary, state = git_push.receive(
         git_provider, request.headers, body, remote_addr=request.remote_addr,
         project_id=args["project_id"], berth=berth, also=automation)

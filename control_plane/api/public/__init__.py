@@ -47,6 +47,7 @@ def register(app):
         audit,
         automation,
         backups,
+        builds,
         changelog,
         channels,
         drills,
@@ -67,6 +68,6 @@ def register(app):
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, drills, wal_archive, servers,
                    registration_tokens, monitoring, mails, shells, metric_history, sizes, tickets,
-                   changelog, webhooks, channels, automation, audit):
+                   changelog, webhooks, channels, automation, builds, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

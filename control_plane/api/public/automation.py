@@ -17,7 +17,9 @@ from control_plane.vocabulary.states import AutomationTrigger, RunStatus
 blp = Blueprint("automation", __name__, description=(
     "Automation rules: on a push (`git_push`, a branch glob), a `schedule` (five-field "
     "cron in an IANA time zone) or an `event` of an environment, an action (`deploy`, "
-    "`backup`, `copy_database`, or `preview`: an environment per pushed branch). Each firing is a run; runs emit `automation_rule.triggered`, "
+    "`backup`, `copy_database`, `preview`: an environment per pushed branch, or `test`: a "
+    "build of each push, the changed modules' tests in a throwaway environment, see "
+    "`/projects/{id}/builds`). Each firing is a run; runs emit `automation_rule.triggered`, "
     "then `automation_rule.completed` or `automation_rule.failed` when the action's task "
     "ends. Problems with a rule are 422 `invalid_automation_rule`, each named by its field "
     "in `details` (`trigger.cron`)."))
@@ -43,17 +45,18 @@ class AutomationActionSchema(ma.Schema):
     environment_id = ma.fields.String(metadata={**ENV, "description": (
         "The environment deployed, backed up, or copied into")})
     source_environment_id = ma.fields.String(metadata={**ENV, "description": (
-        "`copy_database` (required) and `preview` (optional): whose newest completed "
-        "backup is restored, neutralised unless into production")})
+        "`copy_database` (required), `preview` and `test` (optional): whose newest "
+        "completed backup is restored, neutralised unless into production (a `test` "
+        "without one builds on an empty database)")})
     fresh = Boolean(metadata={"description": "`copy_database`: take a backup of the source "
                                              "first and restore that one (default false)"})
     allow_production = Boolean(metadata={"description": (
         "`copy_database`: required true when the target is a production environment")})
     neutralize_profile = ma.fields.String(metadata={"enum": ["standard", "strict"], "description": (
-        "`copy_database` and `preview`: how the copy is checked after neutralising "
+        "`copy_database`, `preview` and `test`: how the copy is checked after neutralising "
         "(default: the target's copy policy; never weaker)")})
     anonymize = Boolean(metadata={"description": (
-        "`copy_database` and `preview`: rewrite the copy's personal data, irreversibly "
+        "`copy_database`, `preview` and `test`: rewrite the copy's personal data, irreversibly "
         "(default: the target's copy policy)")})
     ttl_hours = ma.fields.Integer(metadata={"description": (
         "`preview`: a preview whose branch sees no push for this long is deleted "
@@ -61,6 +64,11 @@ class AutomationActionSchema(ma.Schema):
     max_environments = ma.fields.Integer(metadata={"description": (
         "`preview`: at most this many live previews (1 to 50, default 5); the next "
         "push of a new branch is a `skipped` run")})
+    keep_hours = ma.fields.Integer(metadata={"description": (
+        "`test`: how long a build's environment stays for inspection after it ended "
+        "(1 to 168, default 4)")})
+    remove_on_success = Boolean(metadata={"description": (
+        "`test`: a passing build's environment is removed at once (default true)")})
 
 
 class AutomationRunSchema(Schema):

@@ -39,7 +39,7 @@ HISTORY = dt.timedelta(days=90)  # a deleted rule's runs stay readable this long
 _ENV_FIELDS = {AutomationAction.DEPLOY: ("environment_id",),
                AutomationAction.BACKUP: ("environment_id",),
                AutomationAction.COPY_DATABASE: ("source_environment_id", "environment_id"),
-               AutomationAction.PREVIEW: ()}
+               AutomationAction.PREVIEW: (), AutomationAction.TEST: ()}
 _BOUNDS = {"ttl_hours": (1, 24 * 365, 168), "max_environments": (1, 50, 5)}  # min, max, default
 
 
@@ -102,6 +102,8 @@ def _action(project, given, problems):
     out = {"type": kind, **{name: env and str(env.id) for name, env in envs.items()}}
     if kind == AutomationAction.PREVIEW:
         return _copy_safety(given, _preview(project, given, out, problems), problems)
+    if kind == AutomationAction.TEST:
+        return _copy_safety(given, _test(project, given, out, problems), problems)
     if kind == AutomationAction.COPY_DATABASE:
         source, target = envs["source_environment_id"], envs["environment_id"]
         out["fresh"] = bool(given.get("fresh", False))
@@ -137,17 +139,37 @@ def _copy_safety(given, out, problems, production=False):
     return out
 
 
-def _preview(project, given, out, problems):
+def _source(project, given, out, problems):
     source = given.get("source_environment_id")
     if source is not None:
         env = _environment(project, source, "action.source_environment_id", problems)
         source = env and str(env.id)
     out["source_environment_id"] = source
+
+
+def _preview(project, given, out, problems):
+    _source(project, given, out, problems)
     for field, (low, high, default) in _BOUNDS.items():
         value = given.get(field, default)
         if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
             problems[f"action.{field}"] = [f"A whole number from {low} to {high}."]
         out[field] = value
+    return out
+
+
+def _test(project, given, out, problems):
+    """A build's: where its data comes from (none: an empty database), how long its
+    environment stays, and whether a passing build's goes at once."""
+    _source(project, given, out, problems)
+    low, high, default = 1, 24 * 7, 4
+    value = given.get("keep_hours", default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        problems["action.keep_hours"] = [f"A whole number from {low} to {high}."]
+    out["keep_hours"] = value
+    removes = given.get("remove_on_success", True)
+    if not isinstance(removes, bool):
+        problems["action.remove_on_success"] = ["A JSON boolean."]
+    out["remove_on_success"] = removes
     return out
 
 
@@ -158,9 +180,11 @@ def checked(project, name, trigger, action):
         problems["name"] = ["1 to 100 characters."]
     trigger = _trigger(project, trigger or {}, problems)
     action = _action(project, action or {}, problems)
-    if trigger and action and action["type"] == AutomationAction.PREVIEW \
+    if trigger and action and action["type"] in (AutomationAction.PREVIEW,
+                                                 AutomationAction.TEST) \
             and trigger["type"] != AutomationTrigger.GIT_PUSH:
-        problems["action.type"] = ["A preview is made by a push: its trigger must be git_push."]
+        problems["action.type"] = [f"A {action['type']} is made by a push: its trigger must "
+                                   "be git_push."]
     if trigger and action and trigger["type"] == AutomationTrigger.EVENT and trigger["event"] and \
             trigger["environment_id"] == action.get("environment_id") and \
             trigger["event"].split(".")[0] == action["type"]:

@@ -18,7 +18,7 @@ from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.services import audit
 from control_plane.services.accounts import actors
-from control_plane.services.automation import previews
+from control_plane.services.automation import builds, previews
 from control_plane.services.automation import rules as rule_store
 from control_plane.services.backups import backups
 from control_plane.services.deploys import actions
@@ -68,7 +68,7 @@ def finish(rule, run, status, reason=None):
                                  else Name.AUTOMATION_RULE_FAILED, reason)
 
 
-def act(rule, run, *, berth, commit=None):
+def act(rule, run, *, berth, commit=None, base=None):
     """Inside the caller's transaction: the run's action (or its next stage)
     started, once (a conditional update claims it); a refusal ends the run."""
     claimed = AutomationRun.update(action_started=True).where(
@@ -78,9 +78,13 @@ def act(rule, run, *, berth, commit=None):
         return run
     try:
         with database.atomic():  # a savepoint: a refused start leaves nothing behind
-            task_id, stage = _start(rule, run, berth, commit)
+            task_id, stage = _start(rule, run, berth, commit, base)
     except ApiError as exc:
         finish(rule, run, SKIPPED if exc.status == 409 else FAILED, exc.message)
+        return run
+    if task_id is None:  # a build waiting for its server: the scheduler's job tries again
+        AutomationRun.update(action_started=False).where(AutomationRun.id == run.id).execute()
+        run.action_started = False
         return run
     AutomationRun.update(task=task_id, stage=stage, environment_id=run.environment_id).where(
         AutomationRun.id == run.id).execute()
@@ -97,10 +101,13 @@ def _locked(env_id):
     return env
 
 
-def _start(rule, run, berth, commit):
+def _start(rule, run, berth, commit, base=None):
     """(task id, stage) of the action's next task."""
     action, trigger = rule.action, TASK_TRIGGER[run.trigger_type]
     does = action["type"]
+    if does == AutomationAction.TEST:
+        return builds.start(rule, run, berth=berth, trigger=trigger, end_run=finish,
+                            commit=commit, base=base)
     if does == AutomationAction.PREVIEW:
         return previews.start(rule, run, berth=berth, trigger=trigger,
                               commit=commit)
@@ -134,6 +141,8 @@ def follow(d, outcome):
     if run is None:
         return None
     rule = AutomationRule.get_by_id(run.rule_id)
+    if rule.action["type"] == AutomationAction.TEST:
+        return _build_followed(rule, run, d, outcome)
     if outcome.ok and run.stage == "backup":  # copy_database: the restore comes next
         extra = d.extra_data or {}
         AutomationRun.update(stage="restore", backup_id=extra.get("backup_id"), task=None,
@@ -144,12 +153,33 @@ def follow(d, outcome):
         AutomationRun.update(stage="copy", task=None, action_started=False).where(
             AutomationRun.id == run.id).execute()
         return run
+    return _ended(rule, run, d, outcome)
+
+
+def _ended(rule, run, d, outcome):
     if outcome.ok:
         finish(rule, run, COMPLETED)
     else:
         why = outcome.error or ("cancelled" if outcome.status == states.DeploymentStatus.CANCELLED
                                 else "the task failed")
         finish(rule, run, FAILED, f"{d.kind} task {d.id}: {why}")
+    return run
+
+
+def _build_followed(rule, run, d, outcome):
+    """A build's stage ended: its next stage waits for the scheduler's job, or the
+    run ends as the build did."""
+    build = builds.of_run(run.id)
+    if build is None:  # the removal of a build's environment
+        return _ended(rule, run, d, outcome)
+    stage = builds.follow(rule, run, build, outcome)
+    if stage:
+        AutomationRun.update(stage=stage, task=None, action_started=False).where(
+            AutomationRun.id == run.id).execute()
+    elif build.status == builds.PASSED:
+        finish(rule, run, COMPLETED)
+    else:
+        finish(rule, run, FAILED, f"build {build.status}: {build.reason}")
     return run
 
 

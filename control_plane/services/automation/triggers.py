@@ -37,7 +37,7 @@ def _live():
 
 # --- a push ---------------------------------------------------------------------
 
-def on_push(project, *, branch, commit, deleted, actor, berth):
+def on_push(project, *, branch, commit, deleted, actor, berth, base=None):
     """Inside the push delivery's transaction: the project's git_push rules whose
     glob matches the branch, fired and their actions started. A deleted branch
     fires only the preview rules that made an environment for it (to delete it).
@@ -60,7 +60,7 @@ def on_push(project, *, branch, commit, deleted, actor, berth):
                 continue
             fields.update(stage="remove", environment_id=env.id)
         run = runs.begin(rule, **fields)
-        runs.act(rule, run, berth=berth, commit=commit)
+        runs.act(rule, run, berth=berth, commit=commit, base=base)
         fired.append({"rule_id": str(rule.id), "run_id": str(run.id), "status": run.status})
     return fired
 
@@ -158,7 +158,8 @@ def expire_previews(berth, now=None):
                    Environment.last_pushed_at.is_null(False), _live()))
     for env in live:
         rule = env.automationrule
-        ttl = dt.timedelta(hours=rule.action.get("ttl_hours") or previews.DEFAULT_TTL_HOURS)
+        ttl = dt.timedelta(hours=rule.action.get("ttl_hours") or rule.action.get("keep_hours")
+                           or previews.DEFAULT_TTL_HOURS)
         if env.last_pushed_at > now - ttl:
             continue
         with database.atomic():

@@ -66,7 +66,7 @@ def update_environment(actor, environment_id, changes):
 
 
 def _create(project, server_id, berth, *, name, branch, environment_type, trigger,
-            actor=None, allocation=None):
+            actor=None, allocation=None, commit=None):
     """Inside the caller's transaction: the environment (`deploying`) and its first
     deployment, queued for the server's agent."""
     env = Environment.create(
@@ -76,7 +76,7 @@ def _create(project, server_id, berth, *, name, branch, environment_type, trigge
         **(allocation or {}))
     events.record_created(env, project.organization_id)
     engine.start(env, TaskKind.DEPLOY, berth=berth, trigger=trigger,
-                 actor=actor, created=True)
+                 actor=actor, created=True, record={"git_commit": commit} if commit else None)
     return env
 
 
@@ -110,14 +110,16 @@ def create_environment(actor, project_id, *, name, berth, branch=None,
         return env
 
 
-def create_preview(project, *, name, branch, berth, trigger, actor=None, **fields):
+def create_preview(project, *, name, branch, berth, trigger, actor=None, commit=None,
+                   **fields):
     """Inside the caller's transaction: a development environment of the project
-    for a branch (an automation rule's preview), deployed on its server."""
+    for a branch (an automation rule's preview or build), deployed on its server at
+    the branch's head or at `commit`."""
     if project.server_id is None:
         raise NoServer("The project has no server to deploy on.")
     return _create(project, project.server_id, berth, name=name, branch=branch,
                    environment_type="development", trigger=trigger, actor=actor,
-                   allocation=fields)
+                   allocation=fields, commit=commit)
 
 
 def auto_deploy(spec, server, images):

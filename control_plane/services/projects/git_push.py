@@ -182,6 +182,7 @@ class Push:
     commit: str | None
     deleted: bool
     pusher: str | None = None  # who pushed, as the Git host names them
+    before: str | None = None  # the branch's previous head (zeros: a new branch)
 
 
 def _pusher(payload):
@@ -213,8 +214,11 @@ def _push(payload):
     branch = ref[len(_BRANCH_REF):] if ref.startswith(_BRANCH_REF) else None
     if branch is not None and (not branch or len(branch) > 255):
         raise errors.InvalidPayload("ref names no branch.")
+    before = payload.get("before")
+    before = before.lower() if isinstance(before, str) and _COMMIT.match(before) \
+        and before.strip("0") else None
     return Push(branch, None if deleted else commit and commit.lower(), deleted,
-                _pusher(payload))
+                _pusher(payload), before)
 
 
 def receive(provider_name, headers, body, *, remote_addr, project_id=None, berth, also=None):

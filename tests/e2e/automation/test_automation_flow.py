@@ -50,7 +50,7 @@ class Auto:
 def scheduler(app):
     """The control plane's scheduler loop, with its automation and webhook jobs."""
     berth = app.extensions["berth"]
-    loop = Scheduler([Job("automation", 0.3, lambda: triggers.run(berth.settings, berth.gateway)),
+    loop = Scheduler([Job("automation", 0.3, lambda: triggers.run(berth)),
                       Job("webhooks", 0.3, lambda: delivery.run(berth))])
     loop.start_in_thread()
     yield loop
