@@ -28,7 +28,7 @@ class FakeAgent:
 def test_every_kind_has_one_handler():
     assert set(commands.load()) == {"ping", "deploy", "start", "stop", "restart", "destroy",
                                     "backup", "restore", "export", "drill", "routes",
-                                    "upgrade"}
+                                    "upgrade", "test"}
 
 
 def test_a_kind_cannot_have_two_handlers():
@@ -64,12 +64,17 @@ def test_ping_answers_with_the_version():
     ("destroy", {"environment_id": "e1"}, ("destroy", ("e1", False))),
 ])
 def test_environment_commands_reach_their_method(monkeypatch, kind, payload, expected):
+    import agent.deploy.checks
     import agent.deploy.environments
 
     monkeypatch.setattr(agent.deploy.environments, "Environments", Recorder)
+    # A deploy's post-deploy checks look at real containers (tests/e2e/deploys).
+    monkeypatch.setattr(agent.deploy.checks, "run", lambda *args: [])
+    Recorder.root = agent.deploy.environments.env_root()
     Recorder.calls = []
     log = object()
-    assert commands.run(FakeAgent(), kind, payload, log) == {"did": kind}
+    done = {"did": kind, "checks": []} if kind == "deploy" else {"did": kind}
+    assert commands.run(FakeAgent(), kind, payload, log) == done
     name, args = Recorder.calls[0]
     assert (name, args[:-1]) == expected and args[-1] is log
 

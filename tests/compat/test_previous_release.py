@@ -25,8 +25,11 @@ import requests
 from werkzeug.serving import make_server
 
 from agent.deploy.environments import Environments
-from control_plane.models import Environment, Server
+from control_plane.infra.db import database
+from control_plane.models import Deployment, Environment, Server
 from control_plane.services.backups import wal
+from control_plane.services.tasks import engine
+from protocol.kinds import TaskKind
 from protocol.wire import REVISION
 from tests.conftest import auth
 from tests.support.agents import AGENT, wait_for
@@ -135,6 +138,18 @@ def test_the_previous_agent_deploys_reports_and_backs_up(
         assert r.status_code == 201, r.text
         sh.ended(timeout=15)
         assert sh.error["code"] == "shell_unavailable" and "upgrade" in sh.error["message"]
+        # A build's test run (a command it does not know): the task fails saying so, and
+        # the environment serves on.
+        with database.atomic():
+            d = engine.start(Environment.get_by_id(env_id), TaskKind.TEST,
+                             berth=app.extensions["berth"])
+        wait_for(lambda: Deployment.get_by_id(d.id).status in ("failed", "success"),
+                 timeout=60, what="the test task ended")
+        ended = Deployment.get_by_id(d.id)
+        assert ended.status == "failed" and "unknown command kind 'test'" in \
+            ended.error_message, ended.error_message
+        assert client.get(f"{P}/environments/{env_id}", headers=s.reader).json[
+            "status"] == "running"
     finally:
         envs = Environments(docker_client, root=root)
         for env_id in s.created:
