@@ -30,6 +30,7 @@ UPGRADE_SECONDS = 5  # a free rollout slot is filled within this
 ALERT_SECONDS = 15  # a due fleet alert goes out within this (after its own delay)
 HISTORY_SECONDS = 300  # metric history: hours rolled up, old points deleted
 GROWTH_SECONDS = 900  # as often as agents measure disk use
+COMMIT_STATUS_SECONDS = 5  # a build's result on its commit within seconds
 
 
 def jobs(berth):
@@ -40,7 +41,7 @@ def jobs(berth):
     from control_plane.services.backups import policy, retention, transfers, wal
     from control_plane.services.servers import alerts, history, sizes, upgrades
     from control_plane.services.tasks import reaper
-    from control_plane.services.webhooks import delivery
+    from control_plane.services.webhooks import commit_statuses, delivery
 
     settings = berth.settings
     return [
@@ -59,6 +60,7 @@ def jobs(berth):
         Job("fleet-alerts", ALERT_SECONDS, lambda: alerts.sweep(berth)),
         Job("metric-history", HISTORY_SECONDS, lambda: history.sweep(berth)),
         Job("size-growth", GROWTH_SECONDS, lambda: sizes.watch_growth(berth)),
+        Job("commit-statuses", COMMIT_STATUS_SECONDS, lambda: commit_statuses.run(berth)),
         Job("agent-upgrades", UPGRADE_SECONDS, lambda: upgrades.roll_out(berth)),
         # Servers reached over SSH: reachable or not, and their due commands (the
         # checks run on the SSH link's own loop; the job only starts them).

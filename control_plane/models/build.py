@@ -30,6 +30,12 @@ class Build(BaseModel):
     reason = peewee.TextField(null=True)
     started_at = DateTimeField(null=True)
     finished_at = DateTimeField(null=True)
+    # The commit status last reported to the project's forge (its `status`), and the
+    # next try when reporting failed (services/webhooks/commit_statuses.py).
+    status_reported = peewee.CharField(max_length=16, null=True)
+    status_attempts = peewee.IntegerField(default=0)
+    status_next_at = DateTimeField(null=True)
+    status_error = peewee.TextField(null=True)
 
     class Meta:
         table_name = "build"

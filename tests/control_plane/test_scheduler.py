@@ -21,7 +21,7 @@ RUNNING = ("scheduler running (reaper every 1 s, webhooks every 0.25 s, housekee
            "backup-uploads every 300 s, backup-schedule every 60 s, "
            "backup-retention every 3600 s, wal-watch every 30 s, wal-retention every 3600 s, "
            "import-retention every 3600 s, automation every 5 s, "
-           "fleet-alerts every 15 s, metric-history every 300 s, size-growth every 900 s, agent-upgrades every 5 s, ssh-servers every 30 s)")
+           "fleet-alerts every 15 s, metric-history every 300 s, size-growth every 900 s, commit-statuses every 5 s, agent-upgrades every 5 s, ssh-servers every 30 s)")
 
 
 def test_jobs_run_at_start_then_every_interval_and_failures_do_not_stop_the_loop(caplog):

@@ -52,6 +52,7 @@ def register(app):
         channels,
         drills,
         environments,
+        forge,
         mails,
         metric_history,
         monitoring,
@@ -68,6 +69,6 @@ def register(app):
     auth.init_app(app, PREFIX, open_paths=("openapi.json", "docs", "redoc"))
     for module in (projects, environments, backups, drills, wal_archive, servers,
                    registration_tokens, monitoring, mails, shells, metric_history, sizes, tickets,
-                   changelog, webhooks, channels, automation, builds, audit):
+                   changelog, webhooks, channels, automation, builds, forge, audit):
         api.register_blueprint(module.blp, url_prefix=PREFIX)
     return api

@@ -18,9 +18,11 @@ from control_plane.scheduler import Job, Scheduler
 from control_plane.services.automation import triggers
 from control_plane.services.projects import git_push
 from control_plane.services.projects.addon_repositories import full_name_of
+from control_plane.services.webhooks import commit_statuses
 from tests.control_plane.projects.test_git_push import post
 from tests.support.agents import wait_for
 from tests.support.backup_flow import P
+from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
 PASSING = '''
 from odoo.tests import TransactionCase
@@ -46,12 +48,16 @@ class TestTotals(TransactionCase):
 
 
 @pytest.fixture
-def automation(app):
+def automation(app, trust_ca):  # noqa: F811
+    """The automation and commit-statuses jobs, the forge stub reachable and trusted."""
     berth = app.extensions["berth"]
-    loop = Scheduler([Job("automation", 0.3, lambda: triggers.run(berth))])
+    berth.settings.update(WEBHOOK_ALLOW_PRIVATE=True, WEBHOOK_CA_BUNDLE=trust_ca)
+    loop = Scheduler([Job("automation", 0.3, lambda: triggers.run(berth)),
+                      Job("commit-statuses", 0.3, lambda: commit_statuses.run(berth))])
     loop.start_in_thread()
     yield loop
     loop.stop()
+    berth.settings.update(WEBHOOK_ALLOW_PRIVATE=False, WEBHOOK_CA_BUNDLE=None)
 
 
 def branch_with(tmp_path, branch, tests):
@@ -94,16 +100,25 @@ def build_of(client, s, run_id, ended=True):
 
 
 @pytest.mark.parametrize("stand", ["local"], indirect=True)
-def test_a_push_is_built_and_its_tests_decide(client, stand, automation, tmp_path):
+def test_a_push_is_built_and_its_tests_decide(client, stand, automation, tmp_path,
+                                              https_receiver):  # noqa: F811
     s = stand
     try:
-        _builds(client, s, tmp_path)
+        _builds(client, s, tmp_path, https_receiver)
     finally:  # the builds' environments, kept or not yet removed
         for env in Environment.select().where(Environment.project == s.project.id):
             s.envs.destroy(str(env.id), True, lambda *line: None)
 
 
-def _builds(client, s, tmp_path):
+def statuses(forge, commit, count):
+    """The commit statuses the forge stub received for `commit`, once `count` did."""
+    def sent():
+        got = [json.loads(r.body) for r in forge.requests if r.path.endswith(commit)]
+        return len(got) >= count and got
+    return wait_for(sent, timeout=60, interval=0.3, what=f"{count} statuses of {commit}")
+
+
+def _builds(client, s, tmp_path, forge):
     secret = git_push.issue_secret(s.project.id, public_url="https://berth.test")["secret"]
     rule = client.post(f"{P}/projects/{s.project.id}/automation-rules", headers=s.key, json={
         "name": "builds", "trigger": {"type": "git_push", "branch": "feature/*"},
@@ -111,6 +126,10 @@ def _builds(client, s, tmp_path):
     assert rule.status_code == 201, rule.json
     assert rule.json["action"] == {"type": "test", "source_environment_id": None,
                                    "keep_hours": 2, "remove_on_success": True}
+    # Results go to the commits in the repository's forge (a GitHub stub here).
+    r = client.put(f"{P}/projects/{s.project.id}/forge", headers=s.key, json={
+        "provider": "github", "token": "ghp_build", "api_url": forge.url})
+    assert r.status_code == 200 and r.json["token_set"] is True
 
     # A passing test: the build passes, and its environment goes at once.
     good = branch_with(tmp_path, "feature/ok", PASSING)
@@ -127,6 +146,11 @@ def _builds(client, s, tmp_path):
     wait_for(lambda: client.get(f"{P}/environments/{build['environment_id']}",
                                 headers=s.reader).status_code == 404, timeout=120,
              interval=0.5, what="the passing build's environment removed")
+    sent = statuses(forge, good, 2)
+    assert sent[0]["state"] == "pending" and sent[-1]["state"] == "success"
+    assert sent[-1]["target_url"].endswith(f"/builds/{build['id']}")
+    assert sent[-1]["context"] == "berth/build" and sent[-1]["description"] == "passed: 1 tests"
+    assert forge.requests[0].headers.get("Authorization") == "Bearer ghp_build"
 
     # A failing test: the build fails, names the test and its message; the
     # environment stays for inspection.
@@ -141,6 +165,7 @@ def _builds(client, s, tmp_path):
     assert build["reason"] == "1 failed, 0 error(s) of 2 tests"
     env = client.get(f"{P}/environments/{build['environment_id']}", headers=s.reader)
     assert env.status_code == 200 and env.json["status"] == "running"
+    assert statuses(forge, bad, 2)[-1]["state"] == "failure"
     listed = client.get(f"{P}/projects/{s.project.id}/builds", headers=s.reader).json
     assert [b["status"] for b in listed["data"]] == ["failed", "passed"]
     assert "log" not in listed["data"][0] and "tests" not in listed["data"][0]
