@@ -284,6 +284,7 @@ def register(app):
     from control_plane.console import (  # noqa: F401 - the views register on `blp`
         account,
         backups,
+        builds,
         channels,
         environments,
         mails,

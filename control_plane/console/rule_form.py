@@ -15,9 +15,11 @@ ACTION_FIELDS = {"deploy": ("environment_id",), "backup": ("environment_id",),
                  "copy_database": ("source_environment_id", "environment_id", "fresh",
                                "allow_production", "neutralize_profile", "anonymize"),
                  "preview": ("source_environment_id", "ttl_hours", "max_environments",
-                             "neutralize_profile", "anonymize")}
-FLAGS = ("fresh", "allow_production", "anonymize")
-NUMBERS = ("ttl_hours", "max_environments")
+                             "neutralize_profile", "anonymize"),
+                 "test": ("source_environment_id", "keep_hours", "remove_on_success",
+                          "neutralize_profile", "anonymize")}
+FLAGS = ("fresh", "allow_production", "anonymize", "remove_on_success")
+NUMBERS = ("ttl_hours", "max_environments", "keep_hours")
 NEXT_RUNS = 5
 
 
@@ -71,7 +73,10 @@ def said(rule, names):
                                      f"{env('environment_id')}",
             "preview": lambda: "an environment per pushed branch"
                                + (f", from {env('source_environment_id')}'s data"
-                                  if a.get("source_environment_id") else "")}.get(
+                                  if a.get("source_environment_id") else ""),
+            "test": lambda: "build each push: the changed modules' tests"
+                            + (f", on {env('source_environment_id')}'s data"
+                               if a.get("source_environment_id") else ", on an empty database")}.get(
         a.get("type"), lambda: a.get("type", "—"))()
     return when, does
 

@@ -23,6 +23,7 @@ from control_plane.api.ops.deployments import ListArgs as DeploymentListArgs
 from control_plane.api.pagination import CursorArgs
 from control_plane.api.public import audit as audit_api
 from control_plane.api.public import backups as backups_api
+from control_plane.api.public import builds as builds_api
 from control_plane.api.public import environments as env_api
 from control_plane.api.public import mails as mails_api
 from control_plane.api.public import monitoring as monitoring_api
@@ -31,7 +32,7 @@ from control_plane.api.public import servers as servers_api
 from control_plane.api.public import sizes as sizes_api
 from control_plane.api.public.automation import AutomationRuleSchema, RulePage
 from control_plane.services import audit
-from control_plane.services.automation import rules
+from control_plane.services.automation import builds, rules
 from control_plane.services.backups import backups
 from control_plane.services.deploys import environments as envs
 from control_plane.services.deploys import operations
@@ -154,6 +155,14 @@ TOOLS = [
     Tool("get_rule", "One automation rule: its trigger, action, next and last run.",
          _args(rule_id=ID), AutomationRuleSchema(),
          lambda actor, a: rules.get_rule(actor, a["rule_id"])),
+    Tool("list_builds", "A project's builds (a push's tests), newest first, of one branch "
+                        "when given: status, commit, test counts.",
+         _args(builds_api.BuildArgs, **PROJECT), builds_api.BuildPage(),
+         lambda actor, a: _page(builds.list_builds(actor, a.pop("project_id"), **a))),
+    Tool("get_build", "One build: each test's outcome (failures first, with the traceback) "
+                      "and the ERP's test log.",
+         _args(build_id=ID), builds_api.BuildDetailSchema(),
+         lambda actor, a: builds.get_build(actor, a["build_id"])),
     Tool("list_audit_events", "The organization's audit log, newest first: who changed what.",
          _args(audit_api.AuditArgs), audit_api.AuditPage(),
          lambda actor, a: _page(audit.list_events(actor, since=a.pop("from_", None),

@@ -27,6 +27,7 @@ from control_plane.app import create_app
 from control_plane.models import (
     ApiKey,
     AuditEvent,
+    Build,
     Deployment,
     Environment,
     Event,
@@ -592,6 +593,16 @@ def _every_page(stand, deployed):
     rule = rules.create_rule(stand.project, name="nightly", trigger={
         "type": "schedule", "cron": "0 3 * * *", "timezone": "Europe/Brussels"},
         action={"type": "backup", "environment_id": str(deployed.id)})
+    build = Build.create(
+        organization=stand.org, project=stand.project.id, branch="feature/tax", commit="a" * 40,
+        status="failed", stage="test", modules=["shop"], reason="1 failed, 0 error(s) of 2 tests",
+        counts={"tests": 2, "passed": 1, "failed": 1, "error": 0, "skipped": 0},
+        tests=[{"name": "TestOrder.test_tax", "module": "shop", "status": "failed",
+                "seconds": 0.25, "failure": "Traceback (most recent call last):\n"
+                                            "AssertionError: 0 != 21 : VAT missing"},
+               {"name": "TestOrder.test_total", "module": "shop", "status": "passed",
+                "seconds": 0.1, "failure": None}],
+        log="2026-12-03 10:00:01,000 7 INFO odoo odoo.addons.shop.tests: Starting ...")
     return [("overview", "/"), ("projects", "/projects"),
             ("project", f"/projects/{stand.project.id}"),
             ("environment", f"/environments/{deployed.id}"), ("servers", "/servers"),
@@ -601,7 +612,9 @@ def _every_page(stand, deployed):
             ("mails", f"/environments/{deployed.id}/mails"),
             ("mail", f"/environments/{deployed.id}/mails/{caught}"),
             ("account", "/account"), ("rules", f"/projects/{stand.project.id}/rules"),
-            ("rule", f"/rules/{rule.id}")], (found, channel, rule)
+            ("rule", f"/rules/{rule.id}"),
+            ("builds", f"/projects/{stand.project.id}/builds"),
+            ("build", f"/builds/{build.id}")], (found, channel, rule, build)
 
 
 def test_every_page_passes_axe_and_has_a_dark_mode(stand, deployed):

@@ -15,6 +15,7 @@ from control_plane.infra import security
 from control_plane.models import (
     AutomationRule,
     Backup,
+    Build,
     Deployment,
     Environment,
     EnvironmentMetric,
@@ -605,3 +606,43 @@ def test_what_the_size_is_made_of_is_shown_and_missing_files_stand_out(world, me
                                      "attachments_missing": 0, "files_orphaned": 0,
                                      "missing_sample": []}).where(Environment.id == env.id).execute()
     assert "Every attachment has its file." in made_of()
+
+
+def test_a_build_rule_from_the_form_and_the_builds_by_branch(world, member):
+    """A `test` rule picked in the form; the project's builds, of one branch; one
+    build's tests with the failures first, each failure's traceback shown; another
+    organization's build is not found."""
+    org, b = member
+    project = world.project(org, name="Shop")
+    r = b.post(f"/projects/{project.id}/rules", {
+        "name": "Builds", "enabled": "1", "trigger.type": "git_push",
+        "trigger.branch": "feature/*", "action.type": "test", "action.keep_hours": "6"})
+    assert r.status_code == 303, _text(r)
+    rule = AutomationRule.get(AutomationRule.project == project.id)
+    assert rule.action == {"type": "test", "source_environment_id": None, "keep_hours": 6,
+                           "remove_on_success": False}
+    assert "build each push: the changed modules&#39; tests, on an empty database" in _text(
+        b.get(f"/projects/{project.id}/rules"))
+    tests = [{"name": "TestOrder.test_tax", "module": "shop", "status": "failed",
+              "seconds": 0.25, "failure": "AssertionError: 0 != 21 : VAT missing"},
+             {"name": "TestOrder.test_total", "module": "shop", "status": "passed",
+              "seconds": 0.1, "failure": None}]
+    failed = Build.create(organization=org.id, project=project.id, branch="feature/tax",
+                          commit="a" * 40, status="failed", stage="test", tests=tests,
+                          counts={"tests": 2, "passed": 1, "failed": 1, "error": 0,
+                                  "skipped": 0}, reason="1 failed, 0 error(s) of 2 tests")
+    Build.create(organization=org.id, project=project.id, branch="feature/ok",
+                 commit="b" * 40, status="running", stage="create")
+    assert "/builds" in _text(b.get(f"/projects/{project.id}"))
+    page = _text(b.get(f"/projects/{project.id}/builds"))
+    assert "feature/tax" in page and "feature/ok" in page and "1 of 2 passed" in page
+    page = _text(b.get(f"/projects/{project.id}/builds", query_string={"branch": "feature/ok"}))
+    assert "feature/ok" in page and "feature/tax" not in page
+    page = _text(b.get(f"/builds/{failed.id}"))
+    assert page.index("TestOrder.test_tax") < page.index("TestOrder.test_total")
+    assert "AssertionError: 0 != 21 : VAT missing" in page
+    assert "Modules tested: —" in page
+    other = world.project(world.org())
+    stranger = Build.create(organization=other.organization_id, project=other.id,
+                            branch="main", status="queued")
+    assert b.get(f"/builds/{stranger.id}").status_code == 404

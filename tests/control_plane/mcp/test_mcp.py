@@ -22,7 +22,7 @@ from tests.support.agents import http_app  # noqa: F401 - fixture
 READS = {"list_projects", "get_project", "list_environments", "get_environment",
          "environment_status", "list_deployments", "get_deployment", "task_log", "runtime_logs",
          "environment_metrics", "environment_size", "list_servers", "server_metrics", "list_backups", "list_rules",
-         "get_rule", "list_audit_events", "list_mails", "get_mail"}
+         "get_rule", "list_audit_events", "list_mails", "get_mail", "list_builds", "get_build"}
 WRITES = {"start_environment", "stop_environment", "restart_environment",
           "deploy_environment", "redeploy_environment", "backup_environment",
           "restore_environment", "rollback_deployment"}
