@@ -8,7 +8,6 @@ the official odoo and postgres images' conventions."""
 
 import contextlib
 import os
-import re
 import secrets
 import shutil
 import time
@@ -16,9 +15,16 @@ import urllib.request
 from pathlib import Path
 
 from agent.deploy import archiving as archiving_setup
-from agent.deploy import db_ready, requirements, updates
-from agent.deploy import git as git_cmd
+from agent.deploy import checkout, db_ready, requirements, updates
+from agent.deploy.checkout import (  # noqa: F401 - where the agent's other modules find them
+    ADDON_REPOS,
+    CONTAINER_ADDONS,
+    PREVIOUS_ADDONS,
+    addon_repo_names,
+    addons_path,
+)
 from agent.deploy.git import DeployError
+from agent.deploy.values import option_lines, postgres_arguments, variables
 from agent.errors import ContainerNotFound, EngineError, ImageNotFound, engine_errors
 from agent.mail import HOST_NAME as MAIL_HOST
 from protocol import wal
@@ -27,11 +33,10 @@ ENV_LABEL, ROLE_LABEL = "berth.environment_id", "berth.role"
 SETTINGS_LABEL = "berth.postgres_settings"  # the settings the database container runs with
 DEFAULT_ROOT = "/srv/berth"
 ERP_UID = 101  # the `odoo` user of the official image; the spec may say otherwise
-CONTAINER_ADDONS = "/mnt/extra-addons"
-ADDON_REPOS = ".addon-repositories"  # inside the add-ons directory: one per repository
 # What was deployed before, kept aside during a deploy until it stands (settle) or
-# fails (put_back): the code, the configuration and the stopped ERP container.
-PREVIOUS_ADDONS, PREVIOUS_CONF, PREVIOUS_ERP = "addons.previous", "odoo.conf.previous", "-previous"
+# fails (put_back): the code (checkout.PREVIOUS_ADDONS), the configuration and the
+# stopped ERP container.
+PREVIOUS_CONF, PREVIOUS_ERP = "odoo.conf.previous", "-previous"
 HEALTH_POLL = 0.1  # seconds between health checks: a restore or deploy waits on the first success
 CRASH_LOOK, CRASHES = 1.0, 2  # seconds between looks at the ERP's state; restarts that fail it
 
@@ -111,9 +116,9 @@ class Environments:
             db = self._postgres(env_id, n, spec, password, log)
             self._wait_db(db, log)
             _keep_conf(n["dir"])
-            code = self._checkout(spec.get("git"), n["dir"] / "addons", log)
-            addon_commits = self._checkout_addon_repositories(spec.get("addon_repositories"),
-                                                              n["dir"] / "addons", log)
+            code = checkout.project(spec.get("git"), n["dir"] / "addons", log)
+            addon_commits = checkout.addon_repositories(spec.get("addon_repositories"),
+                                                        n["dir"] / "addons", log)
             self._config(n, spec, password, log)
             dirs = self._addon_dirs(n, spec)
             run = {**spec, "erp_image": self._with_requirements(env_id, n, spec, dirs, log)}
@@ -315,53 +320,6 @@ class Environments:
             raise DeployError(f"the database did not become ready within {timeout} s")
         log("info", "the database accepts connections")
 
-    def _checkout(self, git, addons, log):
-        """The project's add-ons at the branch (or an exact commit, for rollbacks):
-        {git_commit, git_message, git_author}, or {} without a repository."""
-        if not git or not git.get("url"):
-            log("info", "no Git repository: deploying without add-ons")
-            return {}
-        work = addons.with_name("addons.new")
-        shutil.rmtree(work, ignore_errors=True)
-        url, branch, commit = git["url"], git.get("branch") or "main", git.get("commit")
-        log("info", f"checking out {git_cmd.redact(url)} at {commit or branch}")
-        git_cmd.clone(url, branch, work, what="the repository")
-        if commit:
-            git_cmd.checkout(work, commit, what="the repository")
-        sha, said = git_cmd.head(work), git_cmd.described(work)
-        # The code deployed until now, kept until this deploy stands (a failed
-        # module update puts it back).
-        _discard_tree(addons.with_name(PREVIOUS_ADDONS))
-        if addons.exists():
-            addons.rename(addons.with_name(PREVIOUS_ADDONS))
-        work.rename(addons)
-        log("info", f"add-ons at commit {sha}")
-        return {"git_commit": sha, **said}
-
-    def _checkout_addon_repositories(self, repos, addons, log):
-        """Each add-on repository at its branch head (or at the exact commit a
-        rollback names), in its own directory under the add-ons directory (mounted
-        with it), made afresh on every deploy. Returns the commits, in order."""
-        target, work = addons / ADDON_REPOS, addons / f"{ADDON_REPOS}.new"
-        shutil.rmtree(work, ignore_errors=True)
-        if repos:
-            work.mkdir(parents=True)
-        commits = []
-        for repo, name in zip(repos or (), addon_repo_names(repos), strict=True):
-            url, branch = repo.get("url") or "", repo.get("branch") or "main"
-            commit, what = repo.get("commit"), f"the add-on repository {name}"
-            log("info", f"checking out add-on repository {git_cmd.redact(url)} at "
-                        f"{commit or branch}")
-            # A branch head needs only the newest commit; an older commit needs history.
-            git_cmd.clone(url, branch, work / name, what=what, shallow=not commit)
-            if commit:
-                git_cmd.checkout(work / name, commit, what=what)
-            commits.append(git_cmd.head(work / name))
-        shutil.rmtree(target, ignore_errors=True)
-        if repos:
-            work.rename(target)
-        return commits
-
     def _config(self, n, spec, password, log):
         # The database container's name resolves on the environment's own network.
         lines = ["[options]", f"db_host = {n['db']}", "db_port = 5432", "db_user = odoo",
@@ -514,37 +472,6 @@ class Environments:
                 "deleted_data": bool(delete_data)}
 
 
-# The control plane checked these against its allow-lists; the agent checks again
-# that nothing can break out of its line (a configuration file, a command line).
-_KEY = re.compile(r"[a-z_]{1,64}")
-_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-
-
-def _plain(value):
-    return isinstance(value, str) and value.isprintable()
-
-
-def option_lines(options, what="ERP options"):
-    out = sorted((options or {}).items())
-    bad = [k for k, v in out if not (_KEY.fullmatch(k) and _plain(v))]
-    if bad:
-        raise DeployError(f"refused {what}: {', '.join(map(repr, bad))}")
-    return out
-
-
-def postgres_arguments(settings):
-    pairs = option_lines(settings, "PostgreSQL settings")
-    return [arg for k, v in pairs for arg in ("-c", f"{k}={v}")]
-
-
-def variables(values):
-    bad = [k for k, v in (values or {}).items()
-           if not (_VAR.fullmatch(k) and isinstance(v, str) and "\x00" not in v)]
-    if bad:
-        raise DeployError(f"refused variables: {', '.join(map(repr, bad))}")
-    return dict(values or {})
-
-
 def erp_address(docker_client, name, port=8069):
     """`ip:port` of a running ERP container on its environment's network."""
     container = docker_client.containers.get(name)
@@ -578,24 +505,3 @@ def erp_volumes(n):
             str(d / "addons"): {"bind": CONTAINER_ADDONS, "mode": "ro"},
             str(d / "filestore"): {"bind": "/var/lib/odoo", "mode": "rw"},
             str(d / "logs"): {"bind": "/var/log/odoo", "mode": "rw"}}
-
-
-def addon_repo_names(repos):
-    """A safe, unique directory name per add-on repository, in order."""
-    names = []
-    for i, repo in enumerate(repos or ()):
-        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(repo.get("name") or ""))
-        base = base.strip(".-")[:100] or f"repository-{i + 1}"
-        name, n = base, 2
-        while name in names:
-            name, n = f"{base}-{n}", n + 1
-        names.append(name)
-    return names
-
-
-def addons_path(spec):
-    """The project's add-ons first (the first directory of a name wins), then
-    each add-on repository's."""
-    names = addon_repo_names(spec.get("addon_repositories"))
-    return ",".join([CONTAINER_ADDONS] + [f"{CONTAINER_ADDONS}/{ADDON_REPOS}/{n}" for n in names])
-

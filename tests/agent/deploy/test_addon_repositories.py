@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from agent.deploy import checkout
 from agent.deploy.environments import DeployError, Environments, addon_repo_names, addons_path
 from tests.support.git_repo import Repo
 
@@ -26,8 +27,7 @@ def test_each_addon_repository_is_checked_out_at_its_branch(tmp_path):
     repos = [{"name": "oca-web", "url": web, "branch": "17.0"},
              {"name": "acme-tools", "url": tools, "branch": "main"}]
     lines = []
-    e = Environments(docker_client=None, root=tmp_path / "env")
-    e._checkout_addon_repositories(repos, addons, lambda level, msg: lines.append(msg))
+    checkout.addon_repositories(repos, addons, lambda level, msg: lines.append(msg))
     base = addons / ".addon-repositories"
     assert (base / "oca-web" / "web_responsive" / "__manifest__.py").exists()
     assert (base / "acme-tools" / "base_tools" / "__manifest__.py").exists()
@@ -38,16 +38,16 @@ def test_each_addon_repository_is_checked_out_at_its_branch(tmp_path):
         "/mnt/extra-addons/.addon-repositories/acme-tools")
 
     # The next deploy makes the set afresh: a repository no longer listed goes away.
-    e._checkout_addon_repositories(repos[:1], addons, lambda *a: None)
+    checkout.addon_repositories(repos[:1], addons, lambda *a: None)
     assert sorted(p.name for p in base.iterdir()) == ["oca-web"]
-    e._checkout_addon_repositories([], addons, lambda *a: None)
+    checkout.addon_repositories([], addons, lambda *a: None)
     assert not base.exists() and addons_path({}) == "/mnt/extra-addons"
 
     with pytest.raises(DeployError, match="cloning the add-on repository oca-web"):
-        e._checkout_addon_repositories([{**repos[0], "branch": "no-such-branch"}], addons,
+        checkout.addon_repositories([{**repos[0], "branch": "no-such-branch"}], addons,
                                        lambda *a: None)
     with pytest.raises(DeployError):
-        e._checkout_addon_repositories([{"name": "x", "url": "--upload-pack=touch /tmp/x"}],
+        checkout.addon_repositories([{"name": "x", "url": "--upload-pack=touch /tmp/x"}],
                                        addons, lambda *a: None)
 
 
