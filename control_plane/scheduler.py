@@ -7,10 +7,13 @@ and acts only on the rows its own UPDATE changed. A job that raises is logged;
 the loop goes on and runs it again at its next turn."""
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from control_plane.infra import nudge
 
 log = logging.getLogger("berth.scheduler")
 
@@ -77,23 +80,39 @@ class Scheduler:
     def __init__(self, jobs, monotonic=time.monotonic):
         self.jobs = list(jobs)
         self.stopping = threading.Event()
+        self.woken = threading.Event()  # a nudge or the stop
         self.monotonic = monotonic
         self.thread = None
+        self.due = {}
 
     def run(self):
-        """Until `stop()`; returns promptly once asked."""
-        due = {job.name: self.monotonic() for job in self.jobs}
-        while not self.stopping.is_set():
-            for job in self.jobs:
-                if self.stopping.is_set():
-                    break
-                if self.monotonic() >= due[job.name]:
-                    self._run_one(job)
-                    due[job.name] = self.monotonic() + job.every
-            if due:
-                self.stopping.wait(max(0.0, min(due.values()) - self.monotonic()))
-            else:
-                self.stopping.wait()
+        """Until `stop()`; returns promptly once asked. A nudge (infra/nudge.py) of a
+        job makes its next turn now."""
+        self.due = due = {job.name: self.monotonic() for job in self.jobs}
+        nudge.listen(self.soon)
+        try:
+            while not self.stopping.is_set():
+                for job in self.jobs:
+                    if self.stopping.is_set():
+                        break
+                    if self.monotonic() >= due[job.name]:
+                        due[job.name] = math.inf  # a nudge meanwhile makes it due again
+                        self._run_one(job)
+                        if due[job.name] == math.inf:
+                            due[job.name] = self.monotonic() + job.every
+                if due:
+                    self.woken.wait(max(0.0, min(due.values()) - self.monotonic()))
+                else:
+                    self.woken.wait()
+                self.woken.clear()
+        finally:
+            nudge.forget(self.soon)
+
+    def soon(self, job_name):
+        """(From any thread.) The job's next turn now, if this scheduler runs it."""
+        if job_name in self.due:
+            self.due[job_name] = self.monotonic()
+            self.woken.set()
 
     def _run_one(self, job):
         from control_plane.infra.db import database, is_sqlite
@@ -122,6 +141,7 @@ class Scheduler:
 
     def stop(self, timeout=10):
         self.stopping.set()
+        self.woken.set()
         if self.thread is not None:
             self.thread.join(timeout)
 

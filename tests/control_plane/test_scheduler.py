@@ -54,6 +54,38 @@ def test_stop_does_not_wait_for_the_next_turn():
     assert time.monotonic() - started < 2 and not scheduler.thread.is_alive()
 
 
+def test_a_nudged_job_takes_its_next_turn_now():
+    """A service's nudge (a build's next stage): the job runs again at once, not at
+    its interval, also when the nudge came while it ran; other jobs keep theirs."""
+    from control_plane.infra import nudge
+
+    runs = {"hourly": 0, "other": 0}
+    first = threading.Event()
+
+    def hourly():
+        runs["hourly"] += 1
+        if runs["hourly"] == 1:
+            nudge.nudge("hourly")  # while it runs: it runs again after
+        first.set()
+
+    scheduler = Scheduler([Job("hourly", 3600, hourly),
+                           Job("other", 3600, lambda: runs.__setitem__("other", runs["other"] + 1))])
+    scheduler.start_in_thread()
+    try:
+        assert first.wait(10)
+        wait_for(lambda: runs["hourly"] == 2, timeout=5, what="the run the nudge asked for")
+        started = time.monotonic()
+        nudge.nudge("hourly")
+        nudge.nudge("no-such-job")
+        wait_for(lambda: runs["hourly"] == 3, timeout=5, what="a nudge between turns")
+        assert time.monotonic() - started < 2 and runs["other"] == 1
+    finally:
+        scheduler.stop()
+    nudge.nudge("hourly")  # a stopped scheduler no longer listens
+    time.sleep(0.2)
+    assert runs["hourly"] == 3
+
+
 @pytest.fixture
 def process_env(app, backend):
     """The environment of a `berth` process on the test's database."""

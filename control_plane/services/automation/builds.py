@@ -20,7 +20,8 @@ import peewee
 
 from control_plane import events
 from control_plane.events import Name
-from control_plane.infra import clock
+from control_plane.infra import clock, nudge
+from control_plane.infra.db import after_commit
 from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRun, Build, Deployment, Environment, Project
 from control_plane.services.accounts import actors
@@ -157,6 +158,8 @@ def _update(build, **fields):
     Build.update(**fields).where(Build.id == build.id).execute()
     for name, value in fields.items():
         setattr(build, name, value)
+    if "status" in fields or "stage" in fields:  # on its commit within moments
+        after_commit(lambda: nudge.nudge("commit-statuses"))
 
 
 # --- the task ---------------------------------------------------------------------------

@@ -12,8 +12,8 @@ steps too (previews.py)."""
 
 from control_plane import events
 from control_plane.events import Name
-from control_plane.infra import clock
-from control_plane.infra.db import database, for_update
+from control_plane.infra import clock, nudge
+from control_plane.infra.db import after_commit, database, for_update
 from control_plane.infra.pagination import CursorList
 from control_plane.models import AutomationRule, AutomationRun, Environment, Project
 from control_plane.services import audit
@@ -147,12 +147,12 @@ def follow(d, outcome):
         extra = d.extra_data or {}
         AutomationRun.update(stage="restore", backup_id=extra.get("backup_id"), task=None,
                              action_started=False).where(AutomationRun.id == run.id).execute()
-        return run
+        return _next_stage_soon(run)
     if outcome.ok and run.stage == "create" and rule.action.get("source_environment_id"):
         # A new preview: the source's data comes next.
         AutomationRun.update(stage="copy", task=None, action_started=False).where(
             AutomationRun.id == run.id).execute()
-        return run
+        return _next_stage_soon(run)
     return _ended(rule, run, d, outcome)
 
 
@@ -166,6 +166,13 @@ def _ended(rule, run, d, outcome):
     return run
 
 
+def _next_stage_soon(run):
+    """The automation job starts a run's next stage; a scheduler in this process
+    takes its next turn now rather than at its interval."""
+    after_commit(lambda: nudge.nudge("automation"))
+    return run
+
+
 def _build_followed(rule, run, d, outcome):
     """A build's stage ended: its next stage waits for the scheduler's job, or the
     run ends as the build did."""
@@ -176,6 +183,7 @@ def _build_followed(rule, run, d, outcome):
     if stage:
         AutomationRun.update(stage=stage, task=None, action_started=False).where(
             AutomationRun.id == run.id).execute()
+        _next_stage_soon(run)
     elif build.status == builds.PASSED:
         finish(rule, run, COMPLETED)
     else:
