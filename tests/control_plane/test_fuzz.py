@@ -29,10 +29,12 @@ def fuzz_app(tmp_path_factory):
     tickets.add_comment(t.id, author="a", content="c", from_support=True)
     releases.add_release(version="1.2.3", date="2026-01-02", title="t", highlights=["h"],
                          categories={"added": ["x"]})
-    # Enough keys that the fuzzer stays under the per-key limits.
+    # Enough keys that the fuzzer stays under the per-key limits (20 a minute for a
+    # full-access key): it sends some ten thousand requests a minute, each key used once
+    # in a thousand.
     raw_keys = [keys.create_key(org.id, f"f{i}", "full_access", "organization",
                                 support_tickets=True, server_registration=True)[1]
-                for i in range(200)]
+                for i in range(1000)]
     app.fuzz_keys = itertools.cycle(raw_keys)
     return app
 
