@@ -2,10 +2,13 @@
 a real `berth-agent run`, real containers of the ERP stand-in (which runs add-ons'
 tests as Odoo's command line does).
 
-A `test` rule on `feature/*`: the push of a branch whose new module's test passes
-gives a build that passes, its environment removed at once; a push whose test
-fails gives a failed build naming the test and its message, the environment kept
-for inspection; a newer push of a branch cancels the build of the older one."""
+A `test` rule on `feature/*` whose builds run on a neutralised copy of production's
+newest backup: the push of a branch whose new module's tests pass (one of them finds
+production's customer in the copy, neutralised) gives a build that passes, its status
+on the commit in the forge (a GitHub stub), its environment removed at once; a push
+whose test fails gives a failed build naming the test and its message, `failure` on
+the commit, the environment kept for inspection; a newer push of a branch cancels the
+build of the older one."""
 
 import json
 import subprocess
@@ -21,7 +24,7 @@ from control_plane.services.projects.addon_repositories import full_name_of
 from control_plane.services.webhooks import commit_statuses
 from tests.control_plane.projects.test_git_push import post
 from tests.support.agents import wait_for
-from tests.support.backup_flow import P
+from tests.support.backup_flow import P, completed_backup, deployed, psql, wait_running
 from tests.support.webhook_receiver import https_receiver, trust_ca  # noqa: F401 - fixtures
 
 PASSING = '''
@@ -32,6 +35,13 @@ class TestTotals(TransactionCase):
 
     def test_admin_is_there(self):
         self.assertEqual(self.env.user.login, "admin")
+
+    def test_on_a_neutralised_copy_of_production(self):
+        self.env.cr.execute("SELECT count(*) FROM res_partner WHERE name = 'Copied Customer'")
+        self.assertEqual(self.env.cr.fetchone()[0], 1)
+        self.env.cr.execute("SELECT value FROM ir_config_parameter"
+                            " WHERE key = 'database.is_neutralized'")
+        self.assertEqual(self.env.cr.fetchone()[0].lower(), "true")
 '''
 FAILING = '''
 from odoo.tests import TransactionCase
@@ -120,11 +130,15 @@ def statuses(forge, commit, count):
 
 def _builds(client, s, tmp_path, forge):
     secret = git_push.issue_secret(s.project.id, public_url="https://berth.test")["secret"]
+    production = deployed(client, s, "Production", "production")
+    wait_running(client, s, production)
+    psql(s, production, "INSERT INTO res_partner (name) VALUES ('Copied Customer')")
+    completed_backup(client, s, production)
     rule = client.post(f"{P}/projects/{s.project.id}/automation-rules", headers=s.key, json={
         "name": "builds", "trigger": {"type": "git_push", "branch": "feature/*"},
-        "action": {"type": "test", "keep_hours": 2}})
+        "action": {"type": "test", "keep_hours": 2, "source_environment_id": production}})
     assert rule.status_code == 201, rule.json
-    assert rule.json["action"] == {"type": "test", "source_environment_id": None,
+    assert rule.json["action"] == {"type": "test", "source_environment_id": production,
                                    "keep_hours": 2, "remove_on_success": True}
     # Results go to the commits in the repository's forge (a GitHub stub here).
     r = client.put(f"{P}/projects/{s.project.id}/forge", headers=s.key, json={
@@ -138,8 +152,9 @@ def _builds(client, s, tmp_path, forge):
     assert build["status"] == "passed", build
     assert (build["branch"], build["commit"], build["modules"]) == (
         "feature/ok", good, ["shop_totals"])
-    assert build["counts"] == {"tests": 1, "passed": 1, "failed": 0, "error": 0, "skipped": 0}
-    assert build["tests"][0]["name"] == "TestTotals.test_admin_is_there"
+    assert build["counts"] == {"tests": 2, "passed": 2, "failed": 0, "error": 0, "skipped": 0}
+    assert [t["name"] for t in build["tests"]] == [
+        "TestTotals.test_admin_is_there", "TestTotals.test_on_a_neutralised_copy_of_production"]
     assert build["tests"][0]["module"] == "shop_totals"
     assert "Starting TestTotals.test_admin_is_there ..." in build["log"]
     assert build["duration_seconds"] > 0
@@ -149,7 +164,7 @@ def _builds(client, s, tmp_path, forge):
     sent = statuses(forge, good, 2)
     assert sent[0]["state"] == "pending" and sent[-1]["state"] == "success"
     assert sent[-1]["target_url"].endswith(f"/builds/{build['id']}")
-    assert sent[-1]["context"] == "berth/build" and sent[-1]["description"] == "passed: 1 tests"
+    assert sent[-1]["context"] == "berth/build" and sent[-1]["description"] == "passed: 2 tests"
     assert forge.requests[0].headers.get("Authorization") == "Bearer ghp_build"
 
     # A failing test: the build fails, names the test and its message; the
