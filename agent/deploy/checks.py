@@ -31,6 +31,7 @@ from agent.errors import AgentError, engine_errors
 CRON_WAIT = float(os.environ.get("BERTH_AGENT_CRON_CHECK_SECONDS", "75"))  # Odoo polls every 60 s
 CRON_POLL = 0.5
 HANDSHAKE_TIMEOUT = 30  # seconds: an on-demand certificate may be issued first
+WS_SETTLE, WS_RETRY = 10.0, 0.5  # seconds a failing handshake is tried again, and between
 SAMPLE = 20
 PENDING = ("to upgrade", "to install", "to remove")
 LONGPOLL_PORT = 8072
@@ -85,12 +86,24 @@ def _sql(db, sql):
 # --- websocket ----------------------------------------------------------------------
 
 def websocket(proxy, spec, result):
-    from websockets.exceptions import InvalidStatus
-    from websockets.sync.client import connect
-
+    """With workers: the handshake, tried again for up to WS_SETTLE seconds (the ERP's
+    long-polling server may start after its HTTP one has answered; the proxy may be
+    loading its new route); the last failure is the check's."""
     workers = int((spec.get("erp_options") or {}).get("workers") or 0)
     if workers <= 0:
         return "skipped", "no workers: the ERP serves /websocket on its HTTP port"
+    deadline = time.monotonic() + WS_SETTLE
+    while True:
+        status, detail = _handshake(proxy, spec, result)
+        if status != "failed" or time.monotonic() >= deadline:
+            return status, detail
+        time.sleep(WS_RETRY)
+
+
+def _handshake(proxy, spec, result):
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
     hostnames = spec.get("hostnames") or []
     if proxy is not None and hostnames:
         from agent.proxy.proxy import listen_addresses
@@ -117,7 +130,8 @@ def websocket(proxy, spec, result):
         return "failed", f"{where} answered {exc.response.status_code} to the upgrade " \
                          "(real-time features need it routed to the long-polling port)"
     except Exception as exc:  # noqa: BLE001 - refused, reset, timed out: the route fails
-        return "failed", f"the WebSocket handshake on {where} failed: {exc}"
+        return "failed", f"the WebSocket handshake on {where} failed: " \
+                         f"{type(exc).__name__}: {exc}"
     finally:
         sock.close()
     return "passed", f"WebSocket handshake on {where}"

@@ -81,9 +81,9 @@ def test_a_nudged_job_takes_its_next_turn_now():
         assert time.monotonic() - started < 2 and runs["other"] == 1
     finally:
         scheduler.stop()
-    nudge.nudge("hourly")  # a stopped scheduler no longer listens
-    time.sleep(0.2)
-    assert runs["hourly"] == 3
+    assert not scheduler.thread.is_alive()
+    nudge.nudge("hourly")  # a stopped scheduler no longer listens: nothing to wake
+    assert runs["hourly"] == 3 and not scheduler.woken.is_set()
 
 
 @pytest.fixture
